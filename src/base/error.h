@@ -1,0 +1,38 @@
+#pragma once
+
+// The project's error codes. Every expected failure inside Sluice is one of
+// these values; kafka/error_mapping.h is the single table that turns them
+// into Kafka wire error codes at the edge.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+enum class errc : int16_t {
+  ok = 0,
+  // Storage and the operating system.
+  io_error,           // a read, write or sync failed; the partition goes offline for writes
+  no_space,           // ENOSPC or EDQUOT
+  corrupt_data,       // bytes on disk or from a client that fail validation (CRC, lengths)
+  not_found,          // a file or directory that should exist does not
+  already_exists,     // create of something that exists
+  offset_out_of_range,  // an offset below the log start offset or above the log end offset
+  log_offline,        // the partition was taken offline for writes after an I/O error
+  // Input validation.
+  invalid_argument,   // a caller passed something outside the contract
+  invalid_record,     // a record batch with a bad header (magic, count, lengths)
+  unsupported_format, // an older message format (magic 0 or 1)
+  message_too_large,  // a batch larger than message.max.bytes
+  invalid_config,     // a configuration key or value that is refused
+  // Protocol decoding.
+  malformed,          // a request that cannot be decoded
+  unsupported_version,
+  // Shutdown.
+  shutting_down,
+};
+
+std::string_view errc_name(errc e);
+
+}  // namespace sluice

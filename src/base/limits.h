@@ -1,0 +1,43 @@
+#pragma once
+
+// Every hard limit of Sluice in one place. Settings an operator may change
+// (segment.bytes, message.max.bytes, ...) live in the configuration schema
+// (config/); this file holds the fixed bounds those settings must stay
+// within and the defaults Kafka documents. Units are in the names.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::limits {
+
+// ---- Record batches (Kafka's RecordBatch v2) -------------------------------
+// The fixed header of a v2 batch, up to and including the record count.
+inline constexpr size_t batch_header_bytes = 61;
+// Largest batch the log accepts, whatever message.max.bytes says.
+inline constexpr int64_t max_batch_bytes = 64ll << 20;
+// Kafka's default message.max.bytes (1 MiB plus overhead).
+inline constexpr int64_t default_message_max_bytes = 1'048'588;
+
+// ---- Segments and indexes ---------------------------------------------------
+inline constexpr int64_t default_segment_bytes = 1ll << 30;             // 1 GiB
+inline constexpr int64_t min_segment_bytes = 14;                        // Kafka's lower bound
+inline constexpr int64_t max_segment_bytes = (1ll << 31) - 1;           // positions fit in int32
+inline constexpr int64_t default_segment_ms = 7ll * 24 * 3600 * 1000;   // 7 days
+inline constexpr int64_t default_index_interval_bytes = 4096;
+inline constexpr int64_t default_segment_index_bytes = 10ll << 20;      // 10 MiB per index file
+inline constexpr size_t offset_index_entry_bytes = 8;                   // relative offset, position
+inline constexpr size_t time_index_entry_bytes = 12;                    // timestamp, relative offset
+
+// ---- Files ------------------------------------------------------------------
+// Open segment file handles per broker; idle segments are closed beyond this.
+inline constexpr size_t default_max_open_segment_files = 1024;
+// Checkpoint files are small text files; a larger one on disk is corrupt.
+inline constexpr size_t max_checkpoint_file_bytes = 16ll << 20;
+
+// ---- Network ----------------------------------------------------------------
+inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100 MiB
+inline constexpr int64_t default_connections_max_idle_ms = 10ll * 60 * 1000;
+inline constexpr int64_t default_max_connections = 10'000;
+inline constexpr int64_t default_max_inflight_requests_per_connection = 64;
+
+}  // namespace sluice::limits

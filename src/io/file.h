@@ -1,0 +1,88 @@
+#pragma once
+
+// The operating system's files behind a small interface (after LevelDB's
+// Env), so storage tests can inject torn writes, failed syncs and full disks.
+//
+// Thread safety: a `file` may be read (pread) from several threads at once;
+// writes (append, truncate, sync) must come from one thread at a time, which
+// the owner (a segment) guarantees. `filesystem` methods are thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace sluice::io {
+
+class file {
+ public:
+  virtual ~file() = default;
+
+  // Reads up to `n` bytes at byte position `pos`; returns how many were read
+  // (fewer only at end of file).
+  virtual result<size_t> pread(void* buf, size_t n, uint64_t pos) = 0;
+  // Appends all of `data` at the end of the file (a short write is an error).
+  virtual status append(std::span<const std::byte> data) = 0;
+  // Writes all of `data` at `pos` (used for in-place header rewrites and
+  // index files); does not change the append position if pos < size.
+  virtual status pwrite(std::span<const std::byte> data, uint64_t pos) = 0;
+  // Makes all written data durable (fdatasync). Until it returns ok, nothing
+  // written may be reported durable.
+  virtual status sync() = 0;
+  // Cuts the file to `size` bytes.
+  virtual status truncate(uint64_t size) = 0;
+  // Current size in bytes (the append position).
+  virtual result<uint64_t> size() = 0;
+  // The OS descriptor for zero-copy sends (sendfile), or -1 when the file is
+  // not backed by one (test doubles).
+  virtual int native_handle() const = 0;
+  // Tells the kernel the range will not be needed soon (page cache hint).
+  virtual void advise_dontneed(uint64_t /*pos*/, uint64_t /*len*/) {}
+};
+
+enum class open_mode {
+  read_only,      // must exist
+  read_write,     // must exist
+  create,         // create if missing, keep contents
+  create_new,     // must not exist
+  truncate,       // create or empty
+};
+
+class filesystem {
+ public:
+  virtual ~filesystem() = default;
+
+  virtual result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) = 0;
+  virtual status rename(const std::string& from, const std::string& to) = 0;
+  virtual status remove(const std::string& path) = 0;
+  // Creates the directory and its parents if missing.
+  virtual status create_dirs(const std::string& path) = 0;
+  // Removes a directory and everything under it.
+  virtual status remove_all(const std::string& path) = 0;
+  // Names (not paths) of the entries of a directory.
+  virtual result<std::vector<std::string>> list(const std::string& dir) = 0;
+  virtual bool exists(const std::string& path) = 0;
+  // fsyncs a directory so renames and creations in it are durable.
+  virtual status sync_dir(const std::string& dir) = 0;
+  // Bytes free on the file system that holds `path`.
+  virtual result<uint64_t> free_bytes(const std::string& path) = 0;
+
+  // The real, POSIX file system. Lives for the whole process.
+  static filesystem& posix();
+
+  // Writes `contents` to `path` atomically: a temporary file is written and
+  // synced, renamed over `path`, and the directory is synced. After a crash
+  // the file holds either the old or the new contents, never a mix.
+  status write_atomic(const std::string& path, std::span<const std::byte> contents);
+  // Reads a whole (small) file.
+  result<std::vector<std::byte>> read_all(const std::string& path, size_t max_bytes);
+};
+
+std::string dirname(const std::string& path);
+std::string join(const std::string& dir, const std::string& name);
+
+}  // namespace sluice::io
