@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds Sluice into build/ (or the directory given as $1, with
+# further cmake arguments after it). Needs the packages of install-deps.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build}
+shift || true
+cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+cmake --build "$dir" -j"$(nproc)"
