@@ -1,0 +1,247 @@
+#pragma once
+
+// The durable partition log: one directory of segments per partition, holding
+// Kafka RecordBatch v2 bytes exactly as producers sent them (see
+// docs/log_format.md for the bytes on disk).
+//
+// Words (one meaning each, from base/types.h):
+//   log start offset  first offset still readable
+//   log end offset    one past the last offset appended (the next offset)
+//   durable offset    every offset below it survives a crash (fdatasync done)
+//
+// Thread model. The broker has a few asio I/O threads and one flusher thread
+// (storage/flusher.h) shared by all logs.
+//   * Every public method of `log` is thread-safe. Appends, truncation and
+//     log-start moves are serialised by a per-log mutex; call them from any
+//     I/O thread.
+//   * Reads run concurrently with appends: they hold the mutex only to locate
+//     the batch, then return a `file_region` whose bytes are immutable until
+//     a truncation below them. A region keeps its file open while held, even
+//     if the segment is deleted or its handle is evicted from the cache.
+//   * Durability callbacks (`on_durable`) run on the flusher thread, or on the
+//     calling thread when the offset is already durable. They must not block;
+//     they may call back into the log.
+//
+// Errors are values. An I/O error or a full disk while writing takes the log
+// offline for writes (`errc::log_offline` from then on, one ERROR log line);
+// reads of what is already written keep working and nothing durable is
+// damaged. Bad bytes from a producer are refused (`errc::invalid_record`,
+// `corrupt_data`); bad bytes on disk are cut at recovery and logged.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/limits.h"
+#include "base/result.h"
+#include "base/types.h"
+#include "io/file.h"
+
+namespace sluice::storage {
+
+class file_cache;
+class flusher;
+class segment;
+
+// Per-log settings (Kafka's topic configs of the same names). May be changed
+// at runtime with log::set_config; new values apply from the next append.
+struct log_config {
+  int64_t segment_bytes = limits::default_segment_bytes;
+  int64_t segment_ms = limits::default_segment_ms;
+  int64_t index_interval_bytes = limits::default_index_interval_bytes;
+  int64_t segment_index_bytes = limits::default_segment_index_bytes;
+  // When false the log never calls fdatasync: data counts as durable as soon
+  // as it is written to the page cache (lost on power failure, kept on a
+  // process crash). For users who choose speed over durability.
+  bool fsync = true;
+
+  // Checks the values are within limits.h; errc::invalid_config otherwise.
+  status validate() const;
+};
+
+// What the log needs from its surroundings. Pointers are non-owning and must
+// outlive the log; log_manager provides them.
+struct log_context {
+  io::filesystem* fs = nullptr;
+  sluice::clock* clk = nullptr;
+  file_cache* files = nullptr;  // shared cap on open segment files
+  flusher* flush = nullptr;     // shared group-commit thread
+};
+
+struct append_result {
+  offset base;  // offset of the first record appended
+  offset last;  // offset of the last record appended
+};
+
+// A contiguous byte range of one segment file holding whole batches, for
+// sendfile(file->native_handle(), pos, len) or pread. `file` keeps the
+// descriptor open while the region is held.
+struct file_region {
+  std::shared_ptr<io::file> file;
+  uint64_t pos = 0;
+  uint64_t len = 0;          // 0: nothing to read at this offset (it is the end)
+  offset first_offset;       // base offset of the first batch in the region
+  offset next_offset;        // one past the last offset of the last batch
+};
+
+struct timestamp_lookup {
+  offset base;            // base offset of the first batch with max_timestamp >= the time
+  int64_t max_timestamp;  // that batch's max_timestamp
+};
+
+struct epoch_entry {
+  leader_epoch epoch;
+  offset start;  // first offset written in this epoch
+  bool operator==(const epoch_entry&) const = default;
+};
+
+// Called once per on_durable request: ok when every offset up to the
+// requested one is durable; an error (io_error, no_space, log_offline,
+// offset_out_of_range after truncation, shutting_down) when it never will be.
+using durable_callback = std::function<void(const status&)>;
+
+// Summary of one segment, for retention policies and tools.
+struct segment_info {
+  offset base;
+  offset next;            // one past its last offset
+  uint64_t size_bytes;
+  int64_t max_timestamp;  // -1 when empty
+};
+
+class log : public std::enable_shared_from_this<log> {
+ public:
+  // Opens (recovering if needed) or creates the log in `dir`. `name` is used
+  // in log lines ("topic-3"). Appends are accepted once this returns.
+  static result<std::shared_ptr<log>> open(const log_context& ctx, std::string dir, std::string name,
+                                           log_config cfg);
+  ~log();
+  log(const log&) = delete;
+  log& operator=(const log&) = delete;
+
+  // ---- Writing ---------------------------------------------------------
+  // Appends one or more concatenated v2 batches as the leader: validates each
+  // header (never decoding records), writes the assigned base offsets and
+  // `epoch` into `batches` in place, and appends the bytes at the log end
+  // offset. The data is in the page cache on return, not yet durable: use
+  // on_durable(result.last, ...) to learn when it is.
+  result<append_result> append(std::span<std::byte> batches, leader_epoch epoch);
+  // Appends batches as a follower: offsets and epochs are kept as in the
+  // bytes; the first base offset must be >= the log end offset.
+  result<append_result> append_replicated(std::span<std::byte> batches);
+
+  // Discards every offset >= `o` across segments (replication's truncation).
+  // `o` below the log start offset or above the log end offset is refused.
+  // Durability waiters for discarded offsets fail with offset_out_of_range.
+  status truncate_to(offset o);
+  // Moves the log start offset up to `o` (<= log end offset) and deletes the
+  // segments wholly below it (retention, DeleteRecords). Never moves down.
+  status advance_log_start(offset o);
+
+  // ---- Durability (group commit) -----------------------------------------
+  // Calls `cb` once every offset <= `o` is durable (see durable_callback).
+  // Requests from many appenders share one fdatasync on the flusher thread.
+  void on_durable(offset o, durable_callback cb);
+  // Blocking form of on_durable, for tests and tools (never on an I/O thread).
+  status wait_durable(offset o);
+  // Syncs everything written so far on the calling thread.
+  status flush();
+
+  // ---- Reading -------------------------------------------------------------
+  // Returns the region starting at the batch that contains `o` and holding
+  // whole batches up to `max_bytes` (always at least one whole batch, even
+  // if larger), all within one segment and all with last offset < `upper`
+  // (default: the log end offset; pass the high watermark for consumers).
+  // `o` == the end (or `upper`) gives an empty region; `o` outside
+  // [log start, log end] gives offset_out_of_range.
+  result<file_region> read(offset o, size_t max_bytes, std::optional<offset> upper = std::nullopt);
+  // The same bytes copied into memory (tests, replication).
+  result<std::vector<std::byte>> read_bytes(offset o, size_t max_bytes,
+                                            std::optional<offset> upper = std::nullopt);
+
+  // ---- Offsets ---------------------------------------------------------------
+  offset log_start_offset() const { return offset(log_start_.load()); }
+  offset log_end_offset() const { return offset(log_end_.load()); }
+  offset durable_offset() const { return offset(durable_.load()); }
+  // First batch whose max_timestamp >= ts_ms (ListOffsets by time); nullopt
+  // when every batch is older.
+  result<std::optional<timestamp_lookup>> offset_for_timestamp(int64_t ts_ms);
+
+  // ---- Leader epochs ---------------------------------------------------------
+  std::vector<epoch_entry> leader_epochs() const;
+  // OffsetsForLeaderEpoch: the largest epoch <= `e` and the offset where it
+  // ended (the start of the next epoch, or the log end offset). nullopt when
+  // no epoch <= `e` is known.
+  std::optional<epoch_entry> end_offset_for_epoch(leader_epoch e) const;
+
+  // ---- Management --------------------------------------------------------------
+  void set_config(const log_config& cfg);
+  log_config config() const;
+  bool offline() const { return offline_.load(); }
+  std::vector<segment_info> segments() const;
+  const std::string& dir() const { return dir_; }
+  const std::string& name() const { return name_; }
+
+  // Syncs everything, writes index files and checkpoints and the
+  // clean-shutdown marker. Afterwards every call fails with shutting_down
+  // and pending durability waiters have been answered. Idempotent.
+  status close();
+
+  // Called by the flusher thread: syncs the active segment and answers the
+  // waiters it covers. Not for other callers.
+  void flush_for_waiters();
+
+ private:
+  log(const log_context& ctx, std::string dir, std::string name, log_config cfg);
+  struct locked_state;
+
+  status recover();
+  result<append_result> append_locked(std::span<std::byte> batches, std::optional<leader_epoch> epoch);
+  status maybe_roll(size_t incoming_bytes, offset incoming_last);
+  status roll();
+  status write_recovery_point(offset o);
+  status write_log_start(offset o);
+  status write_epochs();
+  void note_epoch(leader_epoch e, offset start);
+  void truncate_epochs(offset o);
+  status go_offline(const error& e);
+  status sync_active(offset* synced_to);
+  void mark_durable(offset o);
+  void fail_waiters(const error& e, offset from);
+  segment* segment_for(offset o);
+  status delete_segment_files(segment& s);
+  status truncate_locked(offset o);
+
+  const log_context ctx_;
+  const std::string dir_;
+  const std::string name_;
+
+  mutable std::mutex mu_;  // guards everything below down to waiters_mu_
+  log_config cfg_;
+  std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
+  std::vector<epoch_entry> epochs_;
+  offset recovery_point_;
+  bool closed_ = false;
+  uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
+
+  std::atomic<int64_t> log_start_{0};
+  std::atomic<int64_t> log_end_{0};
+  std::atomic<int64_t> durable_{0};
+  std::atomic<bool> offline_{false};
+
+  struct waiter {
+    offset o;
+    durable_callback cb;
+  };
+  std::mutex waiters_mu_;
+  std::vector<waiter> waiters_;  // bounded by the appends in flight
+  std::mutex flush_mu_;          // one sync of this log at a time
+};
+
+}  // namespace sluice::storage
