@@ -1,0 +1,254 @@
+// `sluice topic create|list|describe|delete|add-partitions|alter`, through
+// librdkafka's admin API.
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/kafka_client.h"
+
+namespace sluice::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct topic_options {
+  std::string bootstrap = default_bootstrap;
+  std::string topic;
+  int partitions = -1;
+  int replication_factor = -1;
+  int total_partitions = 0;
+  std::vector<std::string> configs;
+  bool validate_only = false;
+  int timeout_ms = 30000;
+};
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "sluice topic: %s\n", what.c_str());
+  return 1;
+}
+
+result<client_ptr> admin_client(const topic_options& o) {
+  SLUICE_ASSIGN_OR_RETURN(auto conf, make_conf(o.bootstrap));
+  return make_client(RD_KAFKA_PRODUCER, std::move(conf));
+}
+
+// Prints each topic result; returns 1 if any failed.
+int report_topic_results(const rd_kafka_topic_result_t** res, size_t n, const char* verb) {
+  int rc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (rd_kafka_topic_result_error(res[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::fprintf(stderr, "sluice topic: %s %s: %s (%s)\n", verb, rd_kafka_topic_result_name(res[i]),
+                   rd_kafka_err2name(rd_kafka_topic_result_error(res[i])),
+                   rd_kafka_topic_result_error_string(res[i]));
+      rc = 1;
+    } else {
+      std::printf("%s %s\n", verb, rd_kafka_topic_result_name(res[i]));
+    }
+  }
+  return rc;
+}
+
+int run_create(const topic_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  char errstr[512];
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(o.topic.c_str(), o.partitions,
+                                                  o.replication_factor, errstr, sizeof errstr);
+  if (!nt) return fail(errstr);
+  std::unique_ptr<rd_kafka_NewTopic_t, void (*)(rd_kafka_NewTopic_t*)> guard(nt, rd_kafka_NewTopic_destroy);
+  for (const auto& c : o.configs) {
+    auto kv = split_key_value(c);
+    if (!kv) return fail(kv.err().message);
+    rd_kafka_NewTopic_set_config(nt, kv->first.c_str(), kv->second.c_str());
+  }
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS, std::chrono::milliseconds(o.timeout_ms));
+  if (o.validate_only) rd_kafka_AdminOptions_set_validate_only(opts.get(), 1, errstr, sizeof errstr);
+  rd_kafka_CreateTopics(rk->get(), &nt, 1, opts.get(), q.get());
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT, std::chrono::milliseconds(o.timeout_ms + 5000));
+  if (!ev) return fail(ev.err().message);
+  size_t n = 0;
+  auto res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev->get()), &n);
+  return report_topic_results(res, n, o.validate_only ? "validated" : "created");
+}
+
+int run_delete(const topic_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  rd_kafka_DeleteTopic_t* dt = rd_kafka_DeleteTopic_new(o.topic.c_str());
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_DELETETOPICS, std::chrono::milliseconds(o.timeout_ms));
+  rd_kafka_DeleteTopics(rk->get(), &dt, 1, opts.get(), q.get());
+  rd_kafka_DeleteTopic_destroy(dt);
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_DELETETOPICS_RESULT, std::chrono::milliseconds(o.timeout_ms + 5000));
+  if (!ev) return fail(ev.err().message);
+  size_t n = 0;
+  auto res = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev->get()), &n);
+  return report_topic_results(res, n, "deleted");
+}
+
+int run_add_partitions(const topic_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  char errstr[512];
+  rd_kafka_NewPartitions_t* np = rd_kafka_NewPartitions_new(
+      o.topic.c_str(), static_cast<size_t>(o.total_partitions), errstr, sizeof errstr);
+  if (!np) return fail(errstr);
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_CREATEPARTITIONS, std::chrono::milliseconds(o.timeout_ms));
+  rd_kafka_CreatePartitions(rk->get(), &np, 1, opts.get(), q.get());
+  rd_kafka_NewPartitions_destroy(np);
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_CREATEPARTITIONS_RESULT, std::chrono::milliseconds(o.timeout_ms + 5000));
+  if (!ev) return fail(ev.err().message);
+  size_t n = 0;
+  auto res = rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev->get()), &n);
+  return report_topic_results(res, n, "partitions added to");
+}
+
+int run_list(const topic_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  auto md = fetch_metadata(rk->get(), "", std::chrono::milliseconds(o.timeout_ms));
+  if (!md) return fail(md.err().message);
+  std::map<std::string, int> topics;
+  for (int i = 0; i < (*md)->topic_cnt; ++i) topics[(*md)->topics[i].topic] = (*md)->topics[i].partition_cnt;
+  for (const auto& [name, parts] : topics) std::printf("%s\tpartitions=%d\n", name.c_str(), parts);
+  return 0;
+}
+
+// Prints the topic's configuration entries with their sources.
+int describe_configs(rd_kafka_t* rk, const topic_options& o) {
+  rd_kafka_ConfigResource_t* cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, o.topic.c_str());
+  queue_ptr q(rd_kafka_queue_new(rk));
+  auto opts = admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, std::chrono::milliseconds(o.timeout_ms));
+  rd_kafka_DescribeConfigs(rk, &cr, 1, opts.get(), q.get());
+  rd_kafka_ConfigResource_destroy(cr);
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, std::chrono::milliseconds(o.timeout_ms + 5000));
+  if (!ev) return fail("describe configs: " + ev.err().message);
+  size_t n = 0;
+  auto res = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev->get()), &n);
+  int rc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (rd_kafka_ConfigResource_error(res[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::fprintf(stderr, "sluice topic: configs of %s: %s\n", o.topic.c_str(),
+                   rd_kafka_ConfigResource_error_string(res[i]));
+      rc = 1;
+      continue;
+    }
+    size_t m = 0;
+    auto entries = rd_kafka_ConfigResource_configs(res[i], &m);
+    std::printf("configs:\n");
+    for (size_t j = 0; j < m; ++j) {
+      const char* v = rd_kafka_ConfigEntry_value(entries[j]);
+      std::printf("  %s=%s\t(%s)\n", rd_kafka_ConfigEntry_name(entries[j]), v ? v : "",
+                  rd_kafka_ConfigSource_name(rd_kafka_ConfigEntry_source(entries[j])));
+    }
+  }
+  return rc;
+}
+
+int run_describe(const topic_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  auto md = fetch_metadata(rk->get(), o.topic, std::chrono::milliseconds(o.timeout_ms));
+  if (!md) return fail(md.err().message);
+  if ((*md)->topic_cnt != 1) return fail("no such topic: " + o.topic);
+  const auto& t = (*md)->topics[0];
+  if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return fail(o.topic + ": " + rd_kafka_err2name(t.err));
+  }
+  std::printf("topic %s\tpartitions=%d\n", t.topic, t.partition_cnt);
+  for (int i = 0; i < t.partition_cnt; ++i) {
+    const auto& p = t.partitions[i];
+    std::string replicas, isr;
+    for (int r = 0; r < p.replica_cnt; ++r) replicas += (r ? "," : "") + std::to_string(p.replicas[r]);
+    for (int r = 0; r < p.isr_cnt; ++r) isr += (r ? "," : "") + std::to_string(p.isrs[r]);
+    std::printf("  partition %d\tleader=%d\treplicas=%s\tisr=%s%s\n", p.id, p.leader, replicas.c_str(),
+                isr.c_str(), p.err ? (std::string("\terror=") + rd_kafka_err2name(p.err)).c_str() : "");
+  }
+  return describe_configs(rk->get(), o);
+}
+
+int run_alter(const topic_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  rd_kafka_ConfigResource_t* cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, o.topic.c_str());
+  std::unique_ptr<rd_kafka_ConfigResource_t, void (*)(rd_kafka_ConfigResource_t*)> guard(
+      cr, rd_kafka_ConfigResource_destroy);
+  for (const auto& c : o.configs) {
+    auto kv = split_key_value(c);
+    if (!kv) return fail(kv.err().message);
+    rd_kafka_ConfigResource_set_config(cr, kv->first.c_str(), kv->second.c_str());
+  }
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_ALTERCONFIGS, std::chrono::milliseconds(o.timeout_ms));
+  rd_kafka_AlterConfigs(rk->get(), &cr, 1, opts.get(), q.get());
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_ALTERCONFIGS_RESULT, std::chrono::milliseconds(o.timeout_ms + 5000));
+  if (!ev) return fail(ev.err().message);
+  size_t n = 0;
+  auto res = rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev->get()), &n);
+  for (size_t i = 0; i < n; ++i) {
+    if (rd_kafka_ConfigResource_error(res[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return fail("alter " + o.topic + ": " + rd_kafka_err2name(rd_kafka_ConfigResource_error(res[i])) +
+                  " (" + (rd_kafka_ConfigResource_error_string(res[i]) ?: "") + ")");
+    }
+  }
+  std::printf("altered %s\n", o.topic.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_topic_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<topic_options>();
+  CLI::App* topic = app.add_subcommand("topic", "Create, list, describe, alter and delete topics");
+  topic->require_subcommand(1);
+  auto common = [&](CLI::App* c) {
+    c->add_option("--bootstrap", o->bootstrap, "Broker address host:port")->capture_default_str();
+    c->add_option("--timeout-ms", o->timeout_ms, "How long to wait for the broker")->capture_default_str();
+  };
+
+  CLI::App* create = topic->add_subcommand("create", "Create a topic");
+  create->add_option("topic", o->topic, "Topic name")->required();
+  create->add_option("--partitions,-p", o->partitions, "Partition count (-1: the broker's num.partitions)")
+      ->capture_default_str();
+  create->add_option("--replication-factor,-r", o->replication_factor,
+                     "Replication factor (-1: the broker's default)")
+      ->capture_default_str();
+  create->add_option("--config,-c", o->configs, "Topic setting KEY=VALUE (repeatable)");
+  create->add_flag("--validate-only", o->validate_only, "Ask the broker to check, not create");
+  common(create);
+  create->callback([o, exit_code] { *exit_code = run_create(*o); });
+
+  CLI::App* list = topic->add_subcommand("list", "List topics and their partition counts");
+  common(list);
+  list->callback([o, exit_code] { *exit_code = run_list(*o); });
+
+  CLI::App* describe = topic->add_subcommand("describe", "Partitions, leaders, replicas and configs of a topic");
+  describe->add_option("topic", o->topic, "Topic name")->required();
+  common(describe);
+  describe->callback([o, exit_code] { *exit_code = run_describe(*o); });
+
+  CLI::App* del = topic->add_subcommand("delete", "Delete a topic and all its data");
+  del->add_option("topic", o->topic, "Topic name")->required();
+  common(del);
+  del->callback([o, exit_code] { *exit_code = run_delete(*o); });
+
+  CLI::App* add = topic->add_subcommand("add-partitions", "Raise a topic's partition count");
+  add->add_option("topic", o->topic, "Topic name")->required();
+  add->add_option("--total", o->total_partitions, "The new total partition count")->required()->check(CLI::PositiveNumber);
+  common(add);
+  add->callback([o, exit_code] { *exit_code = run_add_partitions(*o); });
+
+  CLI::App* alter = topic->add_subcommand("alter", "Set topic settings (replaces the topic's overrides)");
+  alter->add_option("topic", o->topic, "Topic name")->required();
+  alter->add_option("--config,-c", o->configs, "Topic setting KEY=VALUE (repeatable)")->required();
+  common(alter);
+  alter->callback([o, exit_code] { *exit_code = run_alter(*o); });
+}
+
+}  // namespace sluice::cli
