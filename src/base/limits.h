@@ -46,4 +46,41 @@ inline constexpr int64_t default_max_queued_response_bytes_per_connection = 64ll
 // How long a graceful stop waits for in-flight requests to be answered.
 inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
 
+// ---- Configuration bounds (config/schema.cc) --------------------------------
+// Upper bounds on settings an operator may raise, so that no setting can make
+// a structure grow without limit.
+inline constexpr int64_t max_socket_request_max_bytes = 1ll << 30;     // 1 GiB frames at most
+inline constexpr int64_t max_io_threads = 256;
+inline constexpr int64_t max_connections_upper_bound = 1'000'000;
+inline constexpr int64_t max_inflight_requests_per_connection = 1024;
+inline constexpr int64_t max_partitions_per_topic = 10'000;
+// A single-node broker: replication factors above 1 are refused until
+// replication lands.
+inline constexpr int64_t max_replication_factor = 1;
+// Members per consumer group (Kafka's group.max.size is unbounded by default).
+inline constexpr int64_t max_group_size = 10'000;
+inline constexpr int64_t max_open_segment_files_upper_bound = 1 << 20;
+inline constexpr int64_t max_cleaner_threads = 64;
+inline constexpr int64_t min_cleaner_dedupe_buffer_bytes = 1ll << 20;   // 1 MiB
+inline constexpr int64_t max_cleaner_dedupe_buffer_bytes = 16ll << 30;  // 16 GiB
+// The TOML config file and persisted override files.
+inline constexpr size_t max_config_file_bytes = 1 << 20;
+// One configuration value in its textual form.
+inline constexpr size_t max_config_value_bytes = 4096;
+
+// ---- Protocol decoding (protocol/) ------------------------------------------
+// Array elements one request may declare, summed over all its arrays. Each
+// decoded element costs more memory than its wire bytes (a two-byte flexible
+// struct becomes a C++ struct of tens of bytes), so the frame size alone does
+// not bound memory; this does. A fetch of every partition of a 100,000
+// partition broker stays well inside it.
+inline constexpr size_t max_decoded_array_elements = 1u << 18;
+// A record batch is decompressed into at most this many bytes; a larger
+// result is refused as corrupt (a compression bomb cannot grow memory).
+inline constexpr size_t max_decompressed_batch_bytes = 256ull << 20;
+// Records fields (and other byte views) shorter than this are copied into the
+// response buffer instead of being referenced, so small fetches do not turn
+// into many tiny iovecs.
+inline constexpr size_t min_referenced_chunk_bytes = 512;
+
 }  // namespace sluice::limits
