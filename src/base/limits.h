@@ -46,6 +46,11 @@ inline constexpr int64_t default_max_queued_response_bytes_per_connection = 64ll
 // How long a graceful stop waits for in-flight requests to be answered.
 inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
 
+// ---- Topics (broker/) -----------------------------------------------------
+// Kafka's limit on a topic name's length (so "<topic>-<partition>" fits a
+// file name).
+inline constexpr size_t max_topic_name_bytes = 249;
+
 // ---- Configuration bounds (config/schema.cc) --------------------------------
 // Upper bounds on settings an operator may raise, so that no setting can make
 // a structure grow without limit.

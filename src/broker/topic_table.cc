@@ -1,0 +1,218 @@
+#include "broker/topic_table.h"
+
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "base/crc32c.h"
+#include "base/limits.h"
+#include "config/overrides_file.h"
+
+namespace sluice::broker {
+namespace {
+
+constexpr std::string_view header_line = "sluice-topics v1";
+
+std::string to_hex(const topic_id& id) {
+  std::string s;
+  char buf[3];
+  for (uint8_t b : id) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    s += buf;
+  }
+  return s;
+}
+
+std::optional<topic_id> from_hex(const std::string& s) {
+  if (s.size() != 32) return std::nullopt;
+  topic_id id{};
+  for (size_t i = 0; i < 16; ++i) {
+    unsigned v = 0;
+    if (std::sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return std::nullopt;
+    id[i] = static_cast<uint8_t>(v);
+  }
+  return id;
+}
+
+topic_id random_topic_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  topic_id id{};
+  for (size_t i = 0; i < 16; i += 8) {
+    uint64_t v = rng();
+    for (size_t j = 0; j < 8; ++j) id[i + j] = static_cast<uint8_t>(v >> (8 * j));
+  }
+  // An all-zero id means "no id" on the wire; make sure it is not that.
+  id[0] |= 1;
+  return id;
+}
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+status validate_topic_name(const std::string& name) {
+  if (name.empty()) return status(errc::invalid_argument, "topic name is empty");
+  if (name == "." || name == "..") return status(errc::invalid_argument, "topic name cannot be '.' or '..'");
+  if (name.size() > limits::max_topic_name_bytes) {
+    return status(errc::invalid_argument, "topic name is longer than " +
+                                              std::to_string(limits::max_topic_name_bytes) + " characters");
+  }
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
+    if (!ok) {
+      return status(errc::invalid_argument,
+                    "topic name '" + name + "' has characters other than ASCII letters, digits, '.', '_' and '-'");
+    }
+  }
+  return {};
+}
+
+result<std::unique_ptr<topic_table>> topic_table::open(io::filesystem& fs, std::string meta_dir) {
+  SLUICE_TRY(fs.create_dirs(io::join(meta_dir, "configs")));
+  std::unique_ptr<topic_table> t(new topic_table(fs, std::move(meta_dir)));
+  SLUICE_TRY(t->load());
+  return t;
+}
+
+std::string topic_table::configs_path(const std::string& topic) const {
+  return io::join(io::join(meta_dir_, "configs"), topic);
+}
+
+status topic_table::load() {
+  const std::string path = io::join(meta_dir_, "topics");
+  if (!fs_.exists(path)) return {};
+  SLUICE_ASSIGN_OR_RETURN(auto bytes, fs_.read_all(path, limits::max_checkpoint_file_bytes));
+  std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  auto corrupt = [&](const std::string& why) {
+    return status(errc::corrupt_data, path + ": " + why);
+  };
+  // The last line is "crc32c <hex>" over every byte before it.
+  auto crc_at = text.rfind("crc32c ");
+  if (crc_at == std::string::npos || (crc_at > 0 && text[crc_at - 1] != '\n')) return corrupt("no checksum line");
+  unsigned stored = 0;
+  if (std::sscanf(text.c_str() + crc_at, "crc32c %8x", &stored) != 1) return corrupt("bad checksum line");
+  if (crc32c(text.data(), crc_at) != stored) return corrupt("checksum mismatch");
+  std::istringstream in(text.substr(0, crc_at));
+  std::string line;
+  if (!std::getline(in, line) || line != header_line) return corrupt("unknown header '" + line + "'");
+  int line_no = 1;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::istringstream fields(line);
+    topic_info t;
+    std::string id_hex;
+    if (!(fields >> t.name >> t.partitions >> id_hex) || t.partitions <= 0 || !validate_topic_name(t.name).ok()) {
+      return corrupt("line " + std::to_string(line_no) + " is not '<topic> <partitions> <id>'");
+    }
+    auto id = from_hex(id_hex);
+    if (!id) return corrupt("line " + std::to_string(line_no) + ": bad topic id");
+    t.id = *id;
+    auto ov = config::read_overrides_file(fs_, configs_path(t.name), config::overrides_kind::topic);
+    if (ov.ok()) {
+      t.overrides = std::move(ov).value();
+    } else if (ov.code() != errc::not_found) {
+      return ov.err();
+    }
+    topics_[t.name] = std::move(t);
+  }
+  return {};
+}
+
+status topic_table::persist_locked() {
+  std::string text(header_line);
+  text += '\n';
+  for (const auto& [name, t] : topics_) {
+    text += name + ' ' + std::to_string(t.partitions) + ' ' + to_hex(t.id) + '\n';
+  }
+  char crc[32];
+  std::snprintf(crc, sizeof crc, "crc32c %08x\n", crc32c(text.data(), text.size()));
+  text += crc;
+  return fs_.write_atomic(io::join(meta_dir_, "topics"), as_bytes(text));
+}
+
+std::optional<topic_info> topic_table::get(const std::string& name) const {
+  std::lock_guard g(mu_);
+  auto it = topics_.find(name);
+  if (it == topics_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<topic_info> topic_table::list() const {
+  std::lock_guard g(mu_);
+  std::vector<topic_info> out;
+  out.reserve(topics_.size());
+  for (const auto& [_, t] : topics_) out.push_back(t);
+  return out;
+}
+
+size_t topic_table::size() const {
+  std::lock_guard g(mu_);
+  return topics_.size();
+}
+
+result<topic_info> topic_table::create(const std::string& name, int32_t partitions,
+                                       const config::config_map& overrides) {
+  SLUICE_TRY(validate_topic_name(name));
+  if (partitions <= 0 || partitions > limits::max_partitions_per_topic) {
+    return error{errc::invalid_argument, "partition count " + std::to_string(partitions) + " is not in 1.." +
+                                             std::to_string(limits::max_partitions_per_topic)};
+  }
+  std::lock_guard g(mu_);
+  if (topics_.count(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
+  topic_info t{name, random_topic_id(), partitions, overrides};
+  // Overrides first: a topic line never points at a missing overrides file.
+  if (!overrides.empty()) {
+    SLUICE_TRY(config::write_overrides_file(fs_, configs_path(name), config::overrides_kind::topic, overrides));
+  }
+  topics_[name] = t;
+  if (auto s = persist_locked(); !s.ok()) {
+    topics_.erase(name);
+    return s.err();
+  }
+  return t;
+}
+
+status topic_table::remove(const std::string& name) {
+  std::lock_guard g(mu_);
+  auto it = topics_.find(name);
+  if (it == topics_.end()) return status(errc::not_found, "topic '" + name + "' does not exist");
+  topic_info saved = it->second;
+  topics_.erase(it);
+  if (auto s = persist_locked(); !s.ok()) {
+    topics_[name] = std::move(saved);
+    return s;
+  }
+  if (fs_.exists(configs_path(name))) fs_.remove(configs_path(name)).ignore();
+  return {};
+}
+
+status topic_table::set_partitions(const std::string& name, int32_t partitions) {
+  std::lock_guard g(mu_);
+  auto it = topics_.find(name);
+  if (it == topics_.end()) return status(errc::not_found, "topic '" + name + "' does not exist");
+  if (partitions < it->second.partitions) return status(errc::invalid_argument, "partition count cannot shrink");
+  if (partitions > limits::max_partitions_per_topic) {
+    return status(errc::invalid_argument, "partition count above " + std::to_string(limits::max_partitions_per_topic));
+  }
+  int32_t old = it->second.partitions;
+  it->second.partitions = partitions;
+  if (auto s = persist_locked(); !s.ok()) {
+    it->second.partitions = old;
+    return s;
+  }
+  return {};
+}
+
+status topic_table::set_overrides(const std::string& name, const config::config_map& overrides) {
+  std::lock_guard g(mu_);
+  auto it = topics_.find(name);
+  if (it == topics_.end()) return status(errc::not_found, "topic '" + name + "' does not exist");
+  SLUICE_TRY(config::write_overrides_file(fs_, configs_path(name), config::overrides_kind::topic, overrides));
+  it->second.overrides = overrides;
+  return {};
+}
+
+}  // namespace sluice::broker

@@ -1,0 +1,82 @@
+#pragma once
+
+// The broker's registry of topics: name, topic id, partition count and
+// config overrides, persisted under <data_dir>/meta/ so topics survive a
+// restart. This is the single-node metadata store; in a cluster the same
+// facts come from the controller (etcd), behind the same interface.
+//
+// On-disk format (docs/log_format.md, "Topic metadata"): `meta/topics` holds
+// one line per topic and a CRC-32C line; `meta/configs/<topic>` holds the
+// topic's overrides in config/overrides_file.h's format. Both are replaced
+// atomically.
+//
+// Ordering for crash safety: a topic is written to `meta/topics` before its
+// partition directories are created, and removed from it before they are
+// deleted; so on start every directory that is not in the table is a
+// leftover of a deletion, and a listed partition without a directory was
+// not yet created (the broker creates it).
+//
+// Thread safety: every method is thread-safe (one mutex; callers never hold
+// it across I/O other than the small metadata files).
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "config/schema.h"
+#include "io/file.h"
+
+namespace sluice::broker {
+
+using topic_id = std::array<uint8_t, 16>;
+
+struct topic_info {
+  std::string name;
+  topic_id id{};
+  int32_t partitions = 0;
+  config::config_map overrides;  // topic keys -> values, validated
+};
+
+// Checks a topic name by Kafka's rules: 1 to 249 characters of
+// [a-zA-Z0-9._-], and not "." or "..". errc::invalid_argument naming why.
+status validate_topic_name(const std::string& name);
+
+class topic_table {
+ public:
+  // Loads the table from `meta_dir` (created if missing). A corrupt file is
+  // an error (errc::corrupt_data): the broker refuses to start rather than
+  // forget topics.
+  static result<std::unique_ptr<topic_table>> open(io::filesystem& fs, std::string meta_dir);
+
+  std::optional<topic_info> get(const std::string& name) const;
+  std::vector<topic_info> list() const;
+  size_t size() const;
+
+  // Adds a topic (errc::already_exists if present). Persists before return.
+  result<topic_info> create(const std::string& name, int32_t partitions,
+                            const config::config_map& overrides);
+  // Removes a topic (errc::not_found if absent). Persists before return.
+  status remove(const std::string& name);
+  // Raises the partition count (never lowers it). Persists before return.
+  status set_partitions(const std::string& name, int32_t partitions);
+  // Replaces the topic's overrides. Persists before return.
+  status set_overrides(const std::string& name, const config::config_map& overrides);
+
+ private:
+  topic_table(io::filesystem& fs, std::string meta_dir) : fs_(fs), meta_dir_(std::move(meta_dir)) {}
+  status load();
+  status persist_locked();
+  std::string configs_path(const std::string& topic) const;
+
+  io::filesystem& fs_;
+  const std::string meta_dir_;
+  mutable std::mutex mu_;
+  std::map<std::string, topic_info> topics_;
+};
+
+}  // namespace sluice::broker

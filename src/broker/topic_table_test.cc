@@ -1,0 +1,104 @@
+#include "broker/topic_table.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config/dynamic.h"
+
+namespace sluice::broker {
+namespace {
+
+class TopicTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("topic_table_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::unique_ptr<topic_table> open() {
+    auto t = topic_table::open(io::filesystem::posix(), dir_.string());
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.err().message);
+    return std::move(t).value();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST(TopicName, KafkaRules) {
+  EXPECT_TRUE(validate_topic_name("orders").ok());
+  EXPECT_TRUE(validate_topic_name("a.b_c-D9").ok());
+  EXPECT_FALSE(validate_topic_name("").ok());
+  EXPECT_FALSE(validate_topic_name(".").ok());
+  EXPECT_FALSE(validate_topic_name("..").ok());
+  EXPECT_FALSE(validate_topic_name("has space").ok());
+  EXPECT_FALSE(validate_topic_name("slash/no").ok());
+  EXPECT_FALSE(validate_topic_name("é").ok());
+  EXPECT_TRUE(validate_topic_name(std::string(249, 'a')).ok());
+  EXPECT_FALSE(validate_topic_name(std::string(250, 'a')).ok());
+}
+
+TEST_F(TopicTableTest, CreateSurvivesReopen) {
+  auto cfg = config::make_broker_config({});
+  ASSERT_TRUE(cfg.ok());
+  std::vector<config::config_entry> entries = {{"retention.ms", std::string("1000")}};
+  auto ov = config::make_topic_overrides(*cfg, entries);
+  ASSERT_TRUE(ov.ok());
+  topic_id id;
+  {
+    auto t = open();
+    auto a = t->create("orders", 8, *ov);
+    ASSERT_TRUE(a.ok());
+    id = a->id;
+    ASSERT_TRUE(t->create("plain", 1, {}).ok());
+    EXPECT_EQ(t->create("orders", 2, {}).code(), errc::already_exists);
+    EXPECT_EQ(t->create("bad name", 2, {}).code(), errc::invalid_argument);
+    EXPECT_EQ(t->create("zero", 0, {}).code(), errc::invalid_argument);
+  }
+  auto t = open();
+  ASSERT_EQ(t->size(), 2u);
+  auto o = t->get("orders");
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->partitions, 8);
+  EXPECT_EQ(o->id, id);
+  EXPECT_EQ(o->overrides, *ov);
+  EXPECT_TRUE(t->get("plain")->overrides.empty());
+}
+
+TEST_F(TopicTableTest, RemoveAndGrow) {
+  {
+    auto t = open();
+    ASSERT_TRUE(t->create("a", 1, {}).ok());
+    ASSERT_TRUE(t->create("b", 1, {}).ok());
+    ASSERT_TRUE(t->set_partitions("a", 4).ok());
+    EXPECT_FALSE(t->set_partitions("a", 2).ok());
+    ASSERT_TRUE(t->remove("b").ok());
+    EXPECT_EQ(t->remove("b").code(), errc::not_found);
+  }
+  auto t = open();
+  EXPECT_EQ(t->size(), 1u);
+  EXPECT_EQ(t->get("a")->partitions, 4);
+}
+
+TEST_F(TopicTableTest, CorruptFileRefused) {
+  {
+    auto t = open();
+    ASSERT_TRUE(t->create("a", 1, {}).ok());
+  }
+  // Flip one byte of the table: the checksum must catch it.
+  auto path = dir_ / "topics";
+  std::string text;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "r+");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 17, SEEK_SET);
+    std::fputc('b', f);
+    std::fclose(f);
+  }
+  auto t = topic_table::open(io::filesystem::posix(), dir_.string());
+  EXPECT_EQ(t.code(), errc::corrupt_data);
+}
+
+}  // namespace
+}  // namespace sluice::broker

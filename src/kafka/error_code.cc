@@ -1,0 +1,98 @@
+#include "kafka/error_code.h"
+
+namespace sluice::kafka {
+
+std::string_view error_name(error_code e) {
+  switch (e) {
+#define SLUICE_NAME(x, s) \
+  case error_code::x: return s;
+    SLUICE_NAME(unknown_server_error, "UNKNOWN_SERVER_ERROR")
+    SLUICE_NAME(none, "NONE")
+    SLUICE_NAME(offset_out_of_range, "OFFSET_OUT_OF_RANGE")
+    SLUICE_NAME(corrupt_message, "CORRUPT_MESSAGE")
+    SLUICE_NAME(unknown_topic_or_partition, "UNKNOWN_TOPIC_OR_PARTITION")
+    SLUICE_NAME(invalid_fetch_size, "INVALID_FETCH_SIZE")
+    SLUICE_NAME(leader_not_available, "LEADER_NOT_AVAILABLE")
+    SLUICE_NAME(not_leader_or_follower, "NOT_LEADER_OR_FOLLOWER")
+    SLUICE_NAME(request_timed_out, "REQUEST_TIMED_OUT")
+    SLUICE_NAME(message_too_large, "MESSAGE_TOO_LARGE")
+    SLUICE_NAME(offset_metadata_too_large, "OFFSET_METADATA_TOO_LARGE")
+    SLUICE_NAME(coordinator_load_in_progress, "COORDINATOR_LOAD_IN_PROGRESS")
+    SLUICE_NAME(coordinator_not_available, "COORDINATOR_NOT_AVAILABLE")
+    SLUICE_NAME(not_coordinator, "NOT_COORDINATOR")
+    SLUICE_NAME(invalid_topic_exception, "INVALID_TOPIC_EXCEPTION")
+    SLUICE_NAME(record_list_too_large, "RECORD_LIST_TOO_LARGE")
+    SLUICE_NAME(not_enough_replicas, "NOT_ENOUGH_REPLICAS")
+    SLUICE_NAME(invalid_required_acks, "INVALID_REQUIRED_ACKS")
+    SLUICE_NAME(illegal_generation, "ILLEGAL_GENERATION")
+    SLUICE_NAME(inconsistent_group_protocol, "INCONSISTENT_GROUP_PROTOCOL")
+    SLUICE_NAME(invalid_group_id, "INVALID_GROUP_ID")
+    SLUICE_NAME(unknown_member_id, "UNKNOWN_MEMBER_ID")
+    SLUICE_NAME(invalid_session_timeout, "INVALID_SESSION_TIMEOUT")
+    SLUICE_NAME(rebalance_in_progress, "REBALANCE_IN_PROGRESS")
+    SLUICE_NAME(invalid_commit_offset_size, "INVALID_COMMIT_OFFSET_SIZE")
+    SLUICE_NAME(invalid_timestamp, "INVALID_TIMESTAMP")
+    SLUICE_NAME(unsupported_sasl_mechanism, "UNSUPPORTED_SASL_MECHANISM")
+    SLUICE_NAME(unsupported_version, "UNSUPPORTED_VERSION")
+    SLUICE_NAME(topic_already_exists, "TOPIC_ALREADY_EXISTS")
+    SLUICE_NAME(invalid_partitions, "INVALID_PARTITIONS")
+    SLUICE_NAME(invalid_replication_factor, "INVALID_REPLICATION_FACTOR")
+    SLUICE_NAME(invalid_replica_assignment, "INVALID_REPLICA_ASSIGNMENT")
+    SLUICE_NAME(invalid_config, "INVALID_CONFIG")
+    SLUICE_NAME(not_controller, "NOT_CONTROLLER")
+    SLUICE_NAME(invalid_request, "INVALID_REQUEST")
+    SLUICE_NAME(unsupported_for_message_format, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
+    SLUICE_NAME(policy_violation, "POLICY_VIOLATION")
+    SLUICE_NAME(out_of_order_sequence_number, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    SLUICE_NAME(duplicate_sequence_number, "DUPLICATE_SEQUENCE_NUMBER")
+    SLUICE_NAME(invalid_producer_epoch, "INVALID_PRODUCER_EPOCH")
+    SLUICE_NAME(invalid_txn_state, "INVALID_TXN_STATE")
+    SLUICE_NAME(invalid_producer_id_mapping, "INVALID_PRODUCER_ID_MAPPING")
+    SLUICE_NAME(invalid_transaction_timeout, "INVALID_TRANSACTION_TIMEOUT")
+    SLUICE_NAME(kafka_storage_error, "KAFKA_STORAGE_ERROR")
+    SLUICE_NAME(unknown_producer_id, "UNKNOWN_PRODUCER_ID")
+    SLUICE_NAME(non_empty_group, "NON_EMPTY_GROUP")
+    SLUICE_NAME(group_id_not_found, "GROUP_ID_NOT_FOUND")
+    SLUICE_NAME(fetch_session_id_not_found, "FETCH_SESSION_ID_NOT_FOUND")
+    SLUICE_NAME(invalid_fetch_session_epoch, "INVALID_FETCH_SESSION_EPOCH")
+    SLUICE_NAME(topic_deletion_disabled, "TOPIC_DELETION_DISABLED")
+    SLUICE_NAME(fenced_leader_epoch, "FENCED_LEADER_EPOCH")
+    SLUICE_NAME(unknown_leader_epoch, "UNKNOWN_LEADER_EPOCH")
+    SLUICE_NAME(unsupported_compression_type, "UNSUPPORTED_COMPRESSION_TYPE")
+    SLUICE_NAME(member_id_required, "MEMBER_ID_REQUIRED")
+    SLUICE_NAME(group_max_size_reached, "GROUP_MAX_SIZE_REACHED")
+    SLUICE_NAME(fenced_instance_id, "FENCED_INSTANCE_ID")
+    SLUICE_NAME(group_subscribed_to_topic, "GROUP_SUBSCRIBED_TO_TOPIC")
+    SLUICE_NAME(invalid_record, "INVALID_RECORD")
+    SLUICE_NAME(producer_fenced, "PRODUCER_FENCED")
+    SLUICE_NAME(resource_not_found, "RESOURCE_NOT_FOUND")
+    SLUICE_NAME(unknown_topic_id, "UNKNOWN_TOPIC_ID")
+    SLUICE_NAME(transactional_id_not_found, "TRANSACTIONAL_ID_NOT_FOUND")
+#undef SLUICE_NAME
+  }
+  return "UNKNOWN";
+}
+
+error_code to_kafka_error(errc e) {
+  switch (e) {
+    case errc::ok: return error_code::none;
+    case errc::io_error:
+    case errc::no_space:
+    case errc::log_offline: return error_code::kafka_storage_error;
+    case errc::corrupt_data: return error_code::corrupt_message;
+    case errc::not_found: return error_code::unknown_topic_or_partition;
+    case errc::already_exists: return error_code::topic_already_exists;
+    case errc::offset_out_of_range: return error_code::offset_out_of_range;
+    case errc::invalid_argument: return error_code::invalid_request;
+    case errc::invalid_record: return error_code::corrupt_message;
+    case errc::unsupported_format: return error_code::invalid_record;
+    case errc::message_too_large: return error_code::message_too_large;
+    case errc::invalid_config: return error_code::invalid_config;
+    case errc::malformed: return error_code::invalid_request;
+    case errc::unsupported_version: return error_code::unsupported_version;
+    case errc::shutting_down: return error_code::not_leader_or_follower;
+  }
+  return error_code::unknown_server_error;
+}
+
+}  // namespace sluice::kafka
