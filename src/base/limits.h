@@ -51,6 +51,10 @@ inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
 // file name).
 inline constexpr size_t max_topic_name_bytes = 249;
 
+// Idempotent producers remembered per partition; the least recently active
+// are forgotten beyond this (Kafka bounds them by producer.id.expiration.ms).
+inline constexpr size_t max_producers_per_partition = 100'000;
+
 // ---- Configuration bounds (config/schema.cc) --------------------------------
 // Upper bounds on settings an operator may raise, so that no setting can make
 // a structure grow without limit.

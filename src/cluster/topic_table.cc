@@ -1,4 +1,4 @@
-#include "broker/topic_table.h"
+#include "cluster/topic_table.h"
 
 #include <cstdio>
 #include <random>
@@ -8,7 +8,7 @@
 #include "base/limits.h"
 #include "config/overrides_file.h"
 
-namespace sluice::broker {
+namespace sluice::cluster {
 namespace {
 
 constexpr std::string_view header_line = "sluice-topics v1";
@@ -215,4 +215,4 @@ status topic_table::set_overrides(const std::string& name, const config::config_
   return {};
 }
 
-}  // namespace sluice::broker
+}  // namespace sluice::cluster

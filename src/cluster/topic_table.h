@@ -31,7 +31,7 @@
 #include "config/schema.h"
 #include "io/file.h"
 
-namespace sluice::broker {
+namespace sluice::cluster {
 
 using topic_id = std::array<uint8_t, 16>;
 
@@ -79,4 +79,4 @@ class topic_table {
   std::map<std::string, topic_info> topics_;
 };
 
-}  // namespace sluice::broker
+}  // namespace sluice::cluster

@@ -1,4 +1,4 @@
-#include "broker/topic_table.h"
+#include "cluster/topic_table.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "config/dynamic.h"
 
-namespace sluice::broker {
+namespace sluice::cluster {
 namespace {
 
 class TopicTableTest : public ::testing::Test {
@@ -101,4 +101,4 @@ TEST_F(TopicTableTest, CorruptFileRefused) {
 }
 
 }  // namespace
-}  // namespace sluice::broker
+}  // namespace sluice::cluster

@@ -1,0 +1,198 @@
+#include "cluster/partition.h"
+
+#include "base/crc32c.h"
+#include "base/endian.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "storage/record_batch.h"
+
+namespace sluice::cluster {
+
+namespace batch = storage::batch;
+
+storage::log_config to_log_config(const config::topic_config& cfg) {
+  storage::log_config l;
+  l.segment_bytes = cfg.segment_bytes;
+  l.segment_ms = cfg.segment_ms;
+  l.index_interval_bytes = cfg.index_interval_bytes;
+  l.segment_index_bytes = cfg.segment_index_bytes;
+  l.fsync = cfg.fsync_enable;
+  return l;
+}
+
+partition::partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
+                     io::filesystem& fs, std::string snapshot_path)
+    : tp_(std::move(tp)), log_(std::move(log)), fs_(fs), snapshot_path_(std::move(snapshot_path)),
+      cfg_(std::move(cfg)) {}
+
+result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, std::shared_ptr<storage::log> log,
+                                                   config::topic_config cfg, io::filesystem& fs,
+                                                   std::string snapshot_path) {
+  std::shared_ptr<partition> p(new partition(std::move(tp), std::move(log), std::move(cfg), fs,
+                                             std::move(snapshot_path)));
+  SLUICE_TRY(p->load_producers());
+  return p;
+}
+
+status partition::load_producers() {
+  offset from = log_->log_start_offset();
+  if (fs_.exists(snapshot_path_)) {
+    auto l = producer_state::load_snapshot(fs_, snapshot_path_);
+    if (!l.ok()) {
+      SLUICE_LOG_WARN("{}-{}: ignoring producer state snapshot: {}", tp_.topic, tp_.partition, l.err().message);
+    } else if (l->next_offset >= log_->log_start_offset() && l->next_offset <= log_->log_end_offset()) {
+      producers_ = std::move(l->state);
+      from = l->next_offset;
+    }
+  }
+  // Replay the batch headers from `from` to the log end.
+  const offset end = log_->log_end_offset();
+  while (from < end) {
+    SLUICE_ASSIGN_OR_RETURN(auto bytes, log_->read_bytes(from, 8 << 20));
+    if (bytes.empty()) break;
+    // read_bytes starts at the batch containing `from`: skip batches whose
+    // offsets were already applied from the snapshot.
+    size_t pos = 0;
+    offset next = from;
+    while (pos + batch::header_bytes <= bytes.size()) {
+      auto h = batch::parse(bytes.data() + pos);
+      SLUICE_TRY(batch::check(h, bytes.size() - pos, batch::strictness::stored));
+      if (h.last_offset() >= from) {
+        producers_.record(producer_batch::from_header(bytes.data() + pos), h.base, h.last_offset());
+      }
+      next = h.last_offset() + 1;
+      pos += h.size_bytes();
+    }
+    if (next <= from) break;
+    from = next;
+  }
+  auto segs = log_->segments();
+  if (!segs.empty()) active_base_ = segs.back().base;
+  return {};
+}
+
+produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
+  produce_outcome out;
+  auto fail = [&](kafka::error_code e, std::string msg) {
+    out.error = e;
+    out.message = std::move(msg);
+    return out;
+  };
+  if (bytes.size() < batch::header_bytes) {
+    return fail(kafka::error_code::corrupt_message, "record set shorter than a batch header");
+  }
+  batch::header h = batch::parse(bytes.data());
+  if (auto s = batch::check(h, bytes.size(), batch::strictness::leader); !s.ok()) {
+    return fail(s.code() == errc::unsupported_format ? kafka::error_code::invalid_record
+                                                     : kafka::error_code::corrupt_message,
+                s.err().message);
+  }
+  if (h.size_bytes() != bytes.size()) {
+    return fail(kafka::error_code::invalid_record, "a produce request must hold exactly one record batch per partition");
+  }
+  const config::topic_config cfg = config();
+  if (static_cast<int64_t>(bytes.size()) > cfg.max_message_bytes) {
+    return fail(kafka::error_code::message_too_large,
+                "batch of " + std::to_string(bytes.size()) + " bytes is larger than max.message.bytes " +
+                    std::to_string(cfg.max_message_bytes));
+  }
+  const auto pb = producer_batch::from_header(bytes.data());
+  if (pb.transactional) {
+    return fail(kafka::error_code::invalid_txn_state, "transactions are not supported yet");
+  }
+  if ((h.attributes & 0x20) != 0) {
+    return fail(kafka::error_code::invalid_record, "producers may not send control batches");
+  }
+  // The CRC is checked before anything else looks at the batch.
+  if (auto s = batch::check_crc(h, bytes); !s.ok()) {
+    return fail(kafka::error_code::corrupt_message, s.err().message);
+  }
+  if (cfg.message_timestamp_type == config::timestamp_type::log_append_time) {
+    // Kafka's LogAppendTime: the batch says so in its attributes and carries
+    // the broker's time as max timestamp; both are inside the CRC.
+    int16_t attrs = static_cast<int16_t>(h.attributes | 0x08);
+    store_be<int16_t>(bytes.data() + batch::attributes_pos, attrs);
+    store_be<int64_t>(bytes.data() + batch::max_timestamp_pos, now_ms);
+    uint32_t crc = crc32c(bytes.data() + batch::attributes_pos, bytes.size() - batch::attributes_pos);
+    store_be<uint32_t>(bytes.data() + batch::crc_pos, crc);
+    out.log_append_time_ms = now_ms;
+  }
+
+  bool rolled = false;
+  {
+    std::lock_guard g(append_mu_);
+    auto verdict = producers_.check(pb);
+    if (verdict.error != kafka::error_code::none) return fail(verdict.error, verdict.message);
+    if (verdict.duplicate_base) {
+      out.base = *verdict.duplicate_base;
+      out.last = *verdict.duplicate_last;
+      out.duplicate = true;
+      return out;
+    }
+    auto r = log_->append(bytes, epoch());
+    if (!r.ok()) return fail(kafka::to_kafka_error(r.code()), r.err().message);
+    producers_.record(pb, r->base, r->last);
+    out.base = r->base;
+    out.last = r->last;
+    // A roll shows as a new active segment; snapshot the producer state then.
+    auto segs = log_->segments();
+    if (!segs.empty() && segs.back().base != active_base_) {
+      active_base_ = segs.back().base;
+      rolled = true;
+    }
+  }
+  if (rolled) {
+    if (auto s = snapshot_producers(); !s.ok()) {
+      SLUICE_LOG_WARN("{}-{}: producer state snapshot failed: {}", tp_.topic, tp_.partition, s.err().message);
+    }
+  }
+  wake_listeners();
+  return out;
+}
+
+void partition::on_durable(offset last, storage::durable_callback cb) { log_->on_durable(last, std::move(cb)); }
+
+uint64_t partition::add_listener(std::function<void()> fn) {
+  std::lock_guard g(listeners_mu_);
+  uint64_t t = next_token_++;
+  listeners_.emplace_back(t, std::move(fn));
+  return t;
+}
+
+void partition::remove_listener(uint64_t token) {
+  std::lock_guard g(listeners_mu_);
+  std::erase_if(listeners_, [&](const auto& l) { return l.first == token; });
+}
+
+void partition::wake_listeners() {
+  std::vector<std::pair<uint64_t, std::function<void()>>> fire;
+  {
+    std::lock_guard g(listeners_mu_);
+    if (listeners_.empty()) return;
+    fire.swap(listeners_);
+  }
+  for (auto& [_, fn] : fire) fn();
+}
+
+config::topic_config partition::config() const {
+  std::lock_guard g(cfg_mu_);
+  return cfg_;
+}
+
+void partition::set_config(const config::topic_config& cfg) {
+  {
+    std::lock_guard g(cfg_mu_);
+    cfg_ = cfg;
+  }
+  log_->set_config(to_log_config(cfg));
+}
+
+status partition::snapshot_producers() {
+  std::lock_guard g(append_mu_);
+  producers_.expire(INT64_MIN, limits::max_producers_per_partition);
+  return producers_.write_snapshot(fs_, snapshot_path_, log_->log_end_offset());
+}
+
+void partition::close() { wake_listeners(); }
+
+}  // namespace sluice::cluster

@@ -1,0 +1,115 @@
+#pragma once
+
+// A partition as the broker serves it: the storage log plus what Kafka
+// layers on top of a leader's log: idempotent-producer state, the topic's
+// effective config (max.message.bytes, message.timestamp.type, fsync), the
+// high watermark, and the listeners that long-polling fetches wait on.
+//
+// Single node: this broker leads every partition at leader epoch 0, and the
+// high watermark is the log end offset (every in-sync replica, i.e. this
+// one, has every appended offset). Durability for acks=all is separate: see
+// on_durable().
+//
+// Thread safety: every method is thread-safe. Appends are serialised by
+// append_mu_ so that the producer-state check, the log append and the
+// producer-state update are one step.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/types.h"
+#include "config/topic_config.h"
+#include "protocol/error_code.h"
+#include "cluster/producer_state.h"
+#include "storage/log.h"
+#include "storage/log_manager.h"
+
+namespace sluice::cluster {
+
+// The outcome of one Produce partition, in Kafka's terms.
+struct produce_outcome {
+  kafka::error_code error = kafka::error_code::none;
+  std::string message;         // error detail for logs and v8+ error_message
+  offset base{-1};             // base offset assigned (or of the original, for a duplicate)
+  offset last{-1};             // last offset of the batch
+  int64_t log_append_time_ms = -1;  // set when the topic uses LogAppendTime
+  bool duplicate = false;      // a retry: nothing was appended
+};
+
+class partition {
+ public:
+  // Opens the producer state (snapshot + replay of the log tail). `snapshot_path`
+  // is where this partition's producer-state snapshot lives.
+  static result<std::shared_ptr<partition>> open(storage::topic_partition tp,
+                                                 std::shared_ptr<storage::log> log,
+                                                 config::topic_config cfg, io::filesystem& fs,
+                                                 std::string snapshot_path);
+
+  const storage::topic_partition& id() const { return tp_; }
+  storage::log& log() { return *log_; }
+  const std::shared_ptr<storage::log>& log_ptr() const { return log_; }
+
+  // Appends the producer's record batch (exactly one v2 batch, as Produce v3+
+  // requires) as leader. `batch` is modified in place (offsets, epoch, and
+  // for LogAppendTime the timestamp and CRC). Never throws; errors are in
+  // the outcome.
+  produce_outcome append(std::span<std::byte> batch, int64_t now_ms);
+
+  // Calls `cb` when every offset <= last is durable (at once when the topic
+  // relaxes fsync). See storage::log::on_durable.
+  void on_durable(offset last, storage::durable_callback cb);
+
+  offset high_watermark() const { return log_->log_end_offset(); }
+  offset log_start_offset() const { return log_->log_start_offset(); }
+  offset log_end_offset() const { return log_->log_end_offset(); }
+  leader_epoch epoch() const { return leader_epoch(0); }
+
+  // Long-poll support: `fn` is called once, from the appending thread, the
+  // next time data is appended (or when the partition is closed). Returns a
+  // token to cancel with remove_listener (a cancelled listener is never called).
+  uint64_t add_listener(std::function<void()> fn);
+  void remove_listener(uint64_t token);
+
+  config::topic_config config() const;
+  void set_config(const config::topic_config& cfg);
+
+  // Writes the producer-state snapshot (at shutdown and after a segment roll).
+  status snapshot_producers();
+  // Wakes every listener; used at deletion and shutdown.
+  void close();
+
+ private:
+  partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
+            io::filesystem& fs, std::string snapshot_path);
+  status load_producers();
+  void wake_listeners();
+
+  const storage::topic_partition tp_;
+  const std::shared_ptr<storage::log> log_;
+  io::filesystem& fs_;
+  const std::string snapshot_path_;
+
+  mutable std::mutex cfg_mu_;
+  config::topic_config cfg_;
+
+  std::mutex append_mu_;  // guards producers_ and active_base_
+  producer_state producers_;
+  offset active_base_{-1};  // base offset of the active segment at the last snapshot check
+
+  std::mutex listeners_mu_;
+  uint64_t next_token_ = 1;
+  std::vector<std::pair<uint64_t, std::function<void()>>> listeners_;
+};
+
+// Converts storage config fields from a topic's effective config.
+storage::log_config to_log_config(const config::topic_config& cfg);
+
+}  // namespace sluice::cluster

@@ -1,0 +1,191 @@
+#include "cluster/partition_manager.h"
+
+#include <set>
+
+#include "base/limits.h"
+#include "base/log.h"
+
+namespace sluice::cluster {
+
+using kafka::error_code;
+
+result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesystem& fs, sluice::clock& clk,
+                                                                   std::shared_ptr<const config::broker_config> cfg,
+                                                                   storage::log_manager& logs) {
+  std::unique_ptr<partition_manager> m(new partition_manager(fs, clk, std::move(cfg), logs));
+  SLUICE_TRY(m->load());
+  return m;
+}
+
+std::string partition_manager::snapshot_path(const std::string& topic, int32_t p) const {
+  return io::join(io::join(io::join(cfg_->data_dir, "meta"), "producers"), topic + "-" + std::to_string(p));
+}
+
+status partition_manager::load() {
+  const std::string meta = io::join(cfg_->data_dir, "meta");
+  SLUICE_TRY(fs_.create_dirs(io::join(meta, "producers")));
+  SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta));
+  SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
+
+  std::set<storage::topic_partition> wanted;
+  for (const auto& t : table_->list()) {
+    auto& parts = partitions_[t.name];
+    for (int32_t p = 0; p < t.partitions; ++p) {
+      wanted.insert({t.name, p});
+      SLUICE_ASSIGN_OR_RETURN(auto part, open_partition(t, p));
+      parts.push_back(std::move(part));
+    }
+  }
+  // Logs of topics that are not in the table were being deleted.
+  for (const auto& tp : logs_.partitions()) {
+    if (wanted.count(tp)) continue;
+    SLUICE_LOG_WARN("removing partition {} left over from an interrupted topic deletion", tp.dir_name());
+    SLUICE_TRY(logs_.remove(tp));
+    if (fs_.exists(snapshot_path(tp.topic, tp.partition))) fs_.remove(snapshot_path(tp.topic, tp.partition)).ignore();
+  }
+  return {};
+}
+
+result<std::shared_ptr<partition>> partition_manager::open_partition(const topic_info& t, int32_t p) {
+  auto eff = config::effective_topic_config(*cfg_, t.overrides);
+  storage::topic_partition tp{t.name, p};
+  SLUICE_ASSIGN_OR_RETURN(auto log, logs_.get_or_create(tp, to_log_config(eff)));
+  return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p));
+}
+
+std::shared_ptr<const config::broker_config> partition_manager::broker_config() const { return cfg_; }
+
+std::shared_ptr<partition> partition_manager::get(const std::string& topic, int32_t p) const {
+  std::shared_lock g(mu_);
+  auto it = partitions_.find(topic);
+  if (it == partitions_.end() || p < 0 || static_cast<size_t>(p) >= it->second.size()) return nullptr;
+  return it->second[static_cast<size_t>(p)];
+}
+
+std::optional<topic_info> partition_manager::topic(const std::string& name) const { return table_->get(name); }
+
+std::vector<topic_info> partition_manager::topics() const { return table_->list(); }
+
+std::optional<partition_manager::create_error> partition_manager::create_topic(
+    const std::string& name, int32_t partitions, int16_t replication_factor,
+    std::span<const config::config_entry> configs, bool validate_only) {
+  if (auto s = validate_topic_name(name); !s.ok()) return create_error{error_code::invalid_topic_exception, s.err().message};
+  if (partitions == -1) partitions = cfg_->num_partitions;
+  if (replication_factor == -1) replication_factor = cfg_->default_replication_factor;
+  if (partitions <= 0 || partitions > limits::max_partitions_per_topic) {
+    return create_error{error_code::invalid_partitions,
+                        "number of partitions must be in 1.." + std::to_string(limits::max_partitions_per_topic)};
+  }
+  if (replication_factor <= 0) {
+    return create_error{error_code::invalid_replication_factor, "replication factor must be larger than 0"};
+  }
+  if (replication_factor > limits::max_replication_factor) {
+    return create_error{error_code::invalid_replication_factor,
+                        "replication factor " + std::to_string(replication_factor) +
+                            " is larger than the 1 available broker"};
+  }
+  auto overrides = config::make_topic_overrides(*cfg_, configs);
+  if (!overrides.ok()) return create_error{error_code::invalid_config, overrides.err().message};
+
+  std::lock_guard change(change_mu_);
+  if (table_->get(name)) return create_error{error_code::topic_already_exists, "topic '" + name + "' already exists"};
+  if (validate_only) return std::nullopt;
+  auto t = table_->create(name, partitions, *overrides);
+  if (!t.ok()) return create_error{kafka::to_kafka_error(t.code()), t.err().message};
+  std::vector<std::shared_ptr<partition>> parts;
+  for (int32_t p = 0; p < partitions; ++p) {
+    auto part = open_partition(*t, p);
+    if (!part.ok()) {
+      SLUICE_LOG_ERROR("creating partition {}-{}: {}", name, p, part.err().message);
+      return create_error{kafka::to_kafka_error(part.code()), part.err().message};
+    }
+    parts.push_back(std::move(part).value());
+  }
+  {
+    std::unique_lock g(mu_);
+    partitions_[name] = std::move(parts);
+  }
+  SLUICE_LOG_INFO("created topic {} with {} partitions", name, partitions);
+  return std::nullopt;
+}
+
+std::optional<partition_manager::create_error> partition_manager::delete_topic(const std::string& name) {
+  std::lock_guard change(change_mu_);
+  auto t = table_->get(name);
+  if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+  if (auto s = table_->remove(name); !s.ok()) return create_error{kafka::to_kafka_error(s.code()), s.err().message};
+  std::vector<std::shared_ptr<partition>> parts;
+  {
+    std::unique_lock g(mu_);
+    auto it = partitions_.find(name);
+    if (it != partitions_.end()) {
+      parts = std::move(it->second);
+      partitions_.erase(it);
+    }
+  }
+  for (auto& p : parts) p->close();
+  for (int32_t p = 0; p < t->partitions; ++p) {
+    if (auto s = logs_.remove({name, p}); !s.ok()) {
+      SLUICE_LOG_ERROR("deleting partition {}-{}: {} (removed at next start)", name, p, s.err().message);
+    }
+    if (fs_.exists(snapshot_path(name, p))) fs_.remove(snapshot_path(name, p)).ignore();
+  }
+  SLUICE_LOG_INFO("deleted topic {}", name);
+  return std::nullopt;
+}
+
+std::optional<partition_manager::create_error> partition_manager::add_partitions(const std::string& name,
+                                                                                 int32_t total, bool validate_only) {
+  std::lock_guard change(change_mu_);
+  auto t = table_->get(name);
+  if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+  if (total <= t->partitions) {
+    return create_error{error_code::invalid_partitions, "topic has " + std::to_string(t->partitions) +
+                                                            " partitions; the new count must be larger"};
+  }
+  if (total > limits::max_partitions_per_topic) {
+    return create_error{error_code::invalid_partitions,
+                        "number of partitions must be at most " + std::to_string(limits::max_partitions_per_topic)};
+  }
+  if (validate_only) return std::nullopt;
+  if (auto s = table_->set_partitions(name, total); !s.ok()) {
+    return create_error{kafka::to_kafka_error(s.code()), s.err().message};
+  }
+  std::vector<std::shared_ptr<partition>> added;
+  for (int32_t p = t->partitions; p < total; ++p) {
+    auto part = open_partition(*t, p);
+    if (!part.ok()) return create_error{kafka::to_kafka_error(part.code()), part.err().message};
+    added.push_back(std::move(part).value());
+  }
+  std::unique_lock g(mu_);
+  auto& parts = partitions_[name];
+  for (auto& p : added) parts.push_back(std::move(p));
+  return std::nullopt;
+}
+
+status partition_manager::set_topic_overrides(const std::string& name, const config::config_map& overrides) {
+  std::lock_guard change(change_mu_);
+  SLUICE_TRY(table_->set_overrides(name, overrides));
+  auto eff = config::effective_topic_config(*cfg_, overrides);
+  std::shared_lock g(mu_);
+  auto it = partitions_.find(name);
+  if (it != partitions_.end()) {
+    for (auto& p : it->second) p->set_config(eff);
+  }
+  return {};
+}
+
+void partition_manager::shutdown() {
+  std::shared_lock g(mu_);
+  for (auto& [name, parts] : partitions_) {
+    for (auto& p : parts) {
+      p->close();
+      if (auto s = p->snapshot_producers(); !s.ok()) {
+        SLUICE_LOG_WARN("{}-{}: producer state snapshot at shutdown failed: {}", name, p->id().partition,
+                        s.err().message);
+      }
+    }
+  }
+}
+
+}  // namespace sluice::cluster
