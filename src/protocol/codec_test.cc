@@ -1,0 +1,298 @@
+// The primitive layer and a few messages checked against byte strings
+// worked out by hand from the protocol description (docs/protocol.md).
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "base/endian.h"
+#include "protocol/codec.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+
+namespace sluice::protocol {
+namespace {
+
+using bytes = std::vector<uint8_t>;
+
+bytes flat(const response_chunks& c) {
+  auto r = c.flatten();
+  SLUICE_ASSERT(r.ok(), "flatten failed");
+  return *r;
+}
+
+size_t load_size(const bytes& b) { return static_cast<size_t>(load_be<int32_t>(b.data())); }
+
+bytes str(std::string_view s) { return bytes(s.begin(), s.end()); }
+
+bytes cat(std::initializer_list<bytes> parts) {
+  bytes out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+TEST(CodecTest, UnsignedVarints) {
+  writer w;
+  w.write_uvarint(0);
+  w.write_uvarint(127);
+  w.write_uvarint(128);
+  w.write_uvarint(300);
+  w.write_uvarint(0xffffffffu);
+  const bytes expect = {0x00, 0x7f, 0x80, 0x01, 0xac, 0x02, 0xff, 0xff, 0xff, 0xff, 0x0f};
+  ASSERT_EQ(bytes(w.owned_bytes().begin(), w.owned_bytes().end()), expect);
+  reader r(expect);
+  EXPECT_EQ(r.read_uvarint(), 0u);
+  EXPECT_EQ(r.read_uvarint(), 127u);
+  EXPECT_EQ(r.read_uvarint(), 128u);
+  EXPECT_EQ(r.read_uvarint(), 300u);
+  EXPECT_EQ(r.read_uvarint(), 0xffffffffu);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+}
+
+TEST(CodecTest, VarintOverflowAndTruncationAreErrors) {
+  const bytes too_big = {0xff, 0xff, 0xff, 0xff, 0x1f};
+  reader r(too_big);
+  (void)r.read_uvarint();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.to_status().code(), errc::malformed);
+  const bytes unterminated = {0x80, 0x80};
+  reader r2(unterminated);
+  (void)r2.read_uvarint();
+  EXPECT_FALSE(r2.ok());
+}
+
+TEST(CodecTest, HostileArrayCountIsRefusedBeforeAllocating) {
+  // int32 count 0x7fffffff followed by 3 bytes.
+  const bytes b = {0x7f, 0xff, 0xff, 0xff, 1, 2, 3};
+  reader r(b);
+  EXPECT_EQ(r.read_array_length(false, 4), 0);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.to_status().err().message.find("cannot fit"), std::string::npos);
+  // The per-message element budget also holds.
+  bytes many(4 + 100, 0);
+  many[3] = 100;  // count 100, 100 bytes follow
+  reader small_budget(many, 10);
+  EXPECT_EQ(small_budget.read_array_length(false, 1), 0);
+  EXPECT_FALSE(small_budget.ok());
+}
+
+TEST(CodecTest, NullsInNonNullablePlacesAreErrors) {
+  const bytes classic_null = {0xff, 0xff};
+  reader r(classic_null);
+  (void)r.read_string(false);
+  EXPECT_FALSE(r.ok());
+  const bytes compact_null = {0x00};
+  reader r2(compact_null);
+  EXPECT_EQ(r2.read_nullable_string(true), std::nullopt);
+  EXPECT_TRUE(r2.ok());
+}
+
+// ApiVersions v0 request frame: header v1 (key 18, version 0, correlation
+// id 1, client id "ab"), empty body.
+TEST(CodecTest, ApiVersionsV0RequestByHand) {
+  const bytes expect = {0, 0, 0, 12,  // size
+                        0, 18, 0, 0,  // api key, version
+                        0, 0, 0, 1,   // correlation id
+                        0, 2, 'a', 'b'};
+  EXPECT_EQ(flat(encode_request(1, 0, api_versions_request{}, std::string("ab"))), expect);
+
+  reader r(std::span<const uint8_t>(expect).subspan(4));
+  auto h = decode_request_header(r);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->header_version, 1);
+  auto body = decode_request_body(18, 0, r);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+}
+
+// ApiVersions v3 request: header v2 (classic client id, then an empty tag
+// section), flexible body with two compact strings and an empty tag section.
+TEST(CodecTest, ApiVersionsV3RequestByHand) {
+  api_versions_request req;
+  req.client_software_name = "sluice";
+  req.client_software_version = "1.0";
+  const bytes body = cat({{7}, str("sluice"), {4}, str("1.0"), {0}});
+  const bytes header = cat({{0, 18, 0, 3, 0, 0, 0, 7, 0, 2, 'a', 'b', 0}});
+  const bytes frame = cat({{0, 0, 0, static_cast<uint8_t>(header.size() + body.size())}, header, body});
+  EXPECT_EQ(flat(encode_request(7, 3, req, std::string("ab"))), frame);
+
+  reader r(std::span<const uint8_t>(frame).subspan(4));
+  auto h = decode_request_header(r);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->header_version, 2);
+  EXPECT_EQ(h->header.correlation_id, 7);
+  auto decoded = decode_request_body(18, 3, r);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(std::get<api_versions_request>(*decoded), req);
+}
+
+// Metadata v1 response: header v0, one broker (1, "h", 9092, rack null),
+// controller 1, one topic "t" with one partition led by broker 1.
+TEST(CodecTest, MetadataV1ResponseByHand) {
+  metadata_response m;
+  auto& b = m.brokers.emplace_back();
+  b.node_id = 1;
+  b.host = "h";
+  b.port = 9092;
+  m.controller_id = 1;
+  auto& t = m.topics.emplace_back();
+  t.name = "t";
+  auto& p = t.partitions.emplace_back();
+  p.partition_index = 0;
+  p.leader_id = 1;
+  p.replica_nodes = {1};
+  p.isr_nodes = {1};
+  const bytes body = {
+      0, 0, 0, 1,                    // brokers: 1
+      0, 0, 0, 1,                    //   node id
+      0, 1, 'h',                     //   host
+      0, 0, 0x23, 0x84,              //   port 9092
+      0xff, 0xff,                    //   rack: null
+      0, 0, 0, 1,                    // controller id
+      0, 0, 0, 1,                    // topics: 1
+      0, 0,                          //   error code
+      0, 1, 't',                     //   name
+      0,                             //   is internal
+      0, 0, 0, 1,                    //   partitions: 1
+      0, 0,                          //     error code
+      0, 0, 0, 0,                    //     partition index
+      0, 0, 0, 1,                    //     leader
+      0, 0, 0, 1, 0, 0, 0, 1,        //     replicas [1]
+      0, 0, 0, 1, 0, 0, 0, 1,        //     isr [1]
+  };
+  const bytes frame = cat({{0, 0, 0, static_cast<uint8_t>(4 + body.size()), 0, 0, 0, 9}, body});
+  EXPECT_EQ(flat(encode_response(9, 1, m)), frame);
+  metadata_response d;
+  reader r(body);
+  ASSERT_TRUE(d.decode(r, 1).ok());
+  EXPECT_EQ(d, m);
+}
+
+// ApiVersions v3 response: response header v0 (no tag section, KIP-511),
+// flexible body, and one known tagged field (finalized_features_epoch, tag 1).
+TEST(CodecTest, FlexibleResponseWithTaggedFieldByHand) {
+  api_versions_response m;
+  auto& k = m.api_keys.emplace_back();
+  k.api_key = 18;
+  k.max_version = 3;
+  m.finalized_features_epoch = 5;
+  const bytes body = {
+      0, 0,                    // error code
+      2,                       // compact array of 1
+      0, 18, 0, 0, 0, 3, 0,    //   key, min, max, no tags
+      0, 0, 0, 0,              // throttle time
+      1,                       // one tagged field
+      1, 8, 0, 0, 0, 0, 0, 0, 0, 5,  // tag 1, 8 bytes, epoch 5
+  };
+  const bytes frame = cat({{0, 0, 0, static_cast<uint8_t>(4 + body.size()), 0, 0, 0, 3}, body});
+  EXPECT_EQ(flat(encode_response(3, 3, m)), frame);
+
+  // Decoding also skips an unknown tag (7, two bytes) in front of the known one.
+  const bytes with_unknown = {0, 0, 2, 0, 18, 0, 0, 0, 3, 0, 0, 0, 0, 0,
+                              2, 7, 2, 'x', 'y', 1, 8, 0, 0, 0, 0, 0, 0, 0, 5};
+  api_versions_response d;
+  reader r(with_unknown);
+  ASSERT_TRUE(d.decode(r, 3).ok());
+  EXPECT_EQ(d, m);
+  EXPECT_EQ(r.remaining(), 0u);
+  // The default value of a tagged field is not written.
+  m.finalized_features_epoch = -1;
+  writer w;
+  m.encode(w, 3);
+  EXPECT_EQ(w.owned_bytes().back(), 0);
+}
+
+TEST(CodecTest, HeaderVersionRules) {
+  EXPECT_EQ(request_header_version(18, 3), 2);
+  EXPECT_EQ(request_header_version(18, 2), 1);
+  EXPECT_EQ(response_header_version(18, 3), 0);  // ApiVersions: always v0
+  EXPECT_EQ(request_header_version(0, 8), 1);
+  EXPECT_EQ(request_header_version(0, 9), 2);    // above our range, but flexible
+  EXPECT_EQ(response_header_version(0, 9), 1);
+  EXPECT_EQ(response_header_version(0, 8), 0);
+  EXPECT_EQ(request_header_version(999, 0), 1);  // unknown API
+}
+
+TEST(CodecTest, UnsupportedApiVersionsAnsweredInV0) {
+  // An ApiVersions v9 request (flexible header) decodes its header, is
+  // reported unsupported, and the answer lists ApiVersions' range.
+  const bytes frame = {0, 18, 0, 9, 0, 0, 0, 5, 0, 0, 0, /* some body */ 3, 'x', 'y', 0};
+  reader r(frame);
+  auto h = decode_request_header(r);
+  ASSERT_TRUE(h.ok());
+  EXPECT_FALSE(h->supported);
+  EXPECT_EQ(h->header.correlation_id, 5);
+  auto resp = unsupported_api_versions_response(supported_api_table);
+  EXPECT_EQ(resp.error_code, 35);
+  ASSERT_EQ(resp.api_keys.size(), 1u);
+  EXPECT_EQ(resp.api_keys[0].max_version, api_versions_request::max_version);
+  const bytes expect = {0, 0, 0, 16, 0, 0, 0, 5, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 3};
+  EXPECT_EQ(flat(encode_response(5, 0, resp)), expect);
+}
+
+TEST(CodecTest, RecordsAreViewsOnDecodeAndChunksOnEncode) {
+  // Decode: the records field points into the request buffer.
+  produce_request req;
+  req.acks = -1;
+  req.timeout_ms = 1000;
+  bytes batch(3000, 0xab);
+  req.topic_data.emplace_back().name = "t";
+  req.topic_data[0].partition_data.emplace_back().records = records_field::of(batch);
+  writer w;
+  req.encode(w, 7);
+  auto chunks = std::move(w).finish();
+  // The 3000-byte view is referenced, not copied.
+  ASSERT_EQ(chunks.chunks().size(), 2u);
+  EXPECT_EQ(chunks.chunks()[1].type, chunk::kind::memory);
+  EXPECT_EQ(chunks.chunks()[1].memory.data(), batch.data());
+  const bytes wire = flat(chunks);
+  produce_request d;
+  reader r(wire);
+  ASSERT_TRUE(d.decode(r, 7).ok());
+  auto view = d.topic_data[0].partition_data[0].records.view();
+  EXPECT_EQ(view.size(), 3000u);
+  EXPECT_GE(view.data(), wire.data());
+  EXPECT_LE(view.data() + view.size(), wire.data() + wire.size());
+
+  // Encode: a fetch response whose records are a region of a file.
+  char path[] = "/tmp/sluice_protocol_testXXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  const std::string content = "0123456789abcdefghij";
+  ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  fetch_response f;
+  auto& part = f.responses.emplace_back();
+  part.topic = "t";
+  auto& pd = part.partitions.emplace_back();
+  pd.high_watermark = 10;
+  file_region region;
+  region.fd = fd;
+  region.pos = 5;
+  region.length = 10;
+  pd.records.append(region);
+  auto out = encode_response(77, 4, f);
+  bool saw_file = false;
+  for (const chunk& c : out.chunks()) {
+    if (c.type == chunk::kind::file) {
+      saw_file = true;
+      EXPECT_EQ(c.file.pos, 5u);
+      EXPECT_EQ(c.length, 10u);
+    }
+  }
+  EXPECT_TRUE(saw_file);
+  const bytes fetched = flat(out);
+  EXPECT_EQ(fetched.size(), out.size_bytes());
+  EXPECT_EQ(load_size(fetched), fetched.size() - 4);
+  // The records length prefix (int32 10) sits right before the file bytes.
+  const bytes tail(fetched.end() - 14, fetched.end());
+  EXPECT_EQ(tail, cat({{0, 0, 0, 10}, str("56789abcde")}));
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace sluice::protocol
