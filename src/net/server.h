@@ -54,6 +54,7 @@ namespace sluice::net {
 
 namespace detail {
 class completion_link;
+class connection;
 class server_impl;
 }  // namespace detail
 
@@ -106,7 +107,7 @@ class responder {
   uint64_t sequence() const { return seq_; }
 
  private:
-  friend class detail::server_impl;
+  friend class detail::connection;
   responder(std::shared_ptr<detail::completion_link> link, uint64_t seq)
       : link_(std::move(link)), seq_(seq) {}
 

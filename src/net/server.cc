@@ -1,0 +1,854 @@
+#include "net/server.h"
+
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <asio.hpp>
+
+#include "base/assert.h"
+#include "base/endian.h"
+#include "base/log.h"
+
+namespace sluice::net {
+namespace detail {
+
+using asio::ip::tcp;
+using steady = std::chrono::steady_clock;
+
+class connection;
+struct io_thread;
+
+// Bytes read from a socket per read call. Also bounds how many bytes of
+// not-yet-dispatched requests a paused connection holds in memory.
+constexpr size_t read_buffer_bytes = 64 * 1024;
+// Most iovecs and bytes handed to one sendmsg call.
+constexpr int max_iovecs = 64;
+constexpr uint64_t max_gather_bytes = 4ull << 20;
+// Largest count for one sendfile call (Linux caps it at 0x7ffff000 anyway).
+constexpr uint64_t max_sendfile_bytes = 1ull << 30;
+
+// Responders may be completed from any thread at any time, even after the
+// server is gone. The gate is the one place that knows whether posting to
+// an io_context is still allowed: the server closes it (exclusive lock)
+// before destroying the io_contexts; deliveries hold it shared while posting.
+struct gate {
+  std::shared_mutex mu;
+  bool open = true;
+};
+
+enum class completion_kind { respond, none, close, dropped };
+
+struct completion {
+  completion_kind kind = completion_kind::none;
+  response resp;
+};
+
+// Shared by all responders of one connection. Holds the connection weakly:
+// outstanding responders never keep a closed connection (its socket, its
+// buffers) alive.
+class completion_link {
+ public:
+  completion_link(std::shared_ptr<gate> g, std::weak_ptr<connection> c)
+      : gate_(std::move(g)), conn_(std::move(c)) {}
+  void deliver(uint64_t seq, completion c);
+
+ private:
+  std::shared_ptr<gate> gate_;
+  std::weak_ptr<connection> conn_;
+};
+
+class server_impl;
+
+// One I/O thread: its io_context and the connections it owns. `conns` is
+// touched only on this thread. Member order matters: conns is destroyed
+// before the io_context its sockets belong to.
+struct io_thread {
+  asio::io_context ctx{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::unordered_map<uint64_t, std::shared_ptr<connection>> conns;
+  std::thread thread;
+};
+
+// One client connection. Every method runs on the owning I/O thread
+// (`thr_`); the object is kept alive by the async operations and posted
+// completions that capture it, and by its entry in thr_.conns until closed.
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  connection(server_impl& srv, io_thread& thr, tcp::socket sock, uint64_t id, std::string peer);
+
+  void start();
+  void begin_drain();
+  void close(const char* why);
+  void on_completion(uint64_t seq, completion c);
+  asio::io_context::executor_type executor() { return thr_.ctx.get_executor(); }
+
+ private:
+  struct outgoing {
+    std::array<std::byte, 4> prefix{};
+    std::vector<chunk> chunks;
+    uint64_t memory_bytes = 0;
+    size_t part = 0;  // 0: the length prefix; i > 0: chunks[i - 1]
+    uint64_t off = 0;  // bytes of `part` already sent
+
+    size_t parts() const { return chunks.size() + 1; }
+    uint64_t part_len(size_t i) const { return i == 0 ? 4 : chunk_bytes(chunks[i - 1]); }
+    void skip_finished_parts() {
+      while (part < parts() && off == part_len(part)) {
+        ++part;
+        off = 0;
+      }
+    }
+    bool done() const { return part == parts(); }
+    const file_region* file_at(size_t i) const {
+      return i == 0 ? nullptr : std::get_if<file_region>(&chunks[i - 1]);
+    }
+    const std::byte* bytes_at(size_t i) const {
+      return i == 0 ? prefix.data() : std::get<std::vector<std::byte>>(chunks[i - 1]).data();
+    }
+  };
+
+  bool can_accept_request() const;
+  void process_input();
+  void start_read();
+  void on_read(const asio::error_code& ec, size_t n);
+  void dispatch();
+  void release_completed();
+  void start_write();
+  void do_write();
+  void wait_writable();
+  void consume_written(uint64_t n);
+  void after_progress();
+  void arm_idle_timer(steady::time_point at);
+  void on_idle_timer();
+
+  server_impl& srv_;
+  io_thread& thr_;
+  tcp::socket sock_;
+  asio::steady_timer idle_timer_;
+  connection_context ctx_;
+  std::shared_ptr<completion_link> link_;
+  steady::time_point last_activity_;
+  bool opened_ = false;  // on_connection_open was called
+  bool closed_ = false;
+  bool draining_ = false;
+  bool paused_ = false;   // reading stopped by backpressure
+  bool reading_ = false;  // an async read is outstanding
+  bool writing_ = false;  // waiting for the socket to become writable
+
+  // Reading: rbuf_[rbeg_, rend_) holds received bytes not yet parsed.
+  std::vector<std::byte> rbuf_;
+  size_t rbeg_ = 0;
+  size_t rend_ = 0;
+  std::array<std::byte, 4> len_buf_{};
+  size_t len_have_ = 0;
+  size_t frame_need_ = 0;
+  std::vector<std::byte> frame_;
+
+  // Ordering: requests get sequence numbers next_seq_++; window_[i] holds
+  // the completion of request head_seq_ + i once the handler completed it.
+  // The head is released to the write queue as soon as it is filled.
+  uint64_t next_seq_ = 0;
+  uint64_t head_seq_ = 0;
+  std::deque<std::optional<completion>> window_;
+  // Requests dispatched and not yet fully written (or released as
+  // no_response); bounded by max_inflight_requests_per_connection.
+  uint64_t in_flight_ = 0;
+  // Owned response bytes completed but not yet written.
+  uint64_t queued_bytes_ = 0;
+  std::deque<outgoing> wq_;
+};
+
+class server_impl {
+ public:
+  server_impl(server_config cfg, request_handler& handler)
+      : cfg_(std::move(cfg)), handler_(handler), gate_(std::make_shared<gate>()) {}
+  ~server_impl() { stop(); }
+
+  status start();
+  void stop();
+  uint16_t port() const { return port_; }
+
+  const server_config cfg_;
+  request_handler& handler_;
+  server_metrics metrics_;
+  std::shared_ptr<gate> gate_;
+  std::atomic<bool> stopping_{false};
+
+  // Called by a connection when it has closed (on its thread).
+  void connection_closed();
+
+ private:
+  void start_accept();
+  void on_accept(const asio::error_code& ec, tcp::socket sock, size_t thread_index);
+  void log_rejected(const std::string& peer);
+  // Runs fn on every I/O thread and waits until all have run it.
+  template <class Fn>
+  void run_on_all_threads(Fn fn);
+
+  std::vector<std::unique_ptr<io_thread>> threads_;
+  std::optional<tcp::acceptor> acceptor_;  // on threads_[0]
+  std::optional<asio::steady_timer> accept_retry_;
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+  std::atomic<uint64_t> next_conn_id_{1};
+  size_t next_thread_ = 0;  // touched only on thread 0 (accept handler)
+
+  // Rate limit for "connection rejected" log lines (thread 0 only).
+  steady::time_point last_reject_log_{};
+  uint64_t rejects_unlogged_ = 0;
+
+  std::mutex drain_mu_;
+  std::condition_variable drain_cv_;
+};
+
+// ---- completion_link ----------------------------------------------------------
+
+void completion_link::deliver(uint64_t seq, completion c) {
+  std::shared_lock lock(gate_->mu);
+  if (!gate_->open) return;
+  std::shared_ptr<connection> conn = conn_.lock();
+  if (!conn) return;
+  auto ex = conn->executor();
+  asio::post(ex, [conn = std::move(conn), seq, c = std::move(c)]() mutable {
+    conn->on_completion(seq, std::move(c));
+  });
+}
+
+// ---- connection -----------------------------------------------------------------
+
+connection::connection(server_impl& srv, io_thread& thr, tcp::socket sock, uint64_t id,
+                       std::string peer)
+    : srv_(srv), thr_(thr), sock_(std::move(sock)), idle_timer_(thr.ctx) {
+  ctx_.id = id;
+  ctx_.peer = std::move(peer);
+}
+
+void connection::start() {
+  link_ = std::make_shared<completion_link>(srv_.gate_, weak_from_this());
+  if (srv_.stopping_.load()) {
+    close("server stopping");
+    return;
+  }
+  asio::error_code ec;
+  sock_.set_option(tcp::no_delay(true), ec);
+  // Our own writes (writev, sendfile) need a non-blocking descriptor; asio's
+  // reads keep working on it.
+  if (!ec) sock_.native_non_blocking(true, ec);
+  if (ec) {
+    SLUICE_LOG_WARN("connection {} from {}: socket setup failed: {}", ctx_.id, ctx_.peer,
+                    ec.message());
+    close("socket setup failed");
+    return;
+  }
+  opened_ = true;
+  try {
+    srv_.handler_.on_connection_open(ctx_);
+  } catch (const std::exception& e) {
+    SLUICE_LOG_ERROR("connection {} from {}: on_connection_open threw: {}", ctx_.id, ctx_.peer,
+                     e.what());
+    close("handler threw");
+    return;
+  }
+  rbuf_.resize(read_buffer_bytes);
+  last_activity_ = steady::now();
+  if (srv_.cfg_.connections_max_idle_ms > 0)
+    arm_idle_timer(last_activity_ + std::chrono::milliseconds(srv_.cfg_.connections_max_idle_ms));
+  process_input();
+}
+
+bool connection::can_accept_request() const {
+  return in_flight_ < static_cast<uint64_t>(srv_.cfg_.max_inflight_requests_per_connection) &&
+         queued_bytes_ < static_cast<uint64_t>(srv_.cfg_.max_queued_response_bytes_per_connection);
+}
+
+void connection::process_input() {
+  while (!closed_ && !draining_) {
+    if (!can_accept_request()) {
+      if (!paused_) {
+        paused_ = true;
+        srv_.metrics_.read_pauses.fetch_add(1, std::memory_order_relaxed);
+      }
+      return;
+    }
+    if (rbeg_ == rend_) {
+      start_read();
+      return;
+    }
+    size_t avail = rend_ - rbeg_;
+    if (len_have_ < 4) {
+      size_t k = std::min(4 - len_have_, avail);
+      std::memcpy(len_buf_.data() + len_have_, rbuf_.data() + rbeg_, k);
+      len_have_ += k;
+      rbeg_ += k;
+      if (len_have_ < 4) continue;
+      int32_t len = load_be<int32_t>(len_buf_.data());
+      if (len < 0 || len > srv_.cfg_.socket_request_max_bytes) {
+        SLUICE_LOG_WARN(
+            "closing connection {} from {}: frame length {} is outside [0, {}] "
+            "(socket.request.max.bytes)",
+            ctx_.id, ctx_.peer, len, srv_.cfg_.socket_request_max_bytes);
+        srv_.metrics_.connections_closed_bad_frame.fetch_add(1, std::memory_order_relaxed);
+        close("bad frame length");
+        return;
+      }
+      frame_need_ = static_cast<size_t>(len);
+      frame_.clear();
+      // Grow with the bytes that arrive, never to a declared length up front:
+      // four bytes from a client must not make us allocate 100 MiB.
+      frame_.reserve(std::min(frame_need_, read_buffer_bytes));
+      if (frame_need_ == 0) dispatch();
+      continue;
+    }
+    size_t k = std::min(frame_need_ - frame_.size(), avail);
+    frame_.insert(frame_.end(), rbuf_.begin() + static_cast<ptrdiff_t>(rbeg_),
+                  rbuf_.begin() + static_cast<ptrdiff_t>(rbeg_ + k));
+    rbeg_ += k;
+    if (frame_.size() == frame_need_) dispatch();
+  }
+}
+
+void connection::start_read() {
+  if (reading_ || closed_) return;
+  reading_ = true;
+  rbeg_ = rend_ = 0;
+  sock_.async_read_some(asio::buffer(rbuf_),
+                        [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+                          self->on_read(ec, n);
+                        });
+}
+
+void connection::on_read(const asio::error_code& ec, size_t n) {
+  reading_ = false;
+  if (closed_) return;
+  if (ec) {
+    // A client that goes away gets no more answers, as in Kafka: close now,
+    // whatever is in flight (its responders become no-ops).
+    if (ec != asio::error::eof)
+      SLUICE_LOG_DEBUG("connection {} from {}: read failed: {}", ctx_.id, ctx_.peer, ec.message());
+    close("read ended");
+    return;
+  }
+  srv_.metrics_.bytes_in.fetch_add(n, std::memory_order_relaxed);
+  last_activity_ = steady::now();
+  if (draining_) return;  // no new requests once stopping; the bytes are dropped
+  rbeg_ = 0;
+  rend_ = n;
+  process_input();
+}
+
+void connection::dispatch() {
+  len_have_ = 0;
+  uint64_t seq = next_seq_++;
+  window_.emplace_back();
+  ++in_flight_;
+  srv_.metrics_.requests.fetch_add(1, std::memory_order_relaxed);
+  std::vector<std::byte> frame = std::move(frame_);
+  frame_ = {};
+  try {
+    srv_.handler_.on_request(ctx_, std::move(frame), responder(link_, seq));
+  } catch (const std::exception& e) {
+    SLUICE_LOG_ERROR("connection {} from {}: on_request threw: {}", ctx_.id, ctx_.peer, e.what());
+    close("handler threw");
+  }
+}
+
+void connection::on_completion(uint64_t seq, completion c) {
+  if (closed_) return;
+  switch (c.kind) {
+    case completion_kind::close:
+      SLUICE_LOG_DEBUG("connection {} from {}: closed by the request handler", ctx_.id, ctx_.peer);
+      close("handler asked");
+      return;
+    case completion_kind::dropped:
+      SLUICE_LOG_WARN("connection {} from {}: request {} was dropped without a response; closing",
+                      ctx_.id, ctx_.peer, seq);
+      close("responder dropped");
+      return;
+    case completion_kind::respond:
+    case completion_kind::none:
+      break;
+  }
+  SLUICE_ASSERT(seq >= head_seq_ && seq - head_seq_ < window_.size(), "completion out of window");
+  auto& slot = window_[seq - head_seq_];
+  SLUICE_ASSERT(!slot.has_value(), "request completed twice");
+  queued_bytes_ += c.resp.memory_bytes();
+  slot = std::move(c);
+  release_completed();
+}
+
+void connection::release_completed() {
+  bool any = false;
+  while (!window_.empty() && window_.front().has_value()) {
+    completion c = std::move(*window_.front());
+    window_.pop_front();
+    ++head_seq_;
+    if (c.kind == completion_kind::none) {
+      --in_flight_;
+      continue;
+    }
+    uint64_t size = c.resp.size_bytes();
+    if (size > static_cast<uint64_t>(INT32_MAX)) {
+      // A bug in the caller, not client input; the stream cannot go on.
+      SLUICE_LOG_ERROR("connection {} from {}: response of {} bytes does not fit a frame; closing",
+                       ctx_.id, ctx_.peer, size);
+      close("response too large");
+      return;
+    }
+    outgoing o;
+    store_be<int32_t>(o.prefix.data(), static_cast<int32_t>(size));
+    o.memory_bytes = c.resp.memory_bytes();
+    o.chunks = std::move(c.resp.chunks);
+    wq_.push_back(std::move(o));
+    any = true;
+  }
+  if (any) start_write();
+  after_progress();
+}
+
+void connection::start_write() {
+  if (writing_ || closed_) return;
+  do_write();
+}
+
+void connection::do_write() {
+  const int fd = sock_.native_handle();
+  while (!closed_) {
+    while (!wq_.empty()) {
+      wq_.front().skip_finished_parts();
+      if (!wq_.front().done()) break;
+      consume_written(0);
+    }
+    if (wq_.empty()) break;
+    outgoing& front = wq_.front();
+    if (const file_region* fr = front.file_at(front.part)) {
+      off_t pos = static_cast<off_t>(fr->pos + front.off);
+      size_t count = static_cast<size_t>(std::min(fr->len - front.off, max_sendfile_bytes));
+      ssize_t n = ::sendfile(fd, fr->fd, &pos, count);
+      if (n > 0) {
+        consume_written(static_cast<uint64_t>(n));
+        continue;
+      }
+      if (n == 0) {
+        SLUICE_LOG_ERROR(
+            "connection {} from {}: file region (fd {}, pos {}, len {}) ends early at {}; closing",
+            ctx_.id, ctx_.peer, fr->fd, fr->pos, fr->len, static_cast<uint64_t>(pos));
+        close("file region short");
+        return;
+      }
+    } else {
+      // Gather the owned buffers up to the next file region.
+      std::array<iovec, max_iovecs> iov;
+      int cnt = 0;
+      uint64_t total = 0;
+      bool more_follows = false;
+      for (size_t i = 0; i < wq_.size() && !more_follows; ++i) {
+        const outgoing& o = wq_[i];
+        size_t part = i == 0 ? o.part : 0;
+        uint64_t off = i == 0 ? o.off : 0;
+        for (; part < o.parts(); ++part, off = 0) {
+          if (o.file_at(part) || cnt == max_iovecs || total >= max_gather_bytes) {
+            more_follows = true;
+            break;
+          }
+          uint64_t len = o.part_len(part) - off;
+          if (len == 0) continue;
+          iov[static_cast<size_t>(cnt)].iov_base = const_cast<std::byte*>(o.bytes_at(part) + off);
+          iov[static_cast<size_t>(cnt)].iov_len = len;
+          ++cnt;
+          total += len;
+        }
+      }
+      msghdr msg{};
+      msg.msg_iov = iov.data();
+      msg.msg_iovlen = static_cast<size_t>(cnt);
+      // MSG_MORE: a file region or more buffers follow at once; let the
+      // kernel fill segments instead of pushing a small one.
+      ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (more_follows ? MSG_MORE : 0));
+      if (n > 0) {
+        consume_written(static_cast<uint64_t>(n));
+        continue;
+      }
+      // cnt >= 1 here (the front part has bytes left), so 0 cannot happen
+      // on a stream socket; treat it like a failed write.
+      if (n == 0) errno = EPIPE;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      wait_writable();
+      break;
+    }
+    SLUICE_LOG_DEBUG("connection {} from {}: write failed: {}", ctx_.id, ctx_.peer,
+                     std::strerror(errno));
+    close("write failed");
+    return;
+  }
+  after_progress();
+}
+
+void connection::wait_writable() {
+  writing_ = true;
+  sock_.async_wait(tcp::socket::wait_write, [self = shared_from_this()](const asio::error_code&) {
+    self->writing_ = false;
+    if (self->closed_) return;
+    // On an error the next write reports it.
+    self->do_write();
+  });
+}
+
+// Accounts `n` bytes written from the front of the write queue and retires
+// responses that are complete.
+void connection::consume_written(uint64_t n) {
+  if (n > 0) {
+    srv_.metrics_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+    last_activity_ = steady::now();
+  }
+  while (!wq_.empty()) {
+    outgoing& o = wq_.front();
+    o.skip_finished_parts();
+    if (o.done()) {
+      queued_bytes_ -= o.memory_bytes;
+      --in_flight_;
+      srv_.metrics_.responses.fetch_add(1, std::memory_order_relaxed);
+      wq_.pop_front();
+      continue;
+    }
+    if (n == 0) break;
+    uint64_t k = std::min(o.part_len(o.part) - o.off, n);
+    o.off += k;
+    n -= k;
+  }
+  SLUICE_ASSERT(n == 0, "wrote more than was queued");
+}
+
+// After responses were written or released: resume reading if paused by
+// backpressure, and finish a graceful stop once nothing is in flight.
+void connection::after_progress() {
+  if (closed_) return;
+  if (draining_) {
+    if (in_flight_ == 0) close("drained");
+    return;
+  }
+  if (paused_ && can_accept_request()) {
+    paused_ = false;
+    process_input();
+  }
+}
+
+void connection::begin_drain() {
+  if (closed_ || draining_) return;
+  draining_ = true;
+  if (in_flight_ == 0) close("server stopping");
+}
+
+void connection::arm_idle_timer(steady::time_point at) {
+  idle_timer_.expires_at(at);
+  idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (!ec) self->on_idle_timer();
+  });
+}
+
+// The timer is not reset on every read or write; when it fires it checks
+// the last activity and re-arms, so activity costs one clock read.
+void connection::on_idle_timer() {
+  if (closed_) return;
+  auto idle = std::chrono::milliseconds(srv_.cfg_.connections_max_idle_ms);
+  auto now = steady::now();
+  if (in_flight_ > 0) {
+    arm_idle_timer(now + idle);
+    return;
+  }
+  if (now - last_activity_ < idle) {
+    arm_idle_timer(last_activity_ + idle);
+    return;
+  }
+  SLUICE_LOG_DEBUG("closing connection {} from {}: idle for {} ms (connections.max.idle.ms)",
+                   ctx_.id, ctx_.peer, srv_.cfg_.connections_max_idle_ms);
+  srv_.metrics_.connections_closed_idle.fetch_add(1, std::memory_order_relaxed);
+  close("idle");
+}
+
+void connection::close(const char* why) {
+  if (closed_) return;
+  closed_ = true;
+  (void)why;  // only the debug log (compiled out by default) reads it
+  SLUICE_LOG_DEBUG("connection {} from {} closed: {}", ctx_.id, ctx_.peer, why);
+  asio::error_code ec;
+  sock_.close(ec);
+  idle_timer_.cancel();
+  // Free what the connection holds now (file keepalives, buffers), even if
+  // async operations still reference this object for a moment.
+  window_.clear();
+  wq_.clear();
+  std::vector<std::byte>().swap(rbuf_);
+  std::vector<std::byte>().swap(frame_);
+  if (opened_) {
+    try {
+      srv_.handler_.on_connection_close(ctx_);
+    } catch (const std::exception& e) {
+      SLUICE_LOG_ERROR("connection {} from {}: on_connection_close threw: {}", ctx_.id, ctx_.peer,
+                       e.what());
+    }
+  }
+  ctx_.state.reset();
+  auto self = shared_from_this();  // erase may drop the registry's reference
+  thr_.conns.erase(ctx_.id);
+  srv_.connection_closed();
+}
+
+// ---- server_impl ----------------------------------------------------------------
+
+status server_impl::start() {
+  SLUICE_ASSERT(!started_, "server started twice");
+  started_ = true;
+  // sendfile(2) cannot be told MSG_NOSIGNAL; a peer that resets must give
+  // EPIPE, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  if (cfg_.socket_request_max_bytes < 0 || cfg_.max_connections < 0 ||
+      cfg_.max_inflight_requests_per_connection < 1 ||
+      cfg_.max_queued_response_bytes_per_connection < 1)
+    return status(errc::invalid_argument, "server_config: limits must be positive");
+
+  uint32_t n = cfg_.io_threads;
+  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  for (uint32_t i = 0; i < n; ++i) threads_.push_back(std::make_unique<io_thread>());
+
+  auto& ctx0 = threads_[0]->ctx;
+  asio::error_code ec;
+  tcp::resolver resolver(ctx0);
+  auto endpoints = resolver.resolve(cfg_.host, std::to_string(cfg_.port),
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || endpoints.empty()) {
+    threads_.clear();
+    return status(errc::invalid_argument,
+                  fmt::format("cannot resolve listen host '{}': {}", cfg_.host, ec.message()));
+  }
+  tcp::endpoint ep = endpoints.begin()->endpoint();
+  acceptor_.emplace(ctx0);
+  auto fail = [&](const char* what) {
+    std::string msg = fmt::format("cannot listen on {}:{}: {} failed: {}", cfg_.host, cfg_.port,
+                                  what, ec.message());
+    acceptor_.reset();
+    threads_.clear();
+    return status(errc::io_error, std::move(msg));
+  };
+  acceptor_->open(ep.protocol(), ec);
+  if (ec) return fail("open");
+  acceptor_->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (ec) return fail("setsockopt");
+  acceptor_->bind(ep, ec);
+  if (ec) return fail("bind");
+  acceptor_->listen(cfg_.listen_backlog, ec);
+  if (ec) return fail("listen");
+  port_ = acceptor_->local_endpoint(ec).port();
+  if (ec) return fail("getsockname");
+  accept_retry_.emplace(ctx0);
+
+  start_accept();
+  for (auto& t : threads_) {
+    t->work.emplace(t->ctx.get_executor());
+    t->thread = std::thread([ctx = &t->ctx] { ctx->run(); });
+  }
+  SLUICE_LOG_INFO("listening on {}:{} with {} I/O threads", ep.address().to_string(), port_, n);
+  return {};
+}
+
+void server_impl::start_accept() {
+  size_t index = next_thread_;
+  next_thread_ = (next_thread_ + 1) % threads_.size();
+  acceptor_->async_accept(threads_[index]->ctx,
+                          [this, index](const asio::error_code& ec, tcp::socket sock) {
+                            on_accept(ec, std::move(sock), index);
+                          });
+}
+
+void server_impl::on_accept(const asio::error_code& ec, tcp::socket sock, size_t index) {
+  if (ec == asio::error::operation_aborted || stopping_.load()) return;
+  if (ec) {
+    // Out of descriptors and the like: wait a little rather than spin.
+    SLUICE_LOG_WARN("accept failed: {}; retrying in 100 ms", ec.message());
+    accept_retry_->expires_after(std::chrono::milliseconds(100));
+    accept_retry_->async_wait([this](const asio::error_code& e) {
+      if (!e && !stopping_.load()) start_accept();
+    });
+    return;
+  }
+  asio::error_code pec;
+  tcp::endpoint remote = sock.remote_endpoint(pec);
+  std::string peer =
+      pec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+  if (metrics_.connections_active.load() >= static_cast<uint64_t>(cfg_.max_connections)) {
+    metrics_.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    asio::error_code cec;
+    sock.close(cec);
+    log_rejected(peer);
+  } else {
+    metrics_.connections_active.fetch_add(1);
+    metrics_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+    uint64_t id = next_conn_id_.fetch_add(1);
+    io_thread& thr = *threads_[index];
+    asio::post(thr.ctx, [this, &thr, id, peer = std::move(peer), s = std::move(sock)]() mutable {
+      auto conn = std::make_shared<connection>(*this, thr, std::move(s), id, std::move(peer));
+      thr.conns.emplace(id, conn);
+      conn->start();
+    });
+  }
+  start_accept();
+}
+
+// At most one line per second, counting the ones it stands for.
+void server_impl::log_rejected(const std::string& peer) {
+  auto now = steady::now();
+  ++rejects_unlogged_;
+  if (now - last_reject_log_ < std::chrono::seconds(1)) return;
+  SLUICE_LOG_WARN(
+      "rejected connection from {}: {} connections open (max {}); {} rejected since the last "
+      "such line",
+      peer, metrics_.connections_active.load(), cfg_.max_connections, rejects_unlogged_);
+  rejects_unlogged_ = 0;
+  last_reject_log_ = now;
+}
+
+void server_impl::connection_closed() {
+  if (metrics_.connections_active.fetch_sub(1) == 1 && stopping_.load()) {
+    std::lock_guard lock(drain_mu_);
+    drain_cv_.notify_all();
+  }
+}
+
+template <class Fn>
+void server_impl::run_on_all_threads(Fn fn) {
+  std::vector<std::future<void>> done;
+  for (auto& t : threads_) {
+    auto p = std::make_shared<std::promise<void>>();
+    done.push_back(p->get_future());
+    asio::post(t->ctx, [p, fn, thr = t.get()] {
+      fn(*thr);
+      p->set_value();
+    });
+  }
+  for (auto& f : done) f.wait();
+}
+
+void server_impl::stop() {
+  if (!started_ || stopped_ || threads_.empty()) return;
+  stopped_ = true;
+  stopping_.store(true);
+
+  // 1. Stop accepting. Running this on thread 0 also waits out an accept
+  //    handler that is in progress.
+  std::promise<void> accept_closed;
+  asio::post(threads_[0]->ctx, [this, &accept_closed] {
+    asio::error_code ec;
+    acceptor_->close(ec);
+    accept_retry_->cancel();
+    accept_closed.set_value();
+  });
+  accept_closed.get_future().wait();
+
+  // 2. Drain: no new requests; connections close once their in-flight
+  //    requests are answered, or at the deadline.
+  auto close_all = [](const char* why) {
+    return [why](io_thread& t) {
+      std::vector<std::shared_ptr<connection>> conns;
+      for (auto& [id, c] : t.conns) conns.push_back(c);
+      for (auto& c : conns) {
+        if (why)
+          c->close(why);
+        else
+          c->begin_drain();
+      }
+    };
+  };
+  run_on_all_threads(close_all(nullptr));
+  {
+    std::unique_lock lock(drain_mu_);
+    drain_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, cfg_.shutdown_drain_timeout_ms)),
+                       [this] { return metrics_.connections_active.load() == 0; });
+  }
+  uint64_t left = metrics_.connections_active.load();
+  if (left > 0)
+    SLUICE_LOG_WARN("stop: {} connections still had requests in flight after {} ms; closing them",
+                    left, cfg_.shutdown_drain_timeout_ms);
+  run_on_all_threads(close_all("server stopping, drain timeout"));
+
+  // 3. No completion may reach an io_context from now on.
+  {
+    std::unique_lock lock(gate_->mu);
+    gate_->open = false;
+  }
+  for (auto& t : threads_) {
+    t->work.reset();
+    t->ctx.stop();
+  }
+  for (auto& t : threads_) t->thread.join();
+  accept_retry_.reset();
+  acceptor_.reset();
+  // Destroy in index order: a handler still queued on thread 0 may own a
+  // socket that belongs to another thread's io_context, which must outlive it.
+  for (auto& t : threads_) t.reset();
+  threads_.clear();
+  SLUICE_LOG_INFO("server on port {} stopped", port_);
+}
+
+}  // namespace detail
+
+// ---- responder ------------------------------------------------------------------
+
+responder& responder::operator=(responder&& other) noexcept {
+  if (this != &other) {
+    if (link_) std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::dropped, {}});
+    link_ = std::move(other.link_);
+    seq_ = other.seq_;
+  }
+  return *this;
+}
+
+responder::~responder() {
+  if (link_) link_->deliver(seq_, {detail::completion_kind::dropped, {}});
+}
+
+void responder::respond(response r) {
+  SLUICE_ASSERT(link_, "responder completed twice");
+  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::respond, std::move(r)});
+}
+
+void responder::no_response() {
+  SLUICE_ASSERT(link_, "responder completed twice");
+  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::none, {}});
+}
+
+void responder::close_connection() {
+  SLUICE_ASSERT(link_, "responder completed twice");
+  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::close, {}});
+}
+
+// ---- server -----------------------------------------------------------------------
+
+server::server(server_config config, request_handler& handler)
+    : impl_(std::make_unique<detail::server_impl>(std::move(config), handler)) {}
+
+server::~server() = default;
+
+status server::start() { return impl_->start(); }
+uint16_t server::port() const { return impl_->port(); }
+void server::stop() { impl_->stop(); }
+const server_metrics& server::metrics() const { return impl_->metrics_; }
+
+}  // namespace sluice::net
