@@ -1,0 +1,566 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/crc32c.h"
+#include "base/limits.h"
+#include "config/broker_config.h"
+#include "config/dynamic.h"
+#include "config/overrides_file.h"
+#include "config/schema.h"
+
+namespace sluice::config {
+namespace {
+
+broker_config defaults() {
+  auto b = make_broker_config({});
+  EXPECT_TRUE(b.ok()) << b.err().message;
+  return std::move(b).value();
+}
+
+result<broker_config> load(std::vector<std::string> args) {
+  auto parsed = parse_serve_args(std::span<const std::string>(args));
+  if (!parsed.ok()) return parsed.err();
+  return load_broker_config(*parsed);
+}
+
+// Expects an invalid_config error whose message names `key`.
+template <class R>
+void expect_refused(const R& r, const std::string& key) {
+  ASSERT_FALSE(r.ok()) << "accepted, expected refusal naming " << key;
+  EXPECT_EQ(r.code(), errc::invalid_config) << r.err().message;
+  EXPECT_NE(r.err().message.find(key), std::string::npos) << r.err().message;
+}
+
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sluice_config_XXXXXX").string();
+    SLUICE_ASSERT(mkdtemp(pattern.data()) != nullptr, "mkdtemp");
+    path_ = pattern;
+  }
+  ~temp_dir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(file(name), std::ios::binary) << text;
+  }
+
+ private:
+  std::string path_;
+};
+
+// ---- Schema -----------------------------------------------------------------
+
+TEST(schema, every_default_is_valid_and_names_are_unique) {
+  std::set<std::string_view> names;
+  std::set<std::string_view> topic_names;
+  for (const auto& s : all_settings()) {
+    EXPECT_TRUE(names.insert(s.name).second) << s.name;
+    if (s.is_topic_setting()) {
+      EXPECT_TRUE(topic_names.insert(s.topic_name).second) << s.topic_name;
+    }
+    EXPECT_FALSE(s.doc.empty()) << s.name;
+    auto v = parse_value(s, s.name, s.default_text);
+    EXPECT_TRUE(v.ok()) << s.name << ": " << (v.ok() ? "" : v.err().message);
+    EXPECT_EQ(format_value(default_value(s)), s.default_text) << s.name;
+  }
+}
+
+TEST(schema, kafka_topic_configs_are_present_with_broker_synonyms) {
+  const std::pair<const char*, const char*> pairs[] = {
+      {"cleanup.policy", "log.cleanup.policy"},
+      {"compression.type", "compression.type"},
+      {"delete.retention.ms", "log.cleaner.delete.retention.ms"},
+      {"file.delete.delay.ms", "log.segment.delete.delay.ms"},
+      {"flush.messages", "log.flush.interval.messages"},
+      {"flush.ms", "log.flush.interval.ms"},
+      {"index.interval.bytes", "log.index.interval.bytes"},
+      {"max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"},
+      {"max.message.bytes", "message.max.bytes"},
+      {"message.timestamp.type", "log.message.timestamp.type"},
+      {"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"},
+      {"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"},
+      {"min.insync.replicas", "min.insync.replicas"},
+      {"retention.bytes", "log.retention.bytes"},
+      {"retention.ms", "log.retention.ms"},
+      {"segment.bytes", "log.segment.bytes"},
+      {"segment.index.bytes", "log.index.size.max.bytes"},
+      {"segment.ms", "log.roll.ms"},
+      {"unclean.leader.election.enable", "unclean.leader.election.enable"},
+  };
+  for (auto [topic, broker] : pairs) {
+    const setting* s = find_topic_setting(topic);
+    ASSERT_NE(s, nullptr) << topic;
+    EXPECT_EQ(s->name, broker);
+    EXPECT_EQ(find_broker_setting(broker), s);
+  }
+}
+
+TEST(schema, parse_value_by_type) {
+  const setting& retention = *find_topic_setting("retention.ms");
+  EXPECT_EQ(std::get<int64_t>(*parse_value(retention, "retention.ms", " 1000 ")), 1000);
+  expect_refused(parse_value(retention, "retention.ms", "10s"), "retention.ms");
+  expect_refused(parse_value(retention, "retention.ms", "-2"), "retention.ms");
+  expect_refused(parse_value(retention, "retention.ms", "99999999999999999999"), "retention.ms");
+  const setting& segment = *find_topic_setting("segment.bytes");
+  expect_refused(parse_value(segment, "segment.bytes", "13"), "segment.bytes");
+  expect_refused(parse_value(segment, "segment.bytes", "2147483648"), "segment.bytes");
+  const setting& unclean = *find_topic_setting("unclean.leader.election.enable");
+  EXPECT_TRUE(std::get<bool>(*parse_value(unclean, "u", "TRUE")));
+  expect_refused(parse_value(unclean, "unclean.leader.election.enable", "yes"),
+                 "unclean.leader.election.enable");
+  const setting& ratio = *find_topic_setting("min.cleanable.dirty.ratio");
+  EXPECT_DOUBLE_EQ(std::get<double>(*parse_value(ratio, "r", "0.25")), 0.25);
+  expect_refused(parse_value(ratio, "min.cleanable.dirty.ratio", "1.5"), "min.cleanable.dirty.ratio");
+  expect_refused(parse_value(ratio, "min.cleanable.dirty.ratio", "nan"), "min.cleanable.dirty.ratio");
+  const setting& ts = *find_topic_setting("message.timestamp.type");
+  EXPECT_EQ(std::get<std::string>(*parse_value(ts, "t", "LogAppendTime")), "LogAppendTime");
+  expect_refused(parse_value(ts, "message.timestamp.type", "logappendtime"), "message.timestamp.type");
+  const setting& policy = *find_topic_setting("cleanup.policy");
+  EXPECT_EQ(std::get<std::vector<std::string>>(*parse_value(policy, "c", "compact, delete")),
+            (std::vector<std::string>{"compact", "delete"}));
+  expect_refused(parse_value(policy, "cleanup.policy", "compact,shred"), "cleanup.policy");
+  expect_refused(parse_value(policy, "cleanup.policy", ""), "cleanup.policy");
+  expect_refused(parse_value(policy, "cleanup.policy", "delete,delete"), "cleanup.policy");
+  expect_refused(parse_value(policy, "cleanup.policy", "delete\ncompact"), "cleanup.policy");
+}
+
+// ---- Broker configuration -----------------------------------------------------
+
+TEST(broker_config, defaults) {
+  broker_config b = defaults();
+  EXPECT_EQ(b.listener, (host_port{"127.0.0.1", 9092}));
+  EXPECT_EQ(b.advertised_listener, b.listener);
+  EXPECT_EQ(b.data_dir, "./sluice-data");
+  EXPECT_EQ(b.node_id, 0);
+  EXPECT_GE(b.num_io_threads, 1);
+  EXPECT_EQ(b.socket_request_max_bytes, limits::default_socket_request_max_bytes);
+  EXPECT_EQ(b.connections_max_idle_ms, limits::default_connections_max_idle_ms);
+  EXPECT_EQ(b.max_connections, limits::default_max_connections);
+  EXPECT_EQ(b.max_inflight_requests_per_connection,
+            limits::default_max_inflight_requests_per_connection);
+  EXPECT_TRUE(b.auto_create_topics_enable);
+  EXPECT_EQ(b.num_partitions, 1);
+  EXPECT_EQ(b.default_replication_factor, 1);
+  EXPECT_EQ(b.group_min_session_timeout_ms, 6000);
+  EXPECT_EQ(b.group_max_session_timeout_ms, 1800000);
+  EXPECT_EQ(b.group_initial_rebalance_delay_ms, 3000);
+  EXPECT_EQ(b.offsets_topic_num_partitions, 50);
+  EXPECT_EQ(b.offsets_retention_minutes, 7 * 24 * 60);
+  EXPECT_EQ(b.retention_headroom_alert_ms, 24ll * 3600 * 1000);
+  ASSERT_TRUE(b.metrics_listener.has_value());
+  const topic_config& t = b.topic_defaults;
+  EXPECT_EQ(t.retention_ms, 7ll * 24 * 3600 * 1000);
+  EXPECT_EQ(t.retention_bytes, -1);
+  EXPECT_TRUE(t.cleanup_delete);
+  EXPECT_FALSE(t.cleanup_compact);
+  EXPECT_EQ(t.segment_bytes, limits::default_segment_bytes);
+  EXPECT_EQ(t.segment_ms, limits::default_segment_ms);
+  EXPECT_EQ(t.index_interval_bytes, limits::default_index_interval_bytes);
+  EXPECT_EQ(t.segment_index_bytes, limits::default_segment_index_bytes);
+  EXPECT_EQ(t.max_message_bytes, limits::default_message_max_bytes);
+  EXPECT_EQ(t.message_timestamp_type, timestamp_type::create_time);
+  EXPECT_EQ(t.compression, compression_type::producer);
+  EXPECT_EQ(t.file_delete_delay_ms, 60000);
+  EXPECT_EQ(t.delete_retention_ms, 86400000);
+  EXPECT_DOUBLE_EQ(t.min_cleanable_dirty_ratio, 0.5);
+  EXPECT_TRUE(t.fsync_enable);
+  EXPECT_EQ(load({})->topic_defaults, t);
+}
+
+TEST(broker_config, toml_file_with_dotted_quoted_and_table_keys) {
+  temp_dir dir;
+  dir.write("sluice.toml", R"(
+listeners = "PLAINTEXT://0.0.0.0:19092"
+log.dirs = ["/var/lib/sluice"]
+"log.retention.ms" = 3600000
+num.partitions = 4
+auto.create.topics.enable = false
+log.cleanup.policy = ["compact", "delete"]
+
+[log.cleaner]
+min.cleanable.ratio = 0.75
+
+[group]
+max.size = 100
+)");
+  auto b = load({"--config", dir.file("sluice.toml")});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->listener, (host_port{"0.0.0.0", 19092}));
+  EXPECT_EQ(b->data_dir, "/var/lib/sluice");
+  EXPECT_EQ(b->topic_defaults.retention_ms, 3600000);
+  EXPECT_EQ(b->num_partitions, 4);
+  EXPECT_FALSE(b->auto_create_topics_enable);
+  EXPECT_TRUE(b->topic_defaults.cleanup_compact);
+  EXPECT_TRUE(b->topic_defaults.cleanup_delete);
+  EXPECT_DOUBLE_EQ(b->topic_defaults.min_cleanable_dirty_ratio, 0.75);
+  EXPECT_EQ(b->group_max_size, 100);
+}
+
+TEST(broker_config, command_line_overrides_win_over_file) {
+  temp_dir dir;
+  dir.write("sluice.toml", "num.partitions = 4\nlog.retention.ms = 1000\n");
+  auto b = load({"--config", dir.file("sluice.toml"), "--num.partitions", "8",
+                 "--log.retention.ms=-1", "--listeners", "127.0.0.1:0", "--num.partitions", "9"});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->num_partitions, 9);  // the last one wins
+  EXPECT_EQ(b->topic_defaults.retention_ms, -1);
+  EXPECT_EQ(b->listener, (host_port{"127.0.0.1", 0}));
+  EXPECT_EQ(b->static_values.size(), 3u);
+}
+
+TEST(broker_config, unknown_key_refused_naming_it) {
+  expect_refused(load({"--log.retension.ms", "5"}), "log.retension.ms");
+  auto typo = load({"--log.retension.ms", "5"});
+  EXPECT_NE(typo.err().message.find("did you mean log.retention.ms"), std::string::npos)
+      << typo.err().message;
+  auto topic_key = load({"--retention.ms", "5"});
+  expect_refused(topic_key, "retention.ms");
+  EXPECT_NE(topic_key.err().message.find("log.retention.ms"), std::string::npos);
+  temp_dir dir;
+  dir.write("a.toml", "num.partitions = 2\nno.such.key = 1\n");
+  auto r = load({"--config", dir.file("a.toml")});
+  expect_refused(r, "no.such.key");
+  EXPECT_NE(r.err().message.find("a.toml:2"), std::string::npos) << r.err().message;
+}
+
+TEST(broker_config, wrong_type_refused_naming_key) {
+  temp_dir dir;
+  dir.write("a.toml", "log.retention.ms = \"7d\"\n");
+  expect_refused(load({"--config", dir.file("a.toml")}), "log.retention.ms");
+  dir.write("b.toml", "auto.create.topics.enable = 1\n");
+  expect_refused(load({"--config", dir.file("b.toml")}), "auto.create.topics.enable");
+  dir.write("c.toml", "log.dirs = [1]\n");
+  expect_refused(load({"--config", dir.file("c.toml")}), "log.dirs");
+  expect_refused(load({"--num.partitions", "four"}), "num.partitions");
+  expect_refused(load({"--auto.create.topics.enable", "maybe"}), "auto.create.topics.enable");
+}
+
+TEST(broker_config, out_of_range_refused_naming_key) {
+  expect_refused(load({"--num.partitions", "0"}), "num.partitions");
+  expect_refused(load({"--log.segment.bytes", "1"}), "log.segment.bytes");
+  expect_refused(load({"--socket.request.max.bytes", "2147483647"}), "socket.request.max.bytes");
+  expect_refused(load({"--default.replication.factor", "3"}), "default.replication.factor");
+  expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
+  expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
+  expect_refused(load({"--listeners", "a:1,b:2"}), "listeners");
+  expect_refused(load({"--group.min.session.timeout.ms", "60000", "--group.max.session.timeout.ms",
+                       "1000"}),
+                 "group.min.session.timeout.ms");
+  expect_refused(load({"--log.cleaner.min.compaction.lag.ms", "10",
+                       "--log.cleaner.max.compaction.lag.ms", "5"}),
+                 "log.cleaner.min.compaction.lag.ms");
+}
+
+TEST(broker_config, bad_enum_refused_naming_key) {
+  auto r = load({"--compression.type", "brotli"});
+  expect_refused(r, "compression.type");
+  EXPECT_NE(r.err().message.find("zstd"), std::string::npos) << r.err().message;
+  expect_refused(load({"--log.message.timestamp.type", "Now"}), "log.message.timestamp.type");
+  expect_refused(load({"--log.cleanup.policy", "keep"}), "log.cleanup.policy");
+}
+
+TEST(broker_config, argument_and_file_errors) {
+  auto missing = load({"--num.partitions"});
+  expect_refused(missing, "num.partitions");
+  expect_refused(load({"serve"}), "serve");
+  temp_dir dir;
+  auto no_file = load({"--config", dir.file("absent.toml")});
+  ASSERT_FALSE(no_file.ok());
+  EXPECT_EQ(no_file.code(), errc::not_found);
+  EXPECT_NE(no_file.err().message.find("absent.toml"), std::string::npos);
+  dir.write("broken.toml", "num.partitions = = 3\n");
+  auto broken = load({"--config", dir.file("broken.toml")});
+  expect_refused(broken, "broken.toml:1");
+  dir.write("twice.toml", "\"num.partitions\" = 2\n[num]\npartitions = 3\n");
+  expect_refused(load({"--config", dir.file("twice.toml")}), "num.partitions");
+}
+
+TEST(broker_config, help_flag_and_listing) {
+  auto h = parse_serve_args(std::vector<std::string>{"--num.partitions", "3", "--help"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  const char* argv[] = {"-h"};
+  EXPECT_TRUE(parse_serve_args(1, argv)->help);
+  const std::string help = render_help();
+  for (const auto& s : all_settings()) {
+    EXPECT_NE(help.find("--" + std::string(s.name) + " " + std::string(value_type_name(s.type))),
+              std::string::npos)
+        << s.name;
+    EXPECT_NE(help.find(std::string(s.doc.substr(0, 20))), std::string::npos) << s.name;
+    if (s.is_topic_setting()) {
+      EXPECT_NE(help.find("topic config " + std::string(s.topic_name)), std::string::npos);
+    }
+  }
+  EXPECT_NE(help.find("default: \"604800000\""), std::string::npos);
+  EXPECT_NE(help.find("--config FILE"), std::string::npos);
+}
+
+// ---- Topic configuration ----------------------------------------------------
+
+TEST(topic_config, overrides_over_broker_defaults) {
+  auto b = load({"--log.retention.ms", "5000", "--log.segment.bytes", "1048576"});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  std::vector<config_entry> entries = {{"retention.ms", "1000"},
+                                       {"cleanup.policy", "compact"},
+                                       {"message.timestamp.type", "LogAppendTime"},
+                                       {"segment.ms", std::nullopt}};
+  auto o = make_topic_overrides(*b, entries);
+  ASSERT_TRUE(o.ok()) << o.err().message;
+  EXPECT_EQ(o->size(), 3u);
+  topic_config t = effective_topic_config(*b, *o);
+  EXPECT_EQ(t.retention_ms, 1000);
+  EXPECT_EQ(t.segment_bytes, 1048576);          // the broker's static value
+  EXPECT_EQ(t.segment_ms, limits::default_segment_ms);  // the default
+  EXPECT_TRUE(t.cleanup_compact);
+  EXPECT_FALSE(t.cleanup_delete);
+  EXPECT_EQ(t.message_timestamp_type, timestamp_type::log_append_time);
+  EXPECT_EQ(effective_topic_config(*b, {}).retention_ms, 5000);
+}
+
+TEST(topic_config, create_configs_refused_naming_key) {
+  broker_config b = defaults();
+  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"retention.mss", "1"}}),
+                 "retention.mss");
+  auto broker_key = make_topic_overrides(b, std::vector<config_entry>{{"log.retention.ms", "1"}});
+  expect_refused(broker_key, "log.retention.ms");
+  EXPECT_NE(broker_key.err().message.find("retention.ms)"), std::string::npos);
+  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"segment.bytes", "big"}}),
+                 "segment.bytes");
+  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"max.message.bytes", "-1"}}),
+                 "max.message.bytes");
+  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"compression.type", "brotli"}}),
+                 "compression.type");
+  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"retention.ms", "1"},
+                                                                   {"retention.ms", "2"}}),
+                 "retention.ms");
+  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"min.compaction.lag.ms", "10"},
+                                                                   {"max.compaction.lag.ms", "5"}}),
+                 "min.compaction.lag.ms");
+}
+
+TEST(topic_config, incremental_set_delete_append_subtract) {
+  broker_config b = defaults();
+  config_map current;
+  current.set("retention.ms", int64_t{1000});
+  std::vector<alter_request> ops = {{"cleanup.policy", alter_op::append, "compact"},
+                                    {"retention.ms", alter_op::remove, std::nullopt},
+                                    {"segment.bytes", alter_op::set, "1048576"}};
+  auto next = alter_topic_overrides(b, current, ops);
+  ASSERT_TRUE(next.ok()) << next.err().message;
+  EXPECT_EQ(next->find("retention.ms"), nullptr);
+  // Appended to the effective value (the broker default "delete").
+  EXPECT_EQ(std::get<std::vector<std::string>>(*next->find("cleanup.policy")),
+            (std::vector<std::string>{"delete", "compact"}));
+  topic_config t = effective_topic_config(b, *next);
+  EXPECT_TRUE(t.cleanup_compact && t.cleanup_delete);
+  EXPECT_EQ(t.retention_ms, b.topic_defaults.retention_ms);
+  EXPECT_EQ(t.segment_bytes, 1048576);
+
+  // Appending what is there changes nothing; subtract removes.
+  auto again = alter_topic_overrides(
+      b, *next, std::vector<alter_request>{{"cleanup.policy", alter_op::append, "delete"}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *next);
+  auto sub = alter_topic_overrides(
+      b, *next, std::vector<alter_request>{{"cleanup.policy", alter_op::subtract, "delete"}});
+  ASSERT_TRUE(sub.ok()) << sub.err().message;
+  EXPECT_EQ(std::get<std::vector<std::string>>(*sub->find("cleanup.policy")),
+            (std::vector<std::string>{"compact"}));
+  // Subtracting the last policy leaves an impossible empty list.
+  expect_refused(alter_topic_overrides(b, *sub,
+                                       std::vector<alter_request>{
+                                           {"cleanup.policy", alter_op::subtract, "compact"}}),
+                 "cleanup.policy");
+  // append on a non-list, a bad item, a missing value, a duplicate key.
+  expect_refused(alter_topic_overrides(
+                     b, {}, std::vector<alter_request>{{"retention.ms", alter_op::append, "5"}}),
+                 "retention.ms");
+  expect_refused(alter_topic_overrides(
+                     b, {}, std::vector<alter_request>{{"cleanup.policy", alter_op::append, "x"}}),
+                 "cleanup.policy");
+  expect_refused(alter_topic_overrides(
+                     b, {}, std::vector<alter_request>{{"segment.ms", alter_op::set, std::nullopt}}),
+                 "segment.ms");
+  expect_refused(alter_topic_overrides(b, {},
+                                       std::vector<alter_request>{
+                                           {"segment.ms", alter_op::set, "5"},
+                                           {"segment.ms", alter_op::remove, std::nullopt}}),
+                 "segment.ms");
+  // A refused request changes nothing: the input map is untouched.
+  EXPECT_EQ(current.find("retention.ms") != nullptr, true);
+}
+
+TEST(topic_config, describe_sources_and_synonyms) {
+  auto base = load({"--log.retention.ms", "5000"});
+  ASSERT_TRUE(base.ok());
+  // A cluster-wide dynamic default for segment.ms, a node value for flush.ms.
+  auto b = alter_broker_config(*base, true,
+                               std::vector<alter_request>{{"log.roll.ms", alter_op::set, "60000"}});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  b = alter_broker_config(
+      *b, false, std::vector<alter_request>{{"log.flush.interval.ms", alter_op::set, "100"}});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  config_map overrides;
+  overrides.set("cleanup.policy", std::vector<std::string>{"compact"});
+
+  auto d = describe_topic(*b, overrides);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(std::is_sorted(d->begin(), d->end(),
+                             [](const auto& x, const auto& y) { return x.name < y.name; }));
+  auto find = [&](const std::string& name) -> const described_config& {
+    for (const auto& c : *d) {
+      if (c.name == name) return c;
+    }
+    ADD_FAILURE() << name;
+    return d->front();
+  };
+  const auto& policy = find("cleanup.policy");
+  EXPECT_EQ(policy.value, "compact");
+  EXPECT_EQ(policy.source, config_source::dynamic_topic_config);
+  EXPECT_FALSE(policy.read_only);
+  EXPECT_EQ(policy.config_type, 7);
+  ASSERT_EQ(policy.synonyms.size(), 2u);
+  EXPECT_EQ(policy.synonyms[1].name, "log.cleanup.policy");
+  EXPECT_EQ(policy.synonyms[1].value, "delete");
+  EXPECT_EQ(policy.synonyms[1].source, config_source::default_config);
+
+  const auto& retention = find("retention.ms");
+  EXPECT_EQ(retention.value, "5000");
+  EXPECT_EQ(retention.source, config_source::static_broker_config);
+  ASSERT_EQ(retention.synonyms.size(), 2u);
+  EXPECT_EQ(retention.synonyms[0].name, "log.retention.ms");
+  EXPECT_EQ(retention.synonyms[1].value, "604800000");
+
+  const auto& segment_ms = find("segment.ms");
+  EXPECT_EQ(segment_ms.value, "60000");
+  EXPECT_EQ(segment_ms.source, config_source::dynamic_default_broker_config);
+  EXPECT_EQ(find("flush.ms").source, config_source::dynamic_broker_config);
+  EXPECT_EQ(find("flush.ms").value, "100");
+  const auto& bytes = find("segment.bytes");
+  EXPECT_EQ(bytes.source, config_source::default_config);
+  EXPECT_TRUE(bytes.is_default);
+  EXPECT_EQ(bytes.synonyms.size(), 1u);
+  EXPECT_EQ(effective_topic_config(*b, overrides).segment_ms, 60000);
+
+  auto only = describe_topic(*b, overrides, std::vector<std::string>{"retention.ms"});
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(only->size(), 1u);
+  expect_refused(describe_topic(*b, overrides, std::vector<std::string>{"nope"}), "nope");
+
+  auto broker = describe_broker(*b, std::vector<std::string>{"log.retention.ms", "node.id"});
+  ASSERT_TRUE(broker.ok());
+  ASSERT_EQ(broker->size(), 2u);
+  EXPECT_EQ((*broker)[0].name, "log.retention.ms");
+  EXPECT_EQ((*broker)[0].source, config_source::static_broker_config);
+  EXPECT_FALSE((*broker)[0].read_only);
+  EXPECT_EQ((*broker)[1].name, "node.id");
+  EXPECT_TRUE((*broker)[1].read_only);
+  EXPECT_EQ((*broker)[1].source, config_source::default_config);
+}
+
+TEST(topic_config, broker_alter_refuses_static_settings) {
+  broker_config b = defaults();
+  expect_refused(alter_broker_config(b, false,
+                                     std::vector<alter_request>{{"log.dirs", alter_op::set, "/x"}}),
+                 "log.dirs");
+  expect_refused(alter_broker_config(
+                     b, true, std::vector<alter_request>{{"log.roll.ms", alter_op::set, "0"}}),
+                 "log.roll.ms");
+}
+
+// ---- Persisted overrides ------------------------------------------------------
+
+config_map sample_overrides() {
+  config_map m;
+  m.set("retention.ms", int64_t{86400000});
+  m.set("cleanup.policy", std::vector<std::string>{"compact", "delete"});
+  m.set("min.cleanable.dirty.ratio", 0.1);
+  m.set("message.timestamp.type", std::string("LogAppendTime"));
+  m.set("sluice.fsync.enable", false);
+  return m;
+}
+
+TEST(overrides_file, round_trip) {
+  temp_dir dir;
+  auto& fs = io::filesystem::posix();
+  const std::string path = dir.file("orders.config");
+  config_map m = sample_overrides();
+  ASSERT_TRUE(write_overrides_file(fs, path, overrides_kind::topic, m).ok());
+  auto back = read_overrides_file(fs, path, overrides_kind::topic);
+  ASSERT_TRUE(back.ok()) << back.err().message;
+  EXPECT_EQ(*back, m);
+  // Rewriting replaces the file.
+  m.erase("retention.ms");
+  ASSERT_TRUE(write_overrides_file(fs, path, overrides_kind::topic, m).ok());
+  EXPECT_EQ(*read_overrides_file(fs, path, overrides_kind::topic), m);
+  ASSERT_TRUE(write_overrides_file(fs, path, overrides_kind::topic, {}).ok());
+  EXPECT_TRUE(read_overrides_file(fs, path, overrides_kind::topic)->empty());
+  EXPECT_EQ(read_overrides_file(fs, dir.file("absent"), overrides_kind::topic).code(),
+            errc::not_found);
+  // Broker-level files hold broker keys.
+  config_map bm;
+  bm.set("log.retention.ms", int64_t{1});
+  EXPECT_EQ(*parse_overrides(overrides_kind::broker,
+                             serialize_overrides(overrides_kind::broker, bm), "x"),
+            bm);
+}
+
+TEST(overrides_file, text_format) {
+  config_map m;
+  m.set("retention.ms", int64_t{1000});
+  m.set("cleanup.policy", std::vector<std::string>{"compact", "delete"});
+  const std::string text = serialize_overrides(overrides_kind::topic, m);
+  EXPECT_EQ(text.substr(0, text.find("crc32c=")),
+            "sluice-config-overrides 1 topic\ncleanup.policy=compact,delete\nretention.ms=1000\n");
+}
+
+TEST(overrides_file, corrupt_file_errors) {
+  const std::string good = serialize_overrides(overrides_kind::topic, sample_overrides());
+  auto expect_corrupt = [](const std::string& text, const std::string& words) {
+    auto r = parse_overrides(overrides_kind::topic, text, "t.config");
+    ASSERT_FALSE(r.ok()) << "accepted: " << text;
+    EXPECT_EQ(r.code(), errc::corrupt_data);
+    EXPECT_NE(r.err().message.find("t.config:"), std::string::npos) << r.err().message;
+    EXPECT_NE(r.err().message.find(words), std::string::npos) << r.err().message;
+  };
+  // Every truncation of the file is refused.
+  for (size_t n = 0; n < good.size(); ++n) {
+    auto r = parse_overrides(overrides_kind::topic, good.substr(0, n), "t.config");
+    EXPECT_FALSE(r.ok()) << "accepted a file cut at " << n;
+  }
+  // A flipped byte in the body is a checksum mismatch.
+  std::string flipped = good;
+  flipped[good.find("86400000")] = '9';
+  expect_corrupt(flipped, "checksum mismatch");
+  // A valid checksum over bad contents still names the line and the key.
+  auto sealed = [](std::string body) {
+    std::string out = body;
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", crc32c(body.data(), body.size()));
+    return out + "crc32c=" + buf + "\n";
+  };
+  expect_corrupt(sealed("sluice-config-overrides 1 topic\nretention.ms=soon\n"), "retention.ms");
+  expect_corrupt(sealed("sluice-config-overrides 1 topic\nretention.ms=soon\n"), ":2:");
+  expect_corrupt(sealed("sluice-config-overrides 1 topic\nbogus.key=1\n"), "bogus.key");
+  expect_corrupt(sealed("sluice-config-overrides 1 topic\nno equals sign\n"), "key=value");
+  expect_corrupt(sealed("sluice-config-overrides 1 topic\nsegment.ms=5\nsegment.ms=6\n"),
+                 "set twice");
+  expect_corrupt(sealed("sluice-config-overrides 2 topic\n"), "header");
+  EXPECT_TRUE(parse_overrides(overrides_kind::topic,
+                              sealed("sluice-config-overrides 1 topic\n"), "t")
+                  .ok());
+  EXPECT_FALSE(parse_overrides(overrides_kind::broker,
+                               sealed("sluice-config-overrides 1 topic\n"), "t")
+                   .ok());
+}
+
+}  // namespace
+}  // namespace sluice::config

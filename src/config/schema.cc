@@ -1,0 +1,550 @@
+#include "config/schema.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "base/limits.h"
+
+namespace sluice::config {
+namespace {
+
+constexpr int64_t i32_max = std::numeric_limits<int32_t>::max();
+constexpr int64_t i64_max = std::numeric_limits<int64_t>::max();
+
+constexpr std::array<std::string_view, 2> cleanup_policies = {"compact", "delete"};
+constexpr std::array<std::string_view, 6> compression_types = {"uncompressed", "zstd", "lz4",
+                                                               "snappy", "gzip", "producer"};
+constexpr std::array<std::string_view, 2> timestamp_types = {"CreateTime", "LogAppendTime"};
+
+// Splits "host:port" or "[v6]:port"; nullopt when it is not that shape.
+std::optional<std::string> check_host_port(std::string_view hp) {
+  size_t colon = hp.rfind(':');
+  if (colon == std::string_view::npos) return "\"" + std::string(hp) + "\" is not host:port";
+  std::string_view host = hp.substr(0, colon);
+  std::string_view port = hp.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return "\"" + std::string(hp) + "\": write an IPv6 address in brackets, [::1]:9092";
+  }
+  int p = -1;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (ec != std::errc() || end != port.data() + port.size() || p < 0 || p > 65535) {
+    return "\"" + std::string(hp) + "\" has no port in 0..65535";
+  }
+  return std::nullopt;
+}
+
+// A listener is [PLAINTEXT://]host:port; Sluice speaks PLAINTEXT only.
+std::optional<std::string> check_listeners(const config_value& v) {
+  for (const auto& item : std::get<std::vector<std::string>>(v)) {
+    std::string_view s = item;
+    size_t scheme = s.find("://");
+    if (scheme != std::string_view::npos) {
+      if (s.substr(0, scheme) != "PLAINTEXT") {
+        return "\"" + item + "\": only PLAINTEXT listeners are supported";
+      }
+      s.remove_prefix(scheme + 3);
+    }
+    if (auto e = check_host_port(s)) return e;
+  }
+  return std::nullopt;
+}
+
+// An empty address disables the endpoint.
+std::optional<std::string> check_optional_address(const config_value& v) {
+  const auto& s = std::get<std::string>(v);
+  if (s.empty()) return std::nullopt;
+  return check_host_port(s);
+}
+
+std::optional<std::string> check_path(const config_value& v) {
+  for (const auto& item : std::get<std::vector<std::string>>(v)) {
+    if (item.empty()) return "an empty directory name";
+  }
+  return std::nullopt;
+}
+
+// Row builders keep the table below readable.
+setting int_row(std::string_view name, std::string_view topic, value_type t,
+                std::string_view def, int64_t lo, int64_t hi, bool dynamic,
+                std::string_view doc) {
+  setting s{};
+  s.name = name;
+  s.topic_name = topic;
+  s.type = t;
+  s.default_text = def;
+  s.int_min = lo;
+  s.int_max = hi;
+  s.dynamic = dynamic;
+  s.doc = doc;
+  return s;
+}
+
+setting bool_row(std::string_view name, std::string_view topic, std::string_view def,
+                 bool dynamic, std::string_view doc) {
+  setting s{};
+  s.name = name;
+  s.topic_name = topic;
+  s.type = value_type::boolean;
+  s.default_text = def;
+  s.dynamic = dynamic;
+  s.doc = doc;
+  return s;
+}
+
+setting text_row(std::string_view name, std::string_view topic, value_type t,
+                 std::string_view def, std::span<const std::string_view> allowed,
+                 size_t min_items, size_t max_items, value_check check, bool dynamic,
+                 std::string_view doc) {
+  setting s{};
+  s.name = name;
+  s.topic_name = topic;
+  s.type = t;
+  s.default_text = def;
+  s.allowed = allowed;
+  s.min_items = min_items;
+  s.max_items = max_items;
+  s.check = check;
+  s.dynamic = dynamic;
+  s.doc = doc;
+  return s;
+}
+
+using vt = value_type;
+
+// THE SCHEMA. One row per setting: broker key, topic key (for broker
+// defaults of topic settings), type, default, bounds, dynamic, doc.
+// Kafka's names and defaults wherever Kafka has the setting; where Sluice
+// departs from Kafka's default the doc line says so.
+std::vector<setting> make_schema() {
+  const int64_t seg_min = limits::min_segment_bytes;
+  const int64_t seg_max = limits::max_segment_bytes;
+  std::vector<setting> s;
+  // ---- The node and its listeners.
+  s.push_back(int_row("node.id", "", vt::int32, "0", 0, i32_max, false,
+                      "Id of this broker in Metadata responses (Kafka: node.id/broker.id)."));
+  s.push_back(text_row("listeners", "", vt::list, "PLAINTEXT://127.0.0.1:9092", {}, 1, 1,
+                       check_listeners, false,
+                       "Address to listen on, [PLAINTEXT://]host:port; port 0 picks a free one."));
+  s.push_back(text_row("advertised.listeners", "", vt::list, "", {}, 0, 1, check_listeners, false,
+                       "Address clients are told to connect to; empty: the listener's."));
+  s.push_back(text_row("log.dirs", "", vt::list, "./sluice-data", {}, 1, 1, check_path, false,
+                       "The data directory (Sluice keeps exactly one)."));
+  s.push_back(int_row("num.io.threads", "", vt::int32, "0", 0, limits::max_io_threads, false,
+                      "I/O threads, each owning its connections; 0: one per core."));
+  // ---- Network limits.
+  s.push_back(int_row("socket.request.max.bytes", "", vt::int32,
+                      "104857600", 1, limits::max_socket_request_max_bytes,
+                      false, "Largest request frame; a larger one closes the connection."));
+  s.push_back(int_row("connections.max.idle.ms", "", vt::int64, "600000", 1, i64_max, false,
+                      "Idle connections are closed after this long."));
+  s.push_back(int_row("max.connections", "", vt::int32, "10000", 1,
+                      limits::max_connections_upper_bound, false,
+                      "Connections accepted at once; more are refused (Kafka: unbounded)."));
+  s.push_back(int_row("sluice.max.inflight.requests.per.connection", "", vt::int32, "64", 1,
+                      limits::max_inflight_requests_per_connection, false,
+                      "Requests in flight per connection past which reading it pauses."));
+  // ---- Topics.
+  s.push_back(bool_row("auto.create.topics.enable", "", "true", false,
+                       "Create unknown topics on Metadata and Produce."));
+  s.push_back(int_row("num.partitions", "", vt::int32, "1", 1, limits::max_partitions_per_topic,
+                      false, "Partitions of an auto-created topic."));
+  s.push_back(int_row("default.replication.factor", "", vt::int32, "1", 1,
+                      limits::max_replication_factor, false,
+                      "Replication factor of an auto-created topic (1 until replication)."));
+  s.push_back(bool_row("delete.topic.enable", "", "true", false, "Allow DeleteTopics."));
+  // ---- Broker defaults of topic settings.
+  s.push_back(text_row("log.cleanup.policy", "cleanup.policy", vt::list, "delete",
+                       cleanup_policies, 1, 2, nullptr, true,
+                       "delete old segments, compact to the newest value per key, or both."));
+  s.push_back(text_row("compression.type", "compression.type", vt::enumeration, "producer",
+                       compression_types, 0, 0, nullptr, true,
+                       "Codec of stored batches; producer keeps the producer's."));
+  s.push_back(int_row("log.cleaner.delete.retention.ms", "delete.retention.ms", vt::int64,
+                      "86400000", 0, i64_max, true,
+                      "Tombstones are kept this long after compaction reaches them."));
+  s.push_back(int_row("log.segment.delete.delay.ms", "file.delete.delay.ms", vt::int64, "60000",
+                      0, i64_max, true,
+                      "Delay between retiring a segment and removing its files."));
+  s.push_back(int_row("log.flush.interval.messages", "flush.messages", vt::int64,
+                      "9223372036854775807", 1, i64_max, true,
+                      "fsync at least every this many messages, whatever the acks."));
+  s.push_back(int_row("log.flush.interval.ms", "flush.ms", vt::int64, "9223372036854775807", 0,
+                      i64_max, true, "fsync at least every this many ms, whatever the acks."));
+  s.push_back(int_row("log.index.interval.bytes", "index.interval.bytes", vt::int32, "4096", 0,
+                      i32_max, true, "Bytes of log between offset index entries."));
+  s.push_back(int_row("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", vt::int64,
+                      "9223372036854775807", 1, i64_max, true,
+                      "Longest a record stays uncompacted."));
+  s.push_back(int_row("message.max.bytes", "max.message.bytes", vt::int32, "1048588", 0,
+                      limits::max_batch_bytes, true, "Largest record batch accepted."));
+  s.push_back(text_row("log.message.timestamp.type", "message.timestamp.type", vt::enumeration,
+                       "CreateTime", timestamp_types, 0, 0, nullptr, true,
+                       "CreateTime keeps the producer's timestamp, LogAppendTime stamps it."));
+  {
+    setting r{};
+    r.name = "log.cleaner.min.cleanable.ratio";
+    r.topic_name = "min.cleanable.dirty.ratio";
+    r.type = vt::float64;
+    r.default_text = "0.5";
+    r.float_min = 0;
+    r.float_max = 1;
+    r.dynamic = true;
+    r.doc = "Dirty share of a log above which it is compacted.";
+    s.push_back(r);
+  }
+  s.push_back(int_row("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", vt::int64,
+                      "0", 0, i64_max, true, "Shortest a record stays uncompacted."));
+  s.push_back(int_row("min.insync.replicas", "min.insync.replicas", vt::int32, "1", 1, i32_max,
+                      true, "Replicas that must have a batch for acks=all."));
+  s.push_back(int_row("log.retention.bytes", "retention.bytes", vt::int64, "-1", -1, i64_max,
+                      true, "Size a partition is cut back to by deleting old segments; -1: none."));
+  s.push_back(int_row("log.retention.ms", "retention.ms", vt::int64, "604800000", -1, i64_max,
+                      true, "Age past which closed segments are deleted; -1: forever."));
+  s.push_back(int_row("log.segment.bytes", "segment.bytes", vt::int32, "1073741824", seg_min,
+                      seg_max, true, "Size at which a new segment is rolled."));
+  s.push_back(int_row("log.index.size.max.bytes", "segment.index.bytes", vt::int32, "10485760",
+                      static_cast<int64_t>(limits::time_index_entry_bytes), i32_max, true,
+                      "Size of a segment's index files; a full index rolls the segment."));
+  s.push_back(int_row("log.roll.ms", "segment.ms", vt::int64, "604800000", 1, i64_max, true,
+                      "Age at which a new segment is rolled."));
+  s.push_back(bool_row("unclean.leader.election.enable", "unclean.leader.election.enable",
+                       "false", true, "Allow an out-of-sync replica to become leader."));
+  s.push_back(bool_row("sluice.log.fsync.enable", "sluice.fsync.enable", "true", true,
+                       "Answer acks=all only after fsync; false trades durability for speed."));
+  // ---- Background log work.
+  s.push_back(int_row("log.retention.check.interval.ms", "", vt::int64, "300000", 1, i64_max,
+                      false, "How often retention looks for segments to delete."));
+  s.push_back(int_row("log.flush.offset.checkpoint.interval.ms", "", vt::int32, "60000", 0,
+                      i32_max, false, "How often the recovery-point checkpoint is written."));
+  s.push_back(int_row("sluice.max.open.segment.files", "", vt::int32, "1024", 1,
+                      limits::max_open_segment_files_upper_bound, false,
+                      "Open segment files; idle ones are closed beyond this."));
+  s.push_back(bool_row("log.cleaner.enable", "", "true", false, "Run the log cleaner."));
+  s.push_back(int_row("log.cleaner.threads", "", vt::int32, "1", 0, limits::max_cleaner_threads,
+                      false, "Log cleaner threads."));
+  s.push_back(int_row("log.cleaner.dedupe.buffer.size", "", vt::int64, "134217728",
+                      limits::min_cleaner_dedupe_buffer_bytes,
+                      limits::max_cleaner_dedupe_buffer_bytes, false,
+                      "Bytes of the cleaners' key-hash to offset map, all threads together."));
+  s.push_back(int_row("log.cleaner.backoff.ms", "", vt::int64, "15000", 0, i64_max, false,
+                      "Cleaner sleep when there is nothing to clean."));
+  // ---- Consumer groups.
+  s.push_back(int_row("group.min.session.timeout.ms", "", vt::int32, "6000", 1, i32_max, false,
+                      "Shortest session timeout a member may ask for."));
+  s.push_back(int_row("group.max.session.timeout.ms", "", vt::int32, "1800000", 1, i32_max,
+                      false, "Longest session timeout a member may ask for."));
+  s.push_back(int_row("group.max.size", "", vt::int32, "10000", 1, limits::max_group_size, false,
+                      "Members per group (Kafka: unbounded)."));
+  s.push_back(int_row("group.initial.rebalance.delay.ms", "", vt::int32, "3000", 0, i32_max,
+                      false, "Wait for more members before the first rebalance of a group."));
+  s.push_back(int_row("offsets.topic.num.partitions", "", vt::int32, "50", 1,
+                      limits::max_partitions_per_topic, false,
+                      "Partitions of __consumer_offsets (fixed once it exists)."));
+  s.push_back(int_row("offsets.retention.minutes", "", vt::int32, "10080", 1, i32_max, false,
+                      "Committed offsets of an empty group expire after this."));
+  s.push_back(int_row("offsets.retention.check.interval.ms", "", vt::int64, "600000", 1, i64_max,
+                      false, "How often expired offsets are looked for."));
+  // ---- Operations.
+  s.push_back(text_row("sluice.metrics.listener", "", vt::string, "127.0.0.1:9644", {}, 0, 0,
+                       check_optional_address, false,
+                       "host:port of the HTTP /metrics and /health endpoint; empty: off."));
+  s.push_back(int_row("sluice.retention.headroom.alert.ms", "", vt::int64, "86400000", 0, i64_max,
+                      true, "Alert when a group's retention headroom falls below this."));
+  return s;
+}
+
+const std::vector<setting>& schema() {
+  static const std::vector<setting> rows = make_schema();
+  return rows;
+}
+
+std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+error bad(std::string_view key, const std::string& what) {
+  return error{errc::invalid_config, std::string(key) + ": " + what};
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool has_control_char(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+}
+
+std::string join_allowed(std::span<const std::string_view> allowed) {
+  std::string out;
+  for (auto a : allowed) {
+    if (!out.empty()) out += ", ";
+    out += a;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view value_type_name(value_type t) {
+  switch (t) {
+    case value_type::boolean: return "bool";
+    case value_type::int16: return "int16";
+    case value_type::int32: return "int32";
+    case value_type::int64: return "int64";
+    case value_type::float64: return "double";
+    case value_type::string: return "string";
+    case value_type::list: return "list";
+    case value_type::enumeration: return "enum";
+  }
+  return "unknown";
+}
+
+int8_t kafka_config_type(value_type t) {
+  // Kafka's DescribeConfigsResponse ConfigType: BOOLEAN=1, STRING=2, INT=3,
+  // SHORT=4, LONG=5, DOUBLE=6, LIST=7.
+  switch (t) {
+    case value_type::boolean: return 1;
+    case value_type::string: return 2;
+    case value_type::enumeration: return 2;
+    case value_type::int32: return 3;
+    case value_type::int16: return 4;
+    case value_type::int64: return 5;
+    case value_type::float64: return 6;
+    case value_type::list: return 7;
+  }
+  return 0;
+}
+
+std::string format_value(const config_value& v) {
+  struct visitor {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const {
+      // Shortest text that reads back as the same double.
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
+      SLUICE_ASSERT(ec == std::errc(), "to_chars(double)");
+      return std::string(buf, end);
+    }
+    std::string operator()(const std::string& s) const { return s; }
+    std::string operator()(const std::vector<std::string>& l) const {
+      std::string out;
+      for (const auto& item : l) {
+        if (!out.empty()) out += ',';
+        out += item;
+      }
+      return out;
+    }
+  };
+  return std::visit(visitor{}, v);
+}
+
+std::span<const setting> all_settings() { return schema(); }
+
+const setting* find_broker_setting(std::string_view name) {
+  for (const auto& s : schema()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const setting* find_topic_setting(std::string_view topic_name) {
+  if (topic_name.empty()) return nullptr;
+  for (const auto& s : schema()) {
+    if (s.topic_name == topic_name) return &s;
+  }
+  return nullptr;
+}
+
+const config_value& default_value(const setting& s) {
+  // Parsed once, in schema order; a default that fails its own validation is
+  // a bug in the table above and stops the process at the first lookup.
+  static const std::vector<config_value> defaults = [] {
+    std::vector<config_value> out;
+    for (const auto& row : schema()) {
+      auto v = parse_value(row, row.name, row.default_text);
+      if (!v.ok()) {
+        std::fprintf(stderr, "config schema: bad default: %s\n", v.err().message.c_str());
+        SLUICE_ASSERT(false, "schema default fails validation");
+      }
+      out.push_back(std::move(v).value());
+    }
+    return out;
+  }();
+  const auto& rows = schema();
+  SLUICE_ASSERT(&s >= rows.data() && &s < rows.data() + rows.size(), "setting not in schema");
+  return defaults[static_cast<size_t>(&s - rows.data())];
+}
+
+result<config_value> parse_value(const setting& s, std::string_view key, std::string_view text) {
+  if (text.size() > limits::max_config_value_bytes) {
+    return bad(key, "value longer than " + std::to_string(limits::max_config_value_bytes) +
+                        " bytes");
+  }
+  if (has_control_char(text)) return bad(key, "value contains a control character");
+  const std::string_view t = trim(text);
+  config_value v;
+  switch (s.type) {
+    case value_type::boolean: {
+      std::string lower(t);
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (lower == "true") {
+        v = true;
+      } else if (lower == "false") {
+        v = false;
+      } else {
+        return bad(key, quoted(text) + " is not a bool (true or false)");
+      }
+      break;
+    }
+    case value_type::int16:
+    case value_type::int32:
+    case value_type::int64: {
+      int64_t i = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), i);
+      if (ec == std::errc::result_out_of_range) {
+        return bad(key, quoted(text) + " is out of range [" + std::to_string(s.int_min) + ", " +
+                            std::to_string(s.int_max) + "]");
+      }
+      if (t.empty() || ec != std::errc() || end != t.data() + t.size()) {
+        return bad(key, quoted(text) + " is not an integer (" +
+                            std::string(value_type_name(s.type)) + ")");
+      }
+      v = i;
+      break;
+    }
+    case value_type::float64: {
+      double d = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+      if (t.empty() || ec != std::errc() || end != t.data() + t.size()) {
+        return bad(key, quoted(text) + " is not a number (double)");
+      }
+      v = d;
+      break;
+    }
+    case value_type::string:
+    case value_type::enumeration:
+      v = std::string(t);
+      break;
+    case value_type::list: {
+      std::vector<std::string> items;
+      if (!t.empty()) {
+        std::string_view rest = t;
+        while (true) {
+          size_t comma = rest.find(',');
+          items.emplace_back(trim(rest.substr(0, comma)));
+          if (comma == std::string_view::npos) break;
+          rest.remove_prefix(comma + 1);
+        }
+      }
+      v = std::move(items);
+      break;
+    }
+  }
+  SLUICE_TRY(check_value(s, key, v));
+  return v;
+}
+
+status check_value(const setting& s, std::string_view key, const config_value& v) {
+  const std::string type_name(value_type_name(s.type));
+  switch (s.type) {
+    case value_type::boolean:
+      if (!std::holds_alternative<bool>(v)) return bad(key, "expected a bool");
+      break;
+    case value_type::int16:
+    case value_type::int32:
+    case value_type::int64: {
+      if (!std::holds_alternative<int64_t>(v)) return bad(key, "expected an integer (" + type_name + ")");
+      int64_t i = std::get<int64_t>(v);
+      if (i < s.int_min || i > s.int_max) {
+        return bad(key, std::to_string(i) + " is out of range [" + std::to_string(s.int_min) +
+                            ", " + std::to_string(s.int_max) + "]");
+      }
+      break;
+    }
+    case value_type::float64: {
+      if (!std::holds_alternative<double>(v)) return bad(key, "expected a number (double)");
+      double d = std::get<double>(v);
+      if (!std::isfinite(d) || d < s.float_min || d > s.float_max) {
+        return bad(key, format_value(v) + " is out of range [" + format_value(s.float_min) + ", " +
+                            format_value(s.float_max) + "]");
+      }
+      break;
+    }
+    case value_type::string:
+    case value_type::enumeration: {
+      if (!std::holds_alternative<std::string>(v)) return bad(key, "expected a string");
+      const auto& str = std::get<std::string>(v);
+      if (str.size() > limits::max_config_value_bytes || has_control_char(str)) {
+        return bad(key, "string too long or with a control character");
+      }
+      if (s.type == value_type::enumeration &&
+          std::find(s.allowed.begin(), s.allowed.end(), str) == s.allowed.end()) {
+        return bad(key, quoted(str) + " is not one of " + join_allowed(s.allowed));
+      }
+      break;
+    }
+    case value_type::list: {
+      if (!std::holds_alternative<std::vector<std::string>>(v)) {
+        return bad(key, "expected a list of strings");
+      }
+      const auto& items = std::get<std::vector<std::string>>(v);
+      if (format_value(v).size() > limits::max_config_value_bytes) {
+        return bad(key, "list longer than " + std::to_string(limits::max_config_value_bytes) +
+                            " bytes");
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        const auto& item = items[i];
+        if (item.empty()) return bad(key, "empty list item");
+        if (has_control_char(item) || item.find(',') != std::string::npos || trim(item) != item) {
+          return bad(key, "list item " + quoted(item) + " has a comma, space or control character");
+        }
+        if (!s.allowed.empty() &&
+            std::find(s.allowed.begin(), s.allowed.end(), item) == s.allowed.end()) {
+          return bad(key, quoted(item) + " is not one of " + join_allowed(s.allowed));
+        }
+        if (std::find(items.begin(), items.begin() + static_cast<ptrdiff_t>(i), item) !=
+            items.begin() + static_cast<ptrdiff_t>(i)) {
+          return bad(key, quoted(item) + " is listed twice");
+        }
+      }
+      if (items.size() < s.min_items || items.size() > s.max_items) {
+        std::string want = s.min_items == s.max_items
+                               ? "exactly " + std::to_string(s.min_items)
+                               : std::to_string(s.min_items) + " to " + std::to_string(s.max_items);
+        return bad(key, std::to_string(items.size()) + " items, expected " + want);
+      }
+      break;
+    }
+  }
+  if (s.check != nullptr) {
+    if (auto problem = s.check(v)) return bad(key, *problem);
+  }
+  return {};
+}
+
+const config_value* config_map::find(std::string_view key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+bool config_map::erase(std::string_view key) {
+  auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  values_.erase(it);
+  return true;
+}
+
+}  // namespace sluice::config
