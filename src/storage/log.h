@@ -88,7 +88,7 @@ struct file_region {
   uint64_t pos = 0;
   uint64_t len = 0;          // 0: nothing to read at this offset (it is the end)
   offset first_offset;       // base offset of the first batch in the region
-  offset next_offset;        // one past the last offset of the last batch
+  offset next_offset;        // the offset to read next: one past the region's last batch
 };
 
 struct timestamp_lookup {
@@ -107,6 +107,18 @@ struct epoch_entry {
 // offset_out_of_range after truncation, shutting_down) when it never will be.
 using durable_callback = std::function<void(const status&)>;
 
+// What open() found: whether the previous run closed cleanly and what, if
+// anything, recovery cut from the end of the log.
+struct recovery_info {
+  bool clean_shutdown = false;
+  bool truncated = false;
+  std::string file;          // the segment file that was cut
+  uint64_t position = 0;     // byte position of the cut in that file
+  uint64_t bytes_dropped = 0;  // bytes removed from that file (later segments not counted)
+  size_t segments_dropped = 0; // whole segments removed after the cut
+  std::string reason;        // why the first dropped batch was refused
+};
+
 // Summary of one segment, for retention policies and tools.
 struct segment_info {
   offset base;
@@ -121,6 +133,8 @@ class log : public std::enable_shared_from_this<log> {
   // in log lines ("topic-3"). Appends are accepted once this returns.
   static result<std::shared_ptr<log>> open(const log_context& ctx, std::string dir, std::string name,
                                            log_config cfg);
+  // Destroying a log without close() is like a crash: no clean-shutdown
+  // marker, so the next open runs recovery.
   ~log();
   log(const log&) = delete;
   log& operator=(const log&) = delete;
@@ -137,7 +151,10 @@ class log : public std::enable_shared_from_this<log> {
   result<append_result> append_replicated(std::span<std::byte> batches);
 
   // Discards every offset >= `o` across segments (replication's truncation).
-  // `o` below the log start offset or above the log end offset is refused.
+  // A batch that straddles `o` goes entirely, so the log end offset may end
+  // below `o`; if that would put it below the log start offset the log is
+  // emptied and restarts at `o`. `o` below the log start offset or above the
+  // log end offset is refused.
   // Durability waiters for discarded offsets fail with offset_out_of_range.
   status truncate_to(offset o);
   // Moves the log start offset up to `o` (<= log end offset) and deletes the
@@ -150,7 +167,8 @@ class log : public std::enable_shared_from_this<log> {
   void on_durable(offset o, durable_callback cb);
   // Blocking form of on_durable, for tests and tools (never on an I/O thread).
   status wait_durable(offset o);
-  // Syncs everything written so far on the calling thread.
+  // Syncs everything written so far on the calling thread and answers the
+  // waiters it covers.
   status flush();
 
   // ---- Reading -------------------------------------------------------------
@@ -181,67 +199,93 @@ class log : public std::enable_shared_from_this<log> {
   std::optional<epoch_entry> end_offset_for_epoch(leader_epoch e) const;
 
   // ---- Management --------------------------------------------------------------
-  void set_config(const log_config& cfg);
+  // Validates and applies new settings (from the next append on).
+  status set_config(const log_config& cfg);
   log_config config() const;
   bool offline() const { return offline_.load(); }
   std::vector<segment_info> segments() const;
   const std::string& dir() const { return dir_; }
   const std::string& name() const { return name_; }
 
+  // What recovery found when the log was opened. Immutable after open.
+  const recovery_info& recovery() const { return recovery_; }
+
   // Syncs everything, writes index files and checkpoints and the
   // clean-shutdown marker. Afterwards every call fails with shutting_down
-  // and pending durability waiters have been answered. Idempotent.
+  // and pending durability waiters have been answered. Idempotent. A closed
+  // log no longer touches its log_context, so holders may outlive the
+  // log_manager.
   status close();
 
   // Called by the flusher thread: syncs the active segment and answers the
   // waiters it covers. Not for other callers.
-  void flush_for_waiters();
+  void flush_for_waiters() { flush().ignore(); }
 
  private:
   log(const log_context& ctx, std::string dir, std::string name, log_config cfg);
-  struct locked_state;
-
-  status recover();
-  result<append_result> append_locked(std::span<std::byte> batches, std::optional<leader_epoch> epoch);
-  status maybe_roll(size_t incoming_bytes, offset incoming_last);
-  status roll();
-  status write_recovery_point(offset o);
-  status write_log_start(offset o);
-  status write_epochs();
-  void note_epoch(leader_epoch e, offset start);
-  void truncate_epochs(offset o);
-  status go_offline(const error& e);
-  status sync_active(offset* synced_to);
-  void mark_durable(offset o);
-  void fail_waiters(const error& e, offset from);
-  segment* segment_for(offset o);
-  status delete_segment_files(segment& s);
-  status truncate_locked(offset o);
-
-  const log_context ctx_;
-  const std::string dir_;
-  const std::string name_;
-
-  mutable std::mutex mu_;  // guards everything below down to waiters_mu_
-  log_config cfg_;
-  std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
-  std::vector<epoch_entry> epochs_;
-  offset recovery_point_;
-  bool closed_ = false;
-  uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
-
-  std::atomic<int64_t> log_start_{0};
-  std::atomic<int64_t> log_end_{0};
-  std::atomic<int64_t> durable_{0};
-  std::atomic<bool> offline_{false};
 
   struct waiter {
     offset o;
     durable_callback cb;
   };
-  std::mutex waiters_mu_;
+
+  // Recovery (log_recovery.cc).
+  status recover();
+  result<std::vector<offset>> list_segment_bases();
+  void load_checkpoints(std::optional<offset>& rp, std::optional<offset>& start);
+  status recover_segments(std::vector<offset> bases, std::optional<offset> rp, bool clean);
+  void report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why);
+  status finish_recovery(std::optional<offset> rp_on_disk, std::optional<offset> start_on_disk,
+                         const std::vector<epoch_entry>& epochs_on_disk, bool clean);
+
+  // Writing, all with mu_ held.
+  result<append_result> append_locked(std::span<std::byte> batches, std::optional<leader_epoch> epoch);
+  status maybe_roll(size_t incoming_bytes, offset incoming_last);
+  status roll();
+  status truncate_locked(offset o);
+  status truncate_fully_locked(offset o);
+  status advance_start_locked(offset o);
+  status remove_segment_files(segment& s);
+  status go_offline(const error& e);
+  status check_writable() const;
+  size_t segment_index_for(offset o) const;
+  segment& active() { return *segments_.back(); }
+
+  // Checkpoints, with mu_ held.
+  status write_recovery_point(offset o);
+  status write_log_start(offset o);
+  status write_epochs();
+  status note_epoch(leader_epoch e, offset start);
+  bool note_epoch_in_memory(leader_epoch e, offset start);
+  bool truncate_epochs(offset end);
+  bool truncate_epochs_from_start(offset start);
+
+  // Durability.
+  void doom_waiters_from(offset o);  // with mu_ held
+  void answer_waiters();             // with no lock held
+
+  const log_context ctx_;
+  const std::string dir_;
+  const std::string name_;
+
+  mutable std::mutex mu_;  // guards everything below down to the atomics
+  log_config cfg_;
+  std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
+  std::vector<epoch_entry> epochs_;
+  offset recovery_point_;
+  uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
+  recovery_info recovery_;
+
+  std::atomic<int64_t> log_start_{0};
+  std::atomic<int64_t> log_end_{0};
+  std::atomic<int64_t> durable_{0};
+  std::atomic<bool> offline_{false};
+  std::atomic<bool> closed_{false};
+
+  std::mutex flush_mu_;    // one sync of this log at a time; taken before mu_
+  std::mutex waiters_mu_;  // taken after mu_ when both are held
   std::vector<waiter> waiters_;  // bounded by the appends in flight
-  std::mutex flush_mu_;          // one sync of this log at a time
+  std::vector<std::pair<waiter, error>> doomed_;  // answered by answer_waiters()
 };
 
 }  // namespace sluice::storage

@@ -1,0 +1,510 @@
+// The partition log: appends, reads, truncation, log-start moves, leader
+// epochs and group-commit durability. Recovery is in log_recovery.cc.
+
+#include "storage/log.h"
+
+#include <algorithm>
+#include <climits>
+#include <future>
+
+#include "base/log.h"
+#include "storage/checkpoint.h"
+#include "storage/log_files.h"
+#include "storage/flusher.h"
+#include "storage/record_batch.h"
+#include "storage/segment.h"
+
+namespace sluice::storage {
+
+status log_config::validate() const {
+  auto bad = [](const std::string& what) { return status(errc::invalid_config, what + " out of range"); };
+  if (segment_bytes < limits::min_segment_bytes || segment_bytes > limits::max_segment_bytes)
+    return bad("segment.bytes");
+  if (segment_ms < 1) return bad("segment.ms");
+  if (index_interval_bytes < 0) return bad("index.interval.bytes");
+  if (segment_index_bytes < static_cast<int64_t>(limits::time_index_entry_bytes) ||
+      segment_index_bytes > limits::max_segment_bytes)
+    return bad("segment.index.bytes");
+  return {};
+}
+
+log::log(const log_context& ctx, std::string dir, std::string name, log_config cfg)
+    : ctx_(ctx), dir_(std::move(dir)), name_(std::move(name)), cfg_(cfg) {}
+
+log::~log() {
+  // A closed log already dropped its handles (and its manager may be gone).
+  if (!closed_)
+    for (auto& s : segments_) ctx_.files->forget(s->log_path());
+}
+
+result<std::shared_ptr<log>> log::open(const log_context& ctx, std::string dir, std::string name,
+                                       log_config cfg) {
+  SLUICE_ASSERT(ctx.fs && ctx.clk && ctx.files && ctx.flush, "incomplete log_context");
+  SLUICE_TRY(cfg.validate());
+  SLUICE_TRY(ctx.fs->create_dirs(dir));
+  std::shared_ptr<log> l(new log(ctx, std::move(dir), std::move(name), cfg));
+  SLUICE_TRY(l->recover());
+  return l;
+}
+
+// ---- Writing -------------------------------------------------------------------
+
+status log::check_writable() const {
+  if (closed_) return status(errc::shutting_down, name_ + " is closed");
+  if (offline_) return status(errc::log_offline, name_ + " is offline for writes after an I/O error");
+  return {};
+}
+
+status log::go_offline(const error& e) {
+  if (!offline_.exchange(true))
+    SLUICE_LOG_ERROR("partition {} offline for writes: {} ({})", name_, e.message, errc_name(e.code));
+  return status(e);
+}
+
+result<append_result> log::append(std::span<std::byte> batches, leader_epoch epoch) {
+  result<append_result> r = [&] {
+    std::lock_guard g(mu_);
+    return append_locked(batches, epoch);
+  }();
+  answer_waiters();
+  return r;
+}
+
+result<append_result> log::append_replicated(std::span<std::byte> batches) {
+  result<append_result> r = [&] {
+    std::lock_guard g(mu_);
+    return append_locked(batches, std::nullopt);
+  }();
+  answer_waiters();
+  return r;
+}
+
+result<append_result> log::append_locked(std::span<std::byte> batches, std::optional<leader_epoch> epoch) {
+  SLUICE_TRY(check_writable());
+  std::vector<batch::header> hs;
+  const auto strict = epoch ? batch::strictness::leader : batch::strictness::stored;
+  SLUICE_TRY(batch::check_all(batches, strict, hs));
+  offset next(log_end_.load());
+  if (epoch) {
+    if (!epochs_.empty() && *epoch < epochs_.back().epoch)
+      return error{errc::invalid_argument, name_ + ": append with stale leader epoch " +
+                                               std::to_string(epoch->value())};
+    size_t pos = 0;
+    for (auto& h : hs) {
+      batch::stamp(batches.data() + pos, next, *epoch);
+      h.base = next;
+      h.epoch = epoch->value();
+      next = h.last_offset() + 1;
+      pos += h.size_bytes();
+    }
+  } else {
+    for (const auto& h : hs) {
+      if (h.base < next)
+        return error{errc::invalid_argument, name_ + ": replicated batch at " + std::to_string(h.base.value()) +
+                                                 " below the log end offset " + std::to_string(next.value())};
+      next = h.last_offset() + 1;
+    }
+  }
+  const offset first = hs.front().base, last = hs.back().last_offset();
+  if (last - first > INT32_MAX) return error{errc::invalid_record, name_ + ": batches span too many offsets"};
+  SLUICE_TRY(maybe_roll(batches.size(), last));
+  for (const auto& h : hs) {
+    auto st = note_epoch(leader_epoch(h.epoch), h.base);
+    if (!st.ok()) return go_offline(st.err()).err();
+  }
+  auto st = active().append(batches, hs, cfg_.index_interval_bytes);
+  if (!st.ok()) return go_offline(st.err()).err();
+  log_end_ = last.value() + 1;
+  if (!cfg_.fsync) durable_ = log_end_.load();
+  return append_result{first, last};
+}
+
+status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
+  segment& s = active();
+  if (s.empty()) return {};
+  const bool by_size = static_cast<int64_t>(s.size() + incoming_bytes) > cfg_.segment_bytes;
+  const bool by_time = ctx_.clk->now_ms() - s.created_ms() >= cfg_.segment_ms;
+  const bool by_index = s.index_full(cfg_.segment_index_bytes);
+  const bool by_offset = incoming_last - s.base() > INT32_MAX;
+  if (!(by_size || by_time || by_index || by_offset)) return {};
+  return roll();
+}
+
+// Closes the active segment for writing and starts a new one at the log end
+// offset. The old segment's data and indexes are synced before the recovery
+// point moves past it, so a crash never trusts unsynced bytes.
+status log::roll() {
+  segment& old = active();
+  const offset base(log_end_.load());
+  auto fail = [&](const status& st) { return go_offline(st.err()); };
+  if (cfg_.fsync) {
+    if (auto st = old.sync(); !st.ok()) return fail(st);
+  }
+  old.seal_time_index();
+  if (auto st = old.write_indexes(cfg_.fsync); !st.ok()) return fail(st);
+  auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, base, ctx_.clk->now_ms());
+  if (!seg.ok()) return fail(seg.to_status());
+  segments_.push_back(std::move(seg).value());
+  if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
+  if (cfg_.fsync && durable_.load() < base.value()) durable_ = base.value();
+  SLUICE_LOG_DEBUG("{}: rolled to segment {}", name_, base.value());
+  return {};
+}
+
+status log::truncate_to(offset o) {
+  status st = [&] {
+    std::lock_guard g(mu_);
+    return truncate_locked(o);
+  }();
+  answer_waiters();
+  return st;
+}
+
+size_t log::segment_index_for(offset o) const {
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), o,
+                             [](offset x, const std::unique_ptr<segment>& s) { return x < s->base(); });
+  return it == segments_.begin() ? 0 : static_cast<size_t>(it - segments_.begin()) - 1;
+}
+
+status log::truncate_locked(offset o) {
+  SLUICE_TRY(check_writable());
+  const offset start(log_start_.load()), end(log_end_.load());
+  if (o < start || o > end)
+    return status(errc::offset_out_of_range, name_ + ": truncate to " + std::to_string(o.value()) +
+                                                 " outside [" + std::to_string(start.value()) + ", " +
+                                                 std::to_string(end.value()) + "]");
+  if (o == end) return {};
+  const size_t idx = segment_index_for(o);
+  segment& seg = *segments_[idx];
+  auto loc = seg.locate(o);
+  if (!loc.ok()) return go_offline(loc.err());
+  if (*loc && (*loc)->h.base < start) return truncate_fully_locked(o);
+  ++truncations_;
+  // Lower the recovery point first: if we crash half way, the next open
+  // rescans the cut segment instead of trusting its old indexes.
+  if (seg.base() < recovery_point_) {
+    if (auto st = write_recovery_point(seg.base()); !st.ok()) return go_offline(st.err());
+  }
+  if (*loc) {
+    if (auto st = seg.truncate_at(**loc); !st.ok()) return go_offline(st.err());
+  }
+  while (segments_.size() > idx + 1) {
+    if (auto st = remove_segment_files(*segments_.back()); !st.ok()) return go_offline(st.err());
+    segments_.pop_back();
+  }
+  const offset new_end = seg.next();
+  log_end_ = new_end.value();
+  if (durable_.load() > new_end.value()) durable_ = new_end.value();
+  doom_waiters_from(new_end);
+  if (truncate_epochs(new_end)) {
+    if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
+  }
+  SLUICE_LOG_INFO("{}: truncated to offset {} (log end offset now {})", name_, o.value(), new_end.value());
+  return {};
+}
+
+// Empties the log and restarts it at `o` (a truncation that would otherwise
+// leave the log end offset below the log start offset).
+status log::truncate_fully_locked(offset o) {
+  ++truncations_;
+  if (auto st = write_recovery_point(o); !st.ok()) return go_offline(st.err());
+  while (!segments_.empty()) {
+    if (auto st = remove_segment_files(*segments_.back()); !st.ok()) return go_offline(st.err());
+    segments_.pop_back();
+  }
+  auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, o, ctx_.clk->now_ms());
+  if (!seg.ok()) return go_offline(seg.err());
+  segments_.push_back(std::move(seg).value());
+  log_end_ = o.value();
+  durable_ = o.value();
+  log_start_ = o.value();
+  doom_waiters_from(o);
+  if (auto st = write_log_start(o); !st.ok()) return go_offline(st.err());
+  if (truncate_epochs(o)) {
+    if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
+  }
+  SLUICE_LOG_INFO("{}: emptied and restarted at offset {}", name_, o.value());
+  return {};
+}
+
+status log::advance_log_start(offset o) {
+  status st = [&] {
+    std::lock_guard g(mu_);
+    return advance_start_locked(o);
+  }();
+  answer_waiters();
+  return st;
+}
+
+status log::advance_start_locked(offset o) {
+  SLUICE_TRY(check_writable());
+  if (o > offset(log_end_.load()))
+    return status(errc::offset_out_of_range, name_ + ": log start " + std::to_string(o.value()) +
+                                                 " beyond the log end offset");
+  if (o <= offset(log_start_.load())) return {};
+  // The checkpoint goes first: segments below it are garbage from then on,
+  // and recovery removes any that a crash leaves behind.
+  if (auto st = write_log_start(o); !st.ok()) return go_offline(st.err());
+  log_start_ = o.value();
+  if (truncate_epochs_from_start(o)) {
+    if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
+  }
+  if (!active().empty() && active().next() <= o) SLUICE_TRY(roll());
+  while (segments_.size() > 1 && segments_[1]->base() <= o) {
+    if (auto st = remove_segment_files(*segments_.front()); !st.ok()) return go_offline(st.err());
+    segments_.erase(segments_.begin());
+  }
+  return {};
+}
+
+status log::remove_segment_files(segment& s) {
+  SLUICE_LOG_DEBUG("{}: deleting segment {}", name_, s.base().value());
+  return s.remove_files();
+}
+
+// ---- Checkpoints ---------------------------------------------------------------
+
+status log::write_recovery_point(offset o) {
+  SLUICE_TRY(checkpoint::write(*ctx_.fs, io::join(dir_, files::kRecoveryPoint), {{o.value()}}));
+  recovery_point_ = o;
+  return {};
+}
+
+status log::write_log_start(offset o) {
+  return checkpoint::write(*ctx_.fs, io::join(dir_, files::kLogStart), {{o.value()}});
+}
+
+status log::write_epochs() {
+  std::vector<checkpoint::line> lines;
+  for (const auto& e : epochs_) lines.push_back({e.epoch.value(), e.start.value()});
+  return checkpoint::write(*ctx_.fs, io::join(dir_, files::kLeaderEpochs), lines);
+}
+
+bool log::note_epoch_in_memory(leader_epoch e, offset start) {
+  if (e.value() < 0) return false;  // a batch not written by a leader of this log
+  if (!epochs_.empty() && e <= epochs_.back().epoch) return false;
+  epochs_.push_back({e, start});
+  return true;
+}
+
+status log::note_epoch(leader_epoch e, offset start) {
+  if (!note_epoch_in_memory(e, start)) return {};
+  return write_epochs();
+}
+
+bool log::truncate_epochs(offset end) {
+  const size_t before = epochs_.size();
+  std::erase_if(epochs_, [&](const epoch_entry& e) { return e.start >= end; });
+  return epochs_.size() != before;
+}
+
+bool log::truncate_epochs_from_start(offset start) {
+  // Keep the newest entry that starts at or below `start`, moved up to it.
+  size_t keep = 0;
+  while (keep + 1 < epochs_.size() && epochs_[keep + 1].start <= start) ++keep;
+  if (epochs_.empty() || epochs_[keep].start >= start) return false;
+  epochs_.erase(epochs_.begin(), epochs_.begin() + static_cast<ptrdiff_t>(keep));
+  epochs_.front().start = start;
+  return true;
+}
+
+std::vector<epoch_entry> log::leader_epochs() const {
+  std::lock_guard g(mu_);
+  return epochs_;
+}
+
+std::optional<epoch_entry> log::end_offset_for_epoch(leader_epoch e) const {
+  std::lock_guard g(mu_);
+  auto it = std::upper_bound(epochs_.begin(), epochs_.end(), e,
+                             [](leader_epoch x, const epoch_entry& en) { return x < en.epoch; });
+  if (it == epochs_.begin()) return std::nullopt;
+  const offset end = it == epochs_.end() ? offset(log_end_.load()) : it->start;
+  return epoch_entry{(it - 1)->epoch, end};
+}
+
+// ---- Durability ----------------------------------------------------------------
+
+void log::on_durable(offset o, durable_callback cb) {
+  std::optional<status> now;
+  {
+    std::lock_guard g(waiters_mu_);
+    if (o.value() < durable_.load()) now = status();
+    else if (closed_) now = status(errc::shutting_down, name_ + " is closed");
+    else if (offline_) now = status(errc::log_offline, name_ + " is offline for writes");
+    else if (o.value() >= log_end_.load())
+      now = status(errc::invalid_argument, name_ + ": offset " + std::to_string(o.value()) + " not appended");
+    else waiters_.push_back({o, std::move(cb)});
+  }
+  if (now) {
+    cb(*now);
+    return;
+  }
+  ctx_.flush->request(shared_from_this());
+}
+
+status log::wait_durable(offset o) {
+  std::promise<status> p;
+  auto f = p.get_future();
+  on_durable(o, [&p](const status& s) { p.set_value(s); });
+  return f.get();
+}
+
+status log::flush() {
+  std::lock_guard fg(flush_mu_);
+  std::shared_ptr<io::file> file;
+  offset target;
+  uint64_t gen = 0;
+  bool do_sync = false;
+  {
+    std::lock_guard g(mu_);
+    if (auto st = check_writable(); !st.ok()) {
+      answer_waiters();
+      return st;
+    }
+    target = offset(log_end_.load());
+    gen = truncations_;
+    do_sync = cfg_.fsync && target.value() > durable_.load();
+    if (do_sync) {
+      auto f = active().file();
+      if (f.ok()) file = std::move(f).value();
+      else go_offline(f.err()).ignore();
+    }
+  }
+  // The sync runs without mu_, so appends continue and gather for the next.
+  status st = !file ? (offline_ ? status(errc::log_offline, name_ + " is offline for writes") : status())
+                    : file->sync();
+  {
+    std::lock_guard g(mu_);
+    if (!st.ok()) go_offline(st.err()).ignore();
+    else if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
+  }
+  answer_waiters();
+  return st;
+}
+
+void log::doom_waiters_from(offset o) {
+  std::lock_guard g(waiters_mu_);
+  std::erase_if(waiters_, [&](waiter& w) {
+    if (w.o < o) return false;
+    doomed_.push_back({std::move(w), error{errc::offset_out_of_range,
+                                           name_ + ": offset " + std::to_string(w.o.value()) + " truncated"}});
+    return true;
+  });
+}
+
+void log::answer_waiters() {
+  std::vector<std::pair<waiter, status>> ready;
+  {
+    std::lock_guard g(waiters_mu_);
+    for (auto& [w, e] : doomed_) ready.push_back({std::move(w), status(std::move(e))});
+    doomed_.clear();
+    const int64_t durable = durable_.load();
+    std::optional<status> fail;
+    if (offline_) fail = status(errc::log_offline, name_ + " is offline for writes");
+    if (closed_) fail = status(errc::shutting_down, name_ + " is closed");
+    std::erase_if(waiters_, [&](waiter& w) {
+      if (w.o.value() < durable) ready.push_back({std::move(w), status()});
+      else if (fail) ready.push_back({std::move(w), *fail});
+      else return false;
+      return true;
+    });
+  }
+  for (auto& [w, st] : ready) w.cb(st);
+}
+
+// ---- Reading -------------------------------------------------------------------
+
+result<file_region> log::read(offset o, size_t max_bytes, std::optional<offset> upper) {
+  std::lock_guard g(mu_);
+  if (closed_) return error{errc::shutting_down, name_ + " is closed"};
+  const offset start(log_start_.load()), end(log_end_.load());
+  if (o < start || o > end)
+    return error{errc::offset_out_of_range, name_ + ": offset " + std::to_string(o.value()) + " outside [" +
+                                                std::to_string(start.value()) + ", " +
+                                                std::to_string(end.value()) + "]"};
+  const offset up = upper ? std::min(*upper, end) : end;
+  file_region none{nullptr, 0, 0, o, o};
+  if (o >= up) return none;
+  for (size_t i = segment_index_for(o); i < segments_.size(); ++i) {
+    segment& seg = *segments_[i];
+    if (seg.empty() || o >= seg.next()) continue;
+    SLUICE_ASSIGN_OR_RETURN(auto loc, seg.locate(o));
+    if (!loc) continue;
+    SLUICE_ASSIGN_OR_RETURN(uint64_t stop, seg.region_end(*loc, max_bytes, up));
+    if (stop == loc->pos) return none;
+    SLUICE_ASSIGN_OR_RETURN(offset next, seg.offset_at(stop));
+    SLUICE_ASSIGN_OR_RETURN(auto f, seg.file());
+    return file_region{std::move(f), loc->pos, stop - loc->pos, loc->h.base, next};
+  }
+  return none;
+}
+
+result<std::vector<std::byte>> log::read_bytes(offset o, size_t max_bytes, std::optional<offset> upper) {
+  SLUICE_ASSIGN_OR_RETURN(file_region r, read(o, max_bytes, upper));
+  std::vector<std::byte> out(r.len);
+  if (r.len == 0) return out;
+  SLUICE_ASSIGN_OR_RETURN(size_t got, r.file->pread(out.data(), r.len, r.pos));
+  if (got != r.len) return error{errc::io_error, name_ + ": short read"};
+  return out;
+}
+
+result<std::optional<timestamp_lookup>> log::offset_for_timestamp(int64_t ts_ms) {
+  std::lock_guard g(mu_);
+  if (closed_) return error{errc::shutting_down, name_ + " is closed"};
+  const offset start(log_start_.load());
+  for (auto& seg : segments_) {
+    if (seg->empty() || seg->max_timestamp() < ts_ms || seg->next() <= start) continue;
+    SLUICE_ASSIGN_OR_RETURN(auto loc, seg->locate_time(ts_ms, start));
+    if (loc) return std::optional<timestamp_lookup>(timestamp_lookup{std::max(loc->h.base, start), loc->h.max_timestamp});
+  }
+  return std::optional<timestamp_lookup>();
+}
+
+// ---- Management ----------------------------------------------------------------
+
+status log::set_config(const log_config& cfg) {
+  SLUICE_TRY(cfg.validate());
+  std::lock_guard g(mu_);
+  cfg_ = cfg;
+  return {};
+}
+
+log_config log::config() const {
+  std::lock_guard g(mu_);
+  return cfg_;
+}
+
+std::vector<segment_info> log::segments() const {
+  std::lock_guard g(mu_);
+  std::vector<segment_info> out;
+  for (const auto& s : segments_) out.push_back({s->base(), s->next(), s->size(), s->max_timestamp()});
+  return out;
+}
+
+status log::close() {
+  status result_st;
+  {
+    std::lock_guard fg(flush_mu_);
+    std::lock_guard g(mu_);
+    if (closed_) return {};
+    if (offline_) {
+      result_st = status(errc::log_offline, name_ + " was offline; left for recovery");
+    } else {
+      segment& s = active();
+      status st = cfg_.fsync ? s.sync() : status();
+      if (st.ok()) {
+        s.seal_time_index();
+        st = s.write_indexes(cfg_.fsync);
+      }
+      if (st.ok()) st = ctx_.fs->write_atomic(io::join(dir_, files::kCleanShutdown), {});
+      if (st.ok()) durable_ = log_end_.load();
+      else result_st = go_offline(st.err());
+    }
+    closed_ = true;
+    for (auto& seg : segments_) ctx_.files->forget(seg->log_path());
+  }
+  answer_waiters();
+  return result_st;
+}
+
+}  // namespace sluice::storage

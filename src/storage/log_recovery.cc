@@ -1,0 +1,186 @@
+// Opening a partition log: checkpoints, the clean-shutdown marker, and the
+// scan that finds and cuts a torn or corrupt tail (docs/log_format.md,
+// "Recovery").
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "storage/checkpoint.h"
+#include "storage/log_files.h"
+#include "storage/log.h"
+#include "storage/segment.h"
+
+namespace sluice::storage {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The base offset named by an index file, if `name` is one.
+std::optional<offset> index_file_base(const std::string& name) {
+  for (const char* ext : {".index", ".timeindex"}) {
+    if (ends_with(name, ext)) return parse_segment_name(name.substr(0, name.size() - std::strlen(ext)) + ".log");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+result<std::vector<offset>> log::list_segment_bases() {
+  SLUICE_ASSIGN_OR_RETURN(auto names, ctx_.fs->list(dir_));
+  std::vector<offset> bases;
+  for (const auto& n : names) {
+    if (ends_with(n, ".tmp")) ctx_.fs->remove(io::join(dir_, n)).ignore();  // an unfinished checkpoint
+    if (auto b = parse_segment_name(n)) bases.push_back(*b);
+  }
+  std::sort(bases.begin(), bases.end());
+  for (const auto& n : names) {
+    auto b = index_file_base(n);
+    if (b && !std::binary_search(bases.begin(), bases.end(), *b)) ctx_.fs->remove(io::join(dir_, n)).ignore();
+  }
+  return bases;
+}
+
+void log::load_checkpoints(std::optional<offset>& rp, std::optional<offset>& start) {
+  auto read = [&](const char* name, size_t fields) -> std::optional<std::vector<checkpoint::line>> {
+    auto r = checkpoint::read(*ctx_.fs, io::join(dir_, name), fields);
+    if (r.ok()) return *r;
+    SLUICE_LOG_WARN("{}: {}; ignoring it", name_, r.err().message);
+    return std::nullopt;
+  };
+  if (auto l = read(files::kRecoveryPoint, 1); l && l->size() == 1) rp = offset((*l)[0][0]);
+  if (auto l = read(files::kLogStart, 1); l && l->size() == 1) start = offset((*l)[0][0]);
+  if (auto l = read(files::kLeaderEpochs, 2)) {
+    for (const auto& e : *l) {
+      if (!epochs_.empty() && offset(e[1]) < epochs_.back().start) continue;  // out of order: drop
+      note_epoch_in_memory(leader_epoch(static_cast<int32_t>(e[0])), offset(e[1]));
+    }
+  }
+}
+
+status log::recover() {
+  SLUICE_ASSIGN_OR_RETURN(auto bases, list_segment_bases());
+  std::optional<offset> rp, start;
+  load_checkpoints(rp, start);
+  const auto epochs_on_disk = epochs_;
+  const bool clean = ctx_.fs->exists(io::join(dir_, files::kCleanShutdown));
+  recovery_.clean_shutdown = clean;
+  offset log_start = start.value_or(bases.empty() ? offset(0) : bases.front());
+  if (!bases.empty() && log_start < bases.front()) log_start = bases.front();
+  // Segments wholly below the log start offset are leftovers of a deletion.
+  while (bases.size() > 1 && bases[1] <= log_start) {
+    SLUICE_ASSIGN_OR_RETURN(auto s, segment::open_existing(*ctx_.fs, *ctx_.files, dir_, bases[0], 0));
+    SLUICE_TRY(s->remove_files());
+    bases.erase(bases.begin());
+  }
+  log_start_ = log_start.value();
+  if (bases.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(auto s, segment::create(*ctx_.fs, *ctx_.files, dir_, log_start, ctx_.clk->now_ms()));
+    segments_.push_back(std::move(s));
+  } else {
+    SLUICE_TRY(recover_segments(std::move(bases), rp, clean));
+  }
+  return finish_recovery(rp, start, epochs_on_disk, clean);
+}
+
+void log::report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why) {
+  recovery_.truncated = true;
+  recovery_.file = file;
+  recovery_.position = pos;
+  recovery_.bytes_dropped = bytes;
+  recovery_.segments_dropped = later;
+  recovery_.reason = why;
+  SLUICE_LOG_WARN("{}: recovery cut {} at byte {} ({} bytes dropped, {} later segments removed): {}", name_,
+                  file, pos, bytes, later, why);
+}
+
+// Opens every segment: trusting indexes below the recovery point (or all of
+// them after a clean shutdown), scanning the rest, and cutting at the first
+// bad batch.
+status log::recover_segments(std::vector<offset> bases, std::optional<offset> rp, bool clean) {
+  size_t first_scan = bases.size();
+  if (!clean) {
+    first_scan = 0;
+    for (size_t i = 0; rp && i < bases.size(); ++i)
+      if (bases[i] <= *rp) first_scan = i;
+  }
+  const segment::batch_visitor visit = [this](const batch::header& h) {
+    note_epoch_in_memory(leader_epoch(h.epoch), h.base);
+  };
+  const int64_t interval = cfg_.index_interval_bytes;
+  for (size_t i = 0; i < bases.size(); ++i) {
+    SLUICE_ASSIGN_OR_RETURN(auto seg, segment::open_existing(*ctx_.fs, *ctx_.files, dir_, bases[i],
+                                                             ctx_.clk->now_ms()));
+    const size_t later = bases.size() - i - 1;
+    if (i > 0 && segments_.back()->next() != bases[i]) {
+      // Left by a truncation that was interrupted before it removed this file.
+      report_cut(seg->log_path(), 0, seg->size(), later, "segment does not start where the previous one ends");
+      for (size_t j = i; j < bases.size(); ++j) {
+        SLUICE_ASSIGN_OR_RETURN(auto s, segment::open_existing(*ctx_.fs, *ctx_.files, dir_, bases[j], 0));
+        SLUICE_TRY(s->remove_files());
+      }
+      break;
+    }
+    bool trusted = false;
+    if (i < first_scan) {
+      SLUICE_ASSIGN_OR_RETURN(trusted, seg->load_trusted(bases[i], interval, visit));
+      if (!trusted) SLUICE_LOG_WARN("{}: indexes of {} failed their check; rebuilding", name_, seg->log_path());
+    }
+    std::optional<segment::cut> cut;
+    if (!trusted) {
+      SLUICE_ASSIGN_OR_RETURN(cut, seg->recover(bases[i], interval, visit));
+      if (i + 1 < bases.size() && !cut) {
+        // A closed segment that was rescanned: make it as durable and
+        // indexed as the recovery point will claim.
+        if (cfg_.fsync) SLUICE_TRY(seg->sync());
+        seg->seal_time_index();
+        SLUICE_TRY(seg->write_indexes(cfg_.fsync));
+      }
+    }
+    segments_.push_back(std::move(seg));
+    if (cut) {
+      report_cut(segments_.back()->log_path(), cut->pos, cut->bytes_dropped, later, cut->reason.message);
+      for (size_t j = i + 1; j < bases.size(); ++j) {
+        SLUICE_ASSIGN_OR_RETURN(auto s, segment::open_existing(*ctx_.fs, *ctx_.files, dir_, bases[j], 0));
+        SLUICE_TRY(s->remove_files());
+      }
+      break;
+    }
+  }
+  return {};
+}
+
+status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offset> start_on_disk,
+                            const std::vector<epoch_entry>& epochs_on_disk, bool clean) {
+  const offset start(log_start_.load());
+  offset end = segments_.back()->next();
+  if (end < start) {
+    SLUICE_LOG_WARN("{}: recovery left the log end offset {} below the log start offset {}; restarting empty",
+                    name_, end.value(), start.value());
+    SLUICE_TRY(truncate_fully_locked(start));
+    end = start;
+  }
+  if (!clean && cfg_.fsync) SLUICE_TRY(segments_.back()->sync());
+  log_end_ = end.value();
+  durable_ = end.value();
+  truncate_epochs(end);
+  truncate_epochs_from_start(start);
+  if (epochs_ != epochs_on_disk) SLUICE_TRY(write_epochs());
+  const offset rp = segments_.back()->base();
+  if (rp_on_disk != rp) SLUICE_TRY(write_recovery_point(rp));
+  recovery_point_ = rp;
+  if (start_on_disk != start) SLUICE_TRY(write_log_start(start));
+  if (clean) {
+    SLUICE_TRY(ctx_.fs->remove(io::join(dir_, files::kCleanShutdown)));
+    SLUICE_TRY(ctx_.fs->sync_dir(dir_));
+  }
+  SLUICE_LOG_INFO("{}: opened {} segments, log start {}, log end {}, {} shutdown{}", name_, segments_.size(),
+                  start.value(), end.value(), clean ? "clean" : "unclean",
+                  recovery_.truncated ? ", tail cut" : "");
+  return {};
+}
+
+}  // namespace sluice::storage

@@ -1,0 +1,345 @@
+#include "storage/segment.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <vector>
+
+namespace sluice::storage {
+namespace {
+
+// Recovery reads the log in chunks of this size (a bigger batch gets a
+// buffer of its own size, bounded by limits::max_batch_bytes).
+constexpr size_t kScanChunkBytes = 1 << 20;
+
+// A forward reader over a file region with one reusable buffer.
+class chunk_reader {
+ public:
+  chunk_reader(io::file& f, uint64_t end) : f_(f), end_(end) {}
+  // Makes [pos, pos + n) available; returns nullptr when the file ends first.
+  result<const std::byte*> get(uint64_t pos, size_t n) {
+    if (pos >= start_ && pos + n <= start_ + len_) return buf_.data() + (pos - start_);
+    if (pos + n > end_) return static_cast<const std::byte*>(nullptr);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(n, kScanChunkBytes), end_ - pos));
+    buf_.resize(want);
+    SLUICE_ASSIGN_OR_RETURN(size_t got, f_.pread(buf_.data(), want, pos));
+    start_ = pos;
+    len_ = got;
+    if (got < n) return static_cast<const std::byte*>(nullptr);
+    return buf_.data();
+  }
+
+ private:
+  io::file& f_;
+  uint64_t end_;
+  std::vector<std::byte> buf_;
+  uint64_t start_ = 0;
+  size_t len_ = 0;
+};
+
+}  // namespace
+
+std::string segment_path(const std::string& dir, offset base, const char* ext) {
+  char name[48];
+  std::snprintf(name, sizeof name, "%020" PRId64 ".%s", base.value(), ext);
+  return io::join(dir, name);
+}
+
+std::optional<offset> parse_segment_name(const std::string& name) {
+  if (name.size() != 24 || name.substr(20) != ".log") return std::nullopt;
+  int64_t v = 0;
+  for (size_t i = 0; i < 20; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    if (v > (INT64_MAX - 9) / 10) return std::nullopt;
+    v = v * 10 + (name[i] - '0');
+  }
+  return offset(v);
+}
+
+segment::segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms)
+    : fs_(fs),
+      files_(files),
+      base_(base),
+      log_path_(segment_path(dir, base, "log")),
+      index_path_(segment_path(dir, base, "index")),
+      time_index_path_(segment_path(dir, base, "timeindex")),
+      next_(base),
+      created_ms_(now_ms) {}
+
+result<std::unique_ptr<segment>> segment::create(io::filesystem& fs, file_cache& files,
+                                                 const std::string& dir, offset base, int64_t now_ms) {
+  std::unique_ptr<segment> s(new segment(fs, files, dir, base, now_ms));
+  SLUICE_ASSIGN_OR_RETURN(auto f, fs.open(s->log_path_, io::open_mode::truncate));
+  files.put(s->log_path_, std::move(f));
+  return s;
+}
+
+result<std::unique_ptr<segment>> segment::open_existing(io::filesystem& fs, file_cache& files,
+                                                        const std::string& dir, offset base,
+                                                        int64_t now_ms) {
+  std::unique_ptr<segment> s(new segment(fs, files, dir, base, now_ms));
+  SLUICE_ASSIGN_OR_RETURN(auto f, s->file());
+  SLUICE_ASSIGN_OR_RETURN(uint64_t size, f->size());
+  s->size_ = size;
+  return s;
+}
+
+void segment::reset_to_start() {
+  next_ = base_;
+  max_ts_ = -1;
+  bytes_since_index_ = 0;
+  last_batch_rel_ = -1;
+}
+
+void segment::index_batch(uint64_t pos, const batch::header& h, const walk_opts& o) {
+  const int32_t rel = static_cast<int32_t>(h.base - base_);
+  const int64_t ts = std::max(max_ts_, h.max_timestamp);
+  if (o.add_entries && pos > 0 && bytes_since_index_ >= o.interval_bytes) {
+    auto last = offsets_.last();
+    if (!last || (rel > last->rel && static_cast<int64_t>(pos) > last->pos))
+      offsets_.append({rel, static_cast<int32_t>(pos)});
+    times_.maybe_append({ts, rel});
+    bytes_since_index_ = 0;
+  }
+  max_ts_ = ts;
+  bytes_since_index_ += static_cast<int64_t>(h.size_bytes());
+  last_batch_rel_ = rel;
+  next_ = h.last_offset() + 1;
+}
+
+result<batch::header> segment::read_header(io::file& f, uint64_t pos, uint64_t end) {
+  std::byte buf[batch::header_bytes];
+  if (end - pos < batch::header_bytes)
+    return error{errc::corrupt_data, log_path_ + ": partial batch header at " + std::to_string(pos)};
+  SLUICE_ASSIGN_OR_RETURN(size_t got, f.pread(buf, sizeof buf, pos));
+  if (got < sizeof buf)
+    return error{errc::corrupt_data, log_path_ + ": short read at " + std::to_string(pos)};
+  batch::header h = batch::parse(buf);
+  status st = batch::check(h, end - pos, batch::strictness::stored);
+  if (!st.ok()) return error{errc::corrupt_data, log_path_ + " at " + std::to_string(pos) + ": " + st.err().message};
+  return h;
+}
+
+result<std::pair<uint64_t, std::optional<error>>> segment::walk(uint64_t from, uint64_t to,
+                                                                const walk_opts& o) {
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  chunk_reader rd(*f, to);
+  uint64_t pos = from;
+  offset min_base = o.min_base;
+  auto stop = [&](std::string why) {
+    return std::pair<uint64_t, std::optional<error>>(pos, error{errc::corrupt_data, std::move(why)});
+  };
+  while (pos < to) {
+    SLUICE_ASSIGN_OR_RETURN(const std::byte* hp, rd.get(pos, batch::header_bytes));
+    if (!hp) return stop("partial batch header");
+    batch::header h = batch::parse(hp);
+    status st = batch::check(h, to - pos, batch::strictness::stored);
+    if (!st.ok()) return stop(st.err().message);
+    if (h.base < min_base) return stop("base offset " + std::to_string(h.base.value()) + " below " +
+                                       std::to_string(min_base.value()));
+    if (h.last_offset() - base_ > INT32_MAX) return stop("offset too far from the segment base");
+    if (o.verify_crc) {
+      SLUICE_ASSIGN_OR_RETURN(const std::byte* bp, rd.get(pos, h.size_bytes()));
+      if (!bp) return stop("partial batch");
+      status c = batch::check_crc(h, std::span(bp, h.size_bytes()));
+      if (!c.ok()) return stop(c.err().message);
+    }
+    if (o.visit) (*o.visit)(h);
+    index_batch(pos, h, o);
+    pos += h.size_bytes();
+    size_ = pos;
+    min_base = h.last_offset() + 1;
+  }
+  return std::pair<uint64_t, std::optional<error>>(pos, std::nullopt);
+}
+
+result<std::vector<std::byte>> segment::read_index_file(const std::string& path) {
+  // An index is bounded by segment.index.bytes; twice the hard cap on that
+  // setting is certainly corrupt.
+  return fs_.read_all(path, 2 * static_cast<size_t>(limits::max_segment_bytes));
+}
+
+result<bool> segment::load_trusted(offset min_base, int64_t interval_bytes, const batch_visitor& visit) {
+  const uint64_t file_size = size_;
+  if (!fs_.exists(index_path_) || !fs_.exists(time_index_path_)) return file_size == 0;
+  auto ob = read_index_file(index_path_);
+  auto tb = read_index_file(time_index_path_);
+  if (!ob.ok() || !tb.ok()) return false;
+  auto oi = offset_index::parse(*ob, file_size);
+  auto ti = time_index::parse(*tb);
+  if (!oi.ok() || !ti.ok()) return false;
+  offsets_ = std::move(*oi);
+  times_ = std::move(*ti);
+  // Sanity check of the last entries: the indexed batch must be where the
+  // index says, and the walk to the end must be clean.
+  reset_to_start();
+  uint64_t from = 0;
+  if (auto e = offsets_.last()) {
+    SLUICE_ASSIGN_OR_RETURN(auto f, file());
+    auto h = read_header(*f, static_cast<uint64_t>(e->pos), file_size);
+    if (!h.ok() || h->base != base_ + e->rel) return false;
+    from = static_cast<uint64_t>(e->pos);
+    min_base = h->base;
+    max_ts_ = times_.last() ? times_.last()->ts : -1;
+  }
+  walk_opts o{true, true, interval_bytes, min_base, &visit};
+  SLUICE_ASSIGN_OR_RETURN(auto end, walk(from, file_size, o));
+  if (end.second.has_value()) return false;
+  if (auto t = times_.last(); t && t->rel > last_batch_rel_) return false;
+  return true;
+}
+
+result<std::optional<segment::cut>> segment::recover(offset min_base, int64_t interval_bytes,
+                                                     const batch_visitor& visit) {
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  SLUICE_ASSIGN_OR_RETURN(uint64_t file_size, f->size());
+  offsets_.clear();
+  times_.clear();
+  reset_to_start();
+  size_ = 0;
+  walk_opts o{true, true, interval_bytes, min_base, &visit};
+  SLUICE_ASSIGN_OR_RETURN(auto end, walk(0, file_size, o));
+  if (!end.second) return std::optional<cut>();
+  SLUICE_TRY(f->truncate(end.first));
+  size_ = end.first;
+  return std::optional<cut>(cut{end.first, file_size - end.first, std::move(*end.second)});
+}
+
+status segment::append(std::span<const std::byte> data, std::span<const batch::header> hs,
+                       int64_t interval_bytes) {
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  const uint64_t start = size_;
+  status st = f->append(data);
+  if (!st.ok()) {
+    // Leave no partial batch behind if we can; recovery would cut it anyway.
+    f->truncate(start).ignore();
+    return st;
+  }
+  walk_opts o{false, true, interval_bytes, offset(0), nullptr};
+  uint64_t pos = start;
+  for (const auto& h : hs) {
+    index_batch(pos, h, o);
+    pos += h.size_bytes();
+  }
+  size_ = pos;
+  return {};
+}
+
+result<std::optional<segment::located>> segment::locate(offset o) {
+  uint64_t pos = 0;
+  const int64_t rel = std::clamp<int64_t>(o - base_, 0, INT32_MAX);
+  if (auto e = offsets_.floor_offset(static_cast<int32_t>(rel))) pos = static_cast<uint64_t>(e->pos);
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  while (pos < size_) {
+    SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
+    if (h.last_offset() >= o) return std::optional<located>(located{pos, h});
+    pos += h.size_bytes();
+  }
+  return std::optional<located>();
+}
+
+result<uint64_t> segment::region_end(const located& start, size_t max_bytes, offset upper) {
+  uint64_t limit = size_;
+  if (upper < next_) {
+    SLUICE_ASSIGN_OR_RETURN(auto u, locate(upper));
+    if (u) limit = u->pos;
+  }
+  if (limit <= start.pos) return start.pos;  // the first batch reaches `upper`
+  if (limit - start.pos <= max_bytes) return limit;
+  const uint64_t first_end = start.pos + start.h.size_bytes();
+  const uint64_t budget_end = start.pos + max_bytes;
+  if (first_end >= budget_end) return first_end;
+  uint64_t p = first_end;
+  if (auto e = offsets_.floor_position(static_cast<int64_t>(budget_end)); e && static_cast<uint64_t>(e->pos) > p)
+    p = static_cast<uint64_t>(e->pos);
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  while (p < limit) {
+    SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, p, size_));
+    if (p + h.size_bytes() > budget_end) break;
+    p += h.size_bytes();
+  }
+  return p;
+}
+
+result<offset> segment::offset_at(uint64_t pos) {
+  if (pos >= size_) return next_;
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
+  return h.base;
+}
+
+result<std::optional<segment::located>> segment::locate_time(int64_t ts, offset from) {
+  if (max_ts_ < ts) return std::optional<located>();
+  uint64_t pos = 0;
+  if (auto t = times_.last_before(ts)) {
+    if (auto e = offsets_.floor_offset(t->rel)) pos = static_cast<uint64_t>(e->pos);
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  while (pos < size_) {
+    SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
+    if (h.max_timestamp >= ts && h.last_offset() >= from) return std::optional<located>(located{pos, h});
+    pos += h.size_bytes();
+  }
+  return std::optional<located>();
+}
+
+status segment::truncate_at(const located& at) {
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  SLUICE_TRY(f->truncate(at.pos));
+  const int32_t rel = static_cast<int32_t>(std::max<int64_t>(at.h.base - base_, 0));
+  offsets_.truncate_from(rel);
+  times_.truncate_from(rel);
+  // Recompute the tail state from the last kept index entry.
+  reset_to_start();
+  uint64_t from = 0;
+  if (auto e = offsets_.last()) from = static_cast<uint64_t>(e->pos);
+  if (auto t = times_.last()) max_ts_ = t->ts;
+  size_ = at.pos;
+  walk_opts o{false, false, 0, offset(0), nullptr};
+  SLUICE_ASSIGN_OR_RETURN(auto end, walk(from, at.pos, o));
+  if (end.second) return status(*end.second);
+  size_ = at.pos;
+  return {};
+}
+
+void segment::seal_time_index() {
+  if (last_batch_rel_ >= 0) times_.maybe_append({max_ts_, last_batch_rel_});
+}
+
+status segment::write_indexes(bool sync) {
+  auto ob = offsets_.serialize();
+  auto tb = times_.serialize();
+  if (sync) {
+    SLUICE_TRY(fs_.write_atomic(index_path_, ob));
+    return fs_.write_atomic(time_index_path_, tb);
+  }
+  for (auto [path, bytes] : {std::pair{&index_path_, &ob}, std::pair{&time_index_path_, &tb}}) {
+    SLUICE_ASSIGN_OR_RETURN(auto f, fs_.open(*path, io::open_mode::truncate));
+    SLUICE_TRY(f->append(*bytes));
+  }
+  return {};
+}
+
+status segment::sync() {
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  return f->sync();
+}
+
+status segment::remove_files() {
+  files_.forget(log_path_);
+  status first;
+  for (const auto* p : {&log_path_, &index_path_, &time_index_path_}) {
+    if (!fs_.exists(*p)) continue;
+    status st = fs_.remove(*p);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+bool segment::index_full(int64_t segment_index_bytes) const {
+  return static_cast<int64_t>(offsets_.bytes() + offset_index::kEntryBytes) > segment_index_bytes ||
+         static_cast<int64_t>(times_.bytes() + time_index::kEntryBytes) > segment_index_bytes;
+}
+
+}  // namespace sluice::storage

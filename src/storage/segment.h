@@ -1,0 +1,136 @@
+#pragma once
+
+// One segment of a partition log: a .log file of record batches and its two
+// sparse indexes (docs/log_format.md). The .log file is opened through the
+// shared file_cache on demand; the indexes live in memory and are written to
+// their files when the segment is closed for writing (roll, clean close,
+// truncation of a closed segment).
+//
+// Not thread-safe: every call is made with the owning log's mutex held. The
+// bytes of a segment below size() are immutable except under truncate_at.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "base/result.h"
+#include "base/types.h"
+#include "io/file.h"
+#include "storage/file_cache.h"
+#include "storage/index.h"
+#include "storage/record_batch.h"
+
+namespace sluice::storage {
+
+// "<dir>/<20-digit base>.<ext>"
+std::string segment_path(const std::string& dir, offset base, const char* ext);
+// Parses "<20 digits>.log"; nullopt for any other name.
+std::optional<offset> parse_segment_name(const std::string& name);
+
+class segment {
+ public:
+  // A batch found in the segment: its header and byte position.
+  struct located {
+    uint64_t pos = 0;
+    batch::header h;
+  };
+  // Where a recovery scan stopped early, and why.
+  struct cut {
+    uint64_t pos = 0;
+    uint64_t bytes_dropped = 0;
+    error reason;
+  };
+  using batch_visitor = std::function<void(const batch::header&)>;
+
+  // Creates an empty segment, replacing any file of the same name.
+  static result<std::unique_ptr<segment>> create(io::filesystem& fs, file_cache& files,
+                                                 const std::string& dir, offset base, int64_t now_ms);
+  // Opens an existing segment without reading it; call load_trusted or
+  // recover before use.
+  static result<std::unique_ptr<segment>> open_existing(io::filesystem& fs, file_cache& files,
+                                                        const std::string& dir, offset base,
+                                                        int64_t now_ms);
+
+  // Clean-shutdown path: loads the index files, checks them, and reads (and
+  // checks) only the batches after the last index entry. Returns false when
+  // anything is off, in which case the caller runs recover().
+  result<bool> load_trusted(offset min_base, int64_t interval_bytes, const batch_visitor& visit);
+  // Unclean path: reads and checks every batch, rebuilding the indexes, and
+  // cuts the file at the first partial or invalid batch. `min_base` is the
+  // lowest base offset the first batch may have. Reports the cut, if any.
+  result<std::optional<cut>> recover(offset min_base, int64_t interval_bytes, const batch_visitor& visit);
+
+  // Appends whole, validated batches (headers in `hs`, in order).
+  status append(std::span<const std::byte> data, std::span<const batch::header> hs,
+                int64_t interval_bytes);
+  // The first batch whose last offset is >= `o`, or nullopt past the end.
+  result<std::optional<located>> locate(offset o);
+  // The end position of a read region that starts at `start`: whole batches,
+  // at most `max_bytes` unless the first batch alone is larger, and only
+  // batches whose last offset is < `upper`.
+  result<uint64_t> region_end(const located& start, size_t max_bytes, offset upper);
+  // The first batch whose max_timestamp is >= `ts` and whose last offset is
+  // >= `from` (the log start offset), or nullopt.
+  result<std::optional<located>> locate_time(int64_t ts, offset from);
+  // The base offset of the batch at `pos` (a batch boundary), or next() at
+  // the end.
+  result<offset> offset_at(uint64_t pos);
+  // Cuts the segment before the batch at `at` (everything from it on goes).
+  status truncate_at(const located& at);
+  // Adds the closing time index entry (the segment's largest timestamp).
+  void seal_time_index();
+  // Writes both index files whole; synced (atomic replace) when `sync`.
+  status write_indexes(bool sync);
+  // Syncs the .log file.
+  status sync();
+  // Deletes the segment's files and drops its cached handle.
+  status remove_files();
+
+  result<std::shared_ptr<io::file>> file() { return files_.get(log_path_); }
+  offset base() const { return base_; }
+  offset next() const { return next_; }  // one past the last offset; base() when empty
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t max_timestamp() const { return max_ts_; }  // -1 when empty
+  int64_t created_ms() const { return created_ms_; }
+  // True when another index entry would pass `segment_index_bytes`.
+  bool index_full(int64_t segment_index_bytes) const;
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms);
+
+  struct walk_opts {
+    bool verify_crc = false;
+    bool add_entries = false;
+    int64_t interval_bytes = 0;
+    offset min_base;
+    const batch_visitor* visit = nullptr;
+  };
+  // Reads batches from `from` (a batch boundary) to `to`, updating next_,
+  // max_ts_, size_ and the index counters. Returns the position of the first
+  // batch that is partial or invalid (== `to` when all are good) and why.
+  result<std::pair<uint64_t, std::optional<error>>> walk(uint64_t from, uint64_t to, const walk_opts& o);
+  result<batch::header> read_header(io::file& f, uint64_t pos, uint64_t end);
+  void index_batch(uint64_t pos, const batch::header& h, const walk_opts& o);
+  void reset_to_start();
+  result<std::vector<std::byte>> read_index_file(const std::string& path);
+
+  io::filesystem& fs_;
+  file_cache& files_;
+  const offset base_;
+  const std::string log_path_, index_path_, time_index_path_;
+  offset next_;
+  uint64_t size_ = 0;
+  int64_t max_ts_ = -1;
+  int64_t created_ms_;
+  int64_t bytes_since_index_ = 0;
+  int32_t last_batch_rel_ = -1;
+  offset_index offsets_;
+  time_index times_;
+};
+
+}  // namespace sluice::storage
