@@ -48,11 +48,12 @@ bool wait_until(Pred pred, std::chrono::milliseconds limit = wait_deadline) {
 
 bytes to_bytes(std::string_view s) {
   bytes b(s.size());
-  std::memcpy(b.data(), s.data(), s.size());
+  if (!s.empty()) std::memcpy(b.data(), s.data(), s.size());
   return b;
 }
 
 std::string to_string(const bytes& b) {
+  if (b.empty()) return {};
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
