@@ -55,6 +55,7 @@ enum class error_code : int16_t {
   invalid_txn_state = 48,
   invalid_producer_id_mapping = 49,
   invalid_transaction_timeout = 50,
+  transactional_id_authorization_failed = 53,
   kafka_storage_error = 56,
   unknown_producer_id = 59,
   non_empty_group = 68,
@@ -130,6 +131,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(invalid_txn_state, "INVALID_TXN_STATE")
     SLUICE_NAME(invalid_producer_id_mapping, "INVALID_PRODUCER_ID_MAPPING")
     SLUICE_NAME(invalid_transaction_timeout, "INVALID_TRANSACTION_TIMEOUT")
+    SLUICE_NAME(transactional_id_authorization_failed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
     SLUICE_NAME(kafka_storage_error, "KAFKA_STORAGE_ERROR")
     SLUICE_NAME(unknown_producer_id, "UNKNOWN_PRODUCER_ID")
     SLUICE_NAME(non_empty_group, "NON_EMPTY_GROUP")

@@ -456,7 +456,7 @@ class Gen:
         fcond = 'false' if flex is None else f'version >= {flex}'
         out = []
         # write
-        out.append(f'void {qual}::write(writer& w, int16_t version) const {{')
+        out.append(f'void {qual}::write(writer& w, [[maybe_unused]] int16_t version) const {{')
         out.append(f'  [[maybe_unused]] const bool flex = {fcond};')
         tagged = sorted([f for f in fields if f.tag is not None], key=lambda f: f.tag)
         for f in fields:
@@ -485,7 +485,7 @@ class Gen:
         out.append('}')
         out.append('')
         # read
-        out.append(f'void {qual}::read(reader& r, int16_t version) {{')
+        out.append(f'void {qual}::read(reader& r, [[maybe_unused]] int16_t version) {{')
         out.append(f'  [[maybe_unused]] const bool flex = {fcond};')
         for f in fields:
             if f.tag is not None:
