@@ -215,6 +215,9 @@ status log::truncate_fully_locked(offset o) {
   auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, o, ctx_.clk->now_ms());
   if (!seg.ok()) return go_offline(seg.err());
   segments_.push_back(std::move(seg).value());
+  if (cfg_.fsync) {
+    if (auto st = ctx_.fs->sync_dir(dir_); !st.ok()) return go_offline(st.err());
+  }
   log_end_ = o.value();
   durable_ = o.value();
   log_start_ = o.value();

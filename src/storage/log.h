@@ -110,6 +110,7 @@ using durable_callback = std::function<void(const status&)>;
 // What open() found: whether the previous run closed cleanly and what, if
 // anything, recovery cut from the end of the log.
 struct recovery_info {
+  bool created = false;  // the directory held no segment: a new log
   bool clean_shutdown = false;
   bool truncated = false;
   std::string file;          // the segment file that was cut

@@ -92,6 +92,7 @@ result<std::shared_ptr<log>> log_manager::get_or_create(const topic_partition& t
   const std::string name = tp.dir_name();
   SLUICE_ASSIGN_OR_RETURN(auto l, log::open(context(), io::join(cfg_.data_dir, name), name,
                                             cfg.value_or(cfg_.default_log)));
+  if (l->config().fsync) SLUICE_TRY(fs_.sync_dir(cfg_.data_dir));  // the new directory's name
   logs_.emplace(tp, l);
   return l;
 }

@@ -77,9 +77,11 @@ status log::recover() {
     bases.erase(bases.begin());
   }
   log_start_ = log_start.value();
+  recovery_.created = bases.empty();
   if (bases.empty()) {
     SLUICE_ASSIGN_OR_RETURN(auto s, segment::create(*ctx_.fs, *ctx_.files, dir_, log_start, ctx_.clk->now_ms()));
     segments_.push_back(std::move(s));
+    if (cfg_.fsync) SLUICE_TRY(ctx_.fs->sync_dir(dir_));  // the new file's name must survive a crash
   } else {
     SLUICE_TRY(recover_segments(std::move(bases), rp, clean));
   }
@@ -170,15 +172,18 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
   truncate_epochs_from_start(start);
   if (epochs_ != epochs_on_disk) SLUICE_TRY(write_epochs());
   const offset rp = segments_.back()->base();
-  if (rp_on_disk != rp) SLUICE_TRY(write_recovery_point(rp));
+  // A missing checkpoint already means "the first segment", so a new log
+  // writes none (creating a thousand partitions stays cheap).
+  const offset first = segments_.front()->base();
+  if (rp_on_disk ? *rp_on_disk != rp : rp != first) SLUICE_TRY(write_recovery_point(rp));
   recovery_point_ = rp;
-  if (start_on_disk != start) SLUICE_TRY(write_log_start(start));
+  if (start_on_disk ? *start_on_disk != start : start != first) SLUICE_TRY(write_log_start(start));
   if (clean) {
     SLUICE_TRY(ctx_.fs->remove(io::join(dir_, files::kCleanShutdown)));
     SLUICE_TRY(ctx_.fs->sync_dir(dir_));
   }
   SLUICE_LOG_INFO("{}: opened {} segments, log start {}, log end {}, {} shutdown{}", name_, segments_.size(),
-                  start.value(), end.value(), clean ? "clean" : "unclean",
+                  start.value(), end.value(), recovery_.created ? "new log, no" : clean ? "clean" : "unclean",
                   recovery_.truncated ? ", tail cut" : "");
   return {};
 }

@@ -1,0 +1,193 @@
+#include "io/fault_fs.h"
+
+namespace sluice::io {
+
+class fault_file final : public file {
+ public:
+  fault_file(fault_fs& fs, std::unique_ptr<file> base, std::string path)
+      : fs_(fs), base_(std::move(base)), path_(std::move(path)) {}
+
+  result<size_t> pread(void* buf, size_t n, uint64_t pos) override { return base_->pread(buf, n, pos); }
+
+  status append(std::span<const std::byte> data) override {
+    auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
+    if (ok_bytes > 0) SLUICE_TRY(base_->append(data.first(ok_bytes)));
+    fs_.note_written(path_);
+    if (err) return status(*err);
+    return {};
+  }
+
+  status pwrite(std::span<const std::byte> data, uint64_t pos) override {
+    auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
+    if (ok_bytes > 0) SLUICE_TRY(base_->pwrite(data.first(ok_bytes), pos));
+    fs_.note_written(path_);
+    if (err) return status(*err);
+    return {};
+  }
+
+  status sync() override {
+    SLUICE_TRY(fs_.check_sync(path_));
+    SLUICE_TRY(base_->sync());
+    SLUICE_ASSIGN_OR_RETURN(uint64_t size, base_->size());
+    fs_.note_synced(path_, size);
+    return {};
+  }
+
+  status truncate(uint64_t size) override {
+    SLUICE_TRY(fs_.check_alive("truncate", path_));
+    fs_.note_written(path_);
+    return base_->truncate(size);
+  }
+
+  result<uint64_t> size() override { return base_->size(); }
+  int native_handle() const override { return base_->native_handle(); }
+
+ private:
+  fault_fs& fs_;
+  std::unique_ptr<file> base_;
+  std::string path_;
+};
+
+void fault_fs::fail_syncs(int n) {
+  std::lock_guard g(mu_);
+  failing_syncs_ = n;
+}
+
+void fault_fs::set_space_left(std::optional<uint64_t> bytes) {
+  std::lock_guard g(mu_);
+  space_left_ = bytes;
+}
+
+void fault_fs::crash_after_bytes(std::optional<uint64_t> bytes) {
+  std::lock_guard g(mu_);
+  crash_budget_ = bytes;
+  crashed_ = false;
+}
+
+bool fault_fs::crashed() const {
+  std::lock_guard g(mu_);
+  return crashed_;
+}
+
+uint64_t fault_fs::syncs() const {
+  std::lock_guard g(mu_);
+  return syncs_;
+}
+
+std::pair<size_t, std::optional<error>> fault_fs::admit_write(const std::string& path, size_t n) {
+  std::lock_guard g(mu_);
+  if (crashed_) return {0, error{errc::io_error, "write " + path + ": crashed (injected)"}};
+  size_t ok = n;
+  std::optional<error> err;
+  if (crash_budget_) {
+    if (n > *crash_budget_) {
+      ok = static_cast<size_t>(*crash_budget_);
+      crashed_ = true;
+      err = error{errc::io_error, "write " + path + ": crashed mid-write (injected)"};
+    }
+    *crash_budget_ -= ok;
+  }
+  if (space_left_) {
+    if (ok > *space_left_) {
+      ok = static_cast<size_t>(*space_left_);
+      err = error{errc::no_space, "write " + path + ": No space left on device (injected)"};
+    }
+    *space_left_ -= ok;
+  }
+  return {ok, err};
+}
+
+status fault_fs::check_alive(const char* what, const std::string& path) {
+  std::lock_guard g(mu_);
+  if (crashed_) return status(errc::io_error, std::string(what) + " " + path + ": crashed (injected)");
+  return {};
+}
+
+status fault_fs::check_sync(const std::string& path) {
+  std::lock_guard g(mu_);
+  if (crashed_) return status(errc::io_error, "sync " + path + ": crashed (injected)");
+  if (failing_syncs_ != 0) {
+    if (failing_syncs_ > 0) --failing_syncs_;
+    return status(errc::io_error, "fdatasync " + path + ": Input/output error (injected)");
+  }
+  ++syncs_;
+  return {};
+}
+
+void fault_fs::note_synced(const std::string& path, uint64_t size) {
+  std::lock_guard g(mu_);
+  synced_size_[path] = size;
+}
+
+void fault_fs::note_written(const std::string& path) {
+  std::lock_guard g(mu_);
+  synced_size_.try_emplace(path, 0);
+}
+
+status fault_fs::drop_unsynced() {
+  std::map<std::string, uint64_t> files;
+  {
+    std::lock_guard g(mu_);
+    files = synced_size_;
+  }
+  for (const auto& [path, synced] : files) {
+    if (!base_.exists(path)) continue;
+    SLUICE_ASSIGN_OR_RETURN(auto f, base_.open(path, open_mode::read_write));
+    SLUICE_ASSIGN_OR_RETURN(uint64_t size, f->size());
+    if (size > synced) SLUICE_TRY(f->truncate(synced));
+  }
+  return {};
+}
+
+result<std::unique_ptr<file>> fault_fs::open(const std::string& path, open_mode mode) {
+  if (mode != open_mode::read_only && mode != open_mode::read_write) SLUICE_TRY(check_alive("open", path));
+  SLUICE_ASSIGN_OR_RETURN(auto f, base_.open(path, mode));
+  if (mode == open_mode::truncate || mode == open_mode::create_new) note_written(path);
+  return std::unique_ptr<file>(std::make_unique<fault_file>(*this, std::move(f), path));
+}
+
+status fault_fs::rename(const std::string& from, const std::string& to) {
+  SLUICE_TRY(check_alive("rename", from));
+  SLUICE_TRY(base_.rename(from, to));
+  std::lock_guard g(mu_);
+  auto it = synced_size_.find(from);
+  if (it != synced_size_.end()) {
+    synced_size_[to] = it->second;
+    synced_size_.erase(it);
+  }
+  return {};
+}
+
+status fault_fs::remove(const std::string& path) {
+  SLUICE_TRY(check_alive("remove", path));
+  return base_.remove(path);
+}
+
+status fault_fs::create_dirs(const std::string& path) {
+  SLUICE_TRY(check_alive("mkdir", path));
+  return base_.create_dirs(path);
+}
+
+status fault_fs::remove_all(const std::string& path) {
+  SLUICE_TRY(check_alive("remove_all", path));
+  return base_.remove_all(path);
+}
+
+result<std::vector<std::string>> fault_fs::list(const std::string& dir) { return base_.list(dir); }
+
+bool fault_fs::exists(const std::string& path) { return base_.exists(path); }
+
+status fault_fs::sync_dir(const std::string& dir) {
+  SLUICE_TRY(check_sync(dir));
+  return base_.sync_dir(dir);
+}
+
+result<uint64_t> fault_fs::free_bytes(const std::string& path) {
+  {
+    std::lock_guard g(mu_);
+    if (space_left_) return *space_left_;
+  }
+  return base_.free_bytes(path);
+}
+
+}  // namespace sluice::io

@@ -1,0 +1,74 @@
+#pragma once
+
+// A filesystem that wraps another and injects faults, for tests (after
+// LevelDB's fault_injection_test): failing syncs, a full disk, a crash in the
+// middle of a write (a torn write), and power loss (unsynced bytes vanish).
+//
+// Thread-safe: faults may be armed from the test thread while the code under
+// test writes from others. Files opened through it stay fault-injected for
+// their whole life.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "io/file.h"
+
+namespace sluice::io {
+
+class fault_fs final : public filesystem {
+ public:
+  explicit fault_fs(filesystem& base) : base_(base) {}
+
+  // The next `n` syncs (file or directory) fail with io_error; n < 0 means
+  // every sync from now on. 0 disarms.
+  void fail_syncs(int n);
+  // After `bytes` more bytes are written (append/pwrite, all files), writes
+  // fail with no_space; the write that crosses the limit stores only the
+  // bytes that fit. Other operations keep working, as on a full disk.
+  // nullopt disarms.
+  void set_space_left(std::optional<uint64_t> bytes);
+  // After `bytes` more bytes are written, the machine "crashes": the write
+  // that crosses the limit stores only the bytes that fit (a torn write) and
+  // every later mutating call fails with io_error. nullopt disarms.
+  void crash_after_bytes(std::optional<uint64_t> bytes);
+  // Power loss: cuts every file written through this filesystem back to the
+  // size it had at its last successful sync. (Rewrites inside the synced
+  // part are not undone; the log never rewrites synced bytes.)
+  status drop_unsynced();
+  bool crashed() const;
+  uint64_t syncs() const;
+
+  result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) override;
+  status rename(const std::string& from, const std::string& to) override;
+  status remove(const std::string& path) override;
+  status create_dirs(const std::string& path) override;
+  status remove_all(const std::string& path) override;
+  result<std::vector<std::string>> list(const std::string& dir) override;
+  bool exists(const std::string& path) override;
+  status sync_dir(const std::string& dir) override;
+  result<uint64_t> free_bytes(const std::string& path) override;
+
+ private:
+  friend class fault_file;
+  // How many of `n` bytes a write may store, and the error for the rest.
+  std::pair<size_t, std::optional<error>> admit_write(const std::string& path, size_t n);
+  status check_alive(const char* what, const std::string& path);
+  status check_sync(const std::string& path);
+  void note_synced(const std::string& path, uint64_t size);
+  void note_written(const std::string& path);
+
+  filesystem& base_;
+  mutable std::mutex mu_;
+  int failing_syncs_ = 0;
+  std::optional<uint64_t> space_left_;
+  std::optional<uint64_t> crash_budget_;
+  bool crashed_ = false;
+  uint64_t syncs_ = 0;
+  std::map<std::string, uint64_t> synced_size_;  // files written through us
+};
+
+}  // namespace sluice::io
