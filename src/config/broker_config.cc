@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 #include <thread>
+
 #include <toml++/toml.h>
 
 #include "base/limits.h"
@@ -14,7 +15,9 @@
 namespace sluice::config {
 namespace {
 
-error bad(std::string message) { return error{errc::invalid_config, std::move(message)}; }
+error bad(std::string message) {
+  return error{errc::invalid_config, std::move(message)};
+}
 
 error unknown_broker_key(std::string_view where, std::string_view key) {
   return bad(std::string(where) + "unknown setting \"" + std::string(key) + "\"" +
@@ -23,16 +26,26 @@ error unknown_broker_key(std::string_view where, std::string_view key) {
 
 std::string node_kind(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a bool";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    case toml::node_type::none: return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a bool";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      return "nothing";
   }
   return "something else";
 }
@@ -99,7 +112,8 @@ std::string where(std::string_view origin, const toml::node& n) {
 status flatten(const toml::table& t, const std::string& prefix, std::string_view origin,
                config_map& out) {
   for (const auto& [k, node] : t) {
-    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    const std::string key =
+        prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (node.is_table()) {
       SLUICE_TRY(flatten(*node.as_table(), key, origin, out));
       continue;
@@ -253,7 +267,9 @@ result<broker_config> make_broker_config(config_map static_values,
     return *detail::broker_value(b, *s).value;
   };
   auto i64 = [&](std::string_view key) { return std::get<int64_t>(get(key)); };
-  auto i32 = [&](std::string_view key) { return static_cast<int32_t>(std::get<int64_t>(get(key))); };
+  auto i32 = [&](std::string_view key) {
+    return static_cast<int32_t>(std::get<int64_t>(get(key)));
+  };
   auto flag = [&](std::string_view key) { return std::get<bool>(get(key)); };
   auto list = [&](std::string_view key) -> const std::vector<std::string>& {
     return std::get<std::vector<std::string>>(get(key));
@@ -324,8 +340,9 @@ std::string render_help() {
   for (const auto& s : all_settings()) {
     std::string head = "  --" + std::string(s.name) + " " + std::string(value_type_name(s.type));
     out += head + "\n";
-    std::string facts = "default: " + (s.default_text.empty() ? std::string("(empty)")
-                                                              : "\"" + std::string(s.default_text) + "\"");
+    std::string facts =
+        "default: " + (s.default_text.empty() ? std::string("(empty)")
+                                              : "\"" + std::string(s.default_text) + "\"");
     switch (s.type) {
       case value_type::int16:
       case value_type::int32:

@@ -42,10 +42,10 @@ struct host_port {
 
 struct broker_config {
   int32_t node_id = 0;
-  host_port listener;               // listeners (one PLAINTEXT listener)
-  host_port advertised_listener;    // advertised.listeners, or the listener when unset
-  std::string data_dir;             // log.dirs (exactly one directory)
-  int32_t num_io_threads = 0;       // resolved: 0 in the file means one per core
+  host_port listener;             // listeners (one PLAINTEXT listener)
+  host_port advertised_listener;  // advertised.listeners, or the listener when unset
+  std::string data_dir;           // log.dirs (exactly one directory)
+  int32_t num_io_threads = 0;     // resolved: 0 in the file means one per core
   int32_t socket_request_max_bytes = 0;
   int64_t connections_max_idle_ms = 0;
   int32_t max_connections = 0;

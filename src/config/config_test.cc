@@ -1,5 +1,3 @@
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +6,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "base/crc32c.h"
 #include "base/limits.h"
@@ -42,7 +42,8 @@ void expect_refused(const R& r, const std::string& key) {
 class temp_dir {
  public:
   temp_dir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "sluice_config_XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "sluice_config_XXXXXX").string();
     SLUICE_ASSERT(mkdtemp(pattern.data()) != nullptr, "mkdtemp");
     path_ = pattern;
   }
@@ -118,11 +119,14 @@ TEST(schema, parse_value_by_type) {
                  "unclean.leader.election.enable");
   const setting& ratio = *find_topic_setting("min.cleanable.dirty.ratio");
   EXPECT_DOUBLE_EQ(std::get<double>(*parse_value(ratio, "r", "0.25")), 0.25);
-  expect_refused(parse_value(ratio, "min.cleanable.dirty.ratio", "1.5"), "min.cleanable.dirty.ratio");
-  expect_refused(parse_value(ratio, "min.cleanable.dirty.ratio", "nan"), "min.cleanable.dirty.ratio");
+  expect_refused(parse_value(ratio, "min.cleanable.dirty.ratio", "1.5"),
+                 "min.cleanable.dirty.ratio");
+  expect_refused(parse_value(ratio, "min.cleanable.dirty.ratio", "nan"),
+                 "min.cleanable.dirty.ratio");
   const setting& ts = *find_topic_setting("message.timestamp.type");
   EXPECT_EQ(std::get<std::string>(*parse_value(ts, "t", "LogAppendTime")), "LogAppendTime");
-  expect_refused(parse_value(ts, "message.timestamp.type", "logappendtime"), "message.timestamp.type");
+  expect_refused(parse_value(ts, "message.timestamp.type", "logappendtime"),
+                 "message.timestamp.type");
   const setting& policy = *find_topic_setting("cleanup.policy");
   EXPECT_EQ(std::get<std::vector<std::string>>(*parse_value(policy, "c", "compact, delete")),
             (std::vector<std::string>{"compact", "delete"}));
@@ -251,9 +255,9 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
   expect_refused(load({"--listeners", "a:1,b:2"}), "listeners");
-  expect_refused(load({"--group.min.session.timeout.ms", "60000", "--group.max.session.timeout.ms",
-                       "1000"}),
-                 "group.min.session.timeout.ms");
+  expect_refused(
+      load({"--group.min.session.timeout.ms", "60000", "--group.max.session.timeout.ms", "1000"}),
+      "group.min.session.timeout.ms");
   expect_refused(load({"--log.cleaner.min.compaction.lag.ms", "10",
                        "--log.cleaner.max.compaction.lag.ms", "5"}),
                  "log.cleaner.min.compaction.lag.ms");
@@ -317,7 +321,7 @@ TEST(topic_config, overrides_over_broker_defaults) {
   EXPECT_EQ(o->size(), 3u);
   topic_config t = effective_topic_config(*b, *o);
   EXPECT_EQ(t.retention_ms, 1000);
-  EXPECT_EQ(t.segment_bytes, 1048576);          // the broker's static value
+  EXPECT_EQ(t.segment_bytes, 1048576);                  // the broker's static value
   EXPECT_EQ(t.segment_ms, limits::default_segment_ms);  // the default
   EXPECT_TRUE(t.cleanup_compact);
   EXPECT_FALSE(t.cleanup_delete);
@@ -338,8 +342,8 @@ TEST(topic_config, create_configs_refused_naming_key) {
                  "max.message.bytes");
   expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"compression.type", "brotli"}}),
                  "compression.type");
-  expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"retention.ms", "1"},
-                                                                   {"retention.ms", "2"}}),
+  expect_refused(make_topic_overrides(
+                     b, std::vector<config_entry>{{"retention.ms", "1"}, {"retention.ms", "2"}}),
                  "retention.ms");
   expect_refused(make_topic_overrides(b, std::vector<config_entry>{{"min.compaction.lag.ms", "10"},
                                                                    {"max.compaction.lag.ms", "5"}}),
@@ -375,10 +379,10 @@ TEST(topic_config, incremental_set_delete_append_subtract) {
   EXPECT_EQ(std::get<std::vector<std::string>>(*sub->find("cleanup.policy")),
             (std::vector<std::string>{"compact"}));
   // Subtracting the last policy leaves an impossible empty list.
-  expect_refused(alter_topic_overrides(b, *sub,
-                                       std::vector<alter_request>{
-                                           {"cleanup.policy", alter_op::subtract, "compact"}}),
-                 "cleanup.policy");
+  expect_refused(
+      alter_topic_overrides(
+          b, *sub, std::vector<alter_request>{{"cleanup.policy", alter_op::subtract, "compact"}}),
+      "cleanup.policy");
   // append on a non-list, a bad item, a missing value, a duplicate key.
   expect_refused(alter_topic_overrides(
                      b, {}, std::vector<alter_request>{{"retention.ms", alter_op::append, "5"}}),
@@ -386,13 +390,14 @@ TEST(topic_config, incremental_set_delete_append_subtract) {
   expect_refused(alter_topic_overrides(
                      b, {}, std::vector<alter_request>{{"cleanup.policy", alter_op::append, "x"}}),
                  "cleanup.policy");
+  expect_refused(
+      alter_topic_overrides(
+          b, {}, std::vector<alter_request>{{"segment.ms", alter_op::set, std::nullopt}}),
+      "segment.ms");
   expect_refused(alter_topic_overrides(
-                     b, {}, std::vector<alter_request>{{"segment.ms", alter_op::set, std::nullopt}}),
-                 "segment.ms");
-  expect_refused(alter_topic_overrides(b, {},
-                                       std::vector<alter_request>{
-                                           {"segment.ms", alter_op::set, "5"},
-                                           {"segment.ms", alter_op::remove, std::nullopt}}),
+                     b, {},
+                     std::vector<alter_request>{{"segment.ms", alter_op::set, "5"},
+                                                {"segment.ms", alter_op::remove, std::nullopt}}),
                  "segment.ms");
   // A refused request changes nothing: the input map is untouched.
   EXPECT_EQ(current.find("retention.ms") != nullptr, true);
@@ -468,12 +473,12 @@ TEST(topic_config, describe_sources_and_synonyms) {
 
 TEST(topic_config, broker_alter_refuses_static_settings) {
   broker_config b = defaults();
-  expect_refused(alter_broker_config(b, false,
-                                     std::vector<alter_request>{{"log.dirs", alter_op::set, "/x"}}),
-                 "log.dirs");
-  expect_refused(alter_broker_config(
-                     b, true, std::vector<alter_request>{{"log.roll.ms", alter_op::set, "0"}}),
-                 "log.roll.ms");
+  expect_refused(
+      alter_broker_config(b, false, std::vector<alter_request>{{"log.dirs", alter_op::set, "/x"}}),
+      "log.dirs");
+  expect_refused(
+      alter_broker_config(b, true, std::vector<alter_request>{{"log.roll.ms", alter_op::set, "0"}}),
+      "log.roll.ms");
 }
 
 // ---- Persisted overrides ------------------------------------------------------
@@ -557,12 +562,12 @@ TEST(overrides_file, corrupt_file_errors) {
   expect_corrupt(sealed("sluice-config-overrides 1 topic\nsegment.ms=5\nsegment.ms=6\n"),
                  "set twice");
   expect_corrupt(sealed("sluice-config-overrides 2 topic\n"), "header");
-  EXPECT_TRUE(parse_overrides(overrides_kind::topic,
-                              sealed("sluice-config-overrides 1 topic\n"), "t")
-                  .ok());
-  EXPECT_FALSE(parse_overrides(overrides_kind::broker,
-                               sealed("sluice-config-overrides 1 topic\n"), "t")
-                   .ok());
+  EXPECT_TRUE(
+      parse_overrides(overrides_kind::topic, sealed("sluice-config-overrides 1 topic\n"), "t")
+          .ok());
+  EXPECT_FALSE(
+      parse_overrides(overrides_kind::broker, sealed("sluice-config-overrides 1 topic\n"), "t")
+          .ok());
 }
 
 }  // namespace

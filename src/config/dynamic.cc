@@ -22,8 +22,10 @@ sourced_value broker_value(const broker_config& b, const setting& s) {
 
 status check_topic_consistency(const topic_config& t, bool topic_level) {
   if (t.min_compaction_lag_ms > t.max_compaction_lag_ms) {
-    const char* min_key = topic_level ? "min.compaction.lag.ms" : "log.cleaner.min.compaction.lag.ms";
-    const char* max_key = topic_level ? "max.compaction.lag.ms" : "log.cleaner.max.compaction.lag.ms";
+    const char* min_key =
+        topic_level ? "min.compaction.lag.ms" : "log.cleaner.min.compaction.lag.ms";
+    const char* max_key =
+        topic_level ? "max.compaction.lag.ms" : "log.cleaner.max.compaction.lag.ms";
     return status(errc::invalid_config,
                   std::string(min_key) + ": " + std::to_string(t.min_compaction_lag_ms) +
                       " is above " + max_key + " " + std::to_string(t.max_compaction_lag_ms));
@@ -82,12 +84,16 @@ std::string suggestion(std::string_view key, bool topic) {
 namespace {
 
 error unknown_topic_key(std::string_view key) {
-  return error{errc::invalid_config, std::string(key) + ": unknown topic config" +
-                                         detail::suggestion(key, true)};
+  return error{errc::invalid_config,
+               std::string(key) + ": unknown topic config" + detail::suggestion(key, true)};
 }
 
-int64_t as_int(const config_value& v) { return std::get<int64_t>(v); }
-int32_t as_int32(const config_value& v) { return static_cast<int32_t>(std::get<int64_t>(v)); }
+int64_t as_int(const config_value& v) {
+  return std::get<int64_t>(v);
+}
+int32_t as_int32(const config_value& v) {
+  return static_cast<int32_t>(std::get<int64_t>(v));
+}
 
 template <class Lookup>
 topic_config build_topic_config(const Lookup& get) {
@@ -176,8 +182,8 @@ status apply_op(const setting& s, const alter_request& op, const config_value& e
       return {};
     }
   }
-  return status(errc::invalid_config, key + ": unknown operation " +
-                                          std::to_string(static_cast<int>(op.op)));
+  return status(errc::invalid_config,
+                key + ": unknown operation " + std::to_string(static_cast<int>(op.op)));
 }
 
 status check_no_duplicates(std::span<const alter_request> ops) {
@@ -190,8 +196,8 @@ status check_no_duplicates(std::span<const alter_request> ops) {
   return {};
 }
 
-described_config describe_one(const setting& s, std::string name,
-                              std::vector<config_synonym> chain, bool read_only) {
+described_config describe_one(const setting& s, std::string name, std::vector<config_synonym> chain,
+                              bool read_only) {
   SLUICE_ASSERT(!chain.empty(), "a setting always has a default");
   described_config d;
   d.name = std::move(name);
@@ -231,12 +237,18 @@ std::vector<config_synonym> broker_chain(const broker_config& b, const setting& 
 
 std::string_view compression_type_name(compression_type c) {
   switch (c) {
-    case compression_type::producer: return "producer";
-    case compression_type::uncompressed: return "uncompressed";
-    case compression_type::gzip: return "gzip";
-    case compression_type::snappy: return "snappy";
-    case compression_type::lz4: return "lz4";
-    case compression_type::zstd: return "zstd";
+    case compression_type::producer:
+      return "producer";
+    case compression_type::uncompressed:
+      return "uncompressed";
+    case compression_type::gzip:
+      return "gzip";
+    case compression_type::snappy:
+      return "snappy";
+    case compression_type::lz4:
+      return "lz4";
+    case compression_type::zstd:
+      return "zstd";
   }
   return "unknown";
 }
@@ -247,12 +259,18 @@ std::string_view timestamp_type_name(timestamp_type t) {
 
 std::string_view config_source_name(config_source s) {
   switch (s) {
-    case config_source::unknown: return "UNKNOWN";
-    case config_source::dynamic_topic_config: return "DYNAMIC_TOPIC_CONFIG";
-    case config_source::dynamic_broker_config: return "DYNAMIC_BROKER_CONFIG";
-    case config_source::dynamic_default_broker_config: return "DYNAMIC_DEFAULT_BROKER_CONFIG";
-    case config_source::static_broker_config: return "STATIC_BROKER_CONFIG";
-    case config_source::default_config: return "DEFAULT_CONFIG";
+    case config_source::unknown:
+      return "UNKNOWN";
+    case config_source::dynamic_topic_config:
+      return "DYNAMIC_TOPIC_CONFIG";
+    case config_source::dynamic_broker_config:
+      return "DYNAMIC_BROKER_CONFIG";
+    case config_source::dynamic_default_broker_config:
+      return "DYNAMIC_DEFAULT_BROKER_CONFIG";
+    case config_source::static_broker_config:
+      return "STATIC_BROKER_CONFIG";
+    case config_source::default_config:
+      return "DEFAULT_CONFIG";
   }
   return "UNKNOWN";
 }

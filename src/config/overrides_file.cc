@@ -94,7 +94,8 @@ result<config_map> parse_overrides(overrides_kind kind, std::string_view text,
     if (eq == std::string_view::npos || eq == 0) return corrupt(line, "expected key=value");
     const std::string key(entry.substr(0, eq));
     const setting* s = lookup(kind, key);
-    if (s == nullptr) return corrupt(line, key + ": unknown " + std::string(kind_name(kind)) + " config");
+    if (s == nullptr)
+      return corrupt(line, key + ": unknown " + std::string(kind_name(kind)) + " config");
     if (out.find(key) != nullptr) return corrupt(line, key + ": set twice");
     auto v = parse_value(*s, key, entry.substr(eq + 1));
     if (!v.ok()) return corrupt(line, v.err().message);

@@ -20,7 +20,7 @@ constexpr int64_t i64_max = std::numeric_limits<int64_t>::max();
 
 constexpr std::array<std::string_view, 2> cleanup_policies = {"compact", "delete"};
 constexpr std::array<std::string_view, 6> compression_types = {"uncompressed", "zstd", "lz4",
-                                                               "snappy", "gzip", "producer"};
+                                                               "snappy",       "gzip", "producer"};
 constexpr std::array<std::string_view, 2> timestamp_types = {"CreateTime", "LogAppendTime"};
 
 // Splits "host:port" or "[v6]:port"; nullopt when it is not that shape.
@@ -73,9 +73,8 @@ std::optional<std::string> check_path(const config_value& v) {
 }
 
 // Row builders keep the table below readable.
-setting int_row(std::string_view name, std::string_view topic, value_type t,
-                std::string_view def, int64_t lo, int64_t hi, bool dynamic,
-                std::string_view doc) {
+setting int_row(std::string_view name, std::string_view topic, value_type t, std::string_view def,
+                int64_t lo, int64_t hi, bool dynamic, std::string_view doc) {
   setting s{};
   s.name = name;
   s.topic_name = topic;
@@ -88,8 +87,8 @@ setting int_row(std::string_view name, std::string_view topic, value_type t,
   return s;
 }
 
-setting bool_row(std::string_view name, std::string_view topic, std::string_view def,
-                 bool dynamic, std::string_view doc) {
+setting bool_row(std::string_view name, std::string_view topic, std::string_view def, bool dynamic,
+                 std::string_view doc) {
   setting s{};
   s.name = name;
   s.topic_name = topic;
@@ -100,10 +99,9 @@ setting bool_row(std::string_view name, std::string_view topic, std::string_view
   return s;
 }
 
-setting text_row(std::string_view name, std::string_view topic, value_type t,
-                 std::string_view def, std::span<const std::string_view> allowed,
-                 size_t min_items, size_t max_items, value_check check, bool dynamic,
-                 std::string_view doc) {
+setting text_row(std::string_view name, std::string_view topic, value_type t, std::string_view def,
+                 std::span<const std::string_view> allowed, size_t min_items, size_t max_items,
+                 value_check check, bool dynamic, std::string_view doc) {
   setting s{};
   s.name = name;
   s.topic_name = topic;
@@ -141,9 +139,9 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("num.io.threads", "", vt::int32, "0", 0, limits::max_io_threads, false,
                       "I/O threads, each owning its connections; 0: one per core."));
   // ---- Network limits.
-  s.push_back(int_row("socket.request.max.bytes", "", vt::int32,
-                      "104857600", 1, limits::max_socket_request_max_bytes,
-                      false, "Largest request frame; a larger one closes the connection."));
+  s.push_back(int_row("socket.request.max.bytes", "", vt::int32, "104857600", 1,
+                      limits::max_socket_request_max_bytes, false,
+                      "Largest request frame; a larger one closes the connection."));
   s.push_back(int_row("connections.max.idle.ms", "", vt::int64, "600000", 1, i64_max, false,
                       "Idle connections are closed after this long."));
   s.push_back(int_row("max.connections", "", vt::int32, "10000", 1,
@@ -162,8 +160,8 @@ std::vector<setting> make_schema() {
                       "Replication factor of an auto-created topic (1 until replication)."));
   s.push_back(bool_row("delete.topic.enable", "", "true", false, "Allow DeleteTopics."));
   // ---- Broker defaults of topic settings.
-  s.push_back(text_row("log.cleanup.policy", "cleanup.policy", vt::list, "delete",
-                       cleanup_policies, 1, 2, nullptr, true,
+  s.push_back(text_row("log.cleanup.policy", "cleanup.policy", vt::list, "delete", cleanup_policies,
+                       1, 2, nullptr, true,
                        "delete old segments, compact to the newest value per key, or both."));
   s.push_back(text_row("compression.type", "compression.type", vt::enumeration, "producer",
                        compression_types, 0, 0, nullptr, true,
@@ -171,9 +169,8 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("log.cleaner.delete.retention.ms", "delete.retention.ms", vt::int64,
                       "86400000", 0, i64_max, true,
                       "Tombstones are kept this long after compaction reaches them."));
-  s.push_back(int_row("log.segment.delete.delay.ms", "file.delete.delay.ms", vt::int64, "60000",
-                      0, i64_max, true,
-                      "Delay between retiring a segment and removing its files."));
+  s.push_back(int_row("log.segment.delete.delay.ms", "file.delete.delay.ms", vt::int64, "60000", 0,
+                      i64_max, true, "Delay between retiring a segment and removing its files."));
   s.push_back(int_row("log.flush.interval.messages", "flush.messages", vt::int64,
                       "9223372036854775807", 1, i64_max, true,
                       "fsync at least every this many messages, whatever the acks."));
@@ -201,14 +198,14 @@ std::vector<setting> make_schema() {
     r.doc = "Dirty share of a log above which it is compacted.";
     s.push_back(r);
   }
-  s.push_back(int_row("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", vt::int64,
-                      "0", 0, i64_max, true, "Shortest a record stays uncompacted."));
+  s.push_back(int_row("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", vt::int64, "0",
+                      0, i64_max, true, "Shortest a record stays uncompacted."));
   s.push_back(int_row("min.insync.replicas", "min.insync.replicas", vt::int32, "1", 1, i32_max,
                       true, "Replicas that must have a batch for acks=all."));
-  s.push_back(int_row("log.retention.bytes", "retention.bytes", vt::int64, "-1", -1, i64_max,
-                      true, "Size a partition is cut back to by deleting old segments; -1: none."));
-  s.push_back(int_row("log.retention.ms", "retention.ms", vt::int64, "604800000", -1, i64_max,
-                      true, "Age past which closed segments are deleted; -1: forever."));
+  s.push_back(int_row("log.retention.bytes", "retention.bytes", vt::int64, "-1", -1, i64_max, true,
+                      "Size a partition is cut back to by deleting old segments; -1: none."));
+  s.push_back(int_row("log.retention.ms", "retention.ms", vt::int64, "604800000", -1, i64_max, true,
+                      "Age past which closed segments are deleted; -1: forever."));
   s.push_back(int_row("log.segment.bytes", "segment.bytes", vt::int32, "1073741824", seg_min,
                       seg_max, true, "Size at which a new segment is rolled."));
   s.push_back(int_row("log.index.size.max.bytes", "segment.index.bytes", vt::int32, "10485760",
@@ -216,15 +213,15 @@ std::vector<setting> make_schema() {
                       "Size of a segment's index files; a full index rolls the segment."));
   s.push_back(int_row("log.roll.ms", "segment.ms", vt::int64, "604800000", 1, i64_max, true,
                       "Age at which a new segment is rolled."));
-  s.push_back(bool_row("unclean.leader.election.enable", "unclean.leader.election.enable",
-                       "false", true, "Allow an out-of-sync replica to become leader."));
+  s.push_back(bool_row("unclean.leader.election.enable", "unclean.leader.election.enable", "false",
+                       true, "Allow an out-of-sync replica to become leader."));
   s.push_back(bool_row("sluice.log.fsync.enable", "sluice.fsync.enable", "true", true,
                        "Answer acks=all only after fsync; false trades durability for speed."));
   // ---- Background log work.
-  s.push_back(int_row("log.retention.check.interval.ms", "", vt::int64, "300000", 1, i64_max,
-                      false, "How often retention looks for segments to delete."));
-  s.push_back(int_row("log.flush.offset.checkpoint.interval.ms", "", vt::int32, "60000", 0,
-                      i32_max, false, "How often the recovery-point checkpoint is written."));
+  s.push_back(int_row("log.retention.check.interval.ms", "", vt::int64, "300000", 1, i64_max, false,
+                      "How often retention looks for segments to delete."));
+  s.push_back(int_row("log.flush.offset.checkpoint.interval.ms", "", vt::int32, "60000", 0, i32_max,
+                      false, "How often the recovery-point checkpoint is written."));
   s.push_back(int_row("sluice.max.open.segment.files", "", vt::int32, "1024", 1,
                       limits::max_open_segment_files_upper_bound, false,
                       "Open segment files; idle ones are closed beyond this."));
@@ -240,12 +237,12 @@ std::vector<setting> make_schema() {
   // ---- Consumer groups.
   s.push_back(int_row("group.min.session.timeout.ms", "", vt::int32, "6000", 1, i32_max, false,
                       "Shortest session timeout a member may ask for."));
-  s.push_back(int_row("group.max.session.timeout.ms", "", vt::int32, "1800000", 1, i32_max,
-                      false, "Longest session timeout a member may ask for."));
+  s.push_back(int_row("group.max.session.timeout.ms", "", vt::int32, "1800000", 1, i32_max, false,
+                      "Longest session timeout a member may ask for."));
   s.push_back(int_row("group.max.size", "", vt::int32, "10000", 1, limits::max_group_size, false,
                       "Members per group (Kafka: unbounded)."));
-  s.push_back(int_row("group.initial.rebalance.delay.ms", "", vt::int32, "3000", 0, i32_max,
-                      false, "Wait for more members before the first rebalance of a group."));
+  s.push_back(int_row("group.initial.rebalance.delay.ms", "", vt::int32, "3000", 0, i32_max, false,
+                      "Wait for more members before the first rebalance of a group."));
   s.push_back(int_row("offsets.topic.num.partitions", "", vt::int32, "50", 1,
                       limits::max_partitions_per_topic, false,
                       "Partitions of __consumer_offsets (fixed once it exists)."));
@@ -267,7 +264,9 @@ const std::vector<setting>& schema() {
   return rows;
 }
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
 
 error bad(std::string_view key, const std::string& what) {
   return error{errc::invalid_config, std::string(key) + ": " + what};
@@ -280,9 +279,8 @@ std::string_view trim(std::string_view s) {
 }
 
 bool has_control_char(std::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-  });
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 std::string join_allowed(std::span<const std::string_view> allowed) {
@@ -298,14 +296,22 @@ std::string join_allowed(std::span<const std::string_view> allowed) {
 
 std::string_view value_type_name(value_type t) {
   switch (t) {
-    case value_type::boolean: return "bool";
-    case value_type::int16: return "int16";
-    case value_type::int32: return "int32";
-    case value_type::int64: return "int64";
-    case value_type::float64: return "double";
-    case value_type::string: return "string";
-    case value_type::list: return "list";
-    case value_type::enumeration: return "enum";
+    case value_type::boolean:
+      return "bool";
+    case value_type::int16:
+      return "int16";
+    case value_type::int32:
+      return "int32";
+    case value_type::int64:
+      return "int64";
+    case value_type::float64:
+      return "double";
+    case value_type::string:
+      return "string";
+    case value_type::list:
+      return "list";
+    case value_type::enumeration:
+      return "enum";
   }
   return "unknown";
 }
@@ -314,14 +320,22 @@ int8_t kafka_config_type(value_type t) {
   // Kafka's DescribeConfigsResponse ConfigType: BOOLEAN=1, STRING=2, INT=3,
   // SHORT=4, LONG=5, DOUBLE=6, LIST=7.
   switch (t) {
-    case value_type::boolean: return 1;
-    case value_type::string: return 2;
-    case value_type::enumeration: return 2;
-    case value_type::int32: return 3;
-    case value_type::int16: return 4;
-    case value_type::int64: return 5;
-    case value_type::float64: return 6;
-    case value_type::list: return 7;
+    case value_type::boolean:
+      return 1;
+    case value_type::string:
+      return 2;
+    case value_type::enumeration:
+      return 2;
+    case value_type::int32:
+      return 3;
+    case value_type::int16:
+      return 4;
+    case value_type::int64:
+      return 5;
+    case value_type::float64:
+      return 6;
+    case value_type::list:
+      return 7;
   }
   return 0;
 }
@@ -350,7 +364,9 @@ std::string format_value(const config_value& v) {
   return std::visit(visitor{}, v);
 }
 
-std::span<const setting> all_settings() { return schema(); }
+std::span<const setting> all_settings() {
+  return schema();
+}
 
 const setting* find_broker_setting(std::string_view name) {
   for (const auto& s : schema()) {
@@ -389,8 +405,8 @@ const config_value& default_value(const setting& s) {
 
 result<config_value> parse_value(const setting& s, std::string_view key, std::string_view text) {
   if (text.size() > limits::max_config_value_bytes) {
-    return bad(key, "value longer than " + std::to_string(limits::max_config_value_bytes) +
-                        " bytes");
+    return bad(key,
+               "value longer than " + std::to_string(limits::max_config_value_bytes) + " bytes");
   }
   if (has_control_char(text)) return bad(key, "value contains a control character");
   const std::string_view t = trim(text);
@@ -466,7 +482,8 @@ status check_value(const setting& s, std::string_view key, const config_value& v
     case value_type::int16:
     case value_type::int32:
     case value_type::int64: {
-      if (!std::holds_alternative<int64_t>(v)) return bad(key, "expected an integer (" + type_name + ")");
+      if (!std::holds_alternative<int64_t>(v))
+        return bad(key, "expected an integer (" + type_name + ")");
       int64_t i = std::get<int64_t>(v);
       if (i < s.int_min || i > s.int_max) {
         return bad(key, std::to_string(i) + " is out of range [" + std::to_string(s.int_min) +
@@ -502,8 +519,8 @@ status check_value(const setting& s, std::string_view key, const config_value& v
       }
       const auto& items = std::get<std::vector<std::string>>(v);
       if (format_value(v).size() > limits::max_config_value_bytes) {
-        return bad(key, "list longer than " + std::to_string(limits::max_config_value_bytes) +
-                            " bytes");
+        return bad(key,
+                   "list longer than " + std::to_string(limits::max_config_value_bytes) + " bytes");
       }
       for (size_t i = 0; i < items.size(); ++i) {
         const auto& item = items[i];

@@ -31,10 +31,10 @@ enum class value_type : uint8_t {
   int16,
   int32,
   int64,
-  float64,     // Kafka's DOUBLE
+  float64,  // Kafka's DOUBLE
   string,
-  list,        // comma-separated strings on the wire and the command line
-  enumeration, // one string out of `allowed`
+  list,         // comma-separated strings on the wire and the command line
+  enumeration,  // one string out of `allowed`
 };
 
 std::string_view value_type_name(value_type t);  // "bool", "int32", ... as shown in --help

@@ -11,7 +11,7 @@
 namespace sluice::config {
 
 enum class compression_type : uint8_t {
-  producer,      // keep whatever codec the producer used (Kafka's default)
+  producer,  // keep whatever codec the producer used (Kafka's default)
   uncompressed,
   gzip,
   snappy,
@@ -32,19 +32,19 @@ struct topic_config {
   bool cleanup_delete = true;
   bool cleanup_compact = false;
   compression_type compression = compression_type::producer;
-  int64_t delete_retention_ms = 0;    // tombstones kept this long after cleaning
-  int64_t file_delete_delay_ms = 0;   // renamed segment files removed after this
-  int64_t flush_messages = 0;         // fsync at least every N messages
-  int64_t flush_ms = 0;               // fsync at least every N ms
-  int32_t index_interval_bytes = 0;   // one offset index entry per this much log
+  int64_t delete_retention_ms = 0;   // tombstones kept this long after cleaning
+  int64_t file_delete_delay_ms = 0;  // renamed segment files removed after this
+  int64_t flush_messages = 0;        // fsync at least every N messages
+  int64_t flush_ms = 0;              // fsync at least every N ms
+  int32_t index_interval_bytes = 0;  // one offset index entry per this much log
   int64_t max_compaction_lag_ms = 0;
-  int32_t max_message_bytes = 0;      // largest record batch accepted
+  int32_t max_message_bytes = 0;  // largest record batch accepted
   timestamp_type message_timestamp_type = timestamp_type::create_time;
   double min_cleanable_dirty_ratio = 0;
   int64_t min_compaction_lag_ms = 0;
   int32_t min_insync_replicas = 0;
-  int64_t retention_bytes = 0;        // -1: no size limit
-  int64_t retention_ms = 0;           // -1: no time limit
+  int64_t retention_bytes = 0;  // -1: no size limit
+  int64_t retention_ms = 0;     // -1: no time limit
   int32_t segment_bytes = 0;
   int32_t segment_index_bytes = 0;
   int64_t segment_ms = 0;
