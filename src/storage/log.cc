@@ -58,6 +58,10 @@ status log::check_writable() const {
 status log::go_offline(const error& e) {
   if (!offline_.exchange(true))
     SLUICE_LOG_ERROR("partition {} offline for writes: {} ({})", name_, e.message, errc_name(e.code));
+  // Waiters pending now learn the cause; later ones get log_offline.
+  std::lock_guard g(waiters_mu_);
+  for (auto& w : waiters_) doomed_.push_back({std::move(w), e});
+  waiters_.clear();
   return status(e);
 }
 

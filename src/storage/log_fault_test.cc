@@ -1,0 +1,251 @@
+// Fault tests through io::fault_fs: torn writes at every byte of the last
+// batch, a flipped bit in a middle batch, failing fsync, a full disk and
+// power loss.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "io/fault_fs.h"
+#include "storage/log.h"
+#include "storage/segment.h"
+#include "storage/test_util.h"
+
+namespace sluice::storage {
+namespace {
+
+using testing::log_env;
+using testing::make_batch;
+using testing::temp_dir;
+
+struct written {
+  offset base, last;
+  std::vector<std::byte> bytes;
+  uint64_t pos;  // in its segment file
+};
+
+std::shared_ptr<log> open_log(log_env& env, const std::string& dir, log_config cfg = {}) {
+  auto r = log::open(env.ctx(), dir, "p-0", cfg);
+  EXPECT_TRUE(r.ok()) << r.err().message;
+  return r.ok() ? *r : nullptr;
+}
+
+std::vector<written> append_n(log& l, int n, uint32_t seed, uint64_t pos = 0) {
+  std::vector<written> out;
+  for (int i = 0; i < n; ++i) {
+    auto b = make_batch(1 + i % 3, 40, seed + static_cast<uint32_t>(i));
+    auto r = l.append(b, leader_epoch(1));
+    EXPECT_TRUE(r.ok()) << r.err().message;
+    out.push_back({r->base, r->last, b, pos});
+    pos += b.size();
+  }
+  return out;
+}
+
+std::vector<std::byte> concat(const std::vector<written>& ws) {
+  std::vector<std::byte> out;
+  for (const auto& w : ws) out.insert(out.end(), w.bytes.begin(), w.bytes.end());
+  return out;
+}
+
+std::vector<std::byte> read_everything(log& l) {
+  std::vector<std::byte> out;
+  offset o = l.log_start_offset();
+  while (o < l.log_end_offset()) {
+    auto r = l.read_bytes(o, 1 << 20);
+    EXPECT_TRUE(r.ok());
+    if (!r.ok() || r->empty()) break;
+    out.insert(out.end(), r->begin(), r->end());
+    o = l.read(o, 1 << 20)->next_offset;
+  }
+  return out;
+}
+
+TEST(LogFault, TornWriteAtEveryByteOfTheLastBatch) {
+  temp_dir tmp;
+  const std::string seed_dir = tmp.sub("seed");
+  std::vector<written> before;
+  {
+    log_env env;
+    auto l = open_log(env, seed_dir);
+    before = append_n(*l, 6, 100);
+    // Left without close(): the copies below start from an unclean state.
+  }
+  const auto last = make_batch(3, 40, 999);
+  int runs = 0;
+  for (size_t k = 0; k <= last.size(); ++k, ++runs) {
+    const std::string dir = tmp.sub("run-" + std::to_string(k));
+    std::filesystem::copy(seed_dir, dir);
+    {
+      io::fault_fs ffs(io::filesystem::posix());
+      log_env env(ffs);
+      auto l = open_log(env, dir);
+      ffs.crash_after_bytes(k);
+      auto b = last;
+      auto r = l->append(b, leader_epoch(1));
+      ASSERT_EQ(r.ok(), k == last.size()) << k;
+    }
+    log_env env;
+    auto l = open_log(env, dir);
+    if (k == last.size()) {
+      EXPECT_EQ(l->log_end_offset(), before.back().last + 4);
+      EXPECT_FALSE(l->recovery().truncated);
+      continue;
+    }
+    // Exactly the whole batches before the torn one, bit for bit.
+    EXPECT_EQ(l->log_end_offset(), before.back().last + 1) << k;
+    EXPECT_EQ(read_everything(*l), concat(before)) << k;
+    EXPECT_EQ(l->recovery().truncated, k > 0) << k;
+    if (k > 0) {
+      EXPECT_EQ(l->recovery().bytes_dropped, k);
+      EXPECT_EQ(l->recovery().position, before.back().pos + before.back().bytes.size());
+    }
+    // And the log takes appends again where it was cut.
+    auto again = make_batch(1, 10, 5);
+    auto r = l->append(again, leader_epoch(1));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->base, before.back().last + 1);
+    std::filesystem::remove_all(dir);
+  }
+  EXPECT_EQ(runs, static_cast<int>(last.size()) + 1);
+}
+
+TEST(LogFault, FlippedBitInMiddleBatchStopsRecoveryThere) {
+  temp_dir tmp;
+  const std::string seed_dir = tmp.sub("seed");
+  std::vector<written> ws;
+  {
+    log_env env;
+    auto l = open_log(env, seed_dir);
+    ws = append_n(*l, 10, 7);
+  }
+  const written& victim = ws[5];
+  // Bytes in the length, magic, CRC, CRC-covered header fields and records.
+  for (size_t at : {size_t{9}, size_t{16}, size_t{18}, size_t{22}, size_t{40}, size_t{58}, size_t{61},
+                    victim.bytes.size() / 2, victim.bytes.size() - 1}) {
+    const std::string dir = tmp.sub("flip-" + std::to_string(at));
+    std::filesystem::copy(seed_dir, dir);
+    {
+      auto f = io::filesystem::posix().open(segment_path(dir, offset(0), "log"), io::open_mode::read_write);
+      ASSERT_TRUE(f.ok());
+      std::byte b;
+      ASSERT_TRUE((*f)->pread(&b, 1, victim.pos + at).ok());
+      b ^= std::byte{0x10};
+      ASSERT_TRUE((*f)->pwrite(std::span(&b, 1), victim.pos + at).ok());
+    }
+    log_env env;
+    auto l = open_log(env, dir);
+    EXPECT_EQ(l->log_end_offset(), victim.base) << at;
+    EXPECT_TRUE(l->recovery().truncated) << at;
+    EXPECT_EQ(l->recovery().position, victim.pos) << at;
+    EXPECT_FALSE(l->recovery().reason.empty());
+    std::vector<written> kept(ws.begin(), ws.begin() + 5);
+    EXPECT_EQ(read_everything(*l), concat(kept)) << at;
+  }
+}
+
+TEST(LogFault, FailingFsyncIsAnErrorAndNeverDurable) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  std::vector<written> durable;
+  {
+    log_env env(ffs);
+    auto l = open_log(env, tmp.sub("p-0"));
+    durable = append_n(*l, 3, 1);
+    ASSERT_TRUE(l->wait_durable(durable.back().last).ok());
+    const offset durable_before = l->durable_offset();
+    ffs.fail_syncs(-1);
+    auto more = append_n(*l, 2, 50, durable.back().pos + durable.back().bytes.size());
+    std::atomic<int> failed{0};
+    l->on_durable(more[0].last, [&](const status& st) { failed += st.ok() ? 0 : 1; });
+    status st = l->wait_durable(more.back().last);
+    EXPECT_EQ(st.code(), errc::io_error);
+    EXPECT_EQ(failed.load(), 1);
+    EXPECT_EQ(l->durable_offset(), durable_before);  // never reported durable
+    EXPECT_TRUE(l->offline());
+    auto b = make_batch(1, 10, 1);
+    EXPECT_EQ(l->append(b, leader_epoch(1)).code(), errc::log_offline);
+    EXPECT_EQ(l->wait_durable(more[0].last).code(), errc::log_offline);
+    // Reads of what was written keep working.
+    EXPECT_EQ(l->read_bytes(offset(0), 1)->size(), durable[0].bytes.size());
+    EXPECT_EQ(l->close().code(), errc::log_offline);
+  }
+  ffs.fail_syncs(0);
+  ASSERT_TRUE(ffs.drop_unsynced().ok());  // and then the power goes
+  log_env env;
+  auto l = open_log(env, tmp.sub("p-0"));
+  EXPECT_GE(l->log_end_offset(), durable.back().last + 1);
+  auto all = read_everything(*l);
+  auto want = concat(durable);
+  ASSERT_GE(all.size(), want.size());
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), all.begin()));
+}
+
+TEST(LogFault, FullDiskTakesPartitionOfflineAndKeepsDurableData) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  std::vector<written> durable;
+  {
+    log_env env(ffs);
+    auto l = open_log(env, tmp.sub("p-0"));
+    durable = append_n(*l, 4, 3);
+    ASSERT_TRUE(l->wait_durable(durable.back().last).ok());
+    ffs.set_space_left(100);
+    auto big = make_batch(5, 100, 77);
+    auto r = l->append(big, leader_epoch(1));
+    EXPECT_EQ(r.code(), errc::no_space);
+    EXPECT_TRUE(l->offline());
+    EXPECT_EQ(l->log_end_offset(), durable.back().last + 1);
+    auto small = make_batch(1, 1, 78);
+    EXPECT_EQ(l->append(small, leader_epoch(1)).code(), errc::log_offline);
+    EXPECT_EQ(read_everything(*l), concat(durable));
+  }
+  ffs.set_space_left(std::nullopt);
+  log_env env;
+  auto l = open_log(env, tmp.sub("p-0"));
+  EXPECT_EQ(l->log_end_offset(), durable.back().last + 1);
+  EXPECT_EQ(read_everything(*l), concat(durable));
+  EXPECT_FALSE(l->offline());
+}
+
+TEST(LogFault, PowerLossKeepsEverythingReportedDurable) {
+  temp_dir tmp;
+  log_config cfg = testing::small_config();  // many rolls and checkpoints
+  for (int round = 0; round < 5; ++round) {
+    io::fault_fs ffs(io::filesystem::posix());
+    offset durable_end;
+    std::vector<std::byte> durable_bytes;
+    {
+      log_env env(ffs);
+      auto l = open_log(env, tmp.sub("p-0"), cfg);
+      const offset start = l->log_end_offset();
+      auto ws = append_n(*l, 20 + round * 5, static_cast<uint32_t>(round * 1000));
+      ASSERT_TRUE(l->wait_durable(ws[ws.size() / 2].last).ok());
+      durable_end = l->durable_offset();
+      append_n(*l, 7, 555);  // never waited for
+      // What is durable is whatever was in [start, durable_end).
+      for (offset o = start; o < durable_end;) {
+        auto r = l->read(o, 1 << 20, durable_end);
+        ASSERT_TRUE(r.ok());
+        std::vector<std::byte> buf(r->len);
+        ASSERT_TRUE(r->file->pread(buf.data(), r->len, r->pos).ok());
+        durable_bytes.insert(durable_bytes.end(), buf.begin(), buf.end());
+        o = r->next_offset;
+      }
+      ASSERT_TRUE(ffs.drop_unsynced().ok());
+    }
+    log_env env;
+    auto l = open_log(env, tmp.sub("p-0"), cfg);
+    ASSERT_GE(l->log_end_offset(), durable_end) << round;
+    // Compare the durable part of this round bit for bit.
+    std::vector<std::byte> all = read_everything(*l);
+    ASSERT_GE(all.size(), durable_bytes.size());
+    // The durable bytes of this round are a contiguous run inside `all`.
+    EXPECT_NE(std::search(all.begin(), all.end(), durable_bytes.begin(), durable_bytes.end()), all.end());
+    ASSERT_TRUE(l->truncate_to(durable_end).ok());  // next round starts from the durable end
+    ASSERT_TRUE(l->close().ok());
+  }
+}
+
+}  // namespace
+}  // namespace sluice::storage
