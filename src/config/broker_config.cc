@@ -177,6 +177,11 @@ void append_wrapped(std::string& out, std::string_view text, std::string_view in
 
 }  // namespace
 
+std::string format_host_port(const host_port& hp) {
+  const bool v6 = hp.host.find(':') != std::string::npos;
+  return (v6 ? "[" + hp.host + "]" : hp.host) + ":" + std::to_string(hp.port);
+}
+
 result<serve_args> parse_serve_args(std::span<const std::string> args) {
   serve_args out;
   for (size_t i = 0; i < args.size(); ++i) {

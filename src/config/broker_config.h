@@ -40,6 +40,9 @@ struct host_port {
   bool operator==(const host_port&) const = default;
 };
 
+// "host:port", with brackets around an IPv6 host: "[::1]:9092".
+std::string format_host_port(const host_port& hp);
+
 struct broker_config {
   int32_t node_id = 0;
   host_port listener;             // listeners (one PLAINTEXT listener)

@@ -220,6 +220,19 @@ TEST(broker_config, command_line_overrides_win_over_file) {
   EXPECT_EQ(b->static_values.size(), 3u);
 }
 
+TEST(broker_config, listener_forms) {
+  auto v6 = load({"--listeners", "PLAINTEXT://[::1]:0", "--advertised.listeners", "kafka.lan:9092",
+                  "--sluice.metrics.listener", ""});
+  ASSERT_TRUE(v6.ok()) << v6.err().message;
+  EXPECT_EQ(v6->listener, (host_port{"::1", 0}));
+  EXPECT_EQ(format_host_port(v6->listener), "[::1]:0");
+  EXPECT_EQ(format_host_port(v6->advertised_listener), "kafka.lan:9092");
+  EXPECT_FALSE(v6->metrics_listener.has_value());
+  auto any = load({"--listeners", "PLAINTEXT://:9093"});
+  ASSERT_TRUE(any.ok()) << any.err().message;
+  EXPECT_EQ(any->listener, (host_port{"0.0.0.0", 9093}));
+}
+
 TEST(broker_config, unknown_key_refused_naming_it) {
   expect_refused(load({"--log.retension.ms", "5"}), "log.retension.ms");
   auto typo = load({"--log.retension.ms", "5"});
@@ -255,6 +268,8 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
   expect_refused(load({"--listeners", "a:1,b:2"}), "listeners");
+  expect_refused(load({"--listeners", "::1:9092"}), "listeners");
+  expect_refused(load({"--sluice.metrics.listener", "localhost"}), "sluice.metrics.listener");
   expect_refused(
       load({"--group.min.session.timeout.ms", "60000", "--group.max.session.timeout.ms", "1000"}),
       "group.min.session.timeout.ms");
