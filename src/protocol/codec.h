@@ -157,6 +157,9 @@ class writer {
   void write_uuid(const uuid& v) { write_raw(v); }
   void write_uvarint(uint32_t v);
   void write_uvarlong(uint64_t v);
+  // Zig-zag signed varints (inside records): 0, -1, 1, -2 -> 0, 1, 2, 3.
+  void write_varint(int32_t v) { write_uvarint((static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31)); }
+  void write_varlong(int64_t v) { write_uvarlong((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
   void write_raw(std::span<const uint8_t> bytes) { buf_.insert(buf_.end(), bytes.begin(), bytes.end()); }
 
   void write_string(std::string_view s, bool flex);
@@ -229,6 +232,14 @@ class reader {
   uuid read_uuid();
   uint32_t read_uvarint();
   uint64_t read_uvarlong();
+  int32_t read_varint() {
+    const uint32_t u = read_uvarint();
+    return static_cast<int32_t>((u >> 1) ^ (0u - (u & 1)));
+  }
+  int64_t read_varlong() {
+    const uint64_t u = read_uvarlong();
+    return static_cast<int64_t>((u >> 1) ^ (0ull - (u & 1)));
+  }
   std::span<const uint8_t> read_raw(size_t n);
 
   std::string read_string(bool flex);

@@ -1,0 +1,220 @@
+#include "protocol/records/record_batch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/crc32c.h"
+#include "base/endian.h"
+#include "protocol/codec.h"
+
+namespace sluice::protocol::records {
+
+namespace {
+
+// The smallest encoded record: length, attributes, timestamp delta, offset
+// delta, key length, value length and header count, one byte each.
+constexpr size_t min_record_bytes = 7;
+
+error corrupt(std::string what) { return error{errc::corrupt_data, "record batch: " + std::move(what)}; }
+
+std::optional<std::span<const uint8_t>> read_varbytes(reader& r) {
+  const int32_t n = r.read_varint();
+  if (!r.ok()) return std::nullopt;
+  if (n < -1) {
+    r.fail("negative length in a record");
+    return std::nullopt;
+  }
+  if (n == -1) return std::nullopt;
+  return r.read_raw(static_cast<size_t>(n));
+}
+
+void write_varbytes(writer& w, const std::optional<std::vector<uint8_t>>& b) {
+  if (!b) {
+    w.write_varint(-1);
+    return;
+  }
+  w.write_varint(static_cast<int32_t>(b->size()));
+  w.write_raw(*b);
+}
+
+}  // namespace
+
+bool record_header::operator==(const record_header& o) const {
+  auto eq = [](std::span<const uint8_t> a, std::span<const uint8_t> b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+  };
+  if (!eq(key, o.key) || value.has_value() != o.value.has_value()) return false;
+  return !value || eq(*value, *o.value);
+}
+
+result<batch_header> read_batch_header(std::span<const uint8_t> b) {
+  if (b.size() < batch_header_bytes) return corrupt("shorter than the 61-byte header");
+  batch_header h;
+  h.base_offset = load_be<int64_t>(b.data());
+  h.batch_length = load_be<int32_t>(b.data() + 8);
+  h.partition_leader_epoch = load_be<int32_t>(b.data() + 12);
+  h.magic = static_cast<int8_t>(b[16]);
+  if (h.magic != current_magic)
+    return error{errc::unsupported_format, "record batch: magic " + std::to_string(h.magic) + " is not supported"};
+  h.crc = load_be<uint32_t>(b.data() + 17);
+  h.attributes = load_be<int16_t>(b.data() + 21);
+  h.last_offset_delta = load_be<int32_t>(b.data() + 23);
+  h.base_timestamp = load_be<int64_t>(b.data() + 27);
+  h.max_timestamp = load_be<int64_t>(b.data() + 35);
+  h.producer_id = load_be<int64_t>(b.data() + 43);
+  h.producer_epoch = load_be<int16_t>(b.data() + 51);
+  h.base_sequence = load_be<int32_t>(b.data() + 53);
+  h.records_count = load_be<int32_t>(b.data() + 57);
+  if (h.batch_length < static_cast<int32_t>(batch_header_bytes - 12))
+    return corrupt("batch_length " + std::to_string(h.batch_length) + " is below the header size");
+  if (h.batch_length > limits::max_batch_bytes) return corrupt("batch_length above limits::max_batch_bytes");
+  if (h.records_count < 0) return corrupt("negative record count");
+  if (h.last_offset_delta < 0) return corrupt("negative last_offset_delta");
+  return h;
+}
+
+uint32_t compute_crc(std::span<const uint8_t> batch) {
+  SLUICE_ASSERT(batch.size() >= batch_header_bytes, "compute_crc on less than a header");
+  return crc32c(batch.data() + attributes_offset, batch.size() - attributes_offset);
+}
+
+bool crc_matches(std::span<const uint8_t> batch) {
+  if (batch.size() < batch_header_bytes) return false;
+  return load_be<uint32_t>(batch.data() + crc_offset) == compute_crc(batch);
+}
+
+result<std::vector<std::span<const uint8_t>>> split_batches(std::span<const uint8_t> records,
+                                                             size_t* trailing_bytes) {
+  std::vector<std::span<const uint8_t>> out;
+  size_t pos = 0;
+  while (pos < records.size()) {
+    const auto rest = records.subspan(pos);
+    if (rest.size() < batch_header_bytes) break;
+    SLUICE_ASSIGN_OR_RETURN(batch_header h, read_batch_header(rest));
+    if (h.size_bytes() > rest.size()) break;
+    out.push_back(rest.first(h.size_bytes()));
+    pos += h.size_bytes();
+  }
+  if (trailing_bytes) *trailing_bytes = records.size() - pos;
+  return out;
+}
+
+result<std::vector<record>> decode_records(std::span<const uint8_t> bytes, int32_t count) {
+  if (count < 0) return corrupt("negative record count");
+  if (static_cast<size_t>(count) > bytes.size() / min_record_bytes)
+    return corrupt("record count " + std::to_string(count) + " cannot fit in " + std::to_string(bytes.size()) +
+                   " bytes");
+  std::vector<record> out;
+  out.reserve(static_cast<size_t>(count));
+  reader r(bytes);
+  for (int32_t i = 0; i < count; ++i) {
+    const int32_t len = r.read_varint();
+    if (!r.ok()) break;
+    if (len < static_cast<int32_t>(min_record_bytes - 1) || static_cast<size_t>(len) > r.remaining())
+      return corrupt("record " + std::to_string(i) + " has length " + std::to_string(len));
+    reader rr(r.read_raw(static_cast<size_t>(len)));
+    record& rec = out.emplace_back();
+    rec.attributes = rr.read_int8();
+    rec.timestamp_delta = rr.read_varlong();
+    rec.offset_delta = rr.read_varint();
+    rec.key = read_varbytes(rr);
+    rec.value = read_varbytes(rr);
+    const int32_t header_count = rr.read_varint();
+    if (rr.ok() && (header_count < 0 || static_cast<size_t>(header_count) > rr.remaining() / 2))
+      return corrupt("record " + std::to_string(i) + " has " + std::to_string(header_count) + " headers");
+    rec.headers.reserve(rr.ok() ? static_cast<size_t>(header_count) : 0);
+    for (int32_t j = 0; j < header_count && rr.ok(); ++j) {
+      record_header& h = rec.headers.emplace_back();
+      auto k = read_varbytes(rr);
+      if (rr.ok() && !k) return corrupt("null header key");
+      if (k) h.key = *k;
+      h.value = read_varbytes(rr);
+    }
+    if (!rr.ok()) return corrupt("record " + std::to_string(i) + ": " + rr.to_status().err().message);
+    if (rr.remaining() != 0) return corrupt("record " + std::to_string(i) + " is longer than its fields");
+  }
+  if (!r.ok()) return corrupt(r.to_status().err().message);
+  if (r.remaining() != 0) return corrupt(std::to_string(r.remaining()) + " bytes after the last record");
+  return out;
+}
+
+result<decoded_batch> decode_batch(std::span<const uint8_t> batch, size_t max_decompressed_bytes) {
+  SLUICE_ASSIGN_OR_RETURN(batch_header h, read_batch_header(batch));
+  if (h.size_bytes() != batch.size())
+    return corrupt("batch_length says " + std::to_string(h.size_bytes()) + " bytes, have " +
+                   std::to_string(batch.size()));
+  if (!crc_matches(batch)) return corrupt("CRC-32C mismatch");
+  decoded_batch out;
+  out.header = h;
+  auto payload = batch.subspan(batch_header_bytes);
+  if (h.codec() != compression::none) {
+    SLUICE_ASSIGN_OR_RETURN(out.decompressed, decompress(h.codec(), payload, max_decompressed_bytes));
+    payload = out.decompressed;
+  }
+  SLUICE_ASSIGN_OR_RETURN(out.records, decode_records(payload, h.records_count));
+  for (const record& r : out.records) {
+    if (r.offset_delta < 0 || r.offset_delta > h.last_offset_delta)
+      return corrupt("offset delta " + std::to_string(r.offset_delta) + " outside the batch");
+  }
+  return out;
+}
+
+result<std::vector<uint8_t>> build_batch(const batch_options& o, std::span<const record_input> records) {
+  if (records.empty()) return error{errc::invalid_argument, "a batch needs at least one record"};
+  const int64_t base_ts = records.front().timestamp_ms;
+  int64_t max_ts = base_ts;
+  int32_t last_delta = 0;
+  writer body;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const record_input& in = records[i];
+    const int32_t delta = in.offset_delta.value_or(static_cast<int32_t>(i));
+    if (delta < 0) return error{errc::invalid_argument, "negative offset delta"};
+    last_delta = std::max(last_delta, delta);
+    max_ts = std::max(max_ts, in.timestamp_ms);
+    writer rec;
+    rec.write_int8(0);
+    rec.write_varlong(in.timestamp_ms - base_ts);
+    rec.write_varint(delta);
+    write_varbytes(rec, in.key);
+    write_varbytes(rec, in.value);
+    rec.write_varint(static_cast<int32_t>(in.headers.size()));
+    for (const auto& [k, v] : in.headers) {
+      rec.write_varint(static_cast<int32_t>(k.size()));
+      rec.write_raw(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(k.data()), k.size()));
+      write_varbytes(rec, v);
+    }
+    body.write_varint(static_cast<int32_t>(rec.owned_bytes().size()));
+    body.write_raw(rec.owned_bytes());
+  }
+  SLUICE_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, compress(o.codec, body.owned_bytes()));
+
+  int16_t attributes = static_cast<int16_t>(o.codec);
+  if (o.ts_type == timestamp_type::log_append_time) attributes |= attr::log_append_time;
+  if (o.transactional) attributes |= attr::transactional;
+  if (o.control) attributes |= attr::control;
+  if (o.ts_type == timestamp_type::log_append_time && o.log_append_time_ms) max_ts = *o.log_append_time_ms;
+
+  const size_t total = batch_header_bytes + payload.size();
+  if (total - 12 > static_cast<size_t>(limits::max_batch_bytes))
+    return error{errc::message_too_large, "built batch exceeds limits::max_batch_bytes"};
+  writer w;
+  w.write_int64(o.base_offset);
+  w.write_int32(static_cast<int32_t>(total - 12));
+  w.write_int32(o.partition_leader_epoch);
+  w.write_int8(current_magic);
+  const size_t crc_pos = w.reserve_int32();
+  w.write_int16(attributes);
+  w.write_int32(last_delta);
+  w.write_int64(base_ts);
+  w.write_int64(max_ts);
+  w.write_int64(o.producer_id);
+  w.write_int16(o.producer_epoch);
+  w.write_int32(o.base_sequence);
+  w.write_int32(static_cast<int32_t>(records.size()));
+  w.write_raw(payload);
+  w.patch_int32(crc_pos, static_cast<int32_t>(compute_crc(w.owned_bytes())));
+  auto b = w.owned_bytes();
+  return std::vector<uint8_t>(b.begin(), b.end());
+}
+
+}  // namespace sluice::protocol::records
