@@ -227,7 +227,9 @@ status log::truncate_fully_locked(offset o) {
   log_start_ = o.value();
   doom_waiters_from(o);
   if (auto st = write_log_start(o); !st.ok()) return go_offline(st.err());
-  if (truncate_epochs(o)) {
+  // No batch is left to carry an epoch (Kafka clears its cache here too).
+  if (!epochs_.empty()) {
+    epochs_.clear();
     if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
   }
   SLUICE_LOG_INFO("{}: emptied and restarted at offset {}", name_, o.value());
@@ -290,6 +292,9 @@ status log::write_epochs() {
 bool log::note_epoch_in_memory(leader_epoch e, offset start) {
   if (e.value() < 0) return false;  // a batch not written by a leader of this log
   if (!epochs_.empty() && e <= epochs_.back().epoch) return false;
+  // An older epoch that starts here (or later) wrote nothing that is still
+  // in the log, for example after the log start moved to the end.
+  while (!epochs_.empty() && epochs_.back().start >= start) epochs_.pop_back();
   epochs_.push_back({e, start});
   return true;
 }
@@ -307,9 +312,9 @@ bool log::truncate_epochs(offset end) {
 
 bool log::truncate_epochs_from_start(offset start) {
   // Keep the newest entry that starts at or below `start`, moved up to it.
+  if (epochs_.empty() || epochs_.front().start >= start) return false;
   size_t keep = 0;
   while (keep + 1 < epochs_.size() && epochs_[keep + 1].start <= start) ++keep;
-  if (epochs_.empty() || epochs_[keep].start >= start) return false;
   epochs_.erase(epochs_.begin(), epochs_.begin() + static_cast<ptrdiff_t>(keep));
   epochs_.front().start = start;
   return true;
