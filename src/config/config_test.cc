@@ -486,6 +486,23 @@ TEST(topic_config, describe_sources_and_synonyms) {
   EXPECT_EQ((*broker)[1].source, config_source::default_config);
 }
 
+TEST(topic_config, describe_lists_every_setting_once) {
+  broker_config b = defaults();
+  auto topic = describe_topic(b, {});
+  auto broker = describe_broker(b);
+  ASSERT_TRUE(topic.ok() && broker.ok());
+  EXPECT_EQ(broker->size(), all_settings().size());
+  size_t topic_settings = 0;
+  for (const auto& s : all_settings()) topic_settings += s.is_topic_setting() ? 1 : 0;
+  EXPECT_EQ(topic->size(), topic_settings);
+  for (const auto& d : *topic) {
+    EXPECT_EQ(d.source, config_source::default_config) << d.name;
+    ASSERT_EQ(d.synonyms.size(), 1u) << d.name;
+    EXPECT_EQ(d.synonyms[0].name, find_topic_setting(d.name)->name);
+    EXPECT_EQ(d.value, d.synonyms[0].value);
+  }
+}
+
 TEST(topic_config, broker_alter_refuses_static_settings) {
   broker_config b = defaults();
   expect_refused(
