@@ -515,7 +515,9 @@ TEST(NetServer, HandlerCloseAndDroppedResponderCloseOnlyThatConnection) {
 TEST(NetServer, IdleConnectionsAreClosed) {
   test_handler h(test_handler::mode::hold);
   auto cfg = test_config();
-  cfg.connections_max_idle_ms = 200;
+  // Long enough that a client which connects and sends at once is never
+  // idle in between, even on a loaded machine.
+  cfg.connections_max_idle_ms = 500;
   server srv(cfg, h);
   ASSERT_TRUE(srv.start().ok());
 
@@ -529,7 +531,7 @@ TEST(NetServer, IdleConnectionsAreClosed) {
   client busy(srv.port());
   ASSERT_TRUE(busy.send_frame("slow"));
   ASSERT_TRUE(wait_until([&] { return h.held() == 1; }));
-  std::this_thread::sleep_for(700ms);
+  std::this_thread::sleep_for(1500ms);  // three idle periods with a request in flight
   h.complete_held();
   auto r = busy.read_string();
   ASSERT_TRUE(r.has_value());
