@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -365,6 +366,9 @@ void connection::dispatch() {
   } catch (const std::exception& e) {
     SLUICE_LOG_ERROR("connection {} from {}: on_request threw: {}", ctx_.id, ctx_.peer, e.what());
     close("handler threw");
+  } catch (...) {
+    SLUICE_LOG_ERROR("connection {} from {}: on_request threw", ctx_.id, ctx_.peer);
+    close("handler threw");
   }
 }
 
@@ -493,8 +497,14 @@ void connection::do_write() {
       wait_writable();
       break;
     }
-    SLUICE_LOG_DEBUG("connection {} from {}: write failed: {}", ctx_.id, ctx_.peer,
-                     std::strerror(errno));
+    // A client that went away (EPIPE, ECONNRESET) is routine; anything else
+    // (EBADF or EINVAL from sendfile on a bad region) is worth a line.
+    if (errno == EPIPE || errno == ECONNRESET || errno == ETIMEDOUT)
+      SLUICE_LOG_DEBUG("connection {} from {}: write failed: {}", ctx_.id, ctx_.peer,
+                       std::strerror(errno));
+    else
+      SLUICE_LOG_WARN("connection {} from {}: write failed: {}; closing", ctx_.id, ctx_.peer,
+                      std::strerror(errno));
     close("write failed");
     return;
   }
@@ -660,11 +670,25 @@ status server_impl::start() {
   if (ec) return fail("getsockname");
   accept_retry_.emplace(ctx0);
 
-  start_accept();
-  for (auto& t : threads_) {
-    t->work.emplace(t->ctx.get_executor());
-    t->thread = std::thread([ctx = &t->ctx] { ctx->run(); });
+  for (auto& t : threads_) t->work.emplace(t->ctx.get_executor());
+  size_t running = 0;
+  try {
+    for (; running < threads_.size(); ++running) {
+      auto* ctx = &threads_[running]->ctx;
+      threads_[running]->thread = std::thread([ctx] { ctx->run(); });
+    }
+  } catch (const std::system_error& e) {
+    // Out of threads: undo what started. Nothing has been accepted: the
+    // first accept is posted only once every thread runs.
+    for (size_t i = 0; i < running; ++i) threads_[i]->ctx.stop();
+    for (size_t i = 0; i < running; ++i) threads_[i]->thread.join();
+    accept_retry_.reset();
+    acceptor_.reset();
+    for (auto& t : threads_) t.reset();
+    threads_.clear();
+    return status(errc::io_error, fmt::format("cannot start I/O threads: {}", e.what()));
   }
+  asio::post(ctx0, [this] { start_accept(); });
   SLUICE_LOG_INFO("listening on {}:{} with {} I/O threads", ep.address().to_string(), port_, n);
   return {};
 }
@@ -779,8 +803,8 @@ void server_impl::stop() {
   run_on_all_threads(close_all(nullptr));
   {
     std::unique_lock lock(drain_mu_);
-    drain_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, cfg_.shutdown_drain_timeout_ms)),
-                       [this] { return metrics_.connections_active.load() == 0; });
+    auto timeout = std::chrono::milliseconds(std::max<int64_t>(0, cfg_.shutdown_drain_timeout_ms));
+    drain_cv_.wait_for(lock, timeout, [this] { return metrics_.connections_active.load() == 0; });
   }
   uint64_t left = metrics_.connections_active.load();
   if (left > 0)
