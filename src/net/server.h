@@ -72,6 +72,14 @@ struct connection_context {
   // client id...). Starts empty; destroyed after on_connection_close, or
   // later if the broker kept a copy of the shared_ptr.
   std::shared_ptr<void> state;
+
+  // The state as a T, created (value-initialized) on first use. The broker
+  // must always use the same T for a given server.
+  template <class T>
+  T& state_as() {
+    if (!state) state = std::make_shared<T>();
+    return *static_cast<T*>(state.get());
+  }
 };
 
 // The completion of one request. Move-only; complete it exactly once, from

@@ -176,11 +176,11 @@ class test_handler : public request_handler {
 
   void on_connection_open(connection_context& ctx) override {
     ++opened;
-    ctx.state = std::make_shared<std::string>("state of " + ctx.peer);
+    ctx.state_as<std::string>() = "state of " + ctx.peer;
   }
   void on_connection_close(connection_context& ctx) override {
     // The state slot set at open is still there.
-    if (ctx.state && static_cast<std::string*>(ctx.state.get())->starts_with("state of ")) ++closed;
+    if (ctx.state && ctx.state_as<std::string>() == "state of " + ctx.peer) ++closed;
   }
 
   void on_request(connection_context& ctx, bytes frame, responder r) override {
