@@ -33,6 +33,9 @@ inline constexpr size_t time_index_entry_bytes = 12;                    // times
 inline constexpr size_t default_max_open_segment_files = 1024;
 // Checkpoint files are small text files; a larger one on disk is corrupt.
 inline constexpr size_t max_checkpoint_file_bytes = 16ll << 20;
+// Recovery reads segment files in chunks of this size (one buffer at a time,
+// freed after the scan; a batch larger than this gets a buffer of its size).
+inline constexpr size_t recovery_scan_chunk_bytes = 1 << 20;
 
 // ---- Network ----------------------------------------------------------------
 inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100 MiB

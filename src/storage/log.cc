@@ -362,36 +362,32 @@ status log::wait_durable(offset o) {
 }
 
 status log::flush() {
+  status st = sync_once();
+  answer_waiters();  // with no lock held: callbacks may call back into the log
+  return st;
+}
+
+status log::sync_once() {
   std::lock_guard fg(flush_mu_);
   std::shared_ptr<io::file> file;
   offset target;
   uint64_t gen = 0;
-  bool do_sync = false;
   {
     std::lock_guard g(mu_);
-    if (auto st = check_writable(); !st.ok()) {
-      answer_waiters();
-      return st;
-    }
+    SLUICE_TRY(check_writable());
     target = offset(log_end_.load());
     gen = truncations_;
-    do_sync = cfg_.fsync && target.value() > durable_.load();
-    if (do_sync) {
-      auto f = active().file();
-      if (f.ok()) file = std::move(f).value();
-      else go_offline(f.err()).ignore();
-    }
+    if (!cfg_.fsync || target.value() <= durable_.load()) return {};
+    auto f = active().file();
+    if (!f.ok()) return go_offline(f.err());
+    file = std::move(f).value();
   }
   // The sync runs without mu_, so appends continue and gather for the next.
-  status st = !file ? (offline_ ? status(errc::log_offline, name_ + " is offline for writes") : status())
-                    : file->sync();
-  {
-    std::lock_guard g(mu_);
-    if (!st.ok()) go_offline(st.err()).ignore();
-    else if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
-  }
-  answer_waiters();
-  return st;
+  status st = file->sync();
+  std::lock_guard g(mu_);
+  if (!st.ok()) return go_offline(st.err());
+  if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
+  return {};
 }
 
 void log::doom_waiters_from(offset o) {

@@ -19,8 +19,10 @@
 //     a truncation below them. A region keeps its file open while held, even
 //     if the segment is deleted or its handle is evicted from the cache.
 //   * Durability callbacks (`on_durable`) run on the flusher thread, or on the
-//     calling thread when the offset is already durable. They must not block;
-//     they may call back into the log.
+//     thread whose append, truncation or flush answered them, or on the
+//     calling thread when the offset is already durable. They run with no
+//     lock of the log held and may call back into it, but must not block (no
+//     wait_durable inside a callback: it could wait for its own thread).
 //
 // Errors are values. An I/O error or a full disk while writing takes the log
 // offline for writes (`errc::log_offline` from then on, one ERROR log line);
@@ -262,6 +264,7 @@ class log : public std::enable_shared_from_this<log> {
   bool truncate_epochs_from_start(offset start);
 
   // Durability.
+  status sync_once();
   void doom_waiters_from(offset o);  // with mu_ held
   void answer_waiters();             // with no lock held
 

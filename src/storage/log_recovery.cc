@@ -182,9 +182,12 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
     SLUICE_TRY(ctx_.fs->remove(io::join(dir_, files::kCleanShutdown)));
     SLUICE_TRY(ctx_.fs->sync_dir(dir_));
   }
-  SLUICE_LOG_INFO("{}: opened {} segments, log start {}, log end {}, {} shutdown{}", name_, segments_.size(),
-                  start.value(), end.value(), recovery_.created ? "new log, no" : clean ? "clean" : "unclean",
-                  recovery_.truncated ? ", tail cut" : "");
+  if (recovery_.created) {
+    SLUICE_LOG_DEBUG("{}: created at offset {}", name_, start.value());
+  } else {
+    SLUICE_LOG_INFO("{}: opened {} segments, log start {}, log end {}, {} shutdown{}", name_, segments_.size(),
+                    start.value(), end.value(), clean ? "clean" : "unclean", recovery_.truncated ? ", tail cut" : "");
+  }
   return {};
 }
 

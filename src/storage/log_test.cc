@@ -625,6 +625,31 @@ TEST_F(LogTest, FileHandlesAreCappedAndReopened) {
   EXPECT_LE(env_->files.open_count(), 3u);
 }
 
+TEST_F(LogTest, ReadsRunConcurrentlyWithAppends) {
+  open();
+  std::atomic<bool> stop{false};
+  std::atomic<int> regions{0};
+  std::thread reader([&] {
+    while (!stop) {
+      const offset end = log_->log_end_offset();
+      for (offset o(0); o < end; o += 7) {
+        auto r = log_->read_bytes(o, 2000);
+        ASSERT_TRUE(r.ok());
+        std::vector<batch::header> hs;
+        ASSERT_TRUE(batch::check_all(*r, batch::strictness::leader, hs).ok());
+        ASSERT_LE(hs.front().base, o);
+        ASSERT_GE(hs.front().last_offset(), o);
+        ++regions;
+      }
+    }
+  });
+  for (int i = 0; i < 300; ++i) append(1 + i % 3, 30 + i % 200);
+  stop = true;
+  reader.join();
+  EXPECT_GT(regions.load(), 0);
+  EXPECT_EQ(read_all_from(offset(0)), concat());
+}
+
 TEST(LogConfig, Validates) {
   log_config c;
   EXPECT_TRUE(c.validate().ok());

@@ -9,9 +9,7 @@
 namespace sluice::storage {
 namespace {
 
-// Recovery reads the log in chunks of this size (a bigger batch gets a
-// buffer of its own size, bounded by limits::max_batch_bytes).
-constexpr size_t kScanChunkBytes = 1 << 20;
+constexpr size_t kScanChunkBytes = limits::recovery_scan_chunk_bytes;
 
 // A forward reader over a file region with one reusable buffer.
 class chunk_reader {

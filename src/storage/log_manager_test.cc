@@ -1,0 +1,139 @@
+// Tests of the log manager: create, find, delete and reopen partition logs,
+// concurrent creation, clean shutdown, and the memory of idle partitions.
+
+#include "storage/log_manager.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "storage/test_util.h"
+
+namespace sluice::storage {
+namespace {
+
+using testing::make_batch;
+using testing::temp_dir;
+
+std::unique_ptr<log_manager> open_manager(const std::string& dir, size_t max_open = 64, bool fsync = true) {
+  log_manager_config cfg;
+  cfg.data_dir = dir;
+  cfg.default_log = testing::small_config();
+  cfg.default_log.fsync = fsync;
+  cfg.max_open_segment_files = max_open;
+  auto m = log_manager::open(io::filesystem::posix(), clock::system(), cfg);
+  EXPECT_TRUE(m.ok()) << m.err().message;
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+TEST(TopicPartition, DirNames) {
+  EXPECT_EQ((topic_partition{"a-b", 12}).dir_name(), "a-b-12");
+  auto tp = topic_partition::parse("my-topic-3");
+  ASSERT_TRUE(tp);
+  EXPECT_EQ(tp->topic, "my-topic");
+  EXPECT_EQ(tp->partition, 3);
+  EXPECT_FALSE(topic_partition::parse("nodash"));
+  EXPECT_FALSE(topic_partition::parse("t-x"));
+  EXPECT_FALSE(topic_partition::parse("t-3.1-delete"));
+  EXPECT_FALSE(topic_partition::parse("-3"));
+}
+
+TEST(LogManager, CreateFindRemoveReopen) {
+  temp_dir tmp;
+  {
+    auto m = open_manager(tmp.path());
+    EXPECT_EQ(m->get({"t", 0}), nullptr);
+    auto l = m->get_or_create({"t", 0});
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ(m->get({"t", 0}), *l);
+    EXPECT_EQ(*m->get_or_create({"t", 0}), *l);
+    auto b = make_batch(3, 10, 1);
+    ASSERT_TRUE((*l)->append(b, leader_epoch(0)).ok());
+    ASSERT_TRUE(m->get_or_create({"with-dash", 7}).ok());
+    ASSERT_TRUE(m->get_or_create({"gone", 1}).ok());
+    ASSERT_TRUE(m->remove({"gone", 1}).ok());
+    EXPECT_FALSE(std::filesystem::exists(tmp.sub("gone-1")));
+    EXPECT_EQ(m->remove({"gone", 1}).code(), errc::not_found);
+    EXPECT_EQ(m->get_or_create({"bad/name", 0}).code(), errc::invalid_argument);
+    ASSERT_TRUE(m->shutdown().ok());
+    EXPECT_EQ(m->get_or_create({"t", 1}).code(), errc::shutting_down);
+    EXPECT_EQ((*l)->append(b, leader_epoch(0)).code(), errc::shutting_down);
+  }
+  // A deletion interrupted by a crash is finished at open.
+  std::filesystem::create_directories(tmp.sub("old-0.9-delete"));
+  auto m = open_manager(tmp.path());
+  auto parts = m->partitions();
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0], (topic_partition{"t", 0}));
+  EXPECT_EQ(parts[1], (topic_partition{"with-dash", 7}));
+  EXPECT_EQ(m->get({"t", 0})->log_end_offset(), offset(3));
+  EXPECT_TRUE(m->get({"t", 0})->recovery().clean_shutdown);
+  EXPECT_FALSE(std::filesystem::exists(tmp.sub("old-0.9-delete")));
+}
+
+TEST(LogManager, ConcurrentGetOrCreateYieldsOneLog) {
+  temp_dir tmp;
+  auto m = open_manager(tmp.path());
+  std::vector<std::shared_ptr<log>> got(8);
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < got.size(); ++i)
+    ts.emplace_back([&, i] {
+      for (int p = 0; p < 20; ++p) {
+        auto l = m->get_or_create({"c", p});
+        ASSERT_TRUE(l.ok());
+        if (p == 5) got[i] = *l;
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (const auto& l : got) EXPECT_EQ(l, got[0]);
+  EXPECT_EQ(m->partitions().size(), 20u);
+}
+
+TEST(LogManager, SharedFileHandleCap) {
+  temp_dir tmp;
+  auto m = open_manager(tmp.path(), 8);
+  for (int p = 0; p < 30; ++p) {
+    auto l = m->get_or_create({"cap", p});
+    ASSERT_TRUE(l.ok());
+    for (int i = 0; i < 5; ++i) {
+      auto b = make_batch(1, 1000, static_cast<uint32_t>(i));
+      ASSERT_TRUE((*l)->append(b, leader_epoch(0)).ok());
+    }
+  }
+  EXPECT_LE(m->files().open_count(), 8u);
+  for (int p = 0; p < 30; ++p) EXPECT_EQ(m->get({"cap", p})->read_bytes(offset(0), 1)->size(), make_batch(1, 1000, 0).size());
+  EXPECT_LE(m->files().open_count(), 8u);
+}
+
+size_t rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, rss = 0;
+  f >> pages >> rss;
+  return rss * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(LogManager, ThousandIdlePartitionsStaySmall) {
+  temp_dir tmp;
+  const size_t before = rss_bytes();
+  auto m = open_manager(tmp.path(), limits::default_max_open_segment_files, /*fsync=*/false);
+  for (int p = 0; p < 1000; ++p) ASSERT_TRUE(m->get_or_create({"idle", p}).ok());
+  const size_t after = rss_bytes();
+  const double mib = static_cast<double>(after > before ? after - before : 0) / (1 << 20);
+  std::printf("1000 idle partitions: +%.1f MiB resident (%.1f MiB total)\n", mib,
+              static_cast<double>(after) / (1 << 20));
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(mib, 64.0);  // ASan's shadow memory and redzones inflate everything
+#else
+  EXPECT_LT(mib, 16.0);
+#endif
+  ASSERT_TRUE(m->shutdown().ok());
+  // And they all come back.
+  auto again = open_manager(tmp.path(), 64, false);
+  EXPECT_EQ(again->partitions().size(), 1000u);
+}
+
+}  // namespace
+}  // namespace sluice::storage
