@@ -41,7 +41,7 @@ int report_topic_results(const rd_kafka_topic_result_t** res, size_t n, const ch
   int rc = 0;
   for (size_t i = 0; i < n; ++i) {
     if (rd_kafka_topic_result_error(res[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      std::fprintf(stderr, "sluice topic: %s %s: %s (%s)\n", verb, rd_kafka_topic_result_name(res[i]),
+      std::fprintf(stderr, "sluice topic: %s: %s (%s)\n", rd_kafka_topic_result_name(res[i]),
                    rd_kafka_err2name(rd_kafka_topic_result_error(res[i])),
                    rd_kafka_topic_result_error_string(res[i]));
       rc = 1;

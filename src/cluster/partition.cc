@@ -179,12 +179,11 @@ config::topic_config partition::config() const {
   return cfg_;
 }
 
-void partition::set_config(const config::topic_config& cfg) {
-  {
-    std::lock_guard g(cfg_mu_);
-    cfg_ = cfg;
-  }
-  log_->set_config(to_log_config(cfg));
+status partition::set_config(const config::topic_config& cfg) {
+  SLUICE_TRY(log_->set_config(to_log_config(cfg)));
+  std::lock_guard g(cfg_mu_);
+  cfg_ = cfg;
+  return {};
 }
 
 status partition::snapshot_producers() {

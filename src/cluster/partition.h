@@ -79,7 +79,8 @@ class partition {
   void remove_listener(uint64_t token);
 
   config::topic_config config() const;
-  void set_config(const config::topic_config& cfg);
+  // Applies a new effective config; the log refuses values out of its limits.
+  status set_config(const config::topic_config& cfg);
 
   // Writes the producer-state snapshot (at shutdown and after a segment roll).
   status snapshot_producers();

@@ -170,7 +170,7 @@ status partition_manager::set_topic_overrides(const std::string& name, const con
   std::shared_lock g(mu_);
   auto it = partitions_.find(name);
   if (it != partitions_.end()) {
-    for (auto& p : it->second) p->set_config(eff);
+    for (auto& p : it->second) SLUICE_TRY(p->set_config(eff));
   }
   return {};
 }

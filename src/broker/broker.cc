@@ -1,0 +1,135 @@
+#include "broker/broker.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+#include "kafka/delayed_ops.h"
+#include "kafka/dispatcher.h"
+#include "kafka/fetch_sessions.h"
+#include "net/server.h"
+#include "storage/log_manager.h"
+
+namespace sluice::broker {
+
+namespace {
+
+// A random cluster id in Kafka's form: 16 bytes, URL-safe base64, no padding.
+std::string new_cluster_id() {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 22; ++i) id += alphabet[rd() % 64];
+  return id;
+}
+
+result<std::string> load_cluster_id(io::filesystem& fs, const std::string& path) {
+  if (fs.exists(path)) {
+    SLUICE_ASSIGN_OR_RETURN(auto bytes, fs.read_all(path, 256));
+    std::string id(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (id.empty()) return error{errc::corrupt_data, path + " is empty"};
+    return id;
+  }
+  std::string id = new_cluster_id();
+  std::string text = id + "\n";
+  SLUICE_TRY(fs.write_atomic(path, {reinterpret_cast<const std::byte*>(text.data()), text.size()}));
+  return id;
+}
+
+}  // namespace
+
+struct broker::impl {
+  std::shared_ptr<const config::broker_config> cfg;
+  io::filesystem& fs = io::filesystem::posix();
+  sluice::clock& clk = sluice::clock::system();
+  int lock_fd = -1;
+  std::unique_ptr<storage::log_manager> logs;
+  std::unique_ptr<cluster::partition_manager> partitions;
+  kafka::delayed_ops delayed;
+  kafka::fetch_session_cache fetch_sessions;
+  kafka::services svc;
+  std::unique_ptr<kafka::dispatcher> dispatch;
+  std::unique_ptr<net::server> server;
+  bool stopped = false;
+
+  ~impl() {
+    if (lock_fd >= 0) ::close(lock_fd);
+  }
+};
+
+broker::broker(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+broker::~broker() { stop().ignore(); }
+
+result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broker_config> cfg) {
+  auto i = std::make_unique<impl>();
+  i->cfg = cfg;
+  const std::string& dir = cfg->data_dir;
+  SLUICE_TRY(i->fs.create_dirs(dir));
+  const std::string lock_path = io::join(dir, ".lock");
+  i->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (i->lock_fd < 0 || ::flock(i->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return error{errc::io_error, "data directory " + dir + " is in use by another sluice process"};
+  }
+  SLUICE_TRY(i->fs.create_dirs(io::join(dir, "meta")));
+  SLUICE_ASSIGN_OR_RETURN(std::string cluster_id, load_cluster_id(i->fs, io::join(io::join(dir, "meta"), "cluster_id")));
+
+  storage::log_manager_config lcfg;
+  lcfg.data_dir = io::join(dir, "logs");
+  lcfg.max_open_segment_files = static_cast<size_t>(cfg->max_open_segment_files);
+  lcfg.default_log = cluster::to_log_config(cfg->topic_defaults);
+  SLUICE_ASSIGN_OR_RETURN(i->logs, storage::log_manager::open(i->fs, i->clk, lcfg));
+  SLUICE_ASSIGN_OR_RETURN(i->partitions, cluster::partition_manager::open(i->fs, i->clk, cfg, *i->logs));
+
+  i->svc.partitions = i->partitions.get();
+  i->svc.clk = &i->clk;
+  i->svc.delayed = &i->delayed;
+  i->svc.fetch_sessions = &i->fetch_sessions;
+  i->svc.node_id = cfg->node_id;
+  i->svc.advertised_host = cfg->advertised_listener.host;
+  i->svc.advertised_port = cfg->advertised_listener.port;
+  i->svc.cluster_id = cluster_id;
+  i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
+
+  net::server_config scfg;
+  scfg.host = cfg->listener.host;
+  scfg.port = cfg->listener.port;
+  scfg.io_threads = static_cast<uint32_t>(cfg->num_io_threads);
+  scfg.socket_request_max_bytes = cfg->socket_request_max_bytes;
+  scfg.connections_max_idle_ms = cfg->connections_max_idle_ms;
+  scfg.max_connections = cfg->max_connections;
+  scfg.max_inflight_requests_per_connection = cfg->max_inflight_requests_per_connection;
+  i->server = std::make_unique<net::server>(scfg, *i->dispatch);
+  SLUICE_TRY(i->server->start());
+  if (i->svc.advertised_port == 0) i->svc.advertised_port = i->server->port();
+  SLUICE_LOG_INFO("sluice listening on {}:{} (advertised {}:{}), data in {}, cluster id {}, {} topics", scfg.host,
+                  i->server->port(), i->svc.advertised_host, i->svc.advertised_port, dir, cluster_id,
+                  i->partitions->topics().size());
+  return std::unique_ptr<broker>(new broker(std::move(i)));
+}
+
+uint16_t broker::port() const { return impl_->server->port(); }
+
+status broker::stop() {
+  if (!impl_ || impl_->stopped) return {};
+  impl_->stopped = true;
+  SLUICE_LOG_INFO("shutting down: answering requests in flight");
+  impl_->delayed.drain();
+  impl_->server->stop();
+  impl_->delayed.stop();
+  impl_->partitions->shutdown();
+  status s = impl_->logs->shutdown();
+  if (s.ok()) {
+    SLUICE_LOG_INFO("shut down cleanly");
+  } else {
+    SLUICE_LOG_ERROR("shutdown: {}", s.err().message);
+  }
+  return s;
+}
+
+}  // namespace sluice::broker

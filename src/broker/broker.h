@@ -1,0 +1,37 @@
+#pragma once
+
+// The broker process: opens the data directory (storage, topics), starts the
+// Kafka server, and shuts everything down in order.
+//
+// Lifecycle: open() then run until the caller (sluice serve) receives
+// SIGTERM/SIGINT and calls stop(): stop accepting, answer what is in flight
+// (waiting fetches are answered at once), flush, write producer snapshots,
+// checkpoints and the clean-shutdown marker.
+//
+// One broker per data directory: open() takes an exclusive lock on
+// <data_dir>/.lock and fails if another process holds it.
+
+#include <memory>
+
+#include "base/result.h"
+#include "config/broker_config.h"
+
+namespace sluice::broker {
+
+class broker {
+ public:
+  static result<std::unique_ptr<broker>> open(std::shared_ptr<const config::broker_config> cfg);
+  ~broker();
+
+  // The port the server listens on (useful when the config asked for 0).
+  uint16_t port() const;
+  // Graceful stop; returns the first error met while flushing. Idempotent.
+  status stop();
+
+ private:
+  struct impl;
+  explicit broker(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace sluice::broker

@@ -1,0 +1,73 @@
+#include "kafka/dispatcher.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace sluice::kafka {
+
+net::response to_net_response(const protocol::response_chunks& rc) {
+  net::response out;
+  uint64_t skip = 4;  // the size prefix; the server writes its own
+  std::vector<std::byte> pending;
+  for (const protocol::chunk& c : rc.chunks()) {
+    if (c.type == protocol::chunk::kind::file) {
+      if (!pending.empty()) out.append(std::move(pending));
+      pending.clear();
+      out.append(net::file_region{c.file.owner, c.file.fd, c.file.pos, c.file.length});
+      continue;
+    }
+    auto b = rc.bytes_of(c);
+    uint64_t cut = std::min<uint64_t>(skip, b.size());
+    skip -= cut;
+    b = b.subspan(cut);
+    const auto* p = reinterpret_cast<const std::byte*>(b.data());
+    pending.insert(pending.end(), p, p + b.size());
+  }
+  if (!pending.empty()) out.append(std::move(pending));
+  return out;
+}
+
+void dispatcher::on_connection_open(net::connection_context& ctx) {
+  ctx.state = std::make_shared<connection_state>();
+}
+
+void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte> frame, net::responder r) {
+  auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
+  protocol::reader rd(bytes);
+  auto hdr = protocol::decode_request_header(rd);
+  if (!hdr.ok()) {
+    SLUICE_LOG_DEBUG("closing connection {} ({}): bad request header: {}", ctx.id, ctx.peer, hdr.err().message);
+    r.close_connection();
+    return;
+  }
+  const int16_t key = hdr->header.request_api_key;
+  const int16_t version = hdr->header.request_api_version;
+  auto handlers = api_handlers();
+  auto it = std::find_if(handlers.begin(), handlers.end(), [&](const api_handler& h) { return h.api_key == key; });
+  const bool known = it != handlers.end();
+  const bool supported = known && hdr->supported && version >= it->min_version && version <= it->max_version;
+
+  if (auto* st = static_cast<connection_state*>(ctx.state.get()); st && st->client_id.empty() && hdr->header.client_id) {
+    st->client_id = *hdr->header.client_id;
+  }
+
+  if (!supported) {
+    constexpr int16_t api_versions_key = 18;
+    if (key == api_versions_key) {
+      // KIP-511: answer in v0 layout, listing the ApiVersions range.
+      std::vector<protocol::api_support> rows;
+      for (const auto& h : handlers) rows.push_back({h.api_key, "", h.min_version, h.max_version, 0});
+      auto body = protocol::unsupported_api_versions_response(rows);
+      r.respond(to_net_response(protocol::encode_response(hdr->header.correlation_id, 0, body)));
+      return;
+    }
+    SLUICE_LOG_DEBUG("closing connection {} ({}): api {} version {} is not supported", ctx.id, ctx.peer, key, version);
+    r.close_connection();
+    return;
+  }
+  request req{std::move(hdr->header), std::move(frame), std::move(r), &svc_};
+  it->handle(std::move(req));
+}
+
+}  // namespace sluice::kafka

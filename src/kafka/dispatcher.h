@@ -1,0 +1,54 @@
+#pragma once
+
+// The Kafka side of the network server: decodes each frame's request
+// header, answers versions it does not implement the way Kafka does, and
+// hands the request to the API's handler (kafka/handlers/).
+//
+// Bad input never crashes the broker. A frame whose header or body cannot
+// be decoded closes that connection (as Kafka does); an ApiVersions request
+// of a version above the supported range gets a v0-layout answer with
+// UNSUPPORTED_VERSION and the supported ApiVersions range (KIP-511); any
+// other API at an unsupported version, or an unknown API key, closes the
+// connection, as Kafka does, with a debug log line.
+//
+// Thread safety: the server calls on_request on the connection's I/O
+// thread; handlers may complete from any thread.
+
+#include <span>
+
+#include "kafka/request.h"
+#include "net/server.h"
+
+namespace sluice::kafka {
+
+// One row of what the broker implements: the versions it advertises in
+// ApiVersions and the function that handles them.
+struct api_handler {
+  int16_t api_key;
+  int16_t min_version;
+  int16_t max_version;
+  void (*handle)(request req);
+};
+
+// Every API the broker implements (kafka/handlers/handlers.cc).
+std::span<const api_handler> api_handlers();
+
+class dispatcher final : public net::request_handler {
+ public:
+  explicit dispatcher(services& svc) : svc_(svc) {}
+
+  void on_connection_open(net::connection_context& ctx) override;
+  void on_request(net::connection_context& ctx, std::vector<std::byte> frame, net::responder r) override;
+
+ private:
+  services& svc_;
+};
+
+// Decodes the body of `req` as `Body`. A failure closes the connection and
+// returns nullopt; the handler then just returns.
+template <class Body>
+std::optional<Body> decode_body(request& req);
+
+}  // namespace sluice::kafka
+
+#include "kafka/dispatcher_inl.h"

@@ -1,0 +1,66 @@
+#include "kafka/fetch_sessions.h"
+
+namespace sluice::kafka {
+
+void fetch_session::upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes) {
+  auto key = std::make_pair(topic, partition);
+  auto it = index.find(key);
+  if (it == index.end()) {
+    index.emplace(key, partitions.size());
+    partitions.push_back(std::make_shared<session_partition>(session_partition{topic, partition, fetch_offset, max_bytes}));
+    return;
+  }
+  auto& p = *partitions[it->second];
+  p.fetch_offset = fetch_offset;
+  p.max_bytes = max_bytes;
+}
+
+void fetch_session::forget(const std::string& topic, int32_t partition) {
+  auto it = index.find({topic, partition});
+  if (it == index.end()) return;
+  partitions.erase(partitions.begin() + static_cast<std::ptrdiff_t>(it->second));
+  index.clear();
+  for (size_t i = 0; i < partitions.size(); ++i) index[{partitions[i]->topic, partitions[i]->partition}] = i;
+}
+
+std::shared_ptr<fetch_session> fetch_session_cache::create() {
+  std::lock_guard g(mu_);
+  if (max_sessions_ == 0) return nullptr;
+  while (sessions_.size() >= max_sessions_) {
+    sessions_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  int32_t id;
+  do {
+    id = next_id_++;
+    if (next_id_ <= 0) next_id_ = 1;
+  } while (sessions_.count(id));
+  auto s = std::make_shared<fetch_session>();
+  s->id = id;
+  lru_.push_front(id);
+  sessions_[id] = {s, lru_.begin()};
+  return s;
+}
+
+std::shared_ptr<fetch_session> fetch_session_cache::find(int32_t id) {
+  std::lock_guard g(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.second);
+  return it->second.first;
+}
+
+void fetch_session_cache::remove(int32_t id) {
+  std::lock_guard g(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  lru_.erase(it->second.second);
+  sessions_.erase(it);
+}
+
+size_t fetch_session_cache::size() const {
+  std::lock_guard g(mu_);
+  return sessions_.size();
+}
+
+}  // namespace sluice::kafka

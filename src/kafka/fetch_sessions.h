@@ -1,0 +1,82 @@
+#pragma once
+
+// Incremental fetch sessions (KIP-227). A client that opens a session sends
+// its full partition list once; later requests carry only what changed, and
+// answers carry only partitions with news (records, a moved high watermark
+// or log start offset, or an error).
+//
+// Session epochs, as the client sends them:
+//   session_id 0, epoch -1   no session: a full fetch, answered in full
+//   any id,       epoch 0    open a new session (closing `id` if set)
+//   id,           epoch -1   close session `id`; a full fetch
+//   id,           epoch n>0  an incremental fetch in session `id`, whose next
+//                            epoch must be n
+//
+// Bounded: at most `max_sessions` sessions (Kafka's
+// max.incremental.fetch.session.cache.slots); the least recently used is
+// evicted for a new one. A client whose session was evicted gets
+// FETCH_SESSION_ID_NOT_FOUND and opens a new one.
+//
+// Thread safety: the cache is thread-safe; a session is used by one fetch at
+// a time (a client does not pipeline fetches within a session), and its
+// fields are guarded by the session's own mutex.
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol/error_code.h"
+
+namespace sluice::kafka {
+
+struct session_partition {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t fetch_offset = 0;
+  int32_t max_bytes = 0;
+  // What the client was last told, to send only changes.
+  int64_t last_high_watermark = -1;
+  int64_t last_log_start = -1;
+  bool sent = false;
+};
+
+struct fetch_session {
+  int32_t id = 0;
+  std::mutex mu;
+  int32_t next_epoch = 1;
+  // In the order the client first named them. Shared so that a fetch in
+  // progress keeps its entries even if a misbehaving client changes the
+  // session meanwhile; their fields are guarded by `mu`.
+  std::vector<std::shared_ptr<session_partition>> partitions;
+  std::map<std::pair<std::string, int32_t>, size_t> index;
+
+  // Adds or updates a partition; removes one.
+  void upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes);
+  void forget(const std::string& topic, int32_t partition);
+};
+
+class fetch_session_cache {
+ public:
+  explicit fetch_session_cache(size_t max_sessions = 1000) : max_sessions_(max_sessions) {}
+
+  // A new, empty session, or nullptr when max_sessions is 0.
+  std::shared_ptr<fetch_session> create();
+  // The session with `id`, or nullptr. Marks it recently used.
+  std::shared_ptr<fetch_session> find(int32_t id);
+  void remove(int32_t id);
+  size_t size() const;
+
+ private:
+  const size_t max_sessions_;
+  mutable std::mutex mu_;
+  int32_t next_id_ = 1;
+  std::list<int32_t> lru_;  // most recently used at the front
+  std::unordered_map<int32_t, std::pair<std::shared_ptr<fetch_session>, std::list<int32_t>::iterator>> sessions_;
+};
+
+}  // namespace sluice::kafka

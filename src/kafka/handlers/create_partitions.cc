@@ -1,0 +1,33 @@
+#include "cluster/partition_manager.h"
+#include "kafka/dispatcher.h"
+#include "kafka/handlers/handlers.h"
+
+namespace sluice::kafka {
+
+void handle_create_partitions(request req) {
+  auto body = decode_body<protocol::create_partitions_request>(req);
+  if (!body) return;
+  auto& pm = *req.svc->partitions;
+  const int32_t node = req.svc->node_id;
+  protocol::create_partitions_response resp;
+  for (const auto& t : body->topics) {
+    auto& out = resp.results.emplace_back();
+    out.name = t.name;
+    if (t.assignments) {
+      for (const auto& a : *t.assignments) {
+        if (a.broker_ids.size() != 1 || a.broker_ids[0] != node) {
+          out.error_code = to_wire(error_code::invalid_replica_assignment);
+          out.error_message = "replicas must be exactly this broker (" + std::to_string(node) + ")";
+        }
+      }
+      if (out.error_code != 0) continue;
+    }
+    if (auto e = pm.add_partitions(t.name, t.count, body->validate_only)) {
+      out.error_code = to_wire(e->code);
+      out.error_message = e->message;
+    }
+  }
+  req.respond(resp);
+}
+
+}  // namespace sluice::kafka

@@ -1,0 +1,81 @@
+#include <set>
+
+#include "cluster/partition_manager.h"
+#include "kafka/dispatcher.h"
+#include "kafka/handlers/handlers.h"
+
+namespace sluice::kafka {
+
+void handle_create_topics(request req) {
+  auto body = decode_body<protocol::create_topics_request>(req);
+  if (!body) return;
+  auto& pm = *req.svc->partitions;
+  const int32_t node = req.svc->node_id;
+  protocol::create_topics_response resp;
+  std::multiset<std::string> names;
+  for (const auto& t : body->topics) names.insert(t.name);
+  for (const auto& t : body->topics) {
+    auto& out = resp.topics.emplace_back();
+    out.name = t.name;
+    auto fail = [&](error_code e, std::string msg) {
+      out.error_code = to_wire(e);
+      out.error_message = std::move(msg);
+    };
+    if (names.count(t.name) > 1) {
+      fail(error_code::invalid_request, "topic named more than once in the request");
+      continue;
+    }
+    int32_t partitions = t.num_partitions;
+    int16_t rf = t.replication_factor;
+    if (!t.assignments.empty()) {
+      // A manual assignment: on a single broker it can only name this one.
+      if (partitions != -1 || rf != -1) {
+        fail(error_code::invalid_request, "give either an assignment or partition count and replication factor");
+        continue;
+      }
+      bool ok = true;
+      for (size_t i = 0; i < t.assignments.size(); ++i) {
+        const auto& a = t.assignments[i];
+        if (a.partition_index != static_cast<int32_t>(i) || a.broker_ids.size() != 1 || a.broker_ids[0] != node) ok = false;
+      }
+      if (!ok) {
+        fail(error_code::invalid_replica_assignment, "replicas must be exactly this broker (" + std::to_string(node) + ")");
+        continue;
+      }
+      partitions = static_cast<int32_t>(t.assignments.size());
+      rf = 1;
+    }
+    std::vector<config::config_entry> configs;
+    for (const auto& c : t.configs) configs.push_back({c.name, c.value});
+    if (auto e = pm.create_topic(t.name, partitions, rf, configs, body->validate_only)) {
+      fail(e->code, e->message);
+      continue;
+    }
+    if (req.version() >= 5) {
+      auto cfg = pm.broker_config();
+      out.num_partitions = partitions == -1 ? cfg->num_partitions : partitions;
+      out.replication_factor = rf == -1 ? cfg->default_replication_factor : rf;
+      config::config_map overrides;
+      if (auto info = pm.topic(t.name)) {
+        overrides = info->overrides;
+      } else if (auto ov = config::make_topic_overrides(*cfg, configs); ov.ok()) {
+        overrides = *ov;  // validate_only: describe what would be created
+      }
+      auto described = config::describe_topic(*cfg, overrides);
+      if (described.ok()) {
+        auto& list = out.configs.emplace();
+        for (const auto& d : *described) {
+          auto& c = list.emplace_back();
+          c.name = d.name;
+          c.value = d.value;
+          c.read_only = d.read_only;
+          c.config_source = static_cast<int8_t>(d.source);
+          c.is_sensitive = d.sensitive;
+        }
+      }
+    }
+  }
+  req.respond(resp);
+}
+
+}  // namespace sluice::kafka

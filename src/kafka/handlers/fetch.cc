@@ -1,0 +1,239 @@
+// Fetch: read each partition from its log as file regions (sent with
+// sendfile), long-poll up to max_wait_ms until min_bytes are available, and
+// keep incremental fetch sessions (kafka/fetch_sessions.h).
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+#include "kafka/delayed_ops.h"
+#include "kafka/dispatcher.h"
+#include "kafka/fetch_sessions.h"
+#include "kafka/handlers/handlers.h"
+
+namespace sluice::kafka {
+
+namespace {
+
+using topic_response = protocol::fetch_response::fetchable_topic_response;
+using partition_data = topic_response::partition_data;
+
+struct fetch_target {
+  std::string topic;
+  int32_t partition;
+  int64_t fetch_offset;
+  int32_t max_bytes;
+  std::shared_ptr<cluster::partition> part;  // null: unknown partition
+  std::shared_ptr<session_partition> in_session;  // for incremental answers
+};
+
+// One fetch in progress. Attempts run on the I/O thread first and then on
+// the delayed-ops thread; `done` makes sure exactly one answers.
+class fetch_op : public std::enable_shared_from_this<fetch_op> {
+ public:
+  request req;
+  protocol::fetch_request body;
+  std::vector<fetch_target> targets;
+  std::shared_ptr<fetch_session> session;  // null: sessionless
+  bool incremental = false;
+  int32_t response_session_id = 0;
+  std::chrono::steady_clock::time_point deadline;
+
+  // Reads everything; answers if there is enough (or `final`). Returns true
+  // when answered.
+  bool attempt(bool final);
+  void park();
+
+ private:
+  void finish(protocol::fetch_response resp);
+  void unlisten();
+
+  std::atomic<bool> done_{false};
+  std::mutex mu_;  // guards tokens_ and timer_
+  std::vector<std::pair<std::shared_ptr<cluster::partition>, uint64_t>> tokens_;
+  std::shared_ptr<asio::steady_timer> timer_;
+};
+
+bool fetch_op::attempt(bool final) {
+  if (done_.load()) return true;
+  const bool read_committed = body.isolation_level == 1;
+  const uint64_t max_total = req.version() >= 3 ? static_cast<uint64_t>(std::max(body.max_bytes, 0)) : UINT64_MAX;
+  uint64_t total = 0;
+  bool any_error = false;
+  protocol::fetch_response resp;
+  resp.session_id = response_session_id;
+  for (auto& t : targets) {
+    partition_data pd;
+    pd.partition_index = t.partition;
+    pd.records = protocol::records_field::empty();
+    if (!read_committed) pd.aborted_transactions.reset();
+    else pd.aborted_transactions.emplace();
+    if (!t.part) {
+      pd.error_code = to_wire(error_code::unknown_topic_or_partition);
+      pd.high_watermark = -1;
+      pd.last_stable_offset = -1;
+      pd.log_start_offset = -1;
+      any_error = true;
+    } else {
+      const offset hw = t.part->high_watermark();
+      const offset start = t.part->log_start_offset();
+      pd.high_watermark = hw.value();
+      pd.last_stable_offset = hw.value();
+      pd.log_start_offset = start.value();
+      const offset at(t.fetch_offset);
+      if (at < start || at > hw) {
+        pd.error_code = to_wire(error_code::offset_out_of_range);
+        any_error = true;
+      } else if (at < hw && t.max_bytes > 0) {
+        // The first batch returned may be larger than the limits (KIP-74);
+        // after that, only batches that fit.
+        uint64_t budget = std::min<uint64_t>(static_cast<uint64_t>(t.max_bytes), max_total > total ? max_total - total : 0);
+        if (total == 0 || budget > 0) {
+          auto region = t.part->log().read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, hw);
+          if (!region.ok()) {
+            pd.error_code = to_wire(to_kafka_error(region.code()));
+            any_error = true;
+          } else if (region->len > 0 && (total == 0 || region->len <= budget)) {
+            const auto& f = region->file;
+            pd.records.append(protocol::file_region{f, f->native_handle(), region->pos, region->len});
+            total += region->len;
+          }
+        }
+      }
+    }
+    if (incremental && t.in_session) {
+      // Only partitions with news go into an incremental answer.
+      std::lock_guard g(session->mu);
+      auto& sp = *t.in_session;
+      bool news = pd.records.size_bytes() > 0 || pd.error_code != 0 || !sp.sent ||
+                  sp.last_high_watermark != pd.high_watermark || sp.last_log_start != pd.log_start_offset;
+      if (!news) continue;
+    }
+    auto* tr = resp.responses.empty() || resp.responses.back().topic != t.topic ? &resp.responses.emplace_back()
+                                                                                  : &resp.responses.back();
+    tr->topic = t.topic;
+    tr->partitions.push_back(std::move(pd));
+  }
+  const bool enough = total >= static_cast<uint64_t>(std::max(body.min_bytes, 0)) || any_error ||
+                      body.max_wait_ms <= 0 || std::chrono::steady_clock::now() >= deadline;
+  if (!final && !enough) return false;
+  // Record what the client is told, for the next incremental answer.
+  if (session) {
+    std::lock_guard g(session->mu);
+    for (auto& t : targets) {
+      if (!t.in_session) continue;
+      for (const auto& tr : resp.responses) {
+        if (tr.topic != t.topic) continue;
+        for (const auto& pd : tr.partitions) {
+          if (pd.partition_index != t.partition) continue;
+          t.in_session->sent = true;
+          t.in_session->last_high_watermark = pd.high_watermark;
+          t.in_session->last_log_start = pd.log_start_offset;
+        }
+      }
+    }
+  }
+  finish(std::move(resp));
+  return true;
+}
+
+void fetch_op::finish(protocol::fetch_response resp) {
+  if (done_.exchange(true)) return;
+  unlisten();
+  req.respond(resp);
+}
+
+void fetch_op::unlisten() {
+  std::lock_guard g(mu_);
+  for (auto& [p, token] : tokens_) p->remove_listener(token);
+  tokens_.clear();
+  if (timer_) timer_->cancel();
+}
+
+void fetch_op::park() {
+  auto self = shared_from_this();
+  auto* delayed = req.svc->delayed;
+  {
+    std::lock_guard g(mu_);
+    for (auto& [p, token] : tokens_) p->remove_listener(token);
+    tokens_.clear();
+    for (auto& t : targets) {
+      if (!t.part) continue;
+      uint64_t token = t.part->add_listener([self, delayed] {
+        delayed->post([self] {
+          if (!self->attempt(false)) self->park();
+        });
+      });
+      tokens_.emplace_back(t.part, token);
+    }
+    if (!timer_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      timer_ = delayed->after(std::max(left, std::chrono::milliseconds(0)), [self](bool) { self->attempt(true); });
+    }
+  }
+  // Data may have arrived before the listeners were in place.
+  delayed->post([self] {
+    if (!self->attempt(false)) self->park();
+  });
+}
+
+}  // namespace
+
+void handle_fetch(request req) {
+  auto body = decode_body<protocol::fetch_request>(req);
+  if (!body) return;
+  services& svc = *req.svc;
+  auto op = std::make_shared<fetch_op>();
+  op->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(body->max_wait_ms, 0));
+
+  // Sessions exist from v7.
+  const int32_t sid = req.version() >= 7 ? body->session_id : 0;
+  const int32_t epoch = req.version() >= 7 ? body->session_epoch : -1;
+  auto top_error = [&](error_code e) {
+    protocol::fetch_response resp;
+    resp.error_code = to_wire(e);
+    req.respond(resp);
+  };
+  if (epoch == -1 || epoch == 0) {
+    if (sid != 0) svc.fetch_sessions->remove(sid);
+    if (epoch == 0) {
+      op->session = svc.fetch_sessions->create();
+      if (op->session) op->response_session_id = op->session->id;
+    }
+  } else {
+    op->session = svc.fetch_sessions->find(sid);
+    if (!op->session) return top_error(error_code::fetch_session_id_not_found);
+    op->incremental = true;
+    op->response_session_id = sid;
+  }
+
+  if (op->session) {
+    // One fetch at a time per session: clients never pipeline them, and a
+    // second one would only get INVALID_FETCH_SESSION_EPOCH.
+    std::lock_guard g(op->session->mu);
+    if (op->incremental) {
+      if (op->session->next_epoch != epoch) return top_error(error_code::invalid_fetch_session_epoch);
+      for (const auto& ft : body->forgotten_topics_data)
+        for (int32_t p : ft.partitions) op->session->forget(ft.topic, p);
+    }
+    for (const auto& t : body->topics)
+      for (const auto& p : t.partitions) op->session->upsert(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes);
+    op->session->next_epoch = op->incremental ? (epoch == INT32_MAX ? 1 : epoch + 1) : 1;
+    for (auto& sp : op->session->partitions) {
+      op->targets.push_back({sp->topic, sp->partition, sp->fetch_offset, sp->max_bytes,
+                             svc.partitions->get(sp->topic, sp->partition), sp});
+    }
+  } else {
+    for (const auto& t : body->topics)
+      for (const auto& p : t.partitions)
+        op->targets.push_back({t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                               svc.partitions->get(t.topic, p.partition), nullptr});
+  }
+  op->body = std::move(*body);
+  op->req = std::move(req);
+  if (!op->attempt(false)) op->park();
+}
+
+}  // namespace sluice::kafka

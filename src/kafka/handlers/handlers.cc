@@ -1,0 +1,33 @@
+// The table of implemented APIs and the versions advertised in ApiVersions.
+// A version is listed only when its handler serves it fully; the reasons for
+// each range are in docs/protocol.md.
+
+#include "kafka/handlers/handlers.h"
+
+#include "kafka/dispatcher.h"
+
+namespace sluice::kafka {
+
+namespace {
+// Produce below v3 and Fetch below v4 carry the pre-0.11 message formats
+// (magic 0 and 1), which Sluice neither stores nor converts.
+constexpr api_handler table[] = {
+    {0, 3, 9, handle_produce},
+    {1, 4, 12, handle_fetch},
+    {2, 0, 6, handle_list_offsets},
+    {3, 0, 9, handle_metadata},
+    {18, 0, 3, handle_api_versions},
+    {19, 0, 5, handle_create_topics},
+    {20, 0, 5, handle_delete_topics},
+    {21, 0, 2, handle_delete_records},
+    {22, 0, 4, handle_init_producer_id},
+    {32, 0, 4, handle_describe_configs},
+    {33, 0, 2, handle_alter_configs},
+    {37, 0, 3, handle_create_partitions},
+    {44, 0, 1, handle_incremental_alter_configs},
+};
+}  // namespace
+
+std::span<const api_handler> api_handlers() { return table; }
+
+}  // namespace sluice::kafka

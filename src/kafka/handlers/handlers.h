@@ -1,0 +1,26 @@
+#pragma once
+
+// One function per Kafka API. Each decodes its body (decode_body), does its
+// work through the services, and answers through req.respond() now or
+// later. They are thin: validation rules live in cluster/ and config/,
+// bytes in protocol/.
+
+#include "kafka/request.h"
+
+namespace sluice::kafka {
+
+void handle_produce(request req);
+void handle_fetch(request req);
+void handle_list_offsets(request req);
+void handle_metadata(request req);
+void handle_api_versions(request req);
+void handle_create_topics(request req);
+void handle_delete_topics(request req);
+void handle_delete_records(request req);
+void handle_init_producer_id(request req);
+void handle_describe_configs(request req);
+void handle_alter_configs(request req);
+void handle_create_partitions(request req);
+void handle_incremental_alter_configs(request req);
+
+}  // namespace sluice::kafka

@@ -1,0 +1,35 @@
+// InitProducerId: a new producer id for an idempotent producer. Ids are
+// unique across restarts (cluster/producer_ids.h); each starts at epoch 0.
+
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+#include "kafka/dispatcher.h"
+#include "kafka/handlers/handlers.h"
+
+namespace sluice::kafka {
+
+void handle_init_producer_id(request req) {
+  auto body = decode_body<protocol::init_producer_id_request>(req);
+  if (!body) return;
+  protocol::init_producer_id_response resp;
+  resp.producer_id = -1;
+  resp.producer_epoch = -1;
+  if (body->transactional_id) {
+    // Transactions come with a later issue; until then a transactional
+    // producer gets a fatal, unambiguous error instead of retrying forever.
+    resp.error_code = to_wire(error_code::transactional_id_authorization_failed);
+    req.respond(resp);
+    return;
+  }
+  auto id = req.svc->partitions->producer_ids().next();
+  if (!id.ok()) {
+    SLUICE_LOG_ERROR("allocating a producer id: {}", id.err().message);
+    resp.error_code = to_wire(error_code::kafka_storage_error);
+  } else {
+    resp.producer_id = *id;
+    resp.producer_epoch = 0;
+  }
+  req.respond(resp);
+}
+
+}  // namespace sluice::kafka

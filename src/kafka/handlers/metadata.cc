@@ -1,0 +1,81 @@
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+#include "kafka/dispatcher.h"
+#include "kafka/handlers/handlers.h"
+
+namespace sluice::kafka {
+
+namespace {
+
+using topic_response = protocol::metadata_response::response_topic;
+
+void describe_topic(const services& svc, const cluster::topic_info& t, topic_response& out) {
+  out.error_code = to_wire(error_code::none);
+  out.name = t.name;
+  out.is_internal = !t.name.empty() && t.name.rfind("__", 0) == 0;
+  for (int32_t p = 0; p < t.partitions; ++p) {
+    auto& part = out.partitions.emplace_back();
+    part.error_code = to_wire(error_code::none);
+    part.partition_index = p;
+    part.leader_id = svc.node_id;
+    part.leader_epoch = 0;
+    part.replica_nodes = {svc.node_id};
+    part.isr_nodes = {svc.node_id};
+  }
+}
+
+}  // namespace
+
+void handle_metadata(request req) {
+  auto body = decode_body<protocol::metadata_request>(req);
+  if (!body) return;
+  services& svc = *req.svc;
+  auto& pm = *svc.partitions;
+  const auto cfg = pm.broker_config();
+
+  protocol::metadata_response resp;
+  auto& b = resp.brokers.emplace_back();
+  b.node_id = svc.node_id;
+  b.host = svc.advertised_host;
+  b.port = svc.advertised_port;
+  resp.cluster_id = svc.cluster_id;
+  resp.controller_id = svc.node_id;
+
+  // v0 sends an empty list for "all topics"; v1+ sends null.
+  const bool all = !body->topics.has_value() || (req.version() == 0 && body->topics->empty());
+  if (all) {
+    for (const auto& t : pm.topics()) describe_topic(svc, t, resp.topics.emplace_back());
+    req.respond(resp);
+    return;
+  }
+  // allow_auto_topic_creation exists from v4; older clients always allow it.
+  const bool may_create = cfg->auto_create_topics_enable && body->allow_auto_topic_creation;
+  for (const auto& rt : *body->topics) {
+    auto& out = resp.topics.emplace_back();
+    const std::string name = rt.name.value_or("");
+    out.name = name;
+    auto t = pm.topic(name);
+    if (!t && may_create) {
+      if (auto bad = cluster::validate_topic_name(name); !bad.ok()) {
+        out.error_code = to_wire(error_code::invalid_topic_exception);
+        continue;
+      }
+      auto e = pm.create_topic(name, -1, -1, {}, false);
+      if (e && e->code != error_code::topic_already_exists) {
+        SLUICE_LOG_WARN("auto-creating topic {}: {}", name, e->message);
+        out.error_code = to_wire(e->code);
+        continue;
+      }
+      t = pm.topic(name);
+    }
+    if (!t) {
+      out.error_code = to_wire(cluster::validate_topic_name(name).ok() ? error_code::unknown_topic_or_partition
+                                                                       : error_code::invalid_topic_exception);
+      continue;
+    }
+    describe_topic(svc, *t, out);
+  }
+  req.respond(resp);
+}
+
+}  // namespace sluice::kafka

@@ -1,0 +1,134 @@
+// Produce: validate and append each partition's batch, then answer by the
+// acks rule: acks=0 never (a failure closes the connection so the producer
+// notices, as Kafka does), acks=1 once written, acks=-1 once fsynced (group
+// commit; at once when the topic relaxes fsync).
+
+#include <atomic>
+#include <mutex>
+
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+#include "kafka/dispatcher.h"
+#include "kafka/handlers/handlers.h"
+
+namespace sluice::kafka {
+
+namespace {
+
+using partition_response = protocol::produce_response::topic_produce_response::partition_produce_response;
+
+// The state of one acks=-1 produce waiting for durability. The last
+// partition to become durable sends the answer.
+struct pending_produce {
+  request req;
+  protocol::produce_response resp;
+  std::atomic<int> waiting{0};
+  std::mutex mu;  // guards error fields written from flusher callbacks
+
+  void done() {
+    if (waiting.fetch_sub(1) == 1) req.respond(resp);
+  }
+};
+
+std::span<std::byte> mutable_view(request& req, std::span<const uint8_t> v) {
+  auto* base = reinterpret_cast<const uint8_t*>(req.frame.data());
+  size_t off = static_cast<size_t>(v.data() - base);
+  return {req.frame.data() + off, v.size()};
+}
+
+}  // namespace
+
+void handle_produce(request req) {
+  auto body = decode_body<protocol::produce_request>(req);
+  if (!body) return;
+  services& svc = *req.svc;
+  const int16_t acks = body->acks;
+  const int64_t now = svc.clk->now_ms();
+
+  auto op = std::make_shared<pending_produce>();
+  bool any_error = false;
+  // (partition, index into resp) of partitions whose durability to await.
+  struct awaited {
+    std::shared_ptr<cluster::partition> part;
+    partition_response* pr;
+    offset last;
+  };
+  std::vector<awaited> await;
+  op->resp.responses.reserve(body->topic_data.size());
+  for (auto& td : body->topic_data) {
+    auto& tr = op->resp.responses.emplace_back();
+    tr.name = td.name;
+    tr.partition_responses.reserve(td.partition_data.size());
+    for (auto& pd : td.partition_data) {
+      auto& pr = tr.partition_responses.emplace_back();
+      pr.index = pd.index;
+      pr.base_offset = -1;
+      auto set_error = [&](error_code e, std::string msg) {
+        pr.error_code = to_wire(e);
+        pr.error_message = std::move(msg);
+        any_error = true;
+      };
+      if (acks != 0 && acks != 1 && acks != -1) {
+        set_error(error_code::invalid_required_acks, "acks must be -1, 0 or 1");
+        continue;
+      }
+      if (body->transactional_id) {
+        set_error(error_code::transactional_id_authorization_failed, "transactions are not supported yet");
+        continue;
+      }
+      auto part = svc.partitions->get(td.name, pd.index);
+      if (!part) {
+        set_error(cluster::validate_topic_name(td.name).ok() ? error_code::unknown_topic_or_partition
+                                                             : error_code::invalid_topic_exception,
+                  "no such topic or partition");
+        continue;
+      }
+      if (pd.records.is_null() || pd.records.size_bytes() == 0) {
+        set_error(error_code::corrupt_message, "no record batch");
+        continue;
+      }
+      auto out = part->append(mutable_view(req, pd.records.view()), now);
+      pr.log_start_offset = part->log_start_offset().value();
+      if (out.error != error_code::none) {
+        SLUICE_LOG_DEBUG("produce to {}-{} refused: {} ({})", td.name, pd.index, error_name(out.error), out.message);
+        set_error(out.error, out.message);
+        continue;
+      }
+      pr.base_offset = out.base.value();
+      pr.log_append_time_ms = out.log_append_time_ms;
+      if (acks == -1) await.push_back({part, &pr, out.last});
+    }
+  }
+
+  if (acks == 0) {
+    if (any_error) {
+      req.responder.close_connection();
+    } else {
+      req.responder.no_response();
+    }
+    return;
+  }
+  op->req = std::move(req);
+  if (await.empty()) {
+    op->req.respond(op->resp);
+    return;
+  }
+  // One extra count so no callback can answer before every wait is set up.
+  op->waiting.store(static_cast<int>(await.size()) + 1);
+  for (auto& a : await) {
+    // Everything up to the batch's last offset (the original batch's, for
+    // a duplicate) must be durable.
+    a.part->on_durable(a.last, [op, pr = a.pr](const status& s) {
+      if (!s.ok()) {
+        std::lock_guard g(op->mu);
+        pr->error_code = to_wire(to_kafka_error(s.code()));
+        pr->error_message = s.err().message;
+        pr->base_offset = -1;
+      }
+      op->done();
+    });
+  }
+  op->done();
+}
+
+}  // namespace sluice::kafka

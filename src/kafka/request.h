@@ -1,0 +1,71 @@
+#pragma once
+
+// One Kafka request in flight, as the handlers see it: the decoded header,
+// the frame that owns every byte the decoded body points into (records
+// views), the responder that completes it, and the services handlers use.
+//
+// Ownership: a handler receives the request by value (moved) and either
+// answers it before returning or moves it into whatever completes it later
+// (a durability callback, a long-poll). The frame lives as long as the
+// request, so record views stay valid until the answer is sent.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "net/response.h"
+#include "net/server.h"
+#include "protocol/codec.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+
+namespace sluice::cluster {
+class partition_manager;
+}
+
+namespace sluice::kafka {
+
+class delayed_ops;
+class fetch_session_cache;
+
+// What handlers reach. Built once by the broker; every member outlives the
+// server.
+struct services {
+  cluster::partition_manager* partitions = nullptr;
+  sluice::clock* clk = nullptr;
+  delayed_ops* delayed = nullptr;
+  fetch_session_cache* fetch_sessions = nullptr;
+  int32_t node_id = 0;
+  std::string advertised_host;
+  int32_t advertised_port = 0;
+  std::string cluster_id;
+};
+
+// Per-connection state kept in net::connection_context::state.
+struct connection_state {
+  std::string client_id;
+};
+
+// Converts an encoded response (which starts with its int32 size) into the
+// chunks the server sends; the server writes the size itself.
+net::response to_net_response(const protocol::response_chunks& rc);
+
+struct request {
+  protocol::request_header header;
+  std::vector<std::byte> frame;
+  net::responder responder;
+  services* svc = nullptr;
+
+  int16_t api_key() const { return header.request_api_key; }
+  int16_t version() const { return header.request_api_version; }
+
+  // Encodes `body` at this request's version and sends it.
+  template <class Body>
+  void respond(const Body& body) {
+    responder.respond(to_net_response(protocol::encode_response(header.correlation_id, version(), body)));
+  }
+};
+
+}  // namespace sluice::kafka
