@@ -6,7 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -647,6 +652,53 @@ TEST_F(LogTest, ReadsRunConcurrentlyWithAppends) {
   stop = true;
   reader.join();
   EXPECT_GT(regions.load(), 0);
+  EXPECT_EQ(read_all_from(offset(0)), concat());
+}
+
+TEST_F(LogTest, RegionCanBeSentWithSendfile) {
+  open();
+  for (int i = 0; i < 5; ++i) append(2, 100);
+  auto r = log_->read(offset(2), 1 << 20);
+  ASSERT_TRUE(r.ok());
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  off_t pos = static_cast<off_t>(r->pos);
+  ASSERT_EQ(::sendfile(sv[0], r->file->native_handle(), &pos, r->len), static_cast<ssize_t>(r->len));
+  std::vector<std::byte> got(r->len);
+  ASSERT_EQ(::recv(sv[1], got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(r->len));
+  ::close(sv[0]);
+  ::close(sv[1]);
+  EXPECT_EQ(got, concat(1));
+}
+
+TEST_F(LogTest, ConfigChangesApplyToNextAppend) {
+  open(log_config{});
+  append(1, 100);
+  append(1, 100);
+  EXPECT_EQ(log_->segments().size(), 1u);
+  log_config small = log_->config();
+  small.segment_bytes = 200;
+  ASSERT_TRUE(log_->set_config(small).ok());
+  append(1, 100);
+  EXPECT_EQ(log_->segments().size(), 2u);
+  small.segment_bytes = 1;
+  EXPECT_EQ(log_->set_config(small).code(), errc::invalid_config);
+  EXPECT_EQ(log_->config().segment_bytes, 200);
+}
+
+TEST_F(LogTest, UnreadableCheckpointsAreIgnoredAndRebuilt) {
+  open();
+  for (int i = 0; i < 40; ++i) append(1, 200, i < 20 ? 1 : 2);
+  const auto epochs = log_->leader_epochs();
+  log_.reset();  // crash
+  for (const char* name : {files::kLeaderEpochs, files::kRecoveryPoint, files::kLogStart}) {
+    std::ofstream f(io::join(dir_.sub("t-0"), name), std::ios::trunc);
+    f << "garbage\n";
+  }
+  open();
+  EXPECT_EQ(log_->log_end_offset(), offset(40));
+  EXPECT_EQ(log_->log_start_offset(), offset(0));
+  EXPECT_EQ(log_->leader_epochs(), epochs);
   EXPECT_EQ(read_all_from(offset(0)), concat());
 }
 
