@@ -473,6 +473,13 @@ result<std::optional<timestamp_lookup>> log::offset_for_timestamp(int64_t ts_ms)
 status log::set_config(const log_config& cfg) {
   SLUICE_TRY(cfg.validate());
   std::lock_guard g(mu_);
+  if (cfg.fsync && !cfg_.fsync && !closed_ && !offline_) {
+    // Without fsync everything written already counts as durable; make
+    // that true before promising durability again.
+    for (auto& seg : segments_) {
+      if (auto st = seg->sync(); !st.ok()) return go_offline(st.err());
+    }
+  }
   cfg_ = cfg;
   return {};
 }

@@ -202,7 +202,9 @@ class log : public std::enable_shared_from_this<log> {
   std::optional<epoch_entry> end_offset_for_epoch(leader_epoch e) const;
 
   // ---- Management --------------------------------------------------------------
-  // Validates and applies new settings (from the next append on).
+  // Validates and applies new settings (from the next append on). Turning
+  // fsync back on first syncs every segment, since data written without it
+  // was already reported durable.
   status set_config(const log_config& cfg);
   log_config config() const;
   bool offline() const { return offline_.load(); }

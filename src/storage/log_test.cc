@@ -604,6 +604,13 @@ TEST_F(LogTest, NoFsyncCountsWrittenAsDurable) {
   auto a = append(3, 10);
   EXPECT_EQ(log_->durable_offset(), a.last + 1);
   EXPECT_TRUE(log_->wait_durable(a.last).ok());
+  // Back to fsync: later appends wait for a real sync again.
+  cfg.fsync = true;
+  ASSERT_TRUE(log_->set_config(cfg).ok());
+  auto b = append(1, 10);
+  EXPECT_EQ(log_->durable_offset(), b.base);
+  EXPECT_TRUE(log_->wait_durable(b.last).ok());
+  EXPECT_EQ(log_->durable_offset(), b.last + 1);
 }
 
 TEST_F(LogTest, ClosedLogRefusesEverything) {
