@@ -234,6 +234,21 @@ TEST(CodecTest, UnsupportedApiVersionsAnsweredInV0) {
   EXPECT_EQ(flat(encode_response(5, 0, resp)), expect);
 }
 
+TEST(CodecTest, ApiVersionsFromTableListsEveryApi) {
+  auto resp = api_versions_from_table(supported_api_table);
+  EXPECT_EQ(resp.error_code, 0);
+  ASSERT_EQ(resp.api_keys.size(), std::size(supported_api_table));
+  bool saw_fetch = false;
+  for (const auto& k : resp.api_keys) {
+    if (k.api_key == 1) {
+      saw_fetch = true;
+      EXPECT_EQ(k.min_version, 0);
+      EXPECT_EQ(k.max_version, fetch_request::max_version);
+    }
+  }
+  EXPECT_TRUE(saw_fetch);
+}
+
 TEST(CodecTest, RecordsAreViewsOnDecodeAndChunksOnEncode) {
   // Decode: the records field points into the request buffer.
   produce_request req;

@@ -48,6 +48,18 @@ result<request_header_info> decode_request_header(reader& r) {
   return info;
 }
 
+api_versions_response api_versions_from_table(std::span<const api_support> advertised) {
+  api_versions_response resp;
+  resp.api_keys.reserve(advertised.size());
+  for (const api_support& a : advertised) {
+    auto& row = resp.api_keys.emplace_back();
+    row.api_key = a.api_key;
+    row.min_version = a.min_version;
+    row.max_version = a.max_version;
+  }
+  return resp;
+}
+
 api_versions_response unsupported_api_versions_response(std::span<const api_support> advertised) {
   api_versions_response resp;
   resp.error_code = unsupported_version_code;

@@ -89,6 +89,10 @@ response_chunks encode_request(int32_t correlation_id, int16_t version, const Bo
   return std::move(w).finish();
 }
 
+// An ApiVersions answer (error 0) listing `advertised`, normally
+// supported_api_table or the subset the broker's handlers serve.
+api_versions_response api_versions_from_table(std::span<const api_support> advertised);
+
 // The ApiVersions answer to a request whose version the codec does not
 // support: v0 layout, UNSUPPORTED_VERSION, and the supported ApiVersions
 // range (KIP-511); the caller encodes it with version 0.
