@@ -112,6 +112,8 @@ result<append_result> log::append_locked(std::span<std::byte> batches, std::opti
   const offset first = hs.front().base, last = hs.back().last_offset();
   if (last - first > INT32_MAX) return error{errc::invalid_record, name_ + ": batches span too many offsets"};
   SLUICE_TRY(maybe_roll(batches.size(), last));
+  if (last - active().base() > INT32_MAX)  // only a replicated gap into an empty segment gets here
+    return error{errc::invalid_record, name_ + ": offsets too far from the segment base"};
   for (const auto& h : hs) {
     auto st = note_epoch(leader_epoch(h.epoch), h.base);
     if (!st.ok()) return go_offline(st.err()).err();

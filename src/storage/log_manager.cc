@@ -98,22 +98,21 @@ result<std::shared_ptr<log>> log_manager::get_or_create(const topic_partition& t
 }
 
 status log_manager::remove(const topic_partition& tp) {
-  std::shared_ptr<log> l;
-  uint64_t n = 0;
+  std::string doomed;
   {
+    // The directory is renamed away under the lock, so a concurrent
+    // get_or_create of the same partition starts from an empty directory.
     std::lock_guard g(mu_);
     auto it = logs_.find(tp);
     if (it == logs_.end()) return status(errc::not_found, tp.dir_name() + " does not exist");
-    l = std::move(it->second);
+    std::shared_ptr<log> l = std::move(it->second);
     logs_.erase(it);
-    n = ++removals_;
+    l->close().ignore();  // its data is about to go; a failed sync does not matter
+    doomed = l->dir() + "." + std::to_string(++removals_) + kDeleteSuffix;
+    SLUICE_TRY(fs_.rename(l->dir(), doomed));
+    SLUICE_TRY(fs_.sync_dir(cfg_.data_dir));
   }
-  l->close().ignore();  // its data is about to go; a failed sync does not matter
-  const std::string dir = l->dir();
-  const std::string doomed = dir + "." + std::to_string(n) + kDeleteSuffix;
-  SLUICE_TRY(fs_.rename(dir, doomed));
-  SLUICE_TRY(fs_.sync_dir(cfg_.data_dir));
-  return fs_.remove_all(doomed);
+  return fs_.remove_all(doomed);  // a crash before this finishes is cleaned up at open
 }
 
 std::vector<topic_partition> log_manager::partitions() const {
