@@ -42,6 +42,9 @@ inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100
 inline constexpr int64_t default_connections_max_idle_ms = 10ll * 60 * 1000;
 inline constexpr int64_t default_max_connections = 10'000;
 inline constexpr int64_t default_max_inflight_requests_per_connection = 64;
+// Bytes of request frames handed to the broker and not yet answered on one
+// connection past which the server stops reading from it.
+inline constexpr int64_t default_max_inflight_request_bytes_per_connection = 64ll << 20;  // 64 MiB
 // Owned response bytes waiting to be written on one connection past which
 // the server stops reading from it (file regions sent by sendfile do not
 // count: they cost no memory).

@@ -52,7 +52,7 @@ struct gate {
   bool open = true;
 };
 
-enum class completion_kind { respond, none, close, dropped };
+enum class completion_kind { respond, respond_then_close, none, close, dropped };
 
 struct completion {
   completion_kind kind = completion_kind::none;
@@ -103,6 +103,7 @@ class connection : public std::enable_shared_from_this<connection> {
     std::array<std::byte, 4> prefix{};
     std::vector<chunk> chunks;
     uint64_t memory_bytes = 0;
+    bool close_after = false;  // respond_and_close: close once written
     size_t part = 0;  // 0: the length prefix; i > 0: chunks[i - 1]
     uint64_t off = 0;  // bytes of `part` already sent
 
@@ -147,6 +148,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool opened_ = false;  // on_connection_open was called
   bool closed_ = false;
   bool draining_ = false;
+  bool closing_ = false;  // a respond_and_close response is queued; no more requests
   bool paused_ = false;   // reading stopped by backpressure
   bool reading_ = false;  // an async read is outstanding
   bool writing_ = false;  // waiting for the socket to become writable
@@ -160,12 +162,19 @@ class connection : public std::enable_shared_from_this<connection> {
   size_t frame_need_ = 0;
   std::vector<std::byte> frame_;
 
-  // Ordering: requests get sequence numbers next_seq_++; window_[i] holds
-  // the completion of request head_seq_ + i once the handler completed it.
+  // Ordering: requests get sequence numbers next_seq_++; window_[i] is the
+  // slot of request head_seq_ + i, filled when the handler completes it.
   // The head is released to the write queue as soon as it is filled.
+  struct slot {
+    uint64_t request_bytes = 0;  // frame size, counted until completion
+    std::optional<completion> done;
+  };
   uint64_t next_seq_ = 0;
   uint64_t head_seq_ = 0;
-  std::deque<std::optional<completion>> window_;
+  std::deque<slot> window_;
+  // Bytes of request frames handed to the handler and not yet completed
+  // (the handler presumably still holds them).
+  uint64_t inflight_request_bytes_ = 0;
   // Requests dispatched and not yet fully written (or released as
   // no_response); bounded by max_inflight_requests_per_connection.
   uint64_t in_flight_ = 0;
@@ -274,12 +283,14 @@ void connection::start() {
 }
 
 bool connection::can_accept_request() const {
-  return in_flight_ < static_cast<uint64_t>(srv_.cfg_.max_inflight_requests_per_connection) &&
-         queued_bytes_ < static_cast<uint64_t>(srv_.cfg_.max_queued_response_bytes_per_connection);
+  const server_config& c = srv_.cfg_;
+  return in_flight_ < static_cast<uint64_t>(c.max_inflight_requests_per_connection) &&
+         inflight_request_bytes_ < static_cast<uint64_t>(c.max_inflight_request_bytes_per_connection) &&
+         queued_bytes_ < static_cast<uint64_t>(c.max_queued_response_bytes_per_connection);
 }
 
 void connection::process_input() {
-  while (!closed_ && !draining_) {
+  while (!closed_ && !draining_ && !closing_) {
     if (!can_accept_request()) {
       if (!paused_) {
         paused_ = true;
@@ -347,7 +358,7 @@ void connection::on_read(const asio::error_code& ec, size_t n) {
   }
   srv_.metrics_.bytes_in.fetch_add(n, std::memory_order_relaxed);
   last_activity_ = steady::now();
-  if (draining_) return;  // no new requests once stopping; the bytes are dropped
+  if (draining_ || closing_) return;  // no new requests; the bytes are dropped
   rbeg_ = 0;
   rend_ = n;
   process_input();
@@ -356,7 +367,8 @@ void connection::on_read(const asio::error_code& ec, size_t n) {
 void connection::dispatch() {
   len_have_ = 0;
   uint64_t seq = next_seq_++;
-  window_.emplace_back();
+  window_.push_back(slot{frame_.size(), std::nullopt});
+  inflight_request_bytes_ += frame_.size();
   ++in_flight_;
   srv_.metrics_.requests.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::byte> frame = std::move(frame_);
@@ -385,21 +397,26 @@ void connection::on_completion(uint64_t seq, completion c) {
       close("responder dropped");
       return;
     case completion_kind::respond:
+    case completion_kind::respond_then_close:
     case completion_kind::none:
       break;
   }
   SLUICE_ASSERT(seq >= head_seq_ && seq - head_seq_ < window_.size(), "completion out of window");
-  auto& slot = window_[seq - head_seq_];
-  SLUICE_ASSERT(!slot.has_value(), "request completed twice");
+  slot& s = window_[seq - head_seq_];
+  SLUICE_ASSERT(!s.done.has_value(), "request completed twice");
+  inflight_request_bytes_ -= s.request_bytes;
+  s.request_bytes = 0;
   queued_bytes_ += c.resp.memory_bytes();
-  slot = std::move(c);
+  s.done = std::move(c);
   release_completed();
 }
 
 void connection::release_completed() {
   bool any = false;
-  while (!window_.empty() && window_.front().has_value()) {
-    completion c = std::move(*window_.front());
+  // After a respond_and_close response nothing more is released: the
+  // connection closes once that response is written.
+  while (!closing_ && !window_.empty() && window_.front().done.has_value()) {
+    completion c = std::move(*window_.front().done);
     window_.pop_front();
     ++head_seq_;
     if (c.kind == completion_kind::none) {
@@ -418,6 +435,8 @@ void connection::release_completed() {
     store_be<int32_t>(o.prefix.data(), static_cast<int32_t>(size));
     o.memory_bytes = c.resp.memory_bytes();
     o.chunks = std::move(c.resp.chunks);
+    o.close_after = c.kind == completion_kind::respond_then_close;
+    closing_ = o.close_after;
     wq_.push_back(std::move(o));
     any = true;
   }
@@ -535,7 +554,13 @@ void connection::consume_written(uint64_t n) {
       queued_bytes_ -= o.memory_bytes;
       --in_flight_;
       srv_.metrics_.responses.fetch_add(1, std::memory_order_relaxed);
+      bool close_after = o.close_after;
       wq_.pop_front();
+      if (close_after) {
+        // Nothing is queued behind it (release stops at closing_).
+        close("closed by the handler after its response");
+        return;
+      }
       continue;
     }
     if (n == 0) break;
@@ -632,6 +657,7 @@ status server_impl::start() {
 
   if (cfg_.socket_request_max_bytes < 0 || cfg_.max_connections < 0 ||
       cfg_.max_inflight_requests_per_connection < 1 ||
+      cfg_.max_inflight_request_bytes_per_connection < 1 ||
       cfg_.max_queued_response_bytes_per_connection < 1)
     return status(errc::invalid_argument, "server_config: limits must be positive");
 
@@ -856,6 +882,12 @@ void responder::respond(response r) {
 void responder::no_response() {
   SLUICE_ASSERT(link_, "responder completed twice");
   std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::none, {}});
+}
+
+void responder::respond_and_close(response r) {
+  SLUICE_ASSERT(link_, "responder completed twice");
+  std::exchange(link_, nullptr)->deliver(
+      seq_, {detail::completion_kind::respond_then_close, std::move(r)});
 }
 
 void responder::close_connection() {

@@ -24,12 +24,15 @@
 //
 // Backpressure and memory bounds, per connection: the server stops reading
 // from a socket while max_inflight_requests_per_connection requests are
-// in flight (read but not yet fully written or dropped as no_response), or
-// while more than max_queued_response_bytes_per_connection bytes of owned
-// response buffers wait to be written; it resumes when they drain. The
-// read buffer of a frame grows with the bytes that actually arrived, never
-// to the declared length up front. So memory per connection is bounded by
-// those limits plus socket_request_max_bytes.
+// in flight (read but not yet fully written or dropped as no_response),
+// while the request frames handed to the handler and not yet completed
+// add up to max_inflight_request_bytes_per_connection, or while more than
+// max_queued_response_bytes_per_connection bytes of owned response
+// buffers wait to be written; it resumes when they drain. The read buffer
+// of a frame grows with the bytes that actually arrived, never to the
+// declared length up front. So memory per connection is bounded by those
+// limits plus one socket_request_max_bytes frame. (There is no server-wide
+// byte bound yet; per connection times max_connections is the bound.)
 //
 // Errors. Nothing a client sends crashes the server: a frame length above
 // socket_request_max_bytes or negative, a reset, a handler reporting
@@ -100,6 +103,10 @@ class responder {
   // Sends `r` as this request's response frame (the server adds the length
   // prefix). Thread-safe.
   void respond(response r);
+  // Sends `r` in its turn like respond(), then closes the connection once
+  // it is written; later requests go unanswered and no more are read (for
+  // example after a failed SASL authentication). Thread-safe.
+  void respond_and_close(response r);
   // This request gets no response (Kafka's acks=0 produce); later responses
   // are not held up by it. Thread-safe.
   void no_response();
@@ -158,6 +165,10 @@ struct server_config {
   int64_t max_connections = limits::default_max_connections;
   int64_t max_inflight_requests_per_connection =
       limits::default_max_inflight_requests_per_connection;
+  // Reading pauses while the request frames handed to the handler and not
+  // yet completed add up to this (one frame is always allowed).
+  int64_t max_inflight_request_bytes_per_connection =
+      limits::default_max_inflight_request_bytes_per_connection;
   int64_t max_queued_response_bytes_per_connection =
       limits::default_max_queued_response_bytes_per_connection;
   // How long stop() waits for in-flight requests to be answered.

@@ -216,6 +216,11 @@ class test_handler : public request_handler {
     }
     for (auto& [f, r] : items) complete(std::move(f), std::move(r));
   }
+  void take_held(std::vector<std::pair<bytes, responder>>& out) {
+    std::lock_guard l(mu_);
+    for (auto& item : held_) out.push_back(std::move(item));
+    held_.clear();
+  }
   void drop_held() {
     std::lock_guard l(mu_);
     held_.clear();
@@ -459,6 +464,62 @@ TEST(NetServer, BackpressureOnQueuedResponseBytes) {
     ASSERT_EQ(r->size(), 1u << 20);
   }
   EXPECT_EQ(h.requests.load(), total);
+  srv.stop();
+}
+
+// Requests the handler holds count against a byte bound as well as the
+// request count bound.
+TEST(NetServer, BackpressureOnInflightRequestBytes) {
+  test_handler h(test_handler::mode::hold);
+  auto cfg = test_config();
+  cfg.max_inflight_requests_per_connection = 1000;
+  cfg.max_inflight_request_bytes_per_connection = 1 << 20;
+  server srv(cfg, h);
+  ASSERT_TRUE(srv.start().ok());
+
+  client c(srv.port());
+  constexpr int total = 100;
+  const std::string body(100 * 1024, 'b');
+  std::thread writer([&] {
+    for (int i = 0; i < total; ++i) ASSERT_TRUE(c.send_frame(std::to_string(i % 10) + body));
+  });
+  // 10 frames of 100 KiB stay under 1 MiB, the 11th reaches it: reading
+  // stops there until something completes.
+  ASSERT_TRUE(wait_until([&] { return h.held() == 11; }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(h.requests.load(), 11);
+  h.set_mode(test_handler::mode::immediate);
+  h.complete_held();
+  for (int i = 0; i < total; ++i) {
+    auto r = c.read_frame();
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(r->size(), body.size() + 1);
+    EXPECT_EQ(static_cast<char>((*r)[0]), '0' + i % 10);
+  }
+  writer.join();
+  srv.stop();
+}
+
+TEST(NetServer, RespondAndCloseWritesInTurnThenCloses) {
+  test_handler h(test_handler::mode::hold);
+  server srv(test_config(), h);
+  ASSERT_TRUE(srv.start().ok());
+  client c(srv.port());
+  for (auto s : {"a", "last", "never answered"}) ASSERT_TRUE(c.send_frame(s));
+  ASSERT_TRUE(wait_until([&] { return h.held() == 3; }));
+  // Complete out of order from this thread: "last" closes after "a".
+  std::vector<std::pair<bytes, responder>> held;
+  h.take_held(held);
+  ASSERT_EQ(held.size(), 3u);
+  held[2].second.respond({});
+  response last;
+  last.append(to_bytes("bye"));
+  held[1].second.respond_and_close(std::move(last));
+  test_handler::complete(std::move(held[0].first), std::move(held[0].second));
+  EXPECT_EQ(c.read_string().value_or("<closed>"), "a");
+  EXPECT_EQ(c.read_string().value_or("<closed>"), "bye");
+  // Then end of stream: the third response (an empty frame) is never sent.
+  EXPECT_FALSE(c.read_frame().has_value());
   srv.stop();
 }
 
