@@ -10,10 +10,11 @@
 //   gzip    a gzip stream (RFC 1952); several members are accepted.
 //   snappy  Java clients write xerial framing: magic 82 'SNAPPY' 00, int32
 //           version, int32 min compatible version, then blocks of int32
-//           compressed length + raw snappy block. librdkafka reads that and
-//           also accepts raw snappy, so decompress() takes both (the
-//           framing is recognised by its magic) and compress() writes xerial
-//           framing, which every client reads.
+//           compressed length + raw snappy block. librdkafka writes raw
+//           snappy and reads either (it looks for the magic), as Java's
+//           reader does. So decompress() takes both, recognising the framing
+//           by its magic, and compress() writes xerial framing, which every
+//           client reads.
 //   lz4     the standard LZ4 frame format (magic 04 22 4D 18) with
 //           independent 64 KiB blocks, as Kafka's KafkaLZ4BlockOutputStream
 //           writes it (Java decompresses blocks independently).
