@@ -1,0 +1,752 @@
+#include "group/coordinator.h"
+
+#include <malloc.h>
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "protocol/consumer_protocol.h"
+
+namespace sluice::group {
+namespace {
+
+using kafka::error_code;
+using kafka::to_wire;
+namespace proto = protocol;
+
+// __consumer_offsets in memory. By default an append is durable at once;
+// with hold = true it waits until complete_all() (or fail_all()).
+class mem_log final : public record_log {
+ public:
+  struct rec {
+    int32_t partition;
+    std::vector<uint8_t> key;
+    std::optional<std::vector<uint8_t>> value;
+  };
+  void append(int32_t p, std::vector<proto::records::record_input> records,
+              std::function<void(status)> done) override {
+    ++appends;
+    held.push_back({p, std::move(records), std::move(done)});
+    if (!hold) complete_all();
+  }
+  void complete_all() {
+    auto h = std::move(held);
+    held.clear();
+    for (auto& e : h) {
+      if (keep)
+        for (auto& r : e.records) durable.push_back({e.p, *r.key, r.value});
+      e.done({});
+    }
+  }
+  void fail_all() {
+    auto h = std::move(held);
+    held.clear();
+    for (auto& e : h) e.done(status(errc::io_error, "disk gone"));
+  }
+  struct entry {
+    int32_t p;
+    std::vector<proto::records::record_input> records;
+    std::function<void(status)> done;
+  };
+  bool hold = false;
+  bool keep = true;
+  size_t appends = 0;
+  std::vector<entry> held;
+  std::vector<rec> durable;
+};
+
+template <class T>
+struct slot {
+  std::shared_ptr<std::optional<T>> v = std::make_shared<std::optional<T>>();
+  std::function<void(T)> cb() {
+    return [v = v](T r) {
+      ASSERT_FALSE(v->has_value()) << "answered twice";
+      *v = std::move(r);
+    };
+  }
+  bool done() const { return v->has_value(); }
+  const T& operator*() const { return **v; }
+  const T* operator->() const { return &**v; }
+};
+
+coordinator_config test_config() {
+  coordinator_config c;
+  c.min_session_timeout_ms = 1000;
+  c.max_session_timeout_ms = 60'000;
+  c.max_group_size = 5;
+  c.initial_rebalance_delay_ms = 0;
+  c.num_partitions = 4;
+  c.offsets_retention_ms = 3'600'000;
+  c.offsets_retention_check_interval_ms = 1000;
+  return c;
+}
+
+std::vector<uint8_t> subscription(std::vector<std::string> topics) {
+  proto::consumer_protocol_subscription s;
+  s.topics = std::move(topics);
+  return proto::encode_subscription(s, 1);
+}
+
+class coordinator_test : public ::testing::Test {
+ protected:
+  explicit coordinator_test(coordinator_config cfg = test_config()) : cfg_(cfg) { reset(); }
+
+  void reset() {
+    c_ = std::make_unique<coordinator>(
+        cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
+        [](const std::string& topic, int32_t p) { return topic != "missing" && p < 100; });
+    c_->set_loaded();
+  }
+  void run() {
+    while (!tasks_.empty()) {
+      auto f = std::move(tasks_.front());
+      tasks_.pop_front();
+      f();
+    }
+  }
+  void advance(int64_t ms) {
+    // Moves in tick-sized steps, as the service's timer thread would.
+    for (int64_t left = ms; left > 0; left -= 100) {
+      clk_.advance_ms(std::min<int64_t>(100, left));
+      c_->tick();
+      run();
+    }
+  }
+
+  proto::join_group_request join_req(const std::string& group, const std::string& member,
+                                     std::optional<std::string> instance = std::nullopt,
+                                     std::vector<std::string> topics = {"t"}, int32_t session_ms = 10'000,
+                                     std::string protocol = "range") {
+    proto::join_group_request r;
+    r.group_id = group;
+    r.member_id = member;
+    r.group_instance_id = std::move(instance);
+    r.session_timeout_ms = session_ms;
+    r.rebalance_timeout_ms = 20'000;
+    r.protocol_type = "consumer";
+    r.protocols.push_back({std::move(protocol), subscription(std::move(topics))});
+    return r;
+  }
+  slot<proto::join_group_response> join(const proto::join_group_request& r, int16_t version = 5) {
+    slot<proto::join_group_response> s;
+    c_->join_group(r, version, "client", "/127.0.0.1", s.cb());
+    run();
+    return s;
+  }
+  // The two-step join of JoinGroup v4+: returns the member id handed out.
+  std::string first_join(const std::string& group) {
+    auto s = join(join_req(group, ""));
+    EXPECT_TRUE(s.done());
+    EXPECT_EQ(s->error_code, to_wire(error_code::member_id_required));
+    return s->member_id;
+  }
+  slot<proto::sync_group_response> sync(const std::string& group, const std::string& member, int32_t generation,
+                                        std::vector<std::pair<std::string, std::vector<uint8_t>>> assignment = {},
+                                        std::optional<std::string> instance = std::nullopt) {
+    proto::sync_group_request r;
+    r.group_id = group;
+    r.member_id = member;
+    r.generation_id = generation;
+    r.group_instance_id = std::move(instance);
+    for (auto& [m, a] : assignment) r.assignments.push_back({m, a});
+    slot<proto::sync_group_response> s;
+    c_->sync_group(r, 3, s.cb());
+    run();
+    return s;
+  }
+  int16_t heartbeat(const std::string& group, const std::string& member, int32_t generation,
+                    std::optional<std::string> instance = std::nullopt) {
+    proto::heartbeat_request r;
+    r.group_id = group;
+    r.member_id = member;
+    r.generation_id = generation;
+    r.group_instance_id = std::move(instance);
+    return c_->heartbeat(r, 3).error_code;
+  }
+  slot<proto::offset_commit_response> commit(const std::string& group, const std::string& member,
+                                             int32_t generation, const std::string& topic, int32_t partition,
+                                             int64_t offset, std::optional<std::string> metadata = "") {
+    proto::offset_commit_request r;
+    r.group_id = group;
+    r.member_id = member;
+    r.generation_id_or_member_epoch = generation;
+    auto& t = r.topics.emplace_back();
+    t.name = topic;
+    auto& p = t.partitions.emplace_back();
+    p.partition_index = partition;
+    p.committed_offset = offset;
+    p.committed_metadata = std::move(metadata);
+    slot<proto::offset_commit_response> s;
+    c_->offset_commit(r, 7, s.cb());
+    run();
+    return s;
+  }
+  int16_t commit_error(const slot<proto::offset_commit_response>& s) {
+    EXPECT_TRUE(s.done());
+    return s->topics.at(0).partitions.at(0).error_code;
+  }
+  // The committed offset of one partition, -1 if none.
+  int64_t fetch(const std::string& group, const std::string& topic, int32_t partition) {
+    proto::offset_fetch_request r;
+    r.group_id = group;
+    r.topics.emplace();
+    r.topics->push_back({topic, {partition}});
+    auto resp = c_->offset_fetch(r, 7);
+    return resp.topics.at(0).partitions.at(0).committed_offset;
+  }
+  proto::describe_groups_response::described_group describe(const std::string& group) {
+    proto::describe_groups_request r;
+    r.groups.push_back(group);
+    return c_->describe_groups(r).groups.at(0);
+  }
+  std::vector<int16_t> delete_groups(std::vector<std::string> ids) {
+    proto::delete_groups_request r;
+    r.groups_names = std::move(ids);
+    slot<proto::delete_groups_response> s;
+    c_->delete_groups(r, s.cb());
+    run();
+    EXPECT_TRUE(s.done());
+    std::vector<int16_t> out;
+    for (const auto& x : s->results) out.push_back(x.error_code);
+    return out;
+  }
+
+  // Forms a stable group of `n` members; returns their ids (the leader first).
+  std::vector<std::string> stable_group(const std::string& group, int n, int32_t* generation) {
+    std::vector<std::string> ids;
+    std::vector<slot<proto::join_group_response>> joins;
+    for (int i = 0; i < n; ++i) ids.push_back(first_join(group));
+    for (const auto& id : ids) joins.push_back(join(join_req(group, id)));
+    std::string leader;
+    for (auto& j : joins) {
+      EXPECT_TRUE(j.done());
+      EXPECT_EQ(j->error_code, 0);
+      leader = j->leader;
+      *generation = j->generation_id;
+    }
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> assignment;
+    for (const auto& id : ids) assignment.push_back({id, std::vector<uint8_t>(id.begin(), id.end())});
+    std::vector<slot<proto::sync_group_response>> syncs;
+    for (const auto& id : ids)
+      if (id != leader) syncs.push_back(sync(group, id, *generation));
+    for (auto& s : syncs) EXPECT_FALSE(s.done());
+    auto ls = sync(group, leader, *generation, assignment);
+    EXPECT_TRUE(ls.done());
+    EXPECT_EQ(ls->assignment, std::vector<uint8_t>(leader.begin(), leader.end()));
+    for (auto& s : syncs) EXPECT_TRUE(s.done());
+    EXPECT_EQ(describe(group).group_state, "Stable");
+    std::erase(ids, leader);
+    ids.insert(ids.begin(), leader);
+    return ids;
+  }
+
+  coordinator_config cfg_;
+  manual_clock clk_;
+  mem_log log_;
+  std::deque<std::function<void()>> tasks_;
+  std::unique_ptr<coordinator> c_;
+};
+
+TEST_F(coordinator_test, OneMemberJoinsSyncsAndHeartbeats) {
+  std::string id = first_join("g");
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(id.rfind("client-", 0), 0u);
+  auto j = join(join_req("g", id));
+  ASSERT_TRUE(j.done());
+  EXPECT_EQ(j->error_code, 0);
+  EXPECT_EQ(j->generation_id, 1);
+  EXPECT_EQ(j->leader, id);
+  EXPECT_EQ(j->protocol_name, "range");
+  ASSERT_EQ(j->members.size(), 1u);
+  EXPECT_EQ(j->members[0].metadata, subscription({"t"}));
+  EXPECT_EQ(describe("g").group_state, "CompletingRebalance");
+  EXPECT_EQ(heartbeat("g", id, 1), 0);
+  auto s = sync("g", id, 1, {{id, {7, 7}}});
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(s->error_code, 0);
+  EXPECT_EQ(s->assignment, (std::vector<uint8_t>{7, 7}));
+  auto d = describe("g");
+  EXPECT_EQ(d.group_state, "Stable");
+  EXPECT_EQ(d.protocol_type, "consumer");
+  EXPECT_EQ(d.protocol_data, "range");
+  ASSERT_EQ(d.members.size(), 1u);
+  EXPECT_EQ(d.members[0].member_assignment, (std::vector<uint8_t>{7, 7}));
+  EXPECT_EQ(heartbeat("g", id, 1), 0);
+  // A repeated SyncGroup in Stable gives the same assignment.
+  auto again = sync("g", id, 1);
+  EXPECT_EQ(again->assignment, (std::vector<uint8_t>{7, 7}));
+}
+
+TEST_F(coordinator_test, OldJoinVersionsGetAnIdAtOnce) {
+  auto j = join(join_req("g", ""), 3);
+  ASSERT_TRUE(j.done());
+  EXPECT_EQ(j->error_code, 0);
+  EXPECT_FALSE(j->member_id.empty());
+  EXPECT_EQ(j->leader, j->member_id);
+}
+
+TEST_F(coordinator_test, JoinWaitsForEveryKnownMemberAndHeartbeatsSignalTheRebalance) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 2, &gen);
+  EXPECT_EQ(gen, 1);
+  // A third member joins: the group rebalances.
+  std::string third = first_join("g");
+  auto j3 = join(join_req("g", third));
+  EXPECT_FALSE(j3.done());
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+  EXPECT_EQ(heartbeat("g", ids[0], gen), to_wire(error_code::rebalance_in_progress));
+  EXPECT_EQ(heartbeat("g", ids[1], gen), to_wire(error_code::rebalance_in_progress));
+  auto j0 = join(join_req("g", ids[0]));
+  EXPECT_FALSE(j0.done());
+  auto j1 = join(join_req("g", ids[1]));
+  ASSERT_TRUE(j0.done() && j1.done() && j3.done());
+  EXPECT_EQ(j0->generation_id, 2);
+  // The leader stays the leader and alone receives the members' metadata.
+  EXPECT_EQ(j0->leader, ids[0]);
+  EXPECT_EQ(j0->members.size(), 3u);
+  EXPECT_TRUE(j1->members.empty());
+  EXPECT_TRUE(j3->members.empty());
+  // The old generation is refused.
+  EXPECT_EQ(heartbeat("g", ids[1], 1), to_wire(error_code::illegal_generation));
+  EXPECT_EQ(sync("g", ids[1], 1)->error_code, to_wire(error_code::illegal_generation));
+}
+
+TEST_F(coordinator_test, ProtocolChosenAmongThoseEveryMemberSupports) {
+  auto a = first_join("g");
+  auto b = first_join("g");
+  auto ra = join_req("g", a);
+  ra.protocols.insert(ra.protocols.begin(), {"cooperative-sticky", subscription({"t"})});
+  auto rb = join_req("g", b);
+  rb.protocols.push_back({"roundrobin", subscription({"t"})});
+  auto ja = join(ra);
+  auto jb = join(rb);
+  ASSERT_TRUE(ja.done() && jb.done());
+  EXPECT_EQ(ja->protocol_name, "range");
+  // A member with no protocol in common, or another protocol type, is refused.
+  auto bad = join(join_req("g", "", std::nullopt, {"t"}, 10'000, "sticky"));
+  EXPECT_EQ(bad->error_code, to_wire(error_code::inconsistent_group_protocol));
+  auto other_type = join_req("g", "");
+  other_type.protocol_type = "connect";
+  EXPECT_EQ(join(other_type)->error_code, to_wire(error_code::inconsistent_group_protocol));
+}
+
+TEST_F(coordinator_test, InvalidRequestsGetTheirErrors) {
+  EXPECT_EQ(join(join_req("", ""))->error_code, to_wire(error_code::invalid_group_id));
+  EXPECT_EQ(join(join_req("g", "", std::nullopt, {"t"}, 999))->error_code,
+            to_wire(error_code::invalid_session_timeout));
+  EXPECT_EQ(join(join_req("g", "", std::nullopt, {"t"}, 60'001))->error_code,
+            to_wire(error_code::invalid_session_timeout));
+  EXPECT_EQ(join(join_req("g", "nobody"))->error_code, to_wire(error_code::unknown_member_id));
+  auto no_protocols = join_req("g", "");
+  no_protocols.protocols.clear();
+  EXPECT_EQ(join(no_protocols)->error_code, to_wire(error_code::inconsistent_group_protocol));
+  // Oversized metadata is refused and leaves nothing behind.
+  auto huge = join_req("g2", "");
+  huge.protocols[0].metadata.assign(300 * 1024, 1);
+  EXPECT_EQ(join(huge)->error_code, to_wire(error_code::invalid_request));
+  EXPECT_EQ(describe("g2").group_state, "Dead");
+  EXPECT_EQ(sync("g", "nobody", 1)->error_code, to_wire(error_code::unknown_member_id));
+  EXPECT_EQ(heartbeat("g", "nobody", 1), to_wire(error_code::unknown_member_id));
+  EXPECT_EQ(heartbeat("", "nobody", 1), to_wire(error_code::invalid_group_id));
+}
+
+TEST_F(coordinator_test, GroupMaxSizeIsEnforced) {
+  for (int i = 0; i < cfg_.max_group_size; ++i) first_join("g");
+  auto j = join(join_req("g", ""));
+  EXPECT_EQ(j->error_code, to_wire(error_code::group_max_size_reached));
+}
+
+TEST_F(coordinator_test, SessionTimeoutRemovesASilentMember) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 2, &gen);
+  // ids[0] keeps heartbeating; ids[1] goes silent.
+  for (int i = 0; i < 9; ++i) {
+    advance(1000);
+    ASSERT_EQ(heartbeat("g", ids[0], gen), 0);
+  }
+  advance(1100);
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+  EXPECT_EQ(heartbeat("g", ids[0], gen), to_wire(error_code::rebalance_in_progress));
+  EXPECT_EQ(heartbeat("g", ids[1], gen), to_wire(error_code::unknown_member_id));
+  auto j = join(join_req("g", ids[0]));
+  ASSERT_TRUE(j.done());
+  EXPECT_EQ(j->generation_id, gen + 1);
+  EXPECT_EQ(j->members.size(), 1u);
+}
+
+TEST_F(coordinator_test, RebalanceTimeoutDropsMembersThatDoNotRejoin) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 2, &gen);
+  std::string third = first_join("g");
+  auto j3 = join(join_req("g", third));
+  auto j0 = join(join_req("g", ids[0]));
+  EXPECT_FALSE(j0.done());
+  // ids[1] keeps heartbeating (so its session holds) but never rejoins.
+  for (int i = 0; i < 19; ++i) {
+    advance(1000);
+    EXPECT_EQ(heartbeat("g", ids[1], gen), to_wire(error_code::rebalance_in_progress));
+  }
+  EXPECT_FALSE(j0.done());
+  advance(1100);
+  ASSERT_TRUE(j0.done());
+  EXPECT_EQ(j0->generation_id, gen + 1);
+  EXPECT_EQ(j0->members.size(), 2u);
+  EXPECT_EQ(heartbeat("g", ids[1], gen + 1), to_wire(error_code::unknown_member_id));
+}
+
+TEST_F(coordinator_test, PendingMemberIdExpires) {
+  std::string id = first_join("g");
+  advance(10'100);
+  EXPECT_EQ(join(join_req("g", id))->error_code, to_wire(error_code::unknown_member_id));
+}
+
+TEST(coordinator_delay_test, InitialRebalanceDelayWaitsForMoreMembers) {
+  auto cfg = test_config();
+  cfg.initial_rebalance_delay_ms = 3000;
+  manual_clock clk;
+  mem_log log;
+  std::deque<std::function<void()>> tasks;
+  coordinator c(cfg, log, clk, [&](std::function<void()> fn) { tasks.push_back(std::move(fn)); });
+  c.set_loaded();
+  proto::join_group_request r;
+  r.group_id = "g";
+  r.session_timeout_ms = 10'000;
+  r.rebalance_timeout_ms = 20'000;
+  r.protocol_type = "consumer";
+  r.protocols.push_back({"range", {}});
+  std::optional<proto::join_group_response> a, b;
+  c.join_group(r, 3, "c", "h", [&](proto::join_group_response x) { a = x; });
+  clk.advance_ms(1000);
+  c.tick();
+  EXPECT_FALSE(a.has_value());
+  c.join_group(r, 3, "c", "h", [&](proto::join_group_response x) { b = x; });
+  EXPECT_FALSE(b.has_value());
+  clk.advance_ms(2100);
+  c.tick();
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_EQ(a->generation_id, 1);
+  EXPECT_EQ(a->leader, b->leader);
+}
+
+TEST_F(coordinator_test, LeaveGroupSingleAndBatched) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 3, &gen);
+  proto::leave_group_request one;
+  one.group_id = "g";
+  one.member_id = ids[2];
+  auto r0 = c_->leave_group(one, 1);
+  EXPECT_EQ(r0.error_code, 0);
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+  one.member_id = "nobody";
+  EXPECT_EQ(c_->leave_group(one, 1).error_code, to_wire(error_code::unknown_member_id));
+
+  proto::leave_group_request batch;
+  batch.group_id = "g";
+  batch.members.push_back({ids[0], std::nullopt});
+  batch.members.push_back({ids[1], std::nullopt});
+  batch.members.push_back({"nobody", std::nullopt});
+  auto r3 = c_->leave_group(batch, 3);
+  EXPECT_EQ(r3.error_code, 0);
+  ASSERT_EQ(r3.members.size(), 3u);
+  EXPECT_EQ(r3.members[0].error_code, 0);
+  EXPECT_EQ(r3.members[1].error_code, 0);
+  EXPECT_EQ(r3.members[2].error_code, to_wire(error_code::unknown_member_id));
+  auto d = describe("g");
+  EXPECT_EQ(d.group_state, "Empty");
+  EXPECT_TRUE(d.members.empty());
+}
+
+TEST_F(coordinator_test, StaticMemberRestartKeepsItsAssignmentWithoutRebalance) {
+  auto a = join(join_req("g", "", "instance-a"));
+  ASSERT_TRUE(a.done());
+  EXPECT_EQ(a->error_code, 0);  // no MEMBER_ID_REQUIRED round for static members
+  auto b = join(join_req("g", "", "instance-b"));
+  EXPECT_FALSE(b.done());
+  // a's join is parked; b's arrival ended the first rebalance only when a rejoins.
+  auto a2 = join(join_req("g", a->member_id, "instance-a"));
+  ASSERT_TRUE(a2.done() && b.done());
+  const int32_t gen = a2->generation_id;
+  const std::string leader = a2->leader;
+  std::string a_id = a2->member_id, b_id = b->member_id;
+  auto lead = leader == a_id ? a_id : b_id;
+  auto other = leader == a_id ? b_id : a_id;
+  auto other_instance = leader == a_id ? "instance-b" : "instance-a";
+  auto so = sync("g", other, gen, {}, other_instance);
+  sync("g", lead, gen, {{a_id, {1}}, {b_id, {2}}});
+  ASSERT_TRUE(so.done());
+  const auto other_assignment = so->assignment;
+
+  // The non-leader restarts: a new member id, the same generation, its
+  // assignment back, and no rebalance for the others.
+  const size_t appends = log_.appends;
+  auto re = join(join_req("g", "", other_instance));
+  ASSERT_TRUE(re.done());
+  EXPECT_EQ(re->error_code, 0);
+  EXPECT_EQ(re->generation_id, gen);
+  EXPECT_NE(re->member_id, other);
+  EXPECT_EQ(log_.appends, appends + 1);  // the new member id is recorded
+  EXPECT_EQ(describe("g").group_state, "Stable");
+  EXPECT_EQ(heartbeat("g", lead, gen), 0);
+  auto s = sync("g", re->member_id, gen, {}, other_instance);
+  EXPECT_EQ(s->assignment, other_assignment);
+  // The old process is fenced.
+  EXPECT_EQ(heartbeat("g", other, gen, other_instance), to_wire(error_code::fenced_instance_id));
+  EXPECT_EQ(commit_error(commit("g", other, gen, "t", 0, 5)), to_wire(error_code::unknown_member_id));
+  proto::offset_commit_request c;
+  EXPECT_EQ(join(join_req("g", other, other_instance))->error_code, to_wire(error_code::fenced_instance_id));
+
+  // Leaving by instance id (LeaveGroup v3) removes the static member.
+  proto::leave_group_request l;
+  l.group_id = "g";
+  l.members.push_back({"", std::string(other_instance)});
+  auto lr = c_->leave_group(l, 3);
+  EXPECT_EQ(lr.members.at(0).error_code, 0);
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+}
+
+TEST_F(coordinator_test, CommitsCheckGenerationAndMember) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 2, &gen);
+  EXPECT_EQ(commit_error(commit("g", ids[0], gen, "t", 0, 10)), 0);
+  EXPECT_EQ(fetch("g", "t", 0), 10);
+  EXPECT_EQ(commit_error(commit("g", ids[0], gen - 1, "t", 0, 11)), to_wire(error_code::illegal_generation));
+  EXPECT_EQ(commit_error(commit("g", "nobody", gen, "t", 0, 11)), to_wire(error_code::unknown_member_id));
+  // A groupless commit into a group with members is refused.
+  EXPECT_EQ(commit_error(commit("g", "", -1, "t", 0, 11)), to_wire(error_code::unknown_member_id));
+  EXPECT_EQ(commit_error(commit("g", ids[0], gen, "missing", 0, 11)),
+            to_wire(error_code::unknown_topic_or_partition));
+  EXPECT_EQ(commit_error(commit("g", ids[0], gen, "t", 0, 11, std::string(5000, 'm'))),
+            to_wire(error_code::offset_metadata_too_large));
+  EXPECT_EQ(fetch("g", "t", 0), 10);
+  // During a rebalance's sync phase commits wait for the new generation.
+  std::string third = first_join("g");
+  auto j3 = join(join_req("g", third));
+  join(join_req("g", ids[0]));
+  join(join_req("g", ids[1]));
+  ASSERT_TRUE(j3.done());
+  EXPECT_EQ(commit_error(commit("g", ids[0], gen + 1, "t", 0, 12)), to_wire(error_code::rebalance_in_progress));
+  // Unknown group with a generation: ILLEGAL_GENERATION, as Kafka.
+  EXPECT_EQ(commit_error(commit("nogroup", "m", 3, "t", 0, 1)), to_wire(error_code::illegal_generation));
+}
+
+TEST_F(coordinator_test, GrouplessCommitsAndFetches) {
+  EXPECT_EQ(commit_error(commit("solo", "", -1, "t", 0, 5, "hello")), 0);
+  EXPECT_EQ(commit_error(commit("solo", "", -1, "t", 3, 7)), 0);
+  EXPECT_EQ(commit_error(commit("solo", "", -1, "u", 1, 9)), 0);
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+  EXPECT_EQ(fetch("solo", "t", 1), -1);
+  EXPECT_EQ(fetch("nobody", "t", 0), -1);
+  // Null topics: every committed partition, by topic.
+  proto::offset_fetch_request all;
+  all.group_id = "solo";
+  auto r = c_->offset_fetch(all, 7);
+  ASSERT_EQ(r.topics.size(), 2u);
+  EXPECT_EQ(r.topics[0].name, "t");
+  EXPECT_EQ(r.topics[0].partitions.size(), 2u);
+  EXPECT_EQ(r.topics[0].partitions[0].metadata, "hello");
+  EXPECT_EQ(r.topics[1].partitions[0].committed_offset, 9);
+  // v8: several groups at once.
+  commit("other", "", -1, "t", 0, 55);
+  proto::offset_fetch_request v8;
+  v8.groups.push_back({"solo", std::nullopt});
+  proto::offset_fetch_request::offset_fetch_request_group og;
+  og.group_id = "other";
+  og.topics.emplace();
+  og.topics->push_back({"t", {0, 1}});
+  v8.groups.push_back(og);
+  auto r8 = c_->offset_fetch(v8, 8);
+  ASSERT_EQ(r8.groups.size(), 2u);
+  EXPECT_EQ(r8.groups[0].topics.size(), 2u);
+  EXPECT_EQ(r8.groups[1].topics.at(0).partitions.at(0).committed_offset, 55);
+  EXPECT_EQ(r8.groups[1].topics.at(0).partitions.at(1).committed_offset, -1);
+  // Groupless groups are listed as Empty with no protocol type.
+  auto l = c_->list_groups({});
+  ASSERT_EQ(l.groups.size(), 2u);
+  EXPECT_EQ(l.groups[0].group_state, "Empty");
+}
+
+TEST_F(coordinator_test, CommitAnsweredOnlyWhenDurable) {
+  log_.hold = true;
+  auto s = commit("solo", "", -1, "t", 0, 5);
+  EXPECT_FALSE(s.done());
+  EXPECT_EQ(fetch("solo", "t", 0), -1);  // not applied before it is durable
+  log_.complete_all();
+  run();
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(commit_error(s), 0);
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+  auto f = commit("solo", "", -1, "t", 0, 6);
+  log_.fail_all();
+  run();
+  EXPECT_EQ(commit_error(f), to_wire(error_code::coordinator_not_available));
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+}
+
+TEST_F(coordinator_test, SyncAnsweredOnlyWhenTheAssignmentIsDurable) {
+  std::string id = first_join("g");
+  join(join_req("g", id));
+  log_.hold = true;
+  auto s = sync("g", id, 1, {{id, {1}}});
+  EXPECT_FALSE(s.done());
+  EXPECT_EQ(describe("g").group_state, "CompletingRebalance");
+  log_.fail_all();
+  run();
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(s->error_code, to_wire(error_code::coordinator_not_available));
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+}
+
+TEST_F(coordinator_test, DeleteGroupsAndOffsets) {
+  int32_t gen = 0;
+  auto ids = stable_group("live", 1, &gen);
+  commit("live", ids[0], gen, "t", 0, 1);
+  commit("live", ids[0], gen, "u", 0, 1);
+  commit("idle", "", -1, "t", 0, 1);
+  EXPECT_EQ(delete_groups({"live", "idle", "nobody", ""}),
+            (std::vector<int16_t>{to_wire(error_code::non_empty_group), 0, to_wire(error_code::group_id_not_found),
+                                  to_wire(error_code::invalid_group_id)}));
+  EXPECT_EQ(describe("idle").group_state, "Dead");
+  EXPECT_EQ(fetch("idle", "t", 0), -1);
+
+  proto::offset_delete_request od;
+  od.group_id = "live";
+  od.topics.push_back({"t", {{0}}});
+  od.topics.push_back({"u", {{0}}});
+  slot<proto::offset_delete_response> s;
+  c_->offset_delete(od, s.cb());
+  run();
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(s->topics[0].partitions[0].error_code, to_wire(error_code::group_subscribed_to_topic));
+  EXPECT_EQ(s->topics[1].partitions[0].error_code, 0);
+  EXPECT_EQ(fetch("live", "t", 0), 1);
+  EXPECT_EQ(fetch("live", "u", 0), -1);
+  od.group_id = "nobody";
+  slot<proto::offset_delete_response> s2;
+  c_->offset_delete(od, s2.cb());
+  EXPECT_EQ(s2->error_code, to_wire(error_code::group_id_not_found));
+}
+
+TEST_F(coordinator_test, ListGroupsFiltersByState) {
+  int32_t gen = 0;
+  stable_group("a", 1, &gen);
+  commit("b", "", -1, "t", 0, 1);
+  proto::list_groups_request r;
+  r.states_filter = {"stable"};
+  auto l = c_->list_groups(r);
+  ASSERT_EQ(l.groups.size(), 1u);
+  EXPECT_EQ(l.groups[0].group_id, "a");
+  EXPECT_EQ(l.groups[0].protocol_type, "consumer");
+}
+
+TEST_F(coordinator_test, RequestsWaitForTheLoad) {
+  c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+  EXPECT_EQ(join(join_req("g", ""))->error_code, to_wire(error_code::coordinator_load_in_progress));
+  EXPECT_EQ(heartbeat("g", "m", 1), to_wire(error_code::coordinator_load_in_progress));
+  EXPECT_EQ(commit_error(commit("g", "", -1, "t", 0, 1)), to_wire(error_code::coordinator_load_in_progress));
+  EXPECT_EQ(c_->list_groups({}).error_code, to_wire(error_code::coordinator_load_in_progress));
+  proto::offset_fetch_request f;
+  f.group_id = "g";
+  EXPECT_EQ(c_->offset_fetch(f, 7).error_code, to_wire(error_code::coordinator_load_in_progress));
+}
+
+TEST_F(coordinator_test, ReplayRebuildsTheSameState) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 3, &gen);
+  commit("g", ids[1], gen, "t", 2, 20, "m");
+  commit("solo", "", -1, "t", 0, 5);
+  commit("solo", "", -1, "t", 0, 6);
+  commit("gone", "", -1, "t", 0, 1);
+  delete_groups({"gone"});
+  int32_t gen2 = 0;
+  auto ids2 = stable_group("left", 1, &gen2);
+  proto::leave_group_request l;
+  l.group_id = "left";
+  l.member_id = ids2[0];
+  (void)c_->leave_group(l, 1);
+  run();
+
+  auto describe_all = [&] {
+    proto::describe_groups_request r;
+    r.groups = {"g", "solo", "gone", "left"};
+    return c_->describe_groups(r);
+  };
+  auto fetch_all = [&] {
+    proto::offset_fetch_request r;
+    r.groups.push_back({"g", std::nullopt});
+    r.groups.push_back({"solo", std::nullopt});
+    r.groups.push_back({"gone", std::nullopt});
+    return c_->offset_fetch(r, 8);
+  };
+  const auto before_d = describe_all();
+  const auto before_f = fetch_all();
+  const auto before_l = c_->list_groups({});
+  const auto records = log_.durable;
+  ASSERT_FALSE(records.empty());
+  for (int round = 0; round < 2; ++round) {
+    reset();
+    c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+    for (const auto& r : records) {
+      // Each group's records are in the partition its id maps to.
+      auto k = decode_key(r.key);
+      ASSERT_TRUE(k.ok());
+      const std::string& g = std::holds_alternative<offset_key>(*k) ? std::get<offset_key>(*k).group
+                                                                   : std::get<group_key>(*k).group;
+      EXPECT_EQ(r.partition, partition_for(g, cfg_.num_partitions));
+      std::optional<std::span<const uint8_t>> v;
+      if (r.value) v = std::span<const uint8_t>(*r.value);
+      ASSERT_TRUE(c_->replay(r.key, v).ok());
+    }
+    c_->set_loaded();
+    EXPECT_EQ(describe_all(), before_d);
+    EXPECT_EQ(fetch_all(), before_f);
+    EXPECT_EQ(c_->list_groups({}), before_l);
+  }
+  // The replayed group works on: members heartbeat at their generation.
+  EXPECT_EQ(heartbeat("g", ids[0], gen), 0);
+  EXPECT_EQ(describe("left").group_state, "Empty");
+  // Foreign or broken records are skipped with an error, not applied.
+  EXPECT_FALSE(c_->replay(std::vector<uint8_t>{0, 9, 0, 0}, std::nullopt).ok());
+  EXPECT_FALSE(c_->replay(encode_key(offset_key{"x", "t", 0}), std::vector<uint8_t>{0, 3}).ok());
+  EXPECT_EQ(describe("x").group_state, "Dead");
+}
+
+TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {
+  commit("solo", "", -1, "t", 0, 5);
+  int32_t gen = 0;
+  auto ids = stable_group("live", 1, &gen);
+  commit("live", ids[0], gen, "t", 0, 5);
+  for (int i = 0; i < 40; ++i) {
+    clk_.advance_ms(100'000);
+    heartbeat("live", ids[0], gen);
+    c_->tick();
+    run();
+  }
+  EXPECT_EQ(fetch("solo", "t", 0), -1);
+  EXPECT_EQ(describe("solo").group_state, "Dead");
+  EXPECT_EQ(fetch("live", "t", 0), 5);  // a group with members keeps its offsets
+}
+
+TEST_F(coordinator_test, TenThousandGroupsCreatedAndDeletedKeepMemoryBounded) {
+  log_.keep = false;
+  auto round = [&] {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 10'000; ++i) {
+      ids.push_back("group-" + std::to_string(i));
+      ASSERT_EQ(commit_error(commit(ids.back(), "", -1, "t", i % 8, i)), 0);
+    }
+    EXPECT_EQ(c_->group_count(), 10'000u);
+    auto errors = delete_groups(ids);
+    EXPECT_EQ(std::count(errors.begin(), errors.end(), 0), 10'000);
+    EXPECT_EQ(c_->group_count(), 0u);
+  };
+  round();
+  const size_t after_first = mallinfo2().uordblks;
+  round();
+  round();
+  const size_t after_third = mallinfo2().uordblks;
+  EXPECT_LT(after_third, after_first + (1u << 20)) << "memory grew by " << (after_third - after_first);
+}
+
+}  // namespace
+}  // namespace sluice::group

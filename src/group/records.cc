@@ -1,0 +1,271 @@
+#include "group/records.h"
+
+#include <cstring>
+
+#include "base/endian.h"
+
+namespace sluice::group {
+
+namespace {
+
+constexpr int16_t offset_key_version = 1;
+constexpr int16_t group_key_version = 2;
+constexpr int16_t offset_value_version = 3;
+constexpr int16_t group_value_version = 3;
+
+class out {
+ public:
+  template <class T>
+  void num(T v) {
+    size_t at = buf_.size();
+    buf_.resize(at + sizeof(T));
+    store_be<T>(buf_.data() + at, v);
+  }
+  // Strings longer than int16 allows cannot be produced: the coordinator
+  // bounds ids and metadata below 32767 bytes before writing.
+  void str(std::string_view s) {
+    num<int16_t>(static_cast<int16_t>(s.size()));
+    buf_.insert(buf_.end(), s.begin(), s.end());
+  }
+  void nullable_str(const std::optional<std::string>& s) {
+    if (!s) {
+      num<int16_t>(-1);
+      return;
+    }
+    str(*s);
+  }
+  void bytes(std::span<const uint8_t> b) {
+    num<int32_t>(static_cast<int32_t>(b.size()));
+    buf_.insert(buf_.end(), b.begin(), b.end());
+  }
+  std::vector<uint8_t> take() { return std::move(buf_); }
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+// A bounds-checked reader: after the first short read every later read
+// fails too and ok() is false.
+class in {
+ public:
+  explicit in(std::span<const uint8_t> b) : b_(b) {}
+  template <class T>
+  T num() {
+    if (!need(sizeof(T))) return T{};
+    T v = load_be<T>(b_.data() + pos_);
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::optional<std::string> nullable_str() {
+    int16_t n = num<int16_t>();
+    if (n == -1) return std::nullopt;
+    if (n < 0) {
+      ok_ = false;
+      return std::string();
+    }
+    if (!need(static_cast<size_t>(n))) return std::string();
+    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), static_cast<size_t>(n));
+    pos_ += static_cast<size_t>(n);
+    return s;
+  }
+  std::string str() {
+    auto s = nullable_str();
+    if (!s) {
+      ok_ = false;
+      return {};
+    }
+    return std::move(*s);
+  }
+  std::vector<uint8_t> bytes() {
+    int32_t n = num<int32_t>();
+    if (n == -1) return {};
+    if (n < 0 || !need(static_cast<size_t>(n))) {
+      ok_ = false;
+      return {};
+    }
+    std::vector<uint8_t> v(b_.begin() + static_cast<ptrdiff_t>(pos_), b_.begin() + static_cast<ptrdiff_t>(pos_ + n));
+    pos_ += static_cast<size_t>(n);
+    return v;
+  }
+  bool ok() const { return ok_; }
+  size_t remaining() const { return ok_ ? b_.size() - pos_ : 0; }
+
+ private:
+  bool need(size_t n) {
+    if (!ok_ || b_.size() - pos_ < n) {
+      ok_ = false;
+      return false;
+    }
+    return true;
+  }
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+// Appends the UTF-16 code units of one UTF-8 sequence starting at s[i] to
+// the hash; returns the bytes consumed. Invalid sequences count as one unit
+// per byte (documented in docs/group_records.md).
+size_t hash_one(std::string_view s, size_t i, uint32_t& h) {
+  auto unit = [&](uint32_t u) { h = h * 31u + u; };
+  const auto c = static_cast<uint8_t>(s[i]);
+  auto cont = [&](size_t k) { return i + k < s.size() && (static_cast<uint8_t>(s[i + k]) & 0xC0) == 0x80; };
+  auto cb = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(s[i + k]) & 0x3F); };
+  if (c < 0x80) {
+    unit(c);
+    return 1;
+  }
+  if ((c & 0xE0) == 0xC0 && c >= 0xC2 && cont(1)) {
+    unit(((c & 0x1Fu) << 6) | cb(1));
+    return 2;
+  }
+  if ((c & 0xF0) == 0xE0 && cont(1) && cont(2)) {
+    uint32_t cp = ((c & 0x0Fu) << 12) | (cb(1) << 6) | cb(2);
+    if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) {
+      unit(cp);
+      return 3;
+    }
+  }
+  if ((c & 0xF8) == 0xF0 && cont(1) && cont(2) && cont(3)) {
+    uint32_t cp = ((c & 0x07u) << 18) | (cb(1) << 12) | (cb(2) << 6) | cb(3);
+    if (cp >= 0x10000 && cp <= 0x10FFFF) {
+      cp -= 0x10000;
+      unit(0xD800 + (cp >> 10));
+      unit(0xDC00 + (cp & 0x3FF));
+      return 4;
+    }
+  }
+  unit(c);
+  return 1;
+}
+
+}  // namespace
+
+int32_t java_string_hash(std::string_view s) {
+  uint32_t h = 0;
+  for (size_t i = 0; i < s.size();) i += hash_one(s, i, h);
+  return static_cast<int32_t>(h);
+}
+
+int32_t partition_for(std::string_view group_id, int32_t partitions) {
+  int32_t h = java_string_hash(group_id);
+  int32_t a = h == INT32_MIN ? 0 : (h < 0 ? -h : h);
+  return a % partitions;
+}
+
+std::vector<uint8_t> encode_key(const record_key& k) {
+  out o;
+  if (const auto* ok = std::get_if<offset_key>(&k)) {
+    o.num<int16_t>(offset_key_version);
+    o.str(ok->group);
+    o.str(ok->topic);
+    o.num<int32_t>(ok->partition);
+  } else {
+    o.num<int16_t>(group_key_version);
+    o.str(std::get<group_key>(k).group);
+  }
+  return o.take();
+}
+
+std::vector<uint8_t> encode_value(const offset_value& v) {
+  out o;
+  o.num<int16_t>(offset_value_version);
+  o.num<int64_t>(v.offset);
+  o.num<int32_t>(v.leader_epoch);
+  o.str(v.metadata);
+  o.num<int64_t>(v.commit_timestamp_ms);
+  return o.take();
+}
+
+std::vector<uint8_t> encode_value(const group_value& v) {
+  out o;
+  o.num<int16_t>(group_value_version);
+  o.str(v.protocol_type);
+  o.num<int32_t>(v.generation);
+  o.nullable_str(v.protocol);
+  o.nullable_str(v.leader);
+  o.num<int64_t>(v.current_state_timestamp_ms);
+  o.num<int32_t>(static_cast<int32_t>(v.members.size()));
+  for (const auto& m : v.members) {
+    o.str(m.member_id);
+    o.nullable_str(m.group_instance_id);
+    o.str(m.client_id);
+    o.str(m.client_host);
+    o.num<int32_t>(m.rebalance_timeout_ms);
+    o.num<int32_t>(m.session_timeout_ms);
+    o.bytes(m.subscription);
+    o.bytes(m.assignment);
+  }
+  return o.take();
+}
+
+result<record_key> decode_key(std::span<const uint8_t> bytes) {
+  in r(bytes);
+  int16_t version = r.num<int16_t>();
+  if (!r.ok()) return error{errc::corrupt_data, "record key shorter than its version"};
+  if (version == 0 || version == 1) {
+    offset_key k;
+    k.group = r.str();
+    k.topic = r.str();
+    k.partition = r.num<int32_t>();
+    if (!r.ok()) return error{errc::corrupt_data, "truncated offset key"};
+    return record_key(std::move(k));
+  }
+  if (version == 2) {
+    group_key k;
+    k.group = r.str();
+    if (!r.ok()) return error{errc::corrupt_data, "truncated group key"};
+    return record_key(std::move(k));
+  }
+  return error{errc::unsupported_format, "record key version " + std::to_string(version)};
+}
+
+result<offset_value> decode_offset_value(std::span<const uint8_t> bytes) {
+  in r(bytes);
+  int16_t version = r.num<int16_t>();
+  if (r.ok() && (version < 0 || version > offset_value_version))
+    return error{errc::unsupported_format, "offset value version " + std::to_string(version)};
+  offset_value v;
+  v.offset = r.num<int64_t>();
+  if (version >= 3) v.leader_epoch = r.num<int32_t>();
+  v.metadata = r.str();
+  v.commit_timestamp_ms = r.num<int64_t>();
+  if (version == 1) (void)r.num<int64_t>();  // expire timestamp: retention is ours to decide
+  if (!r.ok()) return error{errc::corrupt_data, "truncated offset value"};
+  return v;
+}
+
+result<group_value> decode_group_value(std::span<const uint8_t> bytes) {
+  in r(bytes);
+  int16_t version = r.num<int16_t>();
+  if (r.ok() && (version < 0 || version > group_value_version))
+    return error{errc::unsupported_format, "group value version " + std::to_string(version)};
+  group_value v;
+  v.protocol_type = r.str();
+  v.generation = r.num<int32_t>();
+  v.protocol = r.nullable_str();
+  v.leader = r.nullable_str();
+  if (version >= 2) v.current_state_timestamp_ms = r.num<int64_t>();
+  int32_t n = r.num<int32_t>();
+  // Each member takes at least 20 bytes, so a count larger than the bytes
+  // left is corrupt, and memory stays bounded by the input.
+  if (!r.ok() || n < 0 || static_cast<size_t>(n) > r.remaining() / 20)
+    return error{errc::corrupt_data, "bad group value member count"};
+  v.members.reserve(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n && r.ok(); ++i) {
+    member_value m;
+    m.member_id = r.str();
+    if (version >= 3) m.group_instance_id = r.nullable_str();
+    m.client_id = r.str();
+    m.client_host = r.str();
+    if (version >= 1) m.rebalance_timeout_ms = r.num<int32_t>();
+    m.session_timeout_ms = r.num<int32_t>();
+    m.subscription = r.bytes();
+    m.assignment = r.bytes();
+    v.members.push_back(std::move(m));
+  }
+  if (!r.ok()) return error{errc::corrupt_data, "truncated group value"};
+  return v;
+}
+
+}  // namespace sluice::group

@@ -1,0 +1,113 @@
+#include "group/records.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice::group {
+namespace {
+
+TEST(GroupRecords, JavaStringHashMatchesJava) {
+  EXPECT_EQ(java_string_hash(""), 0);
+  EXPECT_EQ(java_string_hash("abc"), 96354);
+  EXPECT_EQ(java_string_hash("hello"), 99162322);
+  // Known to hash to Integer.MIN_VALUE in Java; Kafka's Utils.abs maps it to 0.
+  EXPECT_EQ(java_string_hash("polygenelubricants"), INT32_MIN);
+  EXPECT_EQ(partition_for("polygenelubricants", 50), 0);
+  // Non-ASCII counts UTF-16 code units: U+00E9 is one, U+1F600 a surrogate pair.
+  EXPECT_EQ(java_string_hash("\xC3\xA9"), 0xE9);
+  EXPECT_EQ(java_string_hash("\xF0\x9F\x98\x80"), 0xD83D * 31 + 0xDE00);
+  // Invalid UTF-8 counts one unit per byte.
+  EXPECT_EQ(java_string_hash("\xFF"), 0xFF);
+  for (const char* id : {"a", "orders-indexer", "group-17", "\xC3\xA9t\xC3\xA9"}) {
+    int32_t p = partition_for(id, 50);
+    EXPECT_GE(p, 0);
+    EXPECT_LT(p, 50);
+  }
+  // Negative hashes are made positive before the modulo.
+  int negatives = 0;
+  for (int i = 0; i < 1000; ++i) {
+    std::string id = "consumer-group-" + std::to_string(i);
+    int32_t h = java_string_hash(id);
+    if (h < 0 && h != INT32_MIN) {
+      ++negatives;
+      EXPECT_EQ(partition_for(id, 7), (-h) % 7);
+    }
+  }
+  EXPECT_GT(negatives, 100);
+}
+
+TEST(GroupRecords, KeysRoundTrip) {
+  record_key ok = offset_key{"g", "orders", 7};
+  auto d = decode_key(encode_key(ok));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(std::get<offset_key>(*d), std::get<offset_key>(ok));
+  record_key gk = group_key{"g2"};
+  auto e = encode_key(gk);
+  // Kafka's layout: int16 version 2, int16 length, bytes.
+  EXPECT_EQ(e, (std::vector<uint8_t>{0, 2, 0, 2, 'g', '2'}));
+  auto d2 = decode_key(e);
+  ASSERT_TRUE(d2.ok());
+  EXPECT_EQ(std::get<group_key>(*d2).group, "g2");
+}
+
+TEST(GroupRecords, ValuesRoundTrip) {
+  offset_value ov{42, 3, "meta", 1'700'000'000'000};
+  auto dov = decode_offset_value(encode_value(ov));
+  ASSERT_TRUE(dov.ok());
+  EXPECT_EQ(*dov, ov);
+
+  group_value gv;
+  gv.protocol_type = "consumer";
+  gv.generation = 5;
+  gv.protocol = "range";
+  gv.leader = "m1";
+  gv.current_state_timestamp_ms = 99;
+  gv.members.push_back({"m1", "instance-1", "client", "/127.0.0.1", 30000, 10000, {1, 2, 3}, {4, 5}});
+  gv.members.push_back({"m2", std::nullopt, "client", "", -1, 6000, {}, {}});
+  auto dgv = decode_group_value(encode_value(gv));
+  ASSERT_TRUE(dgv.ok());
+  EXPECT_EQ(*dgv, gv);
+
+  group_value empty;
+  empty.protocol_type = "consumer";
+  empty.generation = 6;
+  auto de = decode_group_value(encode_value(empty));
+  ASSERT_TRUE(de.ok());
+  EXPECT_EQ(*de, empty);
+  EXPECT_FALSE(de->protocol.has_value());
+}
+
+TEST(GroupRecords, OlderValueVersionsDecode) {
+  // Offset value v1: offset, metadata, commit ts, expire ts.
+  std::vector<uint8_t> v1 = {0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 6};
+  auto d = decode_offset_value(v1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->offset, 9);
+  EXPECT_EQ(d->metadata, "x");
+  EXPECT_EQ(d->commit_timestamp_ms, 5);
+  EXPECT_EQ(d->leader_epoch, -1);
+}
+
+TEST(GroupRecords, BadInputIsAnErrorValue) {
+  EXPECT_EQ(decode_key({}).code(), errc::corrupt_data);
+  EXPECT_EQ(decode_key(std::vector<uint8_t>{0, 7, 0, 1, 'a'}).code(), errc::unsupported_format);
+  EXPECT_EQ(decode_key(std::vector<uint8_t>{0, 1, 0, 5, 'a'}).code(), errc::corrupt_data);
+  EXPECT_EQ(decode_key(std::vector<uint8_t>{0, 2, 0xff, 0xfe}).code(), errc::corrupt_data);
+  EXPECT_EQ(decode_offset_value(std::vector<uint8_t>{0, 9}).code(), errc::unsupported_format);
+  EXPECT_EQ(decode_offset_value(std::vector<uint8_t>{0, 3, 0, 0}).code(), errc::corrupt_data);
+  // A member count far beyond the bytes present is refused before any allocation.
+  group_value gv;
+  gv.protocol_type = "consumer";
+  auto bytes = encode_value(gv);
+  bytes[bytes.size() - 1] = 0x7f;
+  bytes[bytes.size() - 4] = 0x7f;
+  EXPECT_EQ(decode_group_value(bytes).code(), errc::corrupt_data);
+  // Every truncation of a valid value fails cleanly.
+  gv.members.push_back({"m1", "i", "c", "h", 1, 2, {1}, {2}});
+  auto full = encode_value(gv);
+  for (size_t n = 0; n < full.size(); ++n) {
+    EXPECT_FALSE(decode_group_value(std::span<const uint8_t>(full.data(), n)).ok()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::group

@@ -1,0 +1,181 @@
+#include "group/service.h"
+
+#include <chrono>
+
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+#include "config/broker_config.h"
+#include "config/dynamic.h"
+#include "group/limits.h"
+
+namespace sluice::group {
+
+// Writes the coordinator's records as batches appended to the partitions of
+// __consumer_offsets, answering once the acks=all rule says durable.
+class service::partition_log final : public record_log {
+ public:
+  partition_log(cluster::partition_manager& partitions, sluice::clock& clk) : partitions_(partitions), clk_(clk) {}
+
+  void append(int32_t p, std::vector<protocol::records::record_input> records,
+              std::function<void(status)> done) override {
+    auto part = partitions_.get(std::string(offsets_topic), p);
+    if (!part) {
+      done(status(errc::not_found, "__consumer_offsets partition " + std::to_string(p) + " is missing"));
+      return;
+    }
+    protocol::records::batch_options opts;
+    auto batch = protocol::records::build_batch(opts, records);
+    if (!batch.ok()) {
+      done(batch.err());
+      return;
+    }
+    auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
+    auto outcome = part->append(bytes, clk_.now_ms());
+    if (outcome.error != kafka::error_code::none) {
+      const errc code = outcome.error == kafka::error_code::message_too_large ? errc::message_too_large
+                                                                            : errc::io_error;
+      done(status(code, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message));
+      return;
+    }
+    part->on_durable(outcome.last, [done = std::move(done)](const status& s) { done(s); });
+  }
+
+ private:
+  cluster::partition_manager& partitions_;
+  sluice::clock& clk_;
+};
+
+result<std::unique_ptr<service>> service::open(cluster::partition_manager& partitions, sluice::clock& clk,
+                                               const config::broker_config& cfg) {
+  coordinator_config ccfg = coordinator_config::from(cfg);
+  const std::string topic(offsets_topic);
+  if (auto t = partitions.topic(topic)) {
+    if (t->partitions != ccfg.num_partitions) {
+      SLUICE_LOG_WARN("{} has {} partitions, not offsets.topic.num.partitions={}: keeping {} so groups stay where "
+                      "they are",
+                      topic, t->partitions, ccfg.num_partitions, t->partitions);
+      ccfg.num_partitions = t->partitions;
+    }
+  } else {
+    std::vector<config::config_entry> configs = {
+        {"cleanup.policy", "compact"},
+        {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)},
+    };
+    if (auto e = partitions.create_topic(topic, ccfg.num_partitions, 1, configs, false)) {
+      if (e->code != kafka::error_code::topic_already_exists)
+        return error{errc::io_error, "creating " + topic + ": " + e->message};
+    }
+  }
+  return std::unique_ptr<service>(new service(partitions, clk, ccfg));
+}
+
+service::service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg)
+    : partitions_(partitions), clk_(clk), cfg_(cfg), log_(std::make_unique<partition_log>(partitions, clk)) {
+  coord_ = std::make_unique<group::coordinator>(
+      cfg_, *log_, clk_, [this](std::function<void()> fn) { post(std::move(fn)); },
+      [&partitions](const std::string& topic, int32_t p) { return partitions.get(topic, p) != nullptr; });
+}
+
+service::~service() { stop(); }
+
+void service::start() { thread_ = std::thread([this] { run(); }); }
+
+void service::stop() {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard g(mu_);
+  queue_.clear();
+}
+
+void service::post(std::function<void()> fn) {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_) return;
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void service::load() {
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t records = 0, skipped = 0;
+  for (int32_t p = 0; p < cfg_.num_partitions; ++p) {
+    auto part = partitions_.get(std::string(offsets_topic), p);
+    if (!part) continue;
+    offset o = part->log_start_offset();
+    const offset end = part->log_end_offset();
+    bool stop_partition = false;
+    while (o < end && !stop_partition) {
+      {
+        std::lock_guard g(mu_);
+        if (stopping_) return;
+      }
+      auto bytes = part->log().read_bytes(o, 1 << 20);
+      if (!bytes.ok()) {
+        SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
+        break;
+      }
+      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+      auto batches = protocol::records::split_batches(data);
+      if (!batches.ok() || batches->empty()) {
+        SLUICE_LOG_ERROR("replaying {}-{} at {}: unreadable batches; the rest of this partition is skipped",
+                         offsets_topic, p, o.value());
+        break;
+      }
+      for (const auto& b : *batches) {
+        auto decoded = protocol::records::decode_batch(b);
+        if (!decoded.ok()) {
+          SLUICE_LOG_ERROR("replaying {}-{}: {}; the rest of this partition is skipped", offsets_topic, p,
+                           decoded.err().message);
+          stop_partition = true;
+          break;
+        }
+        o = offset(decoded->header.last_offset() + 1);
+        if (decoded->header.is_control()) continue;
+        for (const auto& r : decoded->records) {
+          if (!r.key) continue;
+          auto s = coord_->replay(*r.key, r.value);
+          ++records;
+          if (!s.ok()) {
+            ++skipped;
+            SLUICE_LOG_WARN("replaying {}-{}: record skipped: {}", offsets_topic, p, s.err().message);
+          }
+        }
+      }
+    }
+  }
+  coord_->set_loaded();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  SLUICE_LOG_INFO("group coordinator loaded {} records ({} skipped), {} groups, in {} ms", records, skipped,
+                  coord_->group_count(), ms.count());
+}
+
+void service::run() {
+  load();
+  auto next_tick = std::chrono::steady_clock::now();
+  std::unique_lock lk(mu_);
+  while (!stopping_) {
+    if (queue_.empty()) cv_.wait_until(lk, next_tick, [&] { return stopping_ || !queue_.empty(); });
+    if (stopping_) break;
+    while (!queue_.empty()) {
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      fn();
+      lk.lock();
+    }
+    if (std::chrono::steady_clock::now() >= next_tick) {
+      lk.unlock();
+      coord_->tick();
+      lk.lock();
+      next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits::tick_interval_ms);
+    }
+  }
+}
+
+}  // namespace sluice::group

@@ -1,0 +1,67 @@
+#pragma once
+
+// The group coordinator as the broker runs it: the coordinator state
+// machine, its records written to and replayed from __consumer_offsets
+// through the broker's partitions, and the one thread that runs the
+// coordinator's completions and timers.
+//
+// Lifecycle: open() (creates __consumer_offsets when missing), start()
+// (the thread replays the topic, then ticks every limits::tick_interval_ms;
+// requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS), stop() (joins the
+// thread; completions still queued are dropped, which drops the waiting
+// requests' callbacks; the network server must be stopped first).
+//
+// Thread safety: coordinator() may be used from any thread between start()
+// and stop().
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "group/coordinator.h"
+
+namespace sluice::cluster {
+class partition_manager;
+}
+namespace sluice::config {
+struct broker_config;
+}
+
+namespace sluice::group {
+
+class service {
+ public:
+  static result<std::unique_ptr<service>> open(cluster::partition_manager& partitions, sluice::clock& clk,
+                                               const config::broker_config& cfg);
+  ~service();  // stop()s
+
+  void start();
+  void stop();  // idempotent
+  group::coordinator& coordinator() { return *coord_; }
+
+ private:
+  class partition_log;
+  service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg);
+  void post(std::function<void()> fn);
+  void run();
+  void load();
+
+  cluster::partition_manager& partitions_;
+  sluice::clock& clk_;
+  const coordinator_config cfg_;
+  std::unique_ptr<partition_log> log_;
+  std::unique_ptr<group::coordinator> coord_;
+
+  std::mutex mu_;  // guards queue_, stopping_
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sluice::group
