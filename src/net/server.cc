@@ -175,6 +175,10 @@ class connection : public std::enable_shared_from_this<connection> {
   // Bytes of request frames handed to the handler and not yet completed
   // (the handler presumably still holds them).
   uint64_t inflight_request_bytes_ = 0;
+  // Requests handed to the handler and not yet completed. While there are
+  // any, the connection is not idle (a fetch may long-poll); responses
+  // merely waiting for a client that does not read do not count.
+  uint64_t awaiting_handler_ = 0;
   // Requests dispatched and not yet fully written (or released as
   // no_response); bounded by max_inflight_requests_per_connection.
   uint64_t in_flight_ = 0;
@@ -369,6 +373,7 @@ void connection::dispatch() {
   uint64_t seq = next_seq_++;
   window_.push_back(slot{frame_.size(), std::nullopt});
   inflight_request_bytes_ += frame_.size();
+  ++awaiting_handler_;
   ++in_flight_;
   srv_.metrics_.requests.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::byte> frame = std::move(frame_);
@@ -406,6 +411,7 @@ void connection::on_completion(uint64_t seq, completion c) {
   SLUICE_ASSERT(!s.done.has_value(), "request completed twice");
   inflight_request_bytes_ -= s.request_bytes;
   s.request_bytes = 0;
+  --awaiting_handler_;
   queued_bytes_ += c.resp.memory_bytes();
   s.done = std::move(c);
   release_completed();
@@ -604,7 +610,7 @@ void connection::on_idle_timer() {
   if (closed_) return;
   auto idle = std::chrono::milliseconds(srv_.cfg_.connections_max_idle_ms);
   auto now = steady::now();
-  if (in_flight_ > 0) {
+  if (awaiting_handler_ > 0) {
     arm_idle_timer(now + idle);
     return;
   }

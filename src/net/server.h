@@ -159,7 +159,8 @@ struct server_config {
   // socket.request.max.bytes: a frame declaring more closes the connection.
   int64_t socket_request_max_bytes = limits::default_socket_request_max_bytes;
   // connections.max.idle.ms: a connection with nothing read or written for
-  // this long, and no request in flight, is closed. 0 or less: never.
+  // this long, and no request awaiting the handler, is closed (a client
+  // that stops reading its responses is idle too). 0 or less: never.
   int64_t connections_max_idle_ms = limits::default_connections_max_idle_ms;
   // Connections beyond this are accepted and closed at once.
   int64_t max_connections = limits::default_max_connections;

@@ -599,6 +599,17 @@ TEST(NetServer, IdleConnectionsAreClosed) {
   EXPECT_EQ(*r, "slow");
   EXPECT_TRUE(busy.wait_closed());
   EXPECT_EQ(srv.metrics().connections_closed_idle.load(), 2u);
+
+  // A client that asks for a response larger than the socket buffers and
+  // never reads it is idle once the writes stop making progress.
+  h.custom = [](bytes, responder r) {
+    response resp;
+    resp.append(bytes(32 << 20, std::byte{1}));
+    r.respond(std::move(resp));
+  };
+  client stuck(srv.port());
+  ASSERT_TRUE(stuck.send_frame("big"));
+  EXPECT_TRUE(wait_until([&] { return srv.metrics().connections_closed_idle.load() == 3; }));
   srv.stop();
 }
 
