@@ -31,3 +31,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 echo "install-deps: all packages present"
+
+# KafkaJS for the integration tests, pinned by its package-lock.json.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -d "$repo/tests/integration/kafkajs/node_modules/kafkajs" ]; then
+  (cd "$repo/tests/integration/kafkajs" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+echo "install-deps: KafkaJS present"
