@@ -126,9 +126,9 @@ class BrokerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   void start() {
-    config::config_map m;
-    auto args = config::parse_serve_args(std::vector<std::string>{
-        "--listeners", "127.0.0.1:0", "--log.dirs", dir_.string(), "--num.io.threads", "2"});
+    std::vector<std::string> argv{"--listeners", "127.0.0.1:0", "--log.dirs", dir_.string(), "--num.io.threads", "2"};
+    argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+    auto args = config::parse_serve_args(argv);
     ASSERT_TRUE(args.ok()) << args.err().message;
     auto cfg = config::load_broker_config(*args);
     ASSERT_TRUE(cfg.ok()) << cfg.err().message;
@@ -141,12 +141,18 @@ class BrokerTest : public ::testing::Test {
     b_.reset();
     start();
   }
-  void create(client& c, const std::string& topic, int partitions) {
+  void create(client& c, const std::string& topic, int partitions,
+              std::vector<std::pair<std::string, std::string>> configs = {}) {
     protocol::create_topics_request req;
     auto& t = req.topics.emplace_back();
     t.name = topic;
     t.num_partitions = partitions;
     t.replication_factor = 1;
+    for (auto& [k, v] : configs) {
+      auto& c = t.configs.emplace_back();
+      c.name = k;
+      c.value = v;
+    }
     auto resp = c.call<protocol::create_topics_response>(req, 4);
     ASSERT_EQ(resp.topics.size(), 1u);
     ASSERT_EQ(resp.topics[0].error_code, 0) << resp.topics[0].error_message.value_or("");
@@ -164,6 +170,7 @@ class BrokerTest : public ::testing::Test {
     return c.call<protocol::produce_response>(req, 7);
   }
   std::filesystem::path dir_;
+  std::vector<std::string> extra_args_;
   std::unique_ptr<broker> b_;
 };
 
@@ -405,6 +412,76 @@ TEST_F(BrokerTest, ListOffsetsByTimestampFindsTheRecord) {
   lp.timestamp = 1'800'000'000'000;
   auto none = c.call<protocol::list_offsets_response>(lo, 2);
   EXPECT_EQ(none.topics[0].partitions[0].offset, -1);
+}
+
+int64_t list_offset(client& c, const std::string& topic, int64_t ts) {
+  protocol::list_offsets_request lo;
+  auto& lt = lo.topics.emplace_back();
+  lt.name = topic;
+  auto& lp = lt.partitions.emplace_back();
+  lp.partition_index = 0;
+  lp.timestamp = ts;
+  return c.call<protocol::list_offsets_response>(lo, 2).topics[0].partitions[0].offset;
+}
+
+class RetentionTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--log.retention.check.interval.ms", "50"};
+    BrokerTest::SetUp();
+  }
+};
+
+TEST_F(RetentionTest, OldSegmentsGoAndTheLogStartMoves) {
+  client c(b_->port());
+  // Small segments, one day of retention; batches stamped two days ago are
+  // past it at once (retention goes by record timestamps, as Kafka's does).
+  create(c, "ret", 1, {{"segment.bytes", "4096"}, {"retention.ms", "86400000"}});
+  for (int i = 0; i < 20; ++i) {
+    auto b = make_batch(10);  // timestamps from 2023: long past retention
+    ASSERT_EQ(produce(c, "ret", 0, b).responses[0].partition_responses[0].error_code, 0);
+  }
+  // Wait for a retention pass (every 50 ms) to move the log start.
+  int64_t earliest = 0;
+  for (int i = 0; i < 200 && earliest == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    earliest = list_offset(c, "ret", -2);
+  }
+  EXPECT_GT(earliest, 0);
+  // The active segment stays, so the newest batch is still readable.
+  EXPECT_EQ(list_offset(c, "ret", -1), 200);
+  EXPECT_LT(earliest, 200);
+  // A fetch below the new start is out of range; from the start it reads.
+  auto f = fetch_req(0, -1);
+  add_partition(f, "ret", 0, 0);
+  EXPECT_EQ(c.call<protocol::fetch_response>(f, 11).responses[0].partitions[0].error_code, 1);
+  auto g = fetch_req(0, -1);
+  add_partition(g, "ret", 0, earliest);
+  auto ok = c.call<protocol::fetch_response>(g, 11);
+  EXPECT_EQ(ok.responses[0].partitions[0].error_code, 0);
+  EXPECT_GT(ok.responses[0].partitions[0].records.size_bytes(), 0u);
+}
+
+TEST_F(RetentionTest, SizeRetentionKeepsTheLimit) {
+  client c(b_->port());
+  create(c, "size", 1, {{"segment.bytes", "4096"}, {"retention.bytes", "8192"}, {"retention.ms", "-1"}});
+  for (int i = 0; i < 30; ++i) {
+    std::vector<pr::record_input> recs(5);
+    for (auto& r : recs) {
+      r.value = std::vector<uint8_t>(100, 'x');
+      r.timestamp_ms = 4'000'000'000'000;  // far future: time retention would never fire
+    }
+    auto b = pr::build_batch(pr::batch_options{}, recs);
+    ASSERT_TRUE(b.ok());
+    ASSERT_EQ(produce(c, "size", 0, *b).responses[0].partition_responses[0].error_code, 0);
+  }
+  int64_t earliest = 0;
+  for (int i = 0; i < 200 && earliest == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    earliest = list_offset(c, "size", -2);
+  }
+  EXPECT_GT(earliest, 0);
+  EXPECT_EQ(list_offset(c, "size", -1), 150);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
                                                                    storage::log_manager& logs) {
   std::unique_ptr<partition_manager> m(new partition_manager(fs, clk, std::move(cfg), logs));
   SLUICE_TRY(m->load());
+  m->start_retention();
   return m;
 }
 
@@ -175,7 +176,19 @@ status partition_manager::set_topic_overrides(const std::string& name, const con
   return {};
 }
 
+partition_manager::~partition_manager() {
+  // The retention thread walks the partitions: stop it before they go.
+  if (retention_) retention_->stop();
+}
+
+void partition_manager::start_retention() {
+  if (retention_) return;
+  retention_ = std::make_unique<retention_task>(*this, clk_, cfg_->log_retention_check_interval_ms);
+  retention_->start();
+}
+
 void partition_manager::shutdown() {
+  if (retention_) retention_->stop();
   std::shared_lock g(mu_);
   for (auto& [name, parts] : partitions_) {
     for (auto& p : parts) {

@@ -22,6 +22,7 @@
 #include "base/result.h"
 #include "cluster/partition.h"
 #include "cluster/producer_ids.h"
+#include "cluster/retention.h"
 #include "cluster/topic_table.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
@@ -64,8 +65,15 @@ class partition_manager {
 
   producer_id_allocator& producer_ids() { return *producer_ids_; }
 
-  // Writes producer-state snapshots and wakes every fetch waiter. The logs
-  // themselves are closed by the log manager.
+  ~partition_manager();
+
+  // Starts the background retention pass (every
+  // log.retention.check.interval.ms); open() calls it.
+  void start_retention();
+  retention_task* retention() { return retention_.get(); }
+
+  // Stops retention, writes producer-state snapshots and wakes every fetch
+  // waiter. The logs themselves are closed by the log manager.
   void shutdown();
 
  private:
@@ -82,6 +90,7 @@ class partition_manager {
   storage::log_manager& logs_;
   std::unique_ptr<topic_table> table_;
   std::unique_ptr<producer_id_allocator> producer_ids_;
+  std::unique_ptr<retention_task> retention_;
 
   std::mutex change_mu_;  // serialises create/delete/add-partitions/alter
   mutable std::shared_mutex mu_;  // guards partitions_

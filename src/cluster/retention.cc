@@ -1,0 +1,82 @@
+#include "cluster/retention.h"
+
+#include <chrono>
+
+#include "base/log.h"
+#include "cluster/partition_manager.h"
+
+namespace sluice::cluster {
+
+std::optional<offset> retention_cutoff(const std::vector<storage::segment_info>& segments, offset log_start,
+                                       int64_t now_ms, int64_t retention_ms, int64_t retention_bytes) {
+  if (segments.size() < 2) return std::nullopt;  // only the active segment
+  const size_t closed = segments.size() - 1;
+  offset cut = log_start;
+  if (retention_ms >= 0) {
+    for (size_t i = 0; i < closed; ++i) {
+      const auto& s = segments[i];
+      // An empty segment has no timestamp; it goes with the ones around it.
+      if (s.max_timestamp >= 0 && s.max_timestamp >= now_ms - retention_ms) break;
+      cut = std::max(cut, s.next);
+    }
+  }
+  if (retention_bytes >= 0) {
+    uint64_t total = 0;
+    for (const auto& s : segments) total += s.size_bytes;
+    for (size_t i = 0; i < closed; ++i) {
+      const auto& s = segments[i];
+      if (total - s.size_bytes < static_cast<uint64_t>(retention_bytes)) break;
+      total -= s.size_bytes;
+      cut = std::max(cut, s.next);
+    }
+  }
+  if (cut <= log_start) return std::nullopt;
+  return cut;
+}
+
+void retention_task::start() {
+  thread_ = std::thread([this] {
+    std::unique_lock g(mu_);
+    while (!stopping_) {
+      cv_.wait_for(g, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; });
+      if (stopping_) break;
+      g.unlock();
+      run_once();
+      g.lock();
+    }
+  });
+}
+
+void retention_task::stop() {
+  {
+    std::lock_guard g(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int retention_task::run_once() {
+  int moves = 0;
+  const int64_t now = clk_.now_ms();
+  for (const auto& t : pm_.topics()) {
+    for (int32_t p = 0; p < t.partitions; ++p) {
+      auto part = pm_.get(t.name, p);
+      if (!part) continue;
+      const auto cfg = part->config();
+      if (!cfg.cleanup_delete) continue;
+      auto& log = part->log();
+      auto cut = retention_cutoff(log.segments(), log.log_start_offset(), now, cfg.retention_ms, cfg.retention_bytes);
+      if (!cut) continue;
+      if (auto s = log.advance_log_start(*cut); !s.ok()) {
+        SLUICE_LOG_WARN("retention of {}-{}: {}", t.name, p, s.err().message);
+        continue;
+      }
+      SLUICE_LOG_INFO("retention: {}-{} log start offset moved to {}", t.name, p, cut->value());
+      ++moves;
+    }
+  }
+  return moves;
+}
+
+}  // namespace sluice::cluster
