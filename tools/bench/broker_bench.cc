@@ -1,0 +1,703 @@
+// Broker benchmark, OpenMessaging style: one topic, one producer and one
+// tailing consumer in this process (librdkafka), 1 KB messages for a fixed
+// time at a fixed or unlimited rate; then a second consumer reads the whole
+// topic from the beginning (from the page cache) as fast as it can.
+//
+// Each message carries its send time (steady clock, nanoseconds) in its first
+// 8 bytes for the end-to-end latency; the publish latency is from the
+// produce() call to its delivery report, as OMB measures it.
+//
+// Each run is preceded by the raw limits (write + fdatasync every 1 MiB on
+// the data directory, one loopback TCP stream), so raw and broker figures
+// alternate; one uncounted raw warm-up comes first. Figures are medians over
+// runs.
+
+#include "broker_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "raw_limits.h"
+#include "report.h"
+
+namespace sluice::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kRawChunk = 1 << 20;
+constexpr int kKeyCount = 1000;
+
+struct bench_error {
+  std::string message;
+};
+
+struct rk_deleter {
+  void operator()(rd_kafka_t* p) const { rd_kafka_destroy(p); }
+  void operator()(rd_kafka_queue_t* p) const { rd_kafka_queue_destroy(p); }
+  void operator()(rd_kafka_event_t* p) const { rd_kafka_event_destroy(p); }
+  void operator()(rd_kafka_topic_partition_list_t* p) const {
+    rd_kafka_topic_partition_list_destroy(p);
+  }
+};
+using client_ptr = std::unique_ptr<rd_kafka_t, rk_deleter>;
+using queue_ptr = std::unique_ptr<rd_kafka_queue_t, rk_deleter>;
+using event_ptr = std::unique_ptr<rd_kafka_event_t, rk_deleter>;
+using parts_ptr = std::unique_ptr<rd_kafka_topic_partition_list_t, rk_deleter>;
+
+void set(rd_kafka_conf_t* c, const std::string& k, const std::string& v) {
+  char err[512];
+  if (rd_kafka_conf_set(c, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_destroy(c);
+    throw bench_error{"librdkafka property " + k + "=" + v + ": " + err};
+  }
+}
+
+void set_all(rd_kafka_conf_t* c, const std::vector<std::string>& kvs) {
+  for (const auto& kv : kvs) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) {
+      rd_kafka_conf_destroy(c);
+      throw bench_error{"property " + kv + " is not KEY=VALUE"};
+    }
+    set(c, kv.substr(0, eq), kv.substr(eq + 1));
+  }
+}
+
+client_ptr make_client(rd_kafka_type_t type, rd_kafka_conf_t* c) {
+  char err[512];
+  rd_kafka_t* rk = rd_kafka_new(type, c, err, sizeof err);
+  if (!rk) {
+    rd_kafka_conf_destroy(c);
+    throw bench_error{std::string("rd_kafka_new: ") + err};
+  }
+  return client_ptr(rk);
+}
+
+rd_kafka_conf_t* base_conf(const std::string& bootstrap) {
+  rd_kafka_conf_t* c = rd_kafka_conf_new();
+  set(c, "bootstrap.servers", bootstrap);
+  set(c, "log_level", "3");
+  return c;
+}
+
+// ---- The broker process (with --start) ------------------------------------
+
+uint16_t free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (s >= 0) ::close(s);
+    throw bench_error{"no free loopback port"};
+  }
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+bool port_open(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(s);
+  return ok;
+}
+
+// A `sluice serve` child on a free loopback port with its own data
+// directory. Stopped with SIGTERM (SIGKILL after 30 s) by its pid, and its
+// directory removed, when the scope ends.
+class broker_process {
+ public:
+  broker_process(const std::string& binary, const std::string& parent_dir,
+                 const std::vector<std::string>& args) {
+    root_ = parent_dir + "/sluice-bench-broker-" + std::to_string(::getpid());
+    data_ = root_ + "/data";
+    fs::create_directories(data_);
+    port_ = free_port();
+    std::vector<std::string> argv = {
+        binary, "serve", "--listeners", "127.0.0.1:" + std::to_string(port_), "--log.dirs", data_};
+    for (const auto& kv : args) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) throw bench_error{"--broker-arg " + kv + " is not KEY=VALUE"};
+      argv.push_back("--" + kv.substr(0, eq));
+      argv.push_back(kv.substr(eq + 1));
+    }
+    const std::string log_path = root_ + "/broker.log";
+    pid_ = ::fork();
+    if (pid_ < 0) throw bench_error{"fork failed"};
+    if (pid_ == 0) {
+      int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      ::execv(cargv[0], cargv.data());
+      std::_Exit(127);
+    }
+    const int64_t deadline = now_ns() + 20'000'000'000;
+    while (!port_open(port_)) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = 0;
+        throw bench_error{"the broker exited at start; see " + log_path};
+      }
+      if (now_ns() > deadline)
+        throw bench_error{"the broker did not listen within 20 s; see " + log_path};
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~broker_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      const int64_t deadline = now_ns() + 30'000'000'000;
+      int st = 0;
+      while (::waitpid(pid_, &st, WNOHANG) == 0) {
+        if (now_ns() > deadline) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &st, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  const std::string& data_dir() const { return data_; }
+
+ private:
+  std::string root_, data_;
+  uint16_t port_ = 0;
+  pid_t pid_ = 0;
+};
+
+// ---- Topic administration ---------------------------------------------------
+
+event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type) {
+  const int64_t deadline = now_ns() + 60'000'000'000;
+  while (now_ns() < deadline) {
+    event_ptr ev(rd_kafka_queue_poll(q, 1000));
+    if (ev && rd_kafka_event_type(ev.get()) == type) return ev;
+  }
+  throw bench_error{"admin request timed out"};
+}
+
+void create_topic(const std::string& bootstrap, const std::string& topic, int partitions) {
+  client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
+  char err[512];
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
+  if (!nt) throw bench_error{std::string("NewTopic: ") + err};
+  queue_ptr q(rd_kafka_queue_new(rk.get()));
+  rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, q.get());
+  rd_kafka_NewTopic_destroy(nt);
+  event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT);
+  if (rd_kafka_event_error(ev.get()))
+    throw bench_error{std::string("CreateTopics: ") + rd_kafka_event_error_string(ev.get())};
+  size_t n = 0;
+  const rd_kafka_topic_result_t** res =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
+  for (size_t i = 0; i < n; ++i)
+    if (rd_kafka_topic_result_error(res[i]))
+      throw bench_error{"CreateTopics " + topic + ": " +
+                        (rd_kafka_topic_result_error_string(res[i])
+                             ? rd_kafka_topic_result_error_string(res[i])
+                             : "error")};
+  // Wait until every partition has a leader in the metadata.
+  const int64_t deadline = now_ns() + 30'000'000'000;
+  for (;;) {
+    rd_kafka_topic_t* t = rd_kafka_topic_new(rk.get(), topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    bool ready = false;
+    if (rd_kafka_metadata(rk.get(), 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt == partitions) {
+      ready = true;
+      for (int i = 0; i < partitions; ++i) ready = ready && md->topics[0].partitions[i].leader >= 0;
+    }
+    if (md) rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    if (ready) return;
+    if (now_ns() > deadline) throw bench_error{"topic " + topic + " has no leaders after 30 s"};
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void delete_topic(const std::string& bootstrap, const std::string& topic) {
+  try {
+    client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
+    rd_kafka_DeleteTopic_t* dt = rd_kafka_DeleteTopic_new(topic.c_str());
+    queue_ptr q(rd_kafka_queue_new(rk.get()));
+    rd_kafka_DeleteTopics(rk.get(), &dt, 1, nullptr, q.get());
+    rd_kafka_DeleteTopic_destroy(dt);
+    admin_wait(q.get(), RD_KAFKA_EVENT_DELETETOPICS_RESULT);
+  } catch (const bench_error&) {
+    // Best effort: a leftover topic only costs disk space.
+  }
+}
+
+// ---- Consumers ----------------------------------------------------------------
+
+struct consume_result {
+  uint64_t messages = 0;
+  uint64_t bytes = 0;
+  int64_t first_ns = 0, last_ns = 0;
+  std::vector<double> e2e_ms;  // only for the tailing consumer
+  std::string error;
+};
+
+// Reads every partition of `topic` from the beginning until `expected()`
+// messages arrived (checked after `producing` turns false) or `deadline_ns`.
+void consume(const broker_options& o, const std::string& bootstrap, const std::string& topic,
+             bool record_e2e, const std::atomic<bool>& producing,
+             const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out) {
+  try {
+    rd_kafka_conf_t* c = base_conf(bootstrap);
+    set(c, "group.id", "sluice-bench-" + std::to_string(::getpid()));
+    set(c, "enable.auto.commit", "false");
+    set(c, "auto.offset.reset", "earliest");
+    set_all(c, o.consumer_props);
+    client_ptr rk = make_client(RD_KAFKA_CONSUMER, c);
+    rd_kafka_poll_set_consumer(rk.get());
+    parts_ptr parts(rd_kafka_topic_partition_list_new(o.partitions));
+    for (int p = 0; p < o.partitions; ++p)
+      rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), p)->offset =
+          RD_KAFKA_OFFSET_BEGINNING;
+    if (auto e = rd_kafka_assign(rk.get(), parts.get()))
+      throw bench_error{std::string("assign: ") + rd_kafka_err2str(e)};
+    queue_ptr q(rd_kafka_queue_get_consumer(rk.get()));
+    std::vector<rd_kafka_message_t*> batch(1024);
+    if (record_e2e) out.e2e_ms.reserve(1 << 20);
+    while (now_ns() < deadline_ns) {
+      if (!producing.load() && out.messages >= expected.load()) break;
+      ssize_t n = rd_kafka_consume_batch_queue(q.get(), 100, batch.data(), batch.size());
+      const int64_t t = now_ns();
+      for (ssize_t i = 0; i < n; ++i) {
+        rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
+        if (!m->err) {
+          if (out.messages == 0) out.first_ns = t;
+          ++out.messages;
+          out.bytes += m->len;
+          out.last_ns = t;
+          if (record_e2e && m->len >= 8) {
+            int64_t sent;
+            std::memcpy(&sent, m->payload, sizeof sent);
+            out.e2e_ms.push_back(static_cast<double>(t - sent) / 1e6);
+          }
+        } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && out.error.empty()) {
+          out.error = rd_kafka_message_errstr(m);
+        }
+        rd_kafka_message_destroy(m);
+      }
+    }
+    rd_kafka_consumer_close(rk.get());
+  } catch (const bench_error& e) {
+    out.error = e.message;
+  }
+}
+
+// ---- One run ------------------------------------------------------------------
+
+struct run_result {
+  double produce_msgs = 0, produce_bytes = 0;  // per second
+  uint64_t acked = 0, failed = 0;
+  std::string produce_error;
+  double pub_p50 = 0, pub_p99 = 0, pub_p999 = 0, pub_max = 0;  // ms
+  double e2e_p50 = 0, e2e_p99 = 0;                             // ms
+  double consume_msgs = 0, consume_bytes = 0;                  // catch-up, per second
+  double tail_msgs = 0;                                        // tailing consumer, per second
+  double broker_cpu_produce = -1, broker_cpu_consume = -1;     // cores busy
+  double client_cpu_produce = -1;
+  double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
+};
+
+struct producer_state {
+  std::mutex mu;
+  std::vector<double> pub_ms;
+  uint64_t acked = 0, failed = 0;
+  int64_t last_ack_ns = 0;
+  std::string first_error;
+};
+
+void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  auto* st = static_cast<producer_state*>(opaque);
+  const int64_t t = now_ns();
+  const auto sent = static_cast<int64_t>(reinterpret_cast<intptr_t>(m->_private));
+  // Called on the producing thread from rd_kafka_poll/flush; the lock only
+  // guards against the final read after the thread has joined.
+  std::lock_guard g(st->mu);
+  if (m->err) {
+    ++st->failed;
+    if (st->first_error.empty()) st->first_error = rd_kafka_err2str(m->err);
+    return;
+  }
+  ++st->acked;
+  st->last_ack_ns = t;
+  st->pub_ms.push_back(static_cast<double>(t - sent) / 1e6);
+}
+
+double cores(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0, int64_t t1) {
+  if (!cpu0 || !cpu1 || t1 <= t0) return -1;
+  return (*cpu1 - *cpu0) / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t broker,
+                    const std::string& topic) {
+  create_topic(bootstrap, topic, o.partitions);
+  run_result r;
+
+  producer_state ps;
+  ps.pub_ms.reserve(1 << 20);
+  rd_kafka_conf_t* c = base_conf(bootstrap);
+  set(c, "acks", o.acks);
+  set(c, "linger.ms", "1");
+  set(c, "batch.size", "1048576");
+  set_all(c, o.producer_props);
+  rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+  rd_kafka_conf_set_opaque(c, &ps);
+  client_ptr prod = make_client(RD_KAFKA_PRODUCER, c);
+  rd_kafka_topic_t* t = rd_kafka_topic_new(prod.get(), topic.c_str(), nullptr);
+
+  std::atomic<bool> producing{true};
+  std::atomic<uint64_t> expected{0};
+  consume_result tail;
+  const int64_t tail_deadline = now_ns() + static_cast<int64_t>((o.seconds + 90) * 1e9);
+  std::thread tail_thread(
+      [&] { consume(o, bootstrap, topic, true, producing, expected, tail_deadline, tail); });
+
+  std::vector<char> payload(std::max<size_t>(o.message_bytes, 8), 'x');
+  std::vector<std::string> keys;
+  if (o.keys)
+    for (int i = 0; i < kKeyCount; ++i) keys.push_back("key-" + std::to_string(i));
+
+  const auto cpu0 = process_cpu_seconds(broker);
+  const auto self0 = process_cpu_seconds(::getpid());
+  const int64_t t0 = now_ns();
+  const int64_t end = t0 + static_cast<int64_t>(o.seconds * 1e9);
+  const double interval_ns = o.rate > 0 ? 1e9 / o.rate : 0;
+  uint64_t sent = 0;
+  double lag_max = 0;
+  for (;;) {
+    int64_t now = now_ns();
+    if (now >= end) break;
+    if (interval_ns > 0) {
+      const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
+      if (now < due) {
+        rd_kafka_poll(prod.get(), 0);
+        if (due - now > 200'000)
+          std::this_thread::sleep_for(std::chrono::nanoseconds(due - now - 100'000));
+        continue;
+      }
+      lag_max = std::max(lag_max, static_cast<double>(now - due) / 1e6);
+    }
+    std::memcpy(payload.data(), &now, sizeof now);
+    const std::string* key = o.keys ? &keys[sent % keys.size()] : nullptr;
+    for (;;) {
+      int rc = rd_kafka_produce(t, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payload.data(),
+                                payload.size(), key ? key->data() : nullptr, key ? key->size() : 0,
+                                reinterpret_cast<void*>(static_cast<intptr_t>(now)));
+      if (rc == 0) break;
+      if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        rd_kafka_topic_destroy(t);
+        producing = false;
+        tail_thread.join();
+        throw bench_error{std::string("produce: ") + rd_kafka_err2str(rd_kafka_last_error())};
+      }
+      rd_kafka_poll(prod.get(), 1);
+      now = now_ns();
+      std::memcpy(payload.data(), &now, sizeof now);
+    }
+    ++sent;
+    if (sent % 64 == 0) rd_kafka_poll(prod.get(), 0);
+  }
+  rd_kafka_flush(prod.get(), 60'000);
+  const auto cpu1 = process_cpu_seconds(broker);
+  const auto self1 = process_cpu_seconds(::getpid());
+  rd_kafka_topic_destroy(t);
+  {
+    std::lock_guard g(ps.mu);
+    const int64_t t1 = ps.last_ack_ns > 0 ? ps.last_ack_ns : now_ns();
+    r.acked = ps.acked;
+    r.failed = ps.failed;
+    r.produce_error = ps.first_error;
+    r.produce_msgs =
+        static_cast<double>(ps.acked) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+    r.produce_bytes = r.produce_msgs * static_cast<double>(payload.size());
+    std::sort(ps.pub_ms.begin(), ps.pub_ms.end());
+    r.pub_p50 = percentile_sorted(ps.pub_ms, 50);
+    r.pub_p99 = percentile_sorted(ps.pub_ms, 99);
+    r.pub_p999 = percentile_sorted(ps.pub_ms, 99.9);
+    r.pub_max = ps.pub_ms.empty() ? 0 : ps.pub_ms.back();
+    r.broker_cpu_produce = cores(cpu0, cpu1, t0, t1);
+    r.client_cpu_produce = cores(self0, self1, t0, t1);
+  }
+  r.schedule_lag_max_ms = lag_max;
+  prod.reset();
+  expected = r.acked;
+  producing = false;
+  tail_thread.join();
+  if (!tail.error.empty()) throw bench_error{"tailing consumer: " + tail.error};
+  if (tail.messages < r.acked)
+    throw bench_error{"tailing consumer got " + std::to_string(tail.messages) + " of " +
+                      std::to_string(r.acked) + " messages"};
+  std::sort(tail.e2e_ms.begin(), tail.e2e_ms.end());
+  r.e2e_p50 = percentile_sorted(tail.e2e_ms, 50);
+  r.e2e_p99 = percentile_sorted(tail.e2e_ms, 99);
+  if (tail.last_ns > tail.first_ns)
+    r.tail_msgs = static_cast<double>(tail.messages) * 1e9 /
+                  static_cast<double>(tail.last_ns - tail.first_ns);
+
+  // Catch-up read of everything, now in the page cache.
+  consume_result cu;
+  std::atomic<bool> not_producing{false};
+  const auto ccpu0 = process_cpu_seconds(broker);
+  const int64_t c0 = now_ns();
+  consume(o, bootstrap, topic, false, not_producing, expected, now_ns() + 120'000'000'000, cu);
+  const auto ccpu1 = process_cpu_seconds(broker);
+  if (!cu.error.empty()) throw bench_error{"catch-up consumer: " + cu.error};
+  if (cu.messages < r.acked)
+    throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
+                      std::to_string(r.acked)};
+  // From the first message: excludes connecting and the first fetch's
+  // round trip, which a steady consumer does not pay.
+  if (cu.last_ns > cu.first_ns) {
+    r.consume_msgs =
+        static_cast<double>(cu.messages - 1) * 1e9 / static_cast<double>(cu.last_ns - cu.first_ns);
+    r.consume_bytes = r.consume_msgs * static_cast<double>(payload.size());
+  }
+  r.broker_cpu_consume = cores(ccpu0, ccpu1, c0, cu.last_ns);
+  delete_topic(bootstrap, topic);
+  return r;
+}
+
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
+
+}  // namespace
+
+int run_broker(const broker_options& o) {
+  if (o.start == !o.bootstrap.empty()) {
+    std::fprintf(stderr, "sluice-bench broker: give exactly one of --bootstrap and --start\n");
+    return 2;
+  }
+  std::unique_ptr<broker_process> proc;
+  std::string bootstrap = o.bootstrap;
+  pid_t pid = o.broker_pid;
+  std::string data_dir = o.dir;
+  std::vector<run_result> runs;
+  std::vector<double> raw_sync, raw_tcp;
+  uint64_t peak_rss = 0;
+  std::atomic<bool> sampling{true};
+  std::atomic<uint64_t> sampled_peak{0};
+  std::thread sampler;
+  const double load_before = load_average_1m();
+  try {
+    if (o.start) {
+      std::string bin = o.sluice_path;
+      if (bin.empty()) {
+        std::error_code ec;
+        bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
+      }
+      proc = std::make_unique<broker_process>(bin, o.dir, o.broker_args);
+      bootstrap = proc->bootstrap();
+      pid = proc->pid();
+      data_dir = proc->data_dir();
+    }
+    if (pid > 0)
+      sampler = std::thread([&] {
+        while (sampling.load()) {
+          uint64_t v = process_status_bytes(pid, "VmRSS").value_or(0);
+          if (v > sampled_peak.load()) sampled_peak = v;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      });
+    auto raw_pair = [&] {
+      auto s = raw_sync_write(data_dir, o.raw_sync_mib << 20, kRawChunk, kRawChunk);
+      if (auto e = std::get_if<std::string>(&s)) throw bench_error{*e};
+      auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
+      if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
+      return std::make_pair(std::get<double>(s), std::get<double>(t));
+    };
+    raw_pair();  // warm-up, not counted
+    for (int i = 0; i < o.repeats; ++i) {
+      auto [s, t] = raw_pair();
+      raw_sync.push_back(s);
+      raw_tcp.push_back(t);
+      if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
+      const std::string topic =
+          "sluice-bench-" + std::to_string(::getpid()) + "-" + std::to_string(i);
+      runs.push_back(run_once(o, bootstrap, pid, topic));
+    }
+    if (pid > 0) peak_rss = process_status_bytes(pid, "VmHWM").value_or(0);
+  } catch (const bench_error& e) {
+    sampling = false;
+    if (sampler.joinable()) sampler.join();
+    std::fprintf(stderr, "sluice-bench broker: %s\n", e.message.c_str());
+    return 1;
+  }
+  sampling = false;
+  if (sampler.joinable()) sampler.join();
+  peak_rss = std::max<uint64_t>(peak_rss, sampled_peak.load());
+  proc.reset();  // stops the broker we started
+  const double load_after = load_average_1m();
+
+  auto med = [&](double run_result::*f) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r.*f);
+    return median(v);
+  };
+  const double sync_mb = median(raw_sync) / kMB, tcp_mb = median(raw_tcp) / kMB;
+  const double prod_mb = med(&run_result::produce_bytes) / kMB,
+               cons_mb = med(&run_result::consume_bytes) / kMB;
+  const double rss_mib = static_cast<double>(peak_rss) / kMiB;
+  uint64_t failed = 0;
+  std::string perr;
+  for (const auto& r : runs) {
+    failed += r.failed;
+    if (perr.empty()) perr = r.produce_error;
+  }
+  // Which targets apply to this configuration (the are for 16
+  // partitions, acks=all, unlimited rate; latency at 50,000 msgs/s).
+  const bool tput_cfg = o.partitions == 16 && o.rate == 0 && (o.acks == "all" || o.acks == "-1");
+  const bool lat_cfg = o.rate == 50'000;
+  const double pub_p99 = med(&run_result::pub_p99), pub_p999 = med(&run_result::pub_p999);
+
+  if (o.json) {
+    json j = json::object();
+    j["mode"] = "broker";
+    j["bootstrap"] = o.start ? "started" : o.bootstrap;
+    j["partitions"] = o.partitions;
+    j["keys"] = o.keys;
+    j["rate_msgs_per_s"] = o.rate > 0 ? json(o.rate) : json();
+    j["seconds"] = o.seconds;
+    j["repeats"] = o.repeats;
+    j["message_bytes"] = static_cast<uint64_t>(o.message_bytes);
+    j["acks"] = o.acks;
+    j["load_average_1m_before"] = load_before;
+    j["load_average_1m_after"] = load_after;
+    j["produce_msgs_per_s"] = med(&run_result::produce_msgs);
+    j["produce_mb_per_s"] = prod_mb;
+    j["produce_failed_messages"] = failed;
+    j["consume_msgs_per_s"] = med(&run_result::consume_msgs);
+    j["consume_mb_per_s"] = cons_mb;
+    j["tailing_consume_msgs_per_s"] = med(&run_result::tail_msgs);
+    json pub = json::object();
+    pub["p50"] = med(&run_result::pub_p50);
+    pub["p99"] = pub_p99;
+    pub["p99_9"] = pub_p999;
+    pub["max"] = med(&run_result::pub_max);
+    j["publish_latency_ms"] = std::move(pub);
+    json e2e = json::object();
+    e2e["p50"] = med(&run_result::e2e_p50);
+    e2e["p99"] = med(&run_result::e2e_p99);
+    j["end_to_end_latency_ms"] = std::move(e2e);
+    j["schedule_lag_max_ms"] = med(&run_result::schedule_lag_max_ms);
+    j["broker_cpu_cores_produce"] = pid > 0 ? json(med(&run_result::broker_cpu_produce)) : json();
+    j["broker_cpu_cores_consume"] = pid > 0 ? json(med(&run_result::broker_cpu_consume)) : json();
+    j["client_cpu_cores_produce"] = med(&run_result::client_cpu_produce);
+    j["broker_peak_rss_mib"] = pid > 0 ? json(rss_mib) : json();
+    json raw = json::object();
+    raw["fdatasync_write_mb_per_s"] = sync_mb;
+    raw["loopback_tcp_mb_per_s"] = tcp_mb;
+    j["raw"] = std::move(raw);
+    json rat = json::object();
+    rat["produce_vs_fdatasync_write"] = ratio(prod_mb, sync_mb);
+    rat["consume_vs_loopback_tcp"] = ratio(cons_mb, tcp_mb);
+    j["ratios"] = std::move(rat);
+    json tg = json::object();
+    if (tput_cfg) {
+      tg["produce_ratio_min_0_6"] = ratio(prod_mb, sync_mb) >= 0.6;
+      tg["consume_ratio_min_0_4"] = ratio(cons_mb, tcp_mb) >= 0.4;
+    }
+    if (lat_cfg) {
+      tg["publish_p99_under_5_ms"] = pub_p99 < 5;
+      tg["publish_p99_9_under_20_ms"] = pub_p999 < 20;
+    }
+    if (pid > 0) tg["broker_rss_under_512_mib"] = rss_mib < 512;
+    j["targets_met"] = std::move(tg);
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+
+  auto verdict = [](bool applies, bool met) {
+    return !applies ? std::string("(n/a for this config)")
+           : met    ? std::string("met")
+                    : std::string("MISSED");
+  };
+  std::printf(
+      "sluice-bench broker: %s, topic of %d partitions, %zu B messages, %s keys, acks=%s, %s, %.0f "
+      "s runs\n",
+      o.start ? "started broker" : o.bootstrap.c_str(), o.partitions, o.message_bytes,
+      o.keys ? "with" : "without", o.acks.c_str(),
+      o.rate > 0 ? ("rate " + fixed(o.rate, 0) + " msgs/s").c_str() : "unlimited rate", o.seconds);
+  std::printf(
+      "medians of %d runs, each after the raw limits (one raw warm-up first); load average (1 min) "
+      "%.2f before, %.2f after\n\n",
+      o.repeats, load_before, load_after);
+  std::printf(
+      "produce      %10.0f msgs/s %8.1f MB/s   raw write+fdatasync/1MiB %8.1f MB/s  ratio %.2f  "
+      "target >= 0.60 %s\n",
+      med(&run_result::produce_msgs), prod_mb, sync_mb, ratio(prod_mb, sync_mb),
+      verdict(tput_cfg, ratio(prod_mb, sync_mb) >= 0.6).c_str());
+  std::printf(
+      "consume      %10.0f msgs/s %8.1f MB/s   raw loopback TCP         %8.1f MB/s  ratio %.2f  "
+      "target >= 0.40 %s\n",
+      med(&run_result::consume_msgs), cons_mb, tcp_mb, ratio(cons_mb, tcp_mb),
+      verdict(tput_cfg, ratio(cons_mb, tcp_mb) >= 0.4).c_str());
+  std::printf(
+      "  (consume: catch-up read of the whole topic from cache; tailing consumer kept up at %.0f "
+      "msgs/s)\n",
+      med(&run_result::tail_msgs));
+  if (failed)
+    std::printf("produce failures: %llu (first: %s)\n", static_cast<unsigned long long>(failed),
+                perr.c_str());
+  std::printf(
+      "publish latency ms   p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f   targets p99 < 5 %s, p99.9 < "
+      "20 %s\n",
+      med(&run_result::pub_p50), pub_p99, pub_p999, med(&run_result::pub_max),
+      verdict(lat_cfg, pub_p99 < 5).c_str(), verdict(lat_cfg, pub_p999 < 20).c_str());
+  std::printf("end-to-end latency ms p50 %.2f  p99 %.2f\n", med(&run_result::e2e_p50),
+              med(&run_result::e2e_p99));
+  if (o.rate > 0)
+    std::printf("sender schedule lag max %.2f ms\n", med(&run_result::schedule_lag_max_ms));
+  if (pid > 0) {
+    std::printf(
+        "broker CPU  %.2f cores while producing, %.2f cores during catch-up consume (client: %.2f "
+        "cores producing)\n",
+        med(&run_result::broker_cpu_produce), med(&run_result::broker_cpu_consume),
+        med(&run_result::client_cpu_produce));
+    std::printf("broker peak RSS %.1f MiB   target < 512 MiB %s\n", rss_mib,
+                rss_mib < 512 ? "met" : "MISSED");
+  } else {
+    std::printf("broker CPU and memory: not measured (give --broker-pid with --bootstrap)\n");
+  }
+  return 0;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,36 @@
+#pragma once
+
+// `sluice-bench broker`: drives a broker with librdkafka the way the
+// OpenMessaging Benchmark's Kafka driver does (see README.md in this folder).
+
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace sluice::bench {
+
+struct broker_options {
+  std::string bootstrap;                 // a running broker; empty with `start`
+  bool start = false;                    // start build/bin/sluice on a free loopback port
+  std::string sluice_path;               // the binary for `start` (default: beside sluice-bench)
+  std::vector<std::string> broker_args;  // KEY=VALUE, passed as --KEY VALUE with `start`
+  pid_t broker_pid = 0;                  // for CPU and memory figures with --bootstrap
+  std::string dir;  // temp data directory parent with `start`; raw fsync limit measured here
+  int partitions = 16;
+  bool keys = false;
+  double rate = 0;      // messages per second; 0 = as fast as possible
+  double seconds = 10;  // produce phase length per run
+  int repeats = 3;      // measured runs, each alternated with the raw limits
+  size_t message_bytes = 1024;
+  std::string acks = "all";
+  std::vector<std::string> producer_props;  // KEY=VALUE librdkafka overrides
+  std::vector<std::string> consumer_props;
+  uint64_t raw_sync_mib = 256;  // written per raw fdatasync measurement
+  double tcp_seconds = 1.5;     // per raw loopback TCP measurement
+  bool json = false;
+};
+
+int run_broker(const broker_options& o);
+
+}  // namespace sluice::bench

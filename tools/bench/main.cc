@@ -1,0 +1,90 @@
+// sluice-bench: prints performance figures of the partition log (`storage`)
+// and of a running broker (`broker`), each beside the machine's own limit
+// measured in the same run. Not a timed test: it asserts nothing about speed.
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "broker_bench.h"
+#include "storage_bench.h"
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  // stdout carries the report (or the JSON, or the idle child's answer), so
+  // the storage library's log lines go to stderr, warnings and worse only.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("sluice-bench"));
+  spdlog::set_level(spdlog::level::warn);
+  CLI::App app{
+      "sluice-bench: Sluice's storage and broker benchmarks, each beside the machine's raw limits"};
+  app.require_subcommand(1);
+
+  sluice::bench::storage_options so;
+  auto* st = app.add_subcommand("storage",
+                                "append and read throughput of the partition log vs raw file I/O");
+  st->add_option("--dir", so.dir, "directory for logs and raw files (on the disk to measure)")
+      ->required();
+  st->add_flag("--json", so.json, "print one JSON object");
+  st->add_option("--mib-per-run", so.mib_per_run, "MiB written or read per measured run")
+      ->check(CLI::Range(1, 65536));
+  st->add_option("--repeats", so.repeats, "measured raw/Sluice pairs after the warm-up")
+      ->check(CLI::Range(1, 100));
+  st->add_option("--appenders", so.appenders, "threads sharing group-commit fsyncs")
+      ->check(CLI::Range(1, 64));
+  st->add_option("--batch-kib", so.batch_kib, "batch sizes in KiB")->check(CLI::Range(2, 8192));
+  st->add_option("--idle-partitions", so.idle_partitions,
+                 "partitions held open for the memory figure")
+      ->check(CLI::Range(1, 100000));
+
+  std::string idle_dir, idle_phase;
+  int idle_parts = 0;
+  auto* idle =
+      app.add_subcommand("storage-idle-child", "internal: the idle-partitions child process");
+  idle->group("");  // hidden from --help
+  idle->add_option("--dir", idle_dir)->required();
+  idle->add_option("--partitions", idle_parts)->required();
+  idle->add_option("--phase", idle_phase)->required()->check(CLI::IsMember({"create", "hold"}));
+
+  sluice::bench::broker_options bo;
+  auto* br = app.add_subcommand(
+      "broker", "produce/consume throughput and latency through a broker (librdkafka)");
+  auto* boot = br->add_option("--bootstrap", bo.bootstrap, "HOST:PORT of a running broker");
+  br->add_flag("--start", bo.start,
+               "start build/bin/sluice on a free loopback port with a temp dir")
+      ->excludes(boot);
+  br->add_option("--sluice", bo.sluice_path,
+                 "the sluice binary for --start (default: beside sluice-bench)");
+  br->add_option("--broker-arg", bo.broker_args,
+                 "KEY=VALUE broker setting for --start (repeatable)");
+  br->add_option("--broker-pid", bo.broker_pid,
+                 "pid of the --bootstrap broker, for its CPU and memory");
+  br->add_option("--dir", bo.dir,
+                 "parent of the temp data dir (--start); raw fsync limit measured here")
+      ->capture_default_str();
+  bo.dir = "/tmp";
+  br->add_option("--partitions", bo.partitions, "partitions of the topic")
+      ->check(CLI::Range(1, 10000));
+  br->add_flag("--keys", bo.keys, "messages carry keys (1000 distinct)");
+  br->add_option("--rate", bo.rate, "messages per second; 0 = unlimited")
+      ->check(CLI::Range(0.0, 1e8));
+  br->add_option("--seconds", bo.seconds, "produce time per run")->check(CLI::Range(0.1, 3600.0));
+  br->add_option("--repeats", bo.repeats, "measured runs")->check(CLI::Range(1, 100));
+  br->add_option("--message-bytes", bo.message_bytes, "payload bytes")
+      ->check(CLI::Range(8, 1 << 20));
+  br->add_option("--acks", bo.acks, "producer acks")->check(CLI::IsMember({"all", "-1", "0", "1"}));
+  br->add_option("--producer-prop", bo.producer_props,
+                 "KEY=VALUE librdkafka producer property (repeatable)");
+  br->add_option("--consumer-prop", bo.consumer_props,
+                 "KEY=VALUE librdkafka consumer property (repeatable)");
+  br->add_option("--raw-mib", bo.raw_sync_mib, "MiB per raw fdatasync-write measurement")
+      ->check(CLI::Range(1, 65536));
+  br->add_option("--tcp-seconds", bo.tcp_seconds, "seconds per raw loopback TCP measurement")
+      ->check(CLI::Range(0.05, 60.0));
+  br->add_flag("--json", bo.json, "print one JSON object");
+
+  CLI11_PARSE(app, argc, argv);
+  if (st->parsed()) return sluice::bench::run_storage(so);
+  if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
+  return sluice::bench::run_broker(bo);
+}

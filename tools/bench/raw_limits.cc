@@ -1,0 +1,189 @@
+#include "raw_limits.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "report.h"
+
+namespace sluice::bench {
+namespace {
+
+std::string os_error(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+// A closed-on-scope descriptor.
+struct fd_guard {
+  int fd = -1;
+  explicit fd_guard(int f) : fd(f) {}
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+};
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// A write buffer touched before any timing starts.
+std::vector<char> filled(size_t n) {
+  std::vector<char> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>('a' + i % 26);
+  return b;
+}
+
+rate write_file_timed(const std::string& dir, uint64_t total, size_t chunk, uint64_t sync_every) {
+  const std::string path = dir + "/raw-write.tmp";
+  fd_guard f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (f.fd < 0) return os_error("open " + path);
+  auto buf = filled(chunk);
+  uint64_t written = 0, since_sync = 0;
+  const int64_t t0 = now_ns();
+  while (written < total) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, total - written));
+    if (!write_all(f.fd, buf.data(), n)) {
+      ::unlink(path.c_str());
+      return os_error("write " + path);
+    }
+    written += n;
+    since_sync += n;
+    if (sync_every && since_sync >= sync_every) {
+      if (::fdatasync(f.fd) != 0) {
+        ::unlink(path.c_str());
+        return os_error("fdatasync " + path);
+      }
+      since_sync = 0;
+    }
+  }
+  if (sync_every && since_sync > 0 && ::fdatasync(f.fd) != 0) {
+    ::unlink(path.c_str());
+    return os_error("fdatasync " + path);
+  }
+  const int64_t t1 = now_ns();
+  ::unlink(path.c_str());
+  return static_cast<double>(written) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+}
+
+}  // namespace
+
+rate raw_sync_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes,
+                    uint64_t sync_every_bytes) {
+  return write_file_timed(dir, total_bytes, chunk_bytes, sync_every_bytes);
+}
+
+rate raw_buffered_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes) {
+  return write_file_timed(dir, total_bytes, chunk_bytes, 0);
+}
+
+bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes) {
+  fd_guard f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (f.fd < 0) return false;
+  auto buf = filled(chunk_bytes);
+  for (uint64_t w = 0; w < total_bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, total_bytes - w));
+    if (!write_all(f.fd, buf.data(), n)) return false;
+    w += n;
+  }
+  return true;
+}
+
+rate raw_cached_read(const std::string& path, size_t chunk_bytes) {
+  fd_guard f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) return os_error("open " + path);
+  std::vector<char> buf = filled(chunk_bytes);
+  uint64_t pos = 0;
+  const int64_t t0 = now_ns();
+  for (;;) {
+    ssize_t r = ::pread(f.fd, buf.data(), chunk_bytes, static_cast<off_t>(pos));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return os_error("pread " + path);
+    }
+    if (r == 0) break;
+    pos += static_cast<uint64_t>(r);
+  }
+  const int64_t t1 = now_ns();
+  return static_cast<double>(pos) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+}
+
+rate loopback_tcp(double seconds, size_t chunk_bytes) {
+  fd_guard lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (lst.fd < 0) return os_error("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(lst.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return os_error("bind");
+  if (::listen(lst.fd, 1) != 0) return os_error("listen");
+  if (::getsockname(lst.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return os_error("getsockname");
+  fd_guard cli(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (cli.fd < 0) return os_error("socket");
+  if (::connect(cli.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return os_error("connect");
+  fd_guard srv(::accept4(lst.fd, nullptr, nullptr, SOCK_CLOEXEC));
+  if (srv.fd < 0) return os_error("accept");
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    auto buf = filled(chunk_bytes);
+    while (!stop.load(std::memory_order_relaxed)) {
+      // send with MSG_NOSIGNAL: the reader shuts its end when done (EPIPE).
+      ssize_t w = ::send(cli.fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+      if (w < 0 && errno != EINTR) break;
+    }
+    ::shutdown(cli.fd, SHUT_WR);
+  });
+  std::vector<char> buf = filled(chunk_bytes);
+  // Warm-up: let the windows open and the buffers settle before counting.
+  const int64_t warm_until = now_ns() + 200'000'000;
+  uint64_t got = 0;
+  int64_t t0 = 0;
+  const int64_t span = static_cast<int64_t>(seconds * 1e9);
+  bool failed = false;
+  for (;;) {
+    ssize_t r = ::read(srv.fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      failed = r < 0;
+      break;
+    }
+    const int64_t t = now_ns();
+    if (t0 == 0) {
+      if (t >= warm_until) t0 = t;
+      continue;
+    }
+    got += static_cast<uint64_t>(r);
+    if (t - t0 >= span) break;
+  }
+  const int64_t t1 = now_ns();
+  stop = true;
+  ::shutdown(srv.fd, SHUT_RDWR);  // unblocks the writer
+  writer.join();
+  if (failed) return os_error("read");
+  return static_cast<double>(got) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+}
+
+}  // namespace sluice::bench

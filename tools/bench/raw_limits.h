@@ -1,0 +1,41 @@
+#pragma once
+
+// The machine's own limits, measured the plain way with system calls, so each
+// Sluice figure can be printed beside what the same disk, page cache or
+// loopback interface does with no broker in the way.
+//
+// Every function returns bytes per second, or an error message. Files are
+// created in the given directory and removed before returning.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+namespace sluice::bench {
+
+// Bytes per second, or why it could not be measured.
+using rate = std::variant<double, std::string>;
+
+// Sequential write of `total_bytes` in write(2) calls of `chunk_bytes`,
+// calling fdatasync after every `sync_every_bytes` and once at the end.
+rate raw_sync_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes,
+                    uint64_t sync_every_bytes);
+
+// Sequential write of `total_bytes` in write(2) calls of `chunk_bytes` into
+// the page cache, never synced (the file is removed, dropping dirty pages).
+rate raw_buffered_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes);
+
+// Sequential pread(2) of a whole, already cached file in `chunk_bytes` calls
+// into one reused buffer.
+rate raw_cached_read(const std::string& path, size_t chunk_bytes);
+
+// Writes `total_bytes` of a file into the page cache (for raw_cached_read).
+bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes);
+
+// One TCP stream over 127.0.0.1: a writer thread sends `chunk_bytes` writes
+// and a reader thread receives into a buffer of the same size, for about
+// `seconds` after a short warm-up.
+rate loopback_tcp(double seconds, size_t chunk_bytes);
+
+}  // namespace sluice::bench

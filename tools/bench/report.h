@@ -1,0 +1,87 @@
+#pragma once
+
+// What both benchmark modes share: medians and percentiles, a clock, a tiny
+// JSON writer for `--json`, and /proc readers for a process's CPU and memory.
+//
+// Nothing here is thread-safe unless said so; each mode builds its report on
+// one thread after the measuring threads have joined.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace sluice::bench {
+
+inline constexpr double kMiB = 1024.0 * 1024.0;
+inline constexpr double kMB = 1e6;
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Median of the values (the mean of the two middle ones for an even count);
+// 0 for none.
+double median(std::vector<double> v);
+
+// The p-th percentile (0..100) of sorted values, nearest rank; 0 for none.
+double percentile_sorted(const std::vector<double>& sorted, double p);
+
+// A JSON value built in memory and printed once. Object keys keep insertion
+// order so the output reads like the text report.
+class json {
+ public:
+  json() : v_(nullptr) {}
+  json(std::nullptr_t) : v_(nullptr) {}
+  json(bool b) : v_(b) {}
+  json(int v) : v_(static_cast<double>(v)) {}
+  json(int64_t v) : v_(static_cast<double>(v)) {}
+  json(uint64_t v) : v_(static_cast<double>(v)) {}
+  json(double v) : v_(v) {}
+  json(const char* s) : v_(std::string(s)) {}
+  json(std::string s) : v_(std::move(s)) {}
+
+  static json object() {
+    json j;
+    j.v_ = obj{};
+    return j;
+  }
+  static json array() {
+    json j;
+    j.v_ = arr{};
+    return j;
+  }
+  // Object member access (creates the member); the value must be an object.
+  json& operator[](const std::string& key);
+  // Appends to an array.
+  void push(json v);
+  std::string dump() const;
+
+ private:
+  using obj = std::vector<std::pair<std::string, json>>;
+  using arr = std::vector<json>;
+  std::variant<std::nullptr_t, bool, double, std::string, obj, arr> v_;
+  void dump_to(std::string& out) const;
+};
+
+// CPU seconds (user + system) a process has used so far, from /proc/PID/stat;
+// nullopt when the process is gone.
+std::optional<double> process_cpu_seconds(pid_t pid);
+// A field of /proc/PID/status in bytes ("VmRSS", "VmHWM"); nullopt if absent.
+std::optional<uint64_t> process_status_bytes(pid_t pid, const std::string& field);
+
+// The 1-minute load average from /proc/loadavg (-1 if unreadable): printed
+// with the figures, since other work on the same cores lowers all of them.
+double load_average_1m();
+
+// "1.23" style formatting for the text report.
+std::string fixed(double v, int decimals = 2);
+
+}  // namespace sluice::bench
