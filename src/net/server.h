@@ -18,7 +18,8 @@
 //      handler.on_request(ctx, frame, responder).
 //   2. The handler decodes the frame and, then or later, from any thread,
 //      completes the `responder` exactly once: respond(response),
-//      no_response() (acks=0 produce) or close_connection().
+//      respond_and_close(response), no_response() (acks=0 produce) or
+//      close_connection().
 //   3. The server puts the completion in its slot of the connection's
 //      reorder window and writes responses strictly in request order.
 //
@@ -31,8 +32,10 @@
 // buffers wait to be written; it resumes when they drain. The read buffer
 // of a frame grows with the bytes that actually arrived, never to the
 // declared length up front. So memory per connection is bounded by those
-// limits plus one socket_request_max_bytes frame. (There is no server-wide
-// byte bound yet; per connection times max_connections is the bound.)
+// limits plus one socket_request_max_bytes frame and a 64 KiB read buffer.
+// (There is no server-wide byte bound yet; per connection times
+// max_connections is the bound.) A connection paused at a bound notices its
+// client leaving only when it next reads or writes.
 //
 // Errors. Nothing a client sends crashes the server: a frame length above
 // socket_request_max_bytes or negative, a reset, a handler reporting
