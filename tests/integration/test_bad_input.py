@@ -1,0 +1,365 @@
+"""Bad input over raw sockets never hurts the broker or its well-behaved clients.
+
+While a background confluent_kafka producer and consumer keep producing and
+reading back (and check every message), raw sockets send: random bytes, a
+frame declaring 2 GiB, negative lengths, truncated requests, unknown API keys,
+unsupported versions, invalid topic names, and hundreds of connections dropped
+mid-request. Throughout, the broker stays alive, answers valid requests, frees
+the dropped connections, and its resident memory stays bounded.
+
+Requests are encoded by hand (request header v1: int16 api_key, int16
+api_version, int32 correlation_id, int16-length client_id).
+"""
+
+import os
+import random
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+SEED = int(os.environ.get("SLUICE_BAD_INPUT_SEED", "20261202"))
+
+API_PRODUCE, API_METADATA, API_API_VERSIONS, API_CREATE_TOPICS = 0, 3, 18, 19
+UNSUPPORTED_VERSION, INVALID_TOPIC_EXCEPTION = 35, 17
+
+
+# ------------------------------------------------------------ wire helpers
+
+def kstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack(">h", len(b)) + b
+
+
+def request(api_key, version, corr, body=b"", client_id="bad-input"):
+    payload = struct.pack(">hhi", api_key, version, corr) + kstr(client_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def connect(port, timeout=5.0):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.settimeout(timeout)
+    return s
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise EOFError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return buf
+
+
+def recv_response(s):
+    (n,) = struct.unpack(">i", recv_exact(s, 4))
+    return recv_exact(s, n)
+
+
+def assert_closed(s, what, timeout=5.0):
+    """The broker closes the connection (EOF or reset) without answering."""
+    s.settimeout(timeout)
+    try:
+        data = s.recv(65536)
+    except ConnectionResetError:
+        data = b""
+    except socket.timeout:
+        pytest.fail(f"{what}: connection still open after {timeout}s")
+    assert data == b"", f"{what}: expected the connection closed, got {data[:64]!r}"
+    s.close()
+
+
+class Reader:
+    def __init__(self, data):
+        self.d, self.p = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.d, self.p)
+        self.p += struct.calcsize(fmt)
+        return v if len(v) > 1 else v[0]
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.d[self.p:self.p + n].decode()
+        self.p += n
+        return s
+
+
+def api_versions_v0(port):
+    """Sends ApiVersions v0 on a fresh connection; returns {api_key: (min, max)}."""
+    with connect(port) as s:
+        s.sendall(request(API_API_VERSIONS, 0, 7))
+        r = Reader(recv_response(s))
+        assert r.take(">i") == 7
+        assert r.take(">h") == 0
+        return {k: (lo, hi) for k, lo, hi in (r.take(">hhh") for _ in range(r.take(">i")))}
+
+
+def metadata_v1(s, corr, topics):
+    body = struct.pack(">i", len(topics)) + b"".join(kstr(t) for t in topics)
+    s.sendall(request(API_METADATA, 1, corr, body))
+    r = Reader(recv_response(s))
+    assert r.take(">i") == corr
+    for _ in range(r.take(">i")):  # brokers: node_id, host, port, rack
+        r.take(">i"), r.string(), r.take(">i"), r.string()
+    r.take(">i")  # controller_id
+    out = {}
+    for _ in range(r.take(">i")):
+        err, name, _internal = r.take(">h"), r.string(), r.take(">b")
+        for _ in range(r.take(">i")):  # partitions: err, index, leader, replicas, isr
+            r.take(">hii")
+            for _array in ("replicas", "isr"):
+                for _ in range(r.take(">i")):
+                    r.take(">i")
+        out[name] = err
+    return out
+
+
+def create_topics_v0(s, corr, names):
+    body = struct.pack(">i", len(names))
+    for n in names:
+        body += kstr(n) + struct.pack(">ihii", 1, 1, 0, 0)  # partitions, rf, no assignments, no configs
+    body += struct.pack(">i", 10000)
+    s.sendall(request(API_CREATE_TOPICS, 0, corr, body))
+    r = Reader(recv_response(s))
+    assert r.take(">i") == corr
+    return {r.string(): r.take(">h") for _ in range(r.take(">i"))}
+
+
+# ------------------------------------------------------- well-behaved client
+
+class GoodClient(threading.Thread):
+    """Produces numbered messages with acks=all and reads each round back."""
+
+    def __init__(self, bootstrap):
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.stop_flag = threading.Event()
+        self.rounds = 0
+        self.errors = []
+
+    def run(self):
+        topic = "well-behaved"
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 1,
+                      "message.timeout.ms": 10000})
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused-good",
+                      "enable.auto.commit": False})
+        next_offset = 0
+        n = 0
+        try:
+            while not self.stop_flag.is_set():
+                reports = []
+                for _ in range(20):
+                    p.produce(topic, value=b"good-%d" % n, partition=0,
+                              on_delivery=lambda e, m: reports.append((e, m.offset(), m.value())))
+                    n += 1
+                if p.flush(10) != 0 or any(e for e, _, _ in reports) or len(reports) != 20:
+                    self.errors.append(f"produce round {self.rounds}: {reports[:2]}")
+                    return
+                if next_offset == 0:
+                    c.assign([TopicPartition(topic, 0, 0)])
+                got = []
+                deadline = time.monotonic() + 10
+                while len(got) < 20 and time.monotonic() < deadline:
+                    m = c.poll(0.2)
+                    if m is None:
+                        continue
+                    if m.error():
+                        self.errors.append(f"consume: {m.error()}")
+                        return
+                    got.append((m.offset(), m.value()))
+                want = sorted((o, v) for _, o, v in reports)
+                if got != want or want[0][0] != next_offset:
+                    self.errors.append(f"round {self.rounds}: consumed {got[:3]}..., acked {want[:3]}...")
+                    return
+                next_offset += 20
+                self.rounds += 1
+        except Exception as e:  # noqa: BLE001 - any exception is a failure to report
+            self.errors.append(repr(e))
+        finally:
+            c.close()
+
+    def finish(self):
+        self.stop_flag.set()
+        self.join(timeout=30)
+        return self.rounds, self.errors
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_fds_at_most(pid, limit, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while fd_count(pid) > limit and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return fd_count(pid)
+
+
+# ------------------------------------------------------------------- tests
+
+@pytest.fixture
+def running(broker):
+    good = GoodClient(broker.bootstrap)
+    good.start()
+    # Let the client connect and do a few rounds before the abuse starts.
+    deadline = time.monotonic() + 30
+    while good.rounds < 3 and time.monotonic() < deadline and not good.errors:
+        time.sleep(0.05)
+    assert good.rounds >= 3, f"well-behaved client did not get going: {good.errors}"
+    start_rounds = good.rounds
+    yield broker
+    rounds, errors = good.finish()
+    assert not errors, f"the well-behaved client failed: {errors}"
+    assert rounds > start_rounds, "the well-behaved client made no progress during the test"
+    assert broker.proc.poll() is None, f"broker died:\n{broker.log_text()}"
+
+
+def test_unsupported_api_versions_version_gets_v0_answer(running):
+    with connect(running.port) as s:
+        # ApiVersions v3+ uses request header v2: header v1 plus tagged fields
+        # (here none: one 0 byte). The body of an unknown version is not read;
+        # this one is what a future client might send.
+        s.sendall(request(API_API_VERSIONS, 99, 4242, b"\x00" + b"\x07future\x041.0\x00\x55\x66"))
+        r = Reader(recv_response(s))
+        assert r.take(">i") == 4242
+        assert r.take(">h") == UNSUPPORTED_VERSION
+        rows = {k: (lo, hi) for k, lo, hi in (r.take(">hhh") for _ in range(r.take(">i")))}
+        assert r.p == len(r.d), "v0 layout: nothing after the api_keys array (no throttle_time_ms)"
+        assert rows[API_API_VERSIONS][0] == 0 and rows[API_API_VERSIONS][1] >= 3
+        # The connection stays usable: the client retries with a version it knows.
+        s.sendall(request(API_API_VERSIONS, 0, 4243))
+        r = Reader(recv_response(s))
+        assert r.take(">i") == 4243 and r.take(">h") == 0
+    # Like Kafka, the error answer lists only ApiVersions itself, with the
+    # range the full answer gives.
+    assert list(rows) == [API_API_VERSIONS]
+    assert api_versions_v0(running.port)[API_API_VERSIONS] == rows[API_API_VERSIONS]
+
+
+@pytest.mark.parametrize("api_key,version", [(API_METADATA, 99), (API_PRODUCE, 2), (API_PRODUCE, 100),
+                                             (API_CREATE_TOPICS, 50), (1, 3), (1, 30000)])
+def test_other_unsupported_versions_close_the_connection(running, api_key, version):
+    s = connect(running.port)
+    s.sendall(request(api_key, version, 1, b"\x00" * 16))
+    assert_closed(s, f"api {api_key} v{version}")
+
+
+@pytest.mark.parametrize("api_key", [77, 999, 32767, -1, -32768])
+def test_unknown_api_keys_close_the_connection(running, api_key):
+    s = connect(running.port)
+    s.sendall(request(api_key, 0, 1, b"\x00" * 8))
+    assert_closed(s, f"unknown api key {api_key}")
+
+
+@pytest.mark.parametrize("length", [2**31 - 1, 2**30 + 1, 200 * 1024 * 1024, -1, -2**31])
+def test_oversized_and_negative_frames_close_the_connection(running, length):
+    before = running.rss_bytes()
+    s = connect(running.port)
+    s.sendall(struct.pack(">i", length) + b"\x00\x03\x00\x01")
+    assert_closed(s, f"frame length {length}")
+    # Nothing was allocated for the declared size.
+    assert running.rss_bytes() < before + 32 * 1024 * 1024
+
+
+def test_truncated_requests_close_the_connection(running):
+    # Complete frames whose content stops early: each is malformed.
+    good_metadata = request(API_METADATA, 1, 5, struct.pack(">i", 1) + kstr("some-topic"))[4:]
+    cases = {
+        "header cut in api_version": good_metadata[:3],
+        "header cut in client_id": good_metadata[:10],
+        "metadata body cut in topic count": good_metadata[:len(good_metadata) - len(kstr("some-topic")) - 2],
+        "metadata body cut in topic name": good_metadata[:-3],
+        "client_id length past the end": struct.pack(">hhih", 3, 1, 5, 500) + b"abc",
+        "array count past the end": struct.pack(">hhih", 3, 1, 5, 0) + struct.pack(">i", 10**6),
+        "empty frame": b"",
+    }
+    for what, payload in cases.items():
+        s = connect(running.port)
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        assert_closed(s, what)
+    # A valid request after all that still works.
+    with connect(running.port) as s:
+        assert "some-topic" in metadata_v1(s, 9, ["some-topic"])
+
+
+def test_invalid_topic_names_in_metadata_and_create_topics(running):
+    bad = ["bad name", "a/b", "x" * 250, ".", "..", "ünïcode", "tab\there"]
+    with connect(running.port) as s:
+        got = metadata_v1(s, 11, bad + ["fine-name"])
+        for name in bad:
+            assert got.get(name) == INVALID_TOPIC_EXCEPTION, (name, got)
+        assert got["fine-name"] == 0  # auto-created
+        created = create_topics_v0(s, 12, bad + ["", "ok-created"])
+        for name in bad + [""]:
+            assert created.get(name) == INVALID_TOPIC_EXCEPTION, (name, created)
+        assert created["ok-created"] == 0
+        # None of the invalid names exists afterwards.
+        listing = metadata_v1(s, 13, bad)
+        assert all(listing[n] == INVALID_TOPIC_EXCEPTION for n in bad)
+    logs = os.listdir(os.path.join(running.data_dir, "logs"))
+    assert sorted(d for d in logs if not d.startswith(("well-behaved", "fine-name", "ok-created"))) == []
+
+
+def test_random_bytes_and_dropped_connections(running):
+    rng = random.Random(SEED)
+    print(f"bad input seed={SEED} (SLUICE_BAD_INPUT_SEED to replay)")
+    pid = running.proc.pid
+    # Warm up, then take the baselines.
+    for _ in range(50):
+        api_versions_v0(running.port)
+    time.sleep(0.5)
+    rss_before = running.rss_bytes()
+    fds_before = fd_count(pid)
+
+    # 1. Random bytes: garbage of every size, some with a plausible length prefix.
+    for i in range(300):
+        s = connect(running.port)
+        n = rng.randint(1, 4096)
+        junk = bytes(rng.getrandbits(8) for _ in range(n))
+        if i % 3 == 0:
+            junk = struct.pack(">i", len(junk)) + junk
+        try:
+            s.sendall(junk)
+        except OSError:
+            pass
+        s.close()
+
+    # 2. Hundreds of connections dropped mid-request: open 100 at a time, each
+    # sends part of a frame (declared length larger than what is sent), then
+    # all are dropped, half of them with a reset.
+    frame = request(API_METADATA, 1, 3, struct.pack(">i", 1) + kstr("well-behaved"))
+    for _round in range(4):
+        socks = []
+        for _ in range(100):
+            s = connect(running.port)
+            cut = rng.randint(1, len(frame) - 1)
+            s.sendall(frame[:cut])
+            socks.append(s)
+        for j, s in enumerate(socks):
+            if j % 2:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+
+    # 3. Pipelined requests whose answers are never read, then a reset.
+    for _ in range(50):
+        s = connect(running.port)
+        s.sendall(b"".join(request(API_METADATA, 1, c, struct.pack(">i", 0)) for c in range(64)))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+
+    # The broker is alive and answers, the dropped connections are freed, and
+    # memory is bounded.
+    assert running.proc.poll() is None, running.log_text()
+    assert API_API_VERSIONS in api_versions_v0(running.port)
+    fds_after = wait_fds_at_most(pid, fds_before + 4)
+    assert fds_after <= fds_before + 4, f"{fds_after - fds_before} connections leaked (fds {fds_before} -> {fds_after})"
+    rss_after = running.rss_bytes()
+    print(f"RSS {rss_before / 2**20:.1f} MiB -> {rss_after / 2**20:.1f} MiB; fds {fds_before} -> {fds_after}")
+    assert rss_after < rss_before + 64 * 2**20, f"RSS grew from {rss_before} to {rss_after}"
