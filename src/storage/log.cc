@@ -49,6 +49,8 @@ result<std::shared_ptr<log>> log::open(const log_context& ctx, std::string dir, 
 
 // ---- Writing -------------------------------------------------------------------
 
+void log::note_active() { active_base_ = segments_.back()->base().value(); }
+
 status log::check_writable() const {
   if (closed_) return status(errc::shutting_down, name_ + " is closed");
   if (offline_) return status(errc::log_offline, name_ + " is offline for writes after an I/O error");
@@ -151,6 +153,7 @@ status log::roll() {
   auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, base, ctx_.clk->now_ms());
   if (!seg.ok()) return fail(seg.to_status());
   segments_.push_back(std::move(seg).value());
+  note_active();
   if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
   if (cfg_.fsync && durable_.load() < base.value()) durable_ = base.value();
   SLUICE_LOG_DEBUG("{}: rolled to segment {}", name_, base.value());
@@ -198,6 +201,7 @@ status log::truncate_locked(offset o) {
     if (auto st = remove_segment_files(*segments_.back()); !st.ok()) return go_offline(st.err());
     segments_.pop_back();
   }
+  note_active();
   const offset new_end = seg.next();
   log_end_ = new_end.value();
   if (durable_.load() > new_end.value()) durable_ = new_end.value();
@@ -221,6 +225,7 @@ status log::truncate_fully_locked(offset o) {
   auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, o, ctx_.clk->now_ms());
   if (!seg.ok()) return go_offline(seg.err());
   segments_.push_back(std::move(seg).value());
+  note_active();
   if (cfg_.fsync) {
     if (auto st = ctx_.fs->sync_dir(dir_); !st.ok()) return go_offline(st.err());
   }

@@ -190,6 +190,9 @@ class log : public std::enable_shared_from_this<log> {
   offset log_start_offset() const { return offset(log_start_.load()); }
   offset log_end_offset() const { return offset(log_end_.load()); }
   offset durable_offset() const { return offset(durable_.load()); }
+  // Base offset of the active (last) segment: a cheap way to notice a roll
+  // without copying segments().
+  offset active_segment_base() const { return offset(active_base_.load()); }
   // First batch whose max_timestamp >= ts_ms (ListOffsets by time); nullopt
   // when every batch is older.
   result<std::optional<timestamp_lookup>> offset_for_timestamp(int64_t ts_ms);
@@ -255,6 +258,7 @@ class log : public std::enable_shared_from_this<log> {
   status check_writable() const;
   size_t segment_index_for(offset o) const;
   segment& active() { return *segments_.back(); }
+  void note_active();
 
   // Checkpoints, with mu_ held.
   status write_recovery_point(offset o);
@@ -285,6 +289,7 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<int64_t> log_start_{0};
   std::atomic<int64_t> log_end_{0};
   std::atomic<int64_t> durable_{0};
+  std::atomic<int64_t> active_base_{0};  // segments_.back()->base(), updated under mu_
   std::atomic<bool> offline_{false};
   std::atomic<bool> closed_{false};
 

@@ -168,6 +168,7 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
   if (!clean && cfg_.fsync) SLUICE_TRY(segments_.back()->sync());
   log_end_ = end.value();
   durable_ = end.value();
+  note_active();
   truncate_epochs(end);
   truncate_epochs_from_start(start);
   if (epochs_ != epochs_on_disk) SLUICE_TRY(write_epochs());

@@ -273,6 +273,7 @@ TEST_F(LogTest, RollsBySize) {
     EXPECT_EQ(segs[i].next, segs[i + 1].base);  // contiguous
     EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), segs[i].base, "index")));
   }
+  EXPECT_EQ(log_->active_segment_base(), segs.back().base);
   // A batch larger than segment.bytes still goes in, alone.
   auto big = append(1, 6000);
   EXPECT_EQ(log_->segments().back().base, big.base);
@@ -370,6 +371,7 @@ TEST_F(LogTest, TruncateWithinAndAcrossSegments) {
   ASSERT_TRUE(log_->truncate_to(mid).ok());
   EXPECT_EQ(log_->log_end_offset(), mid - 1);
   EXPECT_EQ(log_->segments().size(), 2u);
+  EXPECT_EQ(log_->active_segment_base(), segs[1].base);
   while (all_.back().last >= mid - 1) all_.pop_back();
   EXPECT_EQ(read_all_from(offset(0)), concat());
   EXPECT_EQ(log_->read(mid, 10).code(), errc::offset_out_of_range);
