@@ -8,7 +8,7 @@ packages=(
   build-essential g++ cmake ninja-build ccache pkg-config git clang libclang-rt-14-dev clang-format
   # libraries the code links
   libasio-dev libisal-dev libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
-  libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev
+  libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev librdkafka-dev
   # real clients and servers used by the integration tests
   kcat etcd-server etcd-client
