@@ -7,6 +7,7 @@ stores batches as sent), and offsets must run 0..n-1 without gaps.
 
 import glob
 import os
+import socket
 import struct
 import subprocess
 
@@ -75,15 +76,36 @@ def test_codec_keys_headers_offsets(broker, codec):
         assert h == f"app=sluice-it,codec={codec}"
 
 
-LZ4_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="librdkafka 2.0.2 enables lz4 only if the broker advertises FindCoordinator v0 "
-    "(its LZ4 feature check); Sluice has no FindCoordinator until consumer groups land, "
-    "so kcat sends lz4 batches uncompressed",
-)
+def advertised_versions(port):
+    """{api_key: (min, max)} from an ApiVersions v0 request on a raw socket."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        payload = struct.pack(">hhih", 18, 0, 1, 2) + b"it"
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed during ApiVersions"
+            buf += chunk
+    _corr, err, n = struct.unpack_from(">ihi", buf, 4)
+    assert err == 0
+    return {k: (lo, hi) for k, lo, hi in (struct.unpack_from(">hhh", buf, 14 + 6 * i) for i in range(n))}
 
 
-@pytest.mark.parametrize("codec", [c if c != "lz4" else pytest.param(c, marks=LZ4_XFAIL) for c in CODECS])
+def expected_codec(broker, codec):
+    """The codec librdkafka 2.0.2 really uses against this broker. It drops lz4
+    unless FindCoordinator v0 is advertised (its "LZ4" feature probe), and
+    drops gzip, snappy and lz4 unless Produce v0 is advertised (fixed in
+    Sluice by advertising Produce from v0, as Kafka 4.0 does). Until consumer
+    groups bring FindCoordinator, kcat's lz4 goes out uncompressed; this
+    follows the broker's answer so the test keeps holding when they land."""
+    if codec == "lz4":
+        find_coordinator = advertised_versions(broker.port).get(10)
+        if find_coordinator is None or find_coordinator[0] > 0:
+            return CODEC_ID["none"]
+    return CODEC_ID[codec]
+
+
+@pytest.mark.parametrize("codec", CODECS)
 def test_codec_stored_as_sent(broker, codec):
     """The batches on disk carry the codec kcat asked for: the client really
     compressed, and the broker stored the batch without recompressing it."""
@@ -97,7 +119,7 @@ def test_codec_stored_as_sent(broker, codec):
     # must carry the codec.
     big = [b for b in batches if b[1] >= 16]
     assert sum(c for _, c, _ in big) >= n - 20, batches
-    assert {codec_id for _, _, codec_id in big} == {CODEC_ID[codec]}, batches
+    assert {codec_id for _, _, codec_id in big} == {expected_codec(broker, codec)}, batches
 
 
 def test_mixed_codecs_in_one_partition(broker):
