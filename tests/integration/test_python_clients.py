@@ -355,3 +355,60 @@ def test_kafka_python_admin(broker):
             admin.delete_topics([t1])
     finally:
         admin.close()
+
+
+# ------------------------------------------------ fetch and topic settings
+
+def test_long_poll_fetch_is_woken_by_new_data(broker):
+    """A consumer parked in a long-poll Fetch (fetch.wait.max.ms 10 s) gets a
+    new message as soon as it is produced, not when the wait expires."""
+    topic = unique("longpoll")
+    ck_produce(broker.bootstrap, topic, [{"value": b"first"}])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("unused"),
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 10000})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        m = None
+        deadline = time.monotonic() + TIMEOUT
+        while m is None and time.monotonic() < deadline:
+            m = c.poll(0.2)
+        assert m is not None and m.value() == b"first"
+        time.sleep(1.0)  # the next Fetch is now waiting at the end of the log
+        latencies = []
+        for i in range(3):
+            t0 = time.monotonic()
+            p.produce(topic, value=b"wake-%d" % i)
+            p.flush(TIMEOUT)
+            m = None
+            while m is None and time.monotonic() - t0 < TIMEOUT:
+                m = c.poll(0.05)
+            assert m is not None and m.error() is None and m.value() == b"wake-%d" % i
+            latencies.append(time.monotonic() - t0)
+            time.sleep(0.5)
+        assert max(latencies) < 3.0, f"long-poll fetch not woken by new data: {latencies}"
+    finally:
+        c.close()
+
+
+def test_log_append_time_topic(broker):
+    """message.timestamp.type=LogAppendTime: the broker's clock replaces the producer's."""
+    admin = ck_admin(broker.bootstrap)
+    topic = unique("lat")
+    assert wait_futures(admin.create_topics(
+        [NewTopic(topic, 1, 1, config={"message.timestamp.type": "LogAppendTime"})])) == {topic: None}
+    old = 1_000_000_000_000  # 2001
+    before = int(time.time() * 1000)
+    reports = ck_produce(broker.bootstrap, topic, [{"value": b"v%d" % i, "timestamp": old + i} for i in range(5)])
+    after = int(time.time() * 1000)
+    assert [r[0] for r in reports] == [None] * 5
+    got = ck_consume(broker.bootstrap, [TopicPartition(topic, 0, 0)], 5)
+    for m in got:
+        ts_type, ts = m.timestamp()
+        assert ts_type == 2, f"timestamp type {ts_type}, want LogAppendTime (2)"
+        assert before - 1000 <= ts <= after + 1000, (ts, before, after)
+    # CreateTime (the default) keeps the producer's timestamps.
+    t2 = unique("ct")
+    ck_produce(broker.bootstrap, t2, [{"value": b"x", "timestamp": old}])
+    (m,) = ck_consume(broker.bootstrap, [TopicPartition(t2, 0, 0)], 1)
+    assert m.timestamp() == (1, old)
