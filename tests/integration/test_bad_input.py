@@ -363,3 +363,94 @@ def test_random_bytes_and_dropped_connections(running):
     rss_after = running.rss_bytes()
     print(f"RSS {rss_before / 2**20:.1f} MiB -> {rss_after / 2**20:.1f} MiB; fds {fds_before} -> {fds_after}")
     assert rss_after < rss_before + 64 * 2**20, f"RSS grew from {rss_before} to {rss_after}"
+
+
+# ------------------------------------------------------ corrupt batches
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def varint(n):
+    z = (n << 1) ^ (n >> 63)  # zigzag
+    out = b""
+    while True:
+        if z < 0x80:
+            return out + bytes([z])
+        out += bytes([(z & 0x7F) | 0x80])
+        z >>= 7
+
+
+def record_batch(values, magic=2, count=None, corrupt_crc=False):
+    """A v2 record batch of uncompressed records with null keys."""
+    recs = b""
+    for i, v in enumerate(values):
+        body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
+        recs += varint(len(body)) + body
+    ts = int(time.time() * 1000)
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1,
+                            len(values) if count is None else count) + recs
+    crc = crc32c(after_crc) ^ (0xDEADBEEF if corrupt_crc else 0)
+    after_length = struct.pack(">ibI", 0, magic, crc) + after_crc
+    return struct.pack(">qi", 0, len(after_length)) + after_length
+
+
+def produce_v3(s, corr, topic, batches_by_partition, acks=-1):
+    body = struct.pack(">hhi", -1, acks, 10000) + struct.pack(">i", 1) + kstr(topic)
+    body += struct.pack(">i", len(batches_by_partition))
+    for p, batch in batches_by_partition.items():
+        body += struct.pack(">ii", p, len(batch)) + batch
+    s.sendall(request(API_PRODUCE, 3, corr, body))
+    r = Reader(recv_response(s))
+    assert r.take(">i") == corr
+    out = {}
+    for _ in range(r.take(">i")):
+        assert r.string() == topic
+        for _ in range(r.take(">i")):
+            p, err, base, _append_time = r.take(">ihqq")
+            out[p] = (err, base)
+    return out
+
+
+def test_corrupt_batches_fail_only_their_partition(running):
+    CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT = 2, 87, 43
+    topic = "corrupt-batches"
+    with connect(running.port) as s:
+        body = struct.pack(">i", 1) + kstr(topic) + struct.pack(">ihii", 4, 1, 0, 0) + struct.pack(">i", 10000)
+        s.sendall(request(API_CREATE_TOPICS, 0, 1, body))
+        recv_response(s)
+        good = record_batch([b"good-0", b"good-1"])
+        res = produce_v3(s, 2, topic, {
+            0: good,
+            1: record_batch([b"bad-crc"], corrupt_crc=True),
+            2: record_batch([b"a", b"b"], count=5),  # count says 5, holds 2 (CRC valid)
+            3: record_batch([b"old"], magic=1),
+        })
+        assert res[0] == (0, 0), res
+        assert res[1][0] == CORRUPT_MESSAGE, res
+        assert res[2][0] in (CORRUPT_MESSAGE, INVALID_RECORD), res
+        assert res[3][0] in (CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_FOR_MESSAGE_FORMAT), res
+        # The good partition keeps going; the bad ones stored nothing.
+        assert produce_v3(s, 3, topic, {0: good}) == {0: (0, 2)}
+    c = Consumer({"bootstrap.servers": running.bootstrap, "group.id": "unused-corrupt"})
+    try:
+        for p, end in [(0, 4), (1, 0), (2, 0), (3, 0)]:
+            assert c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) == (0, end), p
+    finally:
+        c.close()
