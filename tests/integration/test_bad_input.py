@@ -397,14 +397,14 @@ def varint(n):
         z >>= 7
 
 
-def record_batch(values, magic=2, count=None, corrupt_crc=False):
+def record_batch(values, magic=2, count=None, corrupt_crc=False, pid=-1, epoch=-1, seq=-1):
     """A v2 record batch of uncompressed records with null keys."""
     recs = b""
     for i, v in enumerate(values):
         body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
         recs += varint(len(body)) + body
     ts = int(time.time() * 1000)
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1,
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, pid, epoch, seq,
                             len(values) if count is None else count) + recs
     crc = crc32c(after_crc) ^ (0xDEADBEEF if corrupt_crc else 0)
     after_length = struct.pack(">ibI", 0, magic, crc) + after_crc
@@ -454,3 +454,88 @@ def test_corrupt_batches_fail_only_their_partition(running):
             assert c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) == (0, end), p
     finally:
         c.close()
+
+
+def test_idempotent_duplicates_gaps_and_fencing(running):
+    """Raw idempotent produce: a retried batch is answered with its first
+    offsets and not stored again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER;
+    after a new epoch the old one is fenced."""
+    OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH = 45, 47
+    topic = "idempotence-raw"
+
+    def init_producer_id(s, corr):
+        s.sendall(request(22, 0, corr, struct.pack(">hi", -1, 60000)))
+        r = Reader(recv_response(s))
+        assert r.take(">i") == corr
+        _throttle, err, pid, epoch = r.take(">ihqh")
+        assert err == 0
+        return pid, epoch
+
+    with connect(running.port) as s:
+        assert metadata_v1(s, 0, [topic]) == {topic: 0}  # auto-creates it, as clients do first
+        pid, epoch = init_producer_id(s, 1)
+        pid2, _ = init_producer_id(s, 2)
+        assert pid2 != pid, "InitProducerId handed out the same producer id twice"
+        b0 = record_batch([b"a", b"b", b"c"], pid=pid, epoch=epoch, seq=0)
+        b1 = record_batch([b"d", b"e"], pid=pid, epoch=epoch, seq=3)
+        assert produce_v3(s, 3, topic, {0: b0}) == {0: (0, 0)}
+        assert produce_v3(s, 4, topic, {0: b1}) == {0: (0, 3)}
+        # Retries of either batch: same offsets, nothing appended.
+        assert produce_v3(s, 5, topic, {0: b0}) == {0: (0, 0)}
+        assert produce_v3(s, 6, topic, {0: b1}) == {0: (0, 3)}
+        # A gap: sequence 7 when 5 is next.
+        gap = record_batch([b"x"], pid=pid, epoch=epoch, seq=7)
+        assert produce_v3(s, 7, topic, {0: gap})[0][0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        # The next sequence still works.
+        assert produce_v3(s, 8, topic, {0: record_batch([b"f"], pid=pid, epoch=epoch, seq=5)}) == {0: (0, 5)}
+        # A newer epoch of the same producer fences the old one.
+        newer = record_batch([b"g"], pid=pid, epoch=epoch + 1, seq=0)
+        assert produce_v3(s, 9, topic, {0: newer}) == {0: (0, 6)}
+        stale = record_batch([b"h"], pid=pid, epoch=epoch, seq=6)
+        assert produce_v3(s, 10, topic, {0: stale})[0][0] == INVALID_PRODUCER_EPOCH
+    c = Consumer({"bootstrap.servers": running.bootstrap, "group.id": "unused-idem", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < 7 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value())
+        assert got == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 7)
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
+def test_idempotent_state_survives_restart(broker, how):
+    """After a restart (crash or clean) a retried batch is still recognised as
+    a duplicate and the sequence continues where it was."""
+    topic = "idempotence-restart"
+    with connect(broker.port) as s:
+        metadata_v1(s, 0, [topic])
+        s.sendall(request(22, 0, 1, struct.pack(">hi", -1, 60000)))
+        r = Reader(recv_response(s))
+        r.take(">i")
+        _throttle, err, pid, epoch = r.take(">ihqh")
+        assert err == 0
+        b0 = record_batch([b"a", b"b"], pid=pid, epoch=epoch, seq=0)
+        b1 = record_batch([b"c"], pid=pid, epoch=epoch, seq=2)
+        assert produce_v3(s, 2, topic, {0: b0}) == {0: (0, 0)}
+        assert produce_v3(s, 3, topic, {0: b1}) == {0: (0, 2)}
+    if how == "sigkill":
+        broker.kill()
+    else:
+        assert broker.stop() == 0
+    broker.start()
+    with connect(broker.port) as s:
+        assert produce_v3(s, 4, topic, {0: b1}) == {0: (0, 2)}, "retry after restart was stored again"
+        assert produce_v3(s, 5, topic, {0: b0}) == {0: (0, 0)}
+        nxt = record_batch([b"d"], pid=pid, epoch=epoch, seq=3)
+        assert produce_v3(s, 6, topic, {0: nxt}) == {0: (0, 3)}
+        # A new InitProducerId after the restart never reuses the old id.
+        s.sendall(request(22, 0, 7, struct.pack(">hi", -1, 60000)))
+        r = Reader(recv_response(s))
+        r.take(">i")
+        assert r.take(">ihqh")[2] != pid
