@@ -412,3 +412,41 @@ def test_log_append_time_topic(broker):
     ck_produce(broker.bootstrap, t2, [{"value": b"x", "timestamp": old}])
     (m,) = ck_consume(broker.bootstrap, [TopicPartition(t2, 0, 0)], 1)
     assert m.timestamp() == (1, old)
+
+
+def test_small_fetch_limits_still_return_a_whole_large_batch_and_too_large_is_refused(broker):
+    """Fetch returns at least one whole batch even when it exceeds the
+    consumer's fetch.max.bytes and max.partition.fetch.bytes (Kafka's rule, so a
+    consumer can never get stuck); a batch over message.max.bytes is refused
+    with MESSAGE_TOO_LARGE and not stored."""
+    topic = unique("big")
+    big = bytes(range(256)) * 2400  # 600 KiB, incompressible enough
+    reports = ck_produce(broker.bootstrap, topic, [{"value": big}, {"value": b"small"}],
+                         **{"linger.ms": 0, "batch.num.messages": 1})
+    assert [(r[0], r[2]) for r in reports] == [(None, 0), (None, 1)]
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("unused"),
+                  "enable.auto.commit": False, "fetch.max.bytes": 1024,
+                  "max.partition.fetch.bytes": 1024, "message.max.bytes": 1000,
+                  "receive.message.max.bytes": 2_000_000})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append(m.value())
+        assert got == [big, b"small"]
+    finally:
+        c.close()
+
+    huge = bytes(range(256)) * 8192  # 2 MiB > message.max.bytes (1048588)
+    reports = ck_produce(broker.bootstrap, topic, [{"value": huge}],
+                         **{"message.max.bytes": 4_000_000, "compression.type": "none"})
+    assert reports[0][0] is not None and reports[0][0].code() == KafkaError.MSG_SIZE_TOO_LARGE, reports
+    lo_hi = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    try:
+        assert lo_hi.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT) == (0, 2)
+    finally:
+        lo_hi.close()
