@@ -1,9 +1,5 @@
 #include "net/server.h"
 
-#include <sys/sendfile.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +16,9 @@
 #include <unordered_map>
 
 #include <asio.hpp>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "base/assert.h"
 #include "base/endian.h"
@@ -104,8 +103,8 @@ class connection : public std::enable_shared_from_this<connection> {
     std::vector<chunk> chunks;
     uint64_t memory_bytes = 0;
     bool close_after = false;  // respond_and_close: close once written
-    size_t part = 0;  // 0: the length prefix; i > 0: chunks[i - 1]
-    uint64_t off = 0;  // bytes of `part` already sent
+    size_t part = 0;           // 0: the length prefix; i > 0: chunks[i - 1]
+    uint64_t off = 0;          // bytes of `part` already sent
 
     size_t parts() const { return chunks.size() + 1; }
     uint64_t part_len(size_t i) const { return i == 0 ? 4 : chunk_bytes(chunks[i - 1]); }
@@ -289,7 +288,8 @@ void connection::start() {
 bool connection::can_accept_request() const {
   const server_config& c = srv_.cfg_;
   return in_flight_ < static_cast<uint64_t>(c.max_inflight_requests_per_connection) &&
-         inflight_request_bytes_ < static_cast<uint64_t>(c.max_inflight_request_bytes_per_connection) &&
+         inflight_request_bytes_ <
+             static_cast<uint64_t>(c.max_inflight_request_bytes_per_connection) &&
          queued_bytes_ < static_cast<uint64_t>(c.max_queued_response_bytes_per_connection);
 }
 
@@ -343,10 +343,9 @@ void connection::start_read() {
   if (reading_ || closed_) return;
   reading_ = true;
   rbeg_ = rend_ = 0;
-  sock_.async_read_some(asio::buffer(rbuf_),
-                        [self = shared_from_this()](const asio::error_code& ec, size_t n) {
-                          self->on_read(ec, n);
-                        });
+  sock_.async_read_some(
+      asio::buffer(rbuf_),
+      [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->on_read(ec, n); });
 }
 
 void connection::on_read(const asio::error_code& ec, size_t n) {
@@ -892,8 +891,8 @@ void responder::no_response() {
 
 void responder::respond_and_close(response r) {
   SLUICE_ASSERT(link_, "responder completed twice");
-  std::exchange(link_, nullptr)->deliver(
-      seq_, {detail::completion_kind::respond_then_close, std::move(r)});
+  std::exchange(link_, nullptr)
+      ->deliver(seq_, {detail::completion_kind::respond_then_close, std::move(r)});
 }
 
 void responder::close_connection() {
@@ -908,9 +907,17 @@ server::server(server_config config, request_handler& handler)
 
 server::~server() = default;
 
-status server::start() { return impl_->start(); }
-uint16_t server::port() const { return impl_->port(); }
-void server::stop() { impl_->stop(); }
-const server_metrics& server::metrics() const { return impl_->metrics_; }
+status server::start() {
+  return impl_->start();
+}
+uint16_t server::port() const {
+  return impl_->port();
+}
+void server::stop() {
+  impl_->stop();
+}
+const server_metrics& server::metrics() const {
+  return impl_->metrics_;
+}
 
 }  // namespace sluice::net

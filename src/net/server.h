@@ -72,8 +72,8 @@ class server_impl;
 // callback receives is valid only during that call: copy out what you need
 // (for example the `state` shared_ptr) to use it from another thread.
 struct connection_context {
-  uint64_t id = 0;       // unique per server, never reused
-  std::string peer;      // "address:port" of the client
+  uint64_t id = 0;   // unique per server, never reused
+  std::string peer;  // "address:port" of the client
   // Opaque per-connection state for the broker (fetch sessions, SASL, the
   // client id...). Starts empty; destroyed after on_connection_close, or
   // later if the broker kept a copy of the shared_ptr.
@@ -145,8 +145,7 @@ class request_handler {
   virtual void on_connection_open(connection_context& /*ctx*/) {}
   // One request frame (the bytes after the length prefix: request header
   // and body). The handler owns `frame`.
-  virtual void on_request(connection_context& ctx, std::vector<std::byte> frame,
-                          responder r) = 0;
+  virtual void on_request(connection_context& ctx, std::vector<std::byte> frame, responder r) = 0;
   // The connection is closed (client gone, error, idle timeout or server
   // stop). Called once per on_connection_open. Responders of this
   // connection still held by the broker may be completed or dropped later;
@@ -189,9 +188,9 @@ struct server_metrics {
   std::atomic<uint64_t> connections_closed_bad_frame{0};  // oversize or negative length
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> bytes_out{0};
-  std::atomic<uint64_t> requests{0};        // frames handed to the handler
-  std::atomic<uint64_t> responses{0};       // response frames fully written
-  std::atomic<uint64_t> read_pauses{0};     // times a connection stopped reading (backpressure)
+  std::atomic<uint64_t> requests{0};     // frames handed to the handler
+  std::atomic<uint64_t> responses{0};    // response frames fully written
+  std::atomic<uint64_t> read_pauses{0};  // times a connection stopped reading (backpressure)
 };
 
 // Lifecycle: construct, start(), ..., stop() (or destroy, which stops).

@@ -1,14 +1,5 @@
 #include "net/server.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +12,14 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/endian.h"
 
@@ -337,8 +336,8 @@ TEST(NetServer, PipelinedResponsesInRequestOrder) {
       ASSERT_TRUE(c.connected());
       std::thread writer([&] {
         for (int i = 0; i < per_client; ++i) {
-          std::string p = (i % 7 == 3 ? "noresp " : "req ") + std::to_string(ci) + " " +
-                          std::to_string(i);
+          std::string p =
+              (i % 7 == 3 ? "noresp " : "req ") + std::to_string(ci) + " " + std::to_string(i);
           if (!c.send_frame(p)) return;
         }
       });
