@@ -264,6 +264,12 @@ def test_oversized_and_negative_frames_close_the_connection(running, length):
     s = connect(running.port)
     s.sendall(struct.pack(">i", length) + b"\x00\x03\x00\x01")
     assert_closed(s, f"frame length {length}")
+    # One log line names the length and the limit.
+    deadline = time.monotonic() + 5
+    while f"frame length {length} " not in running.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any(f"frame length {length} " in line and "socket.request.max.bytes" in line
+               for line in running.log_text().splitlines()), running.log_text()[-2000:]
     # Nothing was allocated for the declared size.
     assert running.rss_bytes() < before + 32 * 1024 * 1024
 
