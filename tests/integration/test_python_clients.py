@@ -450,3 +450,50 @@ def test_small_fetch_limits_still_return_a_whole_large_batch_and_too_large_is_re
         assert lo_hi.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT) == (0, 2)
     finally:
         lo_hi.close()
+
+
+def test_delete_records_moves_log_start_for_clients(broker):
+    """DeleteRecords (raw: neither Python client has it in these versions)
+    moves the log start offset; clients then see it in watermarks and
+    ListOffsets, and a consumer asking for a deleted offset is reset to it."""
+    import struct
+
+    from test_bad_input import Reader, connect, kstr, recv_response, request
+
+    topic = unique("delrec")
+    reports = ck_produce(broker.bootstrap, topic, [{"value": b"r%d" % i} for i in range(10)])
+    assert [r[2] for r in reports] == list(range(10))
+    with connect(broker.port) as s:
+        body = struct.pack(">i", 1) + kstr(topic) + struct.pack(">iiq", 1, 0, 4) + struct.pack(">i", 10000)
+        s.sendall(request(21, 0, 77, body))
+        r = Reader(recv_response(s))
+        assert r.take(">i") == 77
+        r.take(">i")  # throttle
+        assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+        assert r.take(">iqh") == (0, 4, 0)
+        # Beyond the high watermark: OFFSET_OUT_OF_RANGE (1), nothing changes.
+        body = struct.pack(">i", 1) + kstr(topic) + struct.pack(">iiq", 1, 0, 11) + struct.pack(">i", 10000)
+        s.sendall(request(21, 0, 78, body))
+        r = Reader(recv_response(s))
+        r.take(">ii"), r.take(">i"), r.string(), r.take(">i")
+        assert r.take(">iqh")[2] == 1
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("unused"),
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT) == (4, 10)
+        c.assign([TopicPartition(topic, 0, 1)])  # deleted: reset to the log start
+        got = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(got) < 6 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value()))
+        assert got == [(i, b"r%d" % i) for i in range(4, 10)]
+    finally:
+        c.close()
+    kc = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        assert kc.beginning_offsets([tp]) == {tp: 4}
+    finally:
+        kc.close()
