@@ -497,3 +497,37 @@ def test_delete_records_moves_log_start_for_clients(broker):
         assert kc.beginning_offsets([tp]) == {tp: 4}
     finally:
         kc.close()
+
+
+def test_recreated_topic_starts_empty_also_after_restart(broker):
+    """Deleting a topic removes its data: a topic created again under the same
+    name starts at offset 0 with none of the old records, before and after a
+    restart; shrinking partitions is INVALID_PARTITIONS."""
+    admin = ck_admin(broker.bootstrap)
+    topic = unique("again")
+    assert wait_futures(admin.create_topics([NewTopic(topic, 2, 1)])) == {topic: None}
+    ck_produce(broker.bootstrap, topic, [{"value": b"old-%d" % i, "partition": i % 2} for i in range(20)])
+    bad = wait_futures(admin.create_partitions([NewPartitions(topic, 1)]))
+    assert bad[topic] is not None and bad[topic].code() == KafkaError.INVALID_PARTITIONS
+    assert wait_futures(admin.delete_topics([topic])) == {topic: None}
+    deadline = time.monotonic() + 10
+    while topic in topic_names(admin) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert wait_futures(admin.create_topics([NewTopic(topic, 1, 1)])) == {topic: None}
+    ck_produce(broker.bootstrap, topic, [{"value": b"new-%d" % i} for i in range(3)])
+
+    def check():
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("unused")})
+        try:
+            assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT) == (0, 3)
+        finally:
+            c.close()
+        got = ck_consume(broker.bootstrap, [TopicPartition(topic, 0, 0)], 3)
+        assert [m.value() for m in got] == [b"new-0", b"new-1", b"new-2"]
+        md = ck_admin(broker.bootstrap).list_topics(timeout=TIMEOUT)
+        assert len(md.topics[topic].partitions) == 1
+
+    check()
+    assert broker.stop() == 0
+    broker.start()
+    check()
