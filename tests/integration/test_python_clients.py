@@ -569,3 +569,63 @@ def test_concurrent_producers_on_shared_partitions(broker):
             seq = [int(v.split(b"-")[1]) for (pp, _), v in sorted(stored.items())
                    if pp == p and v.startswith(b"p%d-" % pid)]
             assert seq == sorted(seq) and len(seq) == 750
+
+
+def test_alter_configs_replaces_and_incremental_alter_merges(broker):
+    """AlterConfigs replaces a topic's whole set of overrides (Kafka's
+    semantics, what confluent-kafka 1.7 sends); IncrementalAlterConfigs (raw:
+    no client here has it) sets and deletes single keys, refuses bad values
+    with INVALID_CONFIG and changes nothing then, and validate_only changes nothing."""
+    import struct
+
+    from test_bad_input import Reader, connect, kstr, recv_response, request
+
+    admin = ck_admin(broker.bootstrap)
+    topic = unique("incr")
+    assert wait_futures(admin.create_topics(
+        [NewTopic(topic, 1, 1, config={"retention.ms": "3600000", "segment.ms": "7200000"})])) == {topic: None}
+
+    def sources(name):
+        fs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)])
+        (res,) = fs.values()
+        return {k: (v.value, v.source) for k, v in res.result(timeout=TIMEOUT).items()}
+
+    dynamic = 1  # ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert sources(topic)["retention.ms"] == ("3600000", dynamic)
+
+    # AlterConfigs with only segment.ms: retention.ms falls back to its default.
+    (f,) = admin.alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic,
+                                               set_config={"segment.ms": "60000"})]).values()
+    f.result(timeout=TIMEOUT)
+    cfg = sources(topic)
+    assert cfg["segment.ms"] == ("60000", dynamic)
+    assert cfg["retention.ms"][1] != dynamic, cfg["retention.ms"]
+
+    def incremental(corr, ops, validate_only=False):
+        body = struct.pack(">i", 1) + struct.pack(">b", 2) + kstr(topic) + struct.pack(">i", len(ops))
+        for name, op, value in ops:
+            body += kstr(name) + struct.pack(">b", op) + (kstr(value) if value is not None else struct.pack(">h", -1))
+        body += struct.pack(">b", 1 if validate_only else 0)
+        with connect(broker.port) as s:
+            s.sendall(request(44, 0, corr, body))
+            r = Reader(recv_response(s))
+        assert r.take(">i") == corr
+        r.take(">i")
+        assert r.take(">i") == 1
+        err, _msg, rtype, name = r.take(">h"), r.string(), r.take(">b"), r.string()
+        assert (rtype, name) == (2, topic)
+        return err
+
+    SET, DELETE = 0, 1
+    assert incremental(1, [("retention.ms", SET, "1800000")]) == 0
+    cfg = sources(topic)
+    assert cfg["retention.ms"] == ("1800000", dynamic) and cfg["segment.ms"] == ("60000", dynamic)
+    assert incremental(2, [("segment.ms", DELETE, None)]) == 0
+    cfg = sources(topic)
+    assert cfg["segment.ms"][1] != dynamic and cfg["retention.ms"] == ("1800000", dynamic)
+
+    before = sources(topic)
+    assert incremental(3, [("segment.ms", SET, "120000"), ("retention.ms", SET, "soon")]) == KafkaError.INVALID_CONFIG
+    assert incremental(4, [("no.such.config", SET, "1")]) == KafkaError.INVALID_CONFIG
+    assert incremental(5, [("segment.ms", SET, "120000")], validate_only=True) == 0
+    assert sources(topic) == before
