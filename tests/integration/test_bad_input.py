@@ -545,3 +545,53 @@ def test_idempotent_state_survives_restart(broker, how):
         r = Reader(recv_response(s))
         r.take(">i")
         assert r.take(">ihqh")[2] != pid
+
+
+def test_connection_cap_and_idle_timeout(broker_factory):
+    """--max.connections refuses connections past the cap and frees slots as
+    connections close (nothing leaks from the count); --connections.max.idle.ms
+    closes idle connections, and clients that reconnect keep working."""
+    b = broker_factory(settings={"max.connections": 20, "connections.max.idle.ms": 1500})
+    b.start()
+    def attempt():
+        socks = [connect(b.port) for _ in range(40)]
+        answered = 0
+        for i, s in enumerate(socks):
+            try:
+                s.sendall(request(API_API_VERSIONS, 0, i))
+                s.settimeout(5)
+                recv_response(s)
+                answered += 1
+            except (EOFError, ConnectionResetError, BrokenPipeError):
+                pass
+        for s in socks:
+            s.close()
+        return answered
+
+    for _round in range(3):
+        # Closed connections free their slots asynchronously: retry until the
+        # full 20 are served again; never more than 20.
+        deadline = time.monotonic() + 15
+        while True:
+            answered = attempt()
+            assert answered <= 20, f"{answered} connections served past max.connections 20"
+            if answered == 20 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert answered == 20, f"only {answered} of 20 slots came back: connection count leaks"
+
+    # Idle timeout: a silent connection is closed after ~1.5 s, not before 1 s.
+    s = connect(b.port)
+    t0 = time.monotonic()
+    assert_closed(s, "idle connection", timeout=10)
+    assert 1.0 <= time.monotonic() - t0 <= 8, time.monotonic() - t0
+
+    # A client idling across the timeout reconnects and keeps working.
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    reports = []
+    for i in range(3):
+        p.produce("idle-reconnect", b"v%d" % i, on_delivery=lambda e, m: reports.append((e, m.offset())))
+        assert p.flush(15) == 0
+        time.sleep(2.0)
+    assert reports == [(None, 0), (None, 1), (None, 2)]
+    assert b.stop() == 0
