@@ -595,3 +595,42 @@ def test_connection_cap_and_idle_timeout(broker_factory):
         time.sleep(2.0)
     assert reports == [(None, 0), (None, 1), (None, 2)]
     assert b.stop() == 0
+
+
+def test_pipelined_requests_answered_in_order_past_the_inflight_bound(running):
+    """500 requests written at once (well past the 64 in flight per
+    connection), mixing ApiVersions, Metadata and Produce with acks=1 and
+    acks=0: every answer comes back, in request order, and acks=0 gets none."""
+    topic = "pipelined"
+    with connect(running.port, timeout=30) as s:
+        metadata_v1(s, 0, [topic])
+        frames, expect = [], []
+        for corr in range(1, 501):
+            kind = corr % 4
+            if kind == 0:
+                frames.append(request(API_API_VERSIONS, 0, corr))
+                expect.append(corr)
+            elif kind == 1:
+                frames.append(request(API_METADATA, 1, corr, struct.pack(">i", 1) + kstr(topic)))
+                expect.append(corr)
+            else:
+                acks = 1 if kind == 2 else 0
+                batch = record_batch([b"pipe-%d" % corr])
+                body = struct.pack(">hhi", -1, acks, 10000) + struct.pack(">i", 1) + kstr(topic)
+                body += struct.pack(">iii", 1, 0, len(batch)) + batch
+                frames.append(request(API_PRODUCE, 3, corr, body))
+                if acks:
+                    expect.append(corr)
+        data = b"".join(frames)
+        sender = threading.Thread(target=s.sendall, args=(data,), daemon=True)
+        sender.start()  # the broker stops reading while we do not read answers
+        got = []
+        for _ in expect:
+            got.append(struct.unpack_from(">i", recv_response(s))[0])
+        sender.join(timeout=10)
+        assert got == expect
+    c = Consumer({"bootstrap.servers": running.bootstrap, "group.id": "unused-pipe"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 250)
+    finally:
+        c.close()
