@@ -66,8 +66,7 @@ status partition::load_producers() {
     if (next <= from) break;
     from = next;
   }
-  auto segs = log_->segments();
-  if (!segs.empty()) active_base_ = segs.back().base;
+  active_base_ = log_->active_segment_base();
   return {};
 }
 
@@ -135,9 +134,8 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     out.base = r->base;
     out.last = r->last;
     // A roll shows as a new active segment; snapshot the producer state then.
-    auto segs = log_->segments();
-    if (!segs.empty() && segs.back().base != active_base_) {
-      active_base_ = segs.back().base;
+    if (log_->active_segment_base() != active_base_) {
+      active_base_ = log_->active_segment_base();
       rolled = true;
     }
   }
