@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
                  "partitions held open for the memory figure")
       ->check(CLI::Range(1, 100000));
 
+  st->add_option("--only", so.only, "measure one kind of row only (for profiling)")
+      ->check(CLI::IsMember({"append_fsync", "append_buffered", "read_cached"}));
+
   std::string idle_dir, idle_phase;
   int idle_parts = 0;
   auto* idle =

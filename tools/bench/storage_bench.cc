@@ -302,18 +302,23 @@ int run_storage(const storage_options& o) {
       const size_t chunk = batch.size();
       if (!o.json) std::fprintf(stderr, "measuring %zu KiB batches...\n", kib);
 
-      rows.push_back(
-          {kib, chunk, "append_fsync", "write+fdatasync every 1 MiB",
-           alternate(
-               o.repeats, [&] { return take(raw_sync_write(dir, total, chunk, kSyncEveryBytes)); },
-               [&] { return sluice_append_fsync(dir, batch, total, o.appenders); }),
-           kib == 1024 ? 0.85 : 0.0});
-      rows.push_back({kib, chunk, "append_buffered", "buffered write",
-                      alternate(
-                          o.repeats, [&] { return take(raw_buffered_write(dir, total, chunk)); },
-                          [&] { return sluice_append_buffered(dir, batch, total); }),
-                      0.8});
+      auto wanted = [&](const char* what) { return o.only.empty() || o.only == what; };
+      if (wanted("append_fsync"))
+        rows.push_back(
+            {kib, chunk, "append_fsync", "write+fdatasync every 1 MiB",
+             alternate(
+                 o.repeats,
+                 [&] { return take(raw_sync_write(dir, total, chunk, kSyncEveryBytes)); },
+                 [&] { return sluice_append_fsync(dir, batch, total, o.appenders); }),
+             kib == 1024 ? 0.85 : 0.0});
+      if (wanted("append_buffered"))
+        rows.push_back({kib, chunk, "append_buffered", "buffered write",
+                        alternate(
+                            o.repeats, [&] { return take(raw_buffered_write(dir, total, chunk)); },
+                            [&] { return sluice_append_buffered(dir, batch, total); }),
+                        0.8});
 
+      if (!wanted("read_cached")) continue;
       // Read: the same bytes once in a log and once in a plain file, both
       // just written and therefore cached; read passes alternate.
       scratch_log s(dir, "read", false);
@@ -322,7 +327,7 @@ int run_storage(const storage_options& o) {
         if (auto r = s.log().append(b, leader_epoch(0)); !r.ok()) throw run_error{r.err().message};
       const std::string raw_path = dir + "/raw-read.tmp";
       const uint64_t log_bytes = s.log().segments().back().size_bytes;
-      if (!write_file(raw_path, log_bytes, o.read_max_bytes))
+      if (!write_file(raw_path, log_bytes, chunk))
         throw run_error{"writing " + raw_path};
       std::vector<char> buf(std::max<size_t>(o.read_max_bytes, chunk));
       rows.push_back(
