@@ -192,3 +192,54 @@ def test_sigkill_restarts_lose_nothing_acknowledged(tmp_path):
     print(f"acknowledged {total_acked} of {sent[0]} over {KILLS} SIGKILLs")
     assert b.stop() == 0
     b.close()
+
+
+def test_acknowledged_admin_changes_survive_sigkill(tmp_path):
+    """Topic creations, deletions, partition additions and config changes are
+    durable once answered: SIGKILL right after each answer loses none."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+    b = Broker(data_dir=tmp_path / "data")
+    b.start()
+
+    clients = []
+
+    def admin():
+        # Kept alive: futures of a destroyed AdminClient fail with _DESTROY.
+        clients.append(AdminClient({"bootstrap.servers": b.bootstrap}))
+        return clients[-1]
+
+    def done(fs):
+        for f in fs.values():
+            f.result(timeout=30)
+
+    names = [f"adm-{i}" for i in range(12)]
+    done(admin().create_topics([NewTopic(n, 1 + i % 3, 1) for i, n in enumerate(names)]))
+    b.kill()
+    b.start()
+    md = admin().list_topics(timeout=30).topics
+    for i, n in enumerate(names):
+        assert n in md and len(md[n].partitions) == 1 + i % 3, n
+
+    done(admin().delete_topics(names[:4]))
+    done(admin().create_partitions([NewPartitions(names[4], 5)]))
+    done(admin().alter_configs([ConfigResource(ConfigResource.Type.TOPIC, names[5],
+                                                set_config={"retention.ms": "123456"})]))
+    b.kill()
+    b.start()
+    md = admin().list_topics(timeout=30).topics
+    assert not set(names[:4]) & set(md), "deleted topics came back after SIGKILL"
+    assert len(md[names[4]].partitions) == 5
+    (f,) = admin().describe_configs([ConfigResource(ConfigResource.Type.TOPIC, names[5])]).values()
+    assert f.result(timeout=30)["retention.ms"].value == "123456"
+    # A deleted name can be created again and is empty.
+    done(admin().create_topics([NewTopic(names[0], 1, 1)]))
+    b.kill()
+    b.start()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused-adm"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(names[0], 0), timeout=30) == (0, 0)
+    finally:
+        c.close()
+    assert b.stop() == 0
+    b.close()
