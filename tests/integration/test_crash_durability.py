@@ -92,7 +92,10 @@ def test_sigkill_restarts_lose_nothing_acknowledged(tmp_path):
     print(f"crash durability seed={seed} (SLUICE_CRASH_SEED={seed} to replay)")
     rng = random.Random(seed)
 
-    b = Broker(data_dir=tmp_path / "data", settings={"num.partitions": PARTITIONS})
+    # Small segments so kills also land around rolls (and the producer-state
+    # snapshots taken there) and recovery spans many segments.
+    b = Broker(data_dir=tmp_path / "data", settings={"num.partitions": PARTITIONS,
+                                                     "log.segment.bytes": 1 << 20})
     b.start()
     acked = {p: [] for p in range(PARTITIONS)}  # numbers in ack order per partition
     failed = []
@@ -189,7 +192,9 @@ def test_sigkill_restarts_lose_nothing_acknowledged(tmp_path):
         assert r.returncode == 0, r.stderr
         assert len(r.stdout.splitlines()) == len(got[part])
         assert b"ERROR" not in r.stderr, r.stderr
-    print(f"acknowledged {total_acked} of {sent[0]} over {KILLS} SIGKILLs")
+    segments = len(glob.glob(os.path.join(b.data_dir, "logs", f"{TOPIC}-*", "*.log")))
+    print(f"acknowledged {total_acked} of {sent[0]} over {KILLS} SIGKILLs; {segments} segments")
+    assert segments > 2 * PARTITIONS, "no segment rolls happened"
     assert b.stop() == 0
     b.close()
 
