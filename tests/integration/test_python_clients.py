@@ -629,3 +629,39 @@ def test_alter_configs_replaces_and_incremental_alter_merges(broker):
     assert incremental(4, [("no.such.config", SET, "1")]) == KafkaError.INVALID_CONFIG
     assert incremental(5, [("segment.ms", SET, "120000")], validate_only=True) == 0
     assert sources(topic) == before
+
+
+def test_fetch_past_the_end_is_offset_out_of_range(broker):
+    """Fetching past the high watermark is OFFSET_OUT_OF_RANGE: with
+    auto.offset.reset=error the consumer reports it; with latest it resumes at
+    the end and gets only new messages."""
+    topic = unique("oor")
+    ck_produce(broker.bootstrap, topic, [{"value": b"x%d" % i} for i in range(10)])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("unused"),
+                  "enable.auto.commit": False, "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic, 0, 1000)])
+        err = None
+        deadline = time.monotonic() + TIMEOUT
+        while err is None and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None:
+                assert m.error() is not None, f"got a message at {m.offset()}"
+                err = m.error()
+        assert err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET, err
+        assert "out of range" in err.str().lower(), err.str()
+    finally:
+        c.close()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("unused"),
+                  "enable.auto.commit": False, "auto.offset.reset": "latest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 1000)])
+        time.sleep(1.5)
+        ck_produce(broker.bootstrap, topic, [{"value": b"after"}])
+        m = None
+        deadline = time.monotonic() + TIMEOUT
+        while m is None and time.monotonic() < deadline:
+            m = c.poll(0.2)
+        assert m is not None and m.error() is None and (m.offset(), m.value()) == (10, b"after")
+    finally:
+        c.close()
