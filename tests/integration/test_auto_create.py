@@ -66,7 +66,8 @@ def test_auto_create_on_by_default_with_num_partitions(broker_factory):
     # KafkaJS sends by default) takes the broker defaults too.
     from confluent_kafka.admin import NewTopic
     t3 = unique("defaults")
-    for f in AdminClient({"bootstrap.servers": b.bootstrap}).create_topics([NewTopic(t3, -1, -1)]).values():
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept alive while its futures run
+    for f in admin.create_topics([NewTopic(t3, -1, -1)]).values():
         f.result(timeout=TIMEOUT)
     assert sorted(topics(b.bootstrap)[t3].partitions) == [0, 1, 2]
     assert b.stop() == 0
