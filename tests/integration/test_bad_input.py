@@ -634,3 +634,73 @@ def test_pipelined_requests_answered_in_order_past_the_inflight_bound(running):
         assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 250)
     finally:
         c.close()
+
+
+def test_topic_churn_under_traffic(broker):
+    """Topics created and deleted over and over while producers and consumers
+    use them (auto-creation on): the broker neither crashes nor wedges, and
+    afterwards a fresh topic of the same name works normally."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    names = ["churn-a", "churn-b"]
+    stop = threading.Event()
+    errors = []
+
+    def traffic():
+        p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 1,
+                      "message.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 200})
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused-churn",
+                      "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 200})
+        c.assign([TopicPartition(n, 0, 0) for n in names])
+        try:
+            i = 0
+            while not stop.is_set():
+                for n in names:
+                    try:
+                        p.produce(n, b"churn-%d" % i)
+                    except BufferError:
+                        pass
+                    i += 1
+                p.poll(0.005)
+                c.poll(0.005)
+            p.flush(5)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+        finally:
+            c.close()
+
+    t = threading.Thread(target=traffic, daemon=True)
+    t.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for round_ in range(12):
+        for fs in (admin.delete_topics(names, operation_timeout=5), admin.create_topics(
+                [NewTopic(n, 1 + round_ % 3, 1) for n in names])):
+            for f in fs.values():
+                try:
+                    f.result(timeout=30)
+                except Exception:  # noqa: BLE001 - races with auto-creation are expected
+                    pass
+        assert broker.proc.poll() is None, f"broker died in round {round_}:\n{broker.log_text()}"
+    stop.set()
+    t.join(timeout=30)
+    assert not errors, errors
+    assert API_API_VERSIONS in api_versions_v0(broker.port)
+
+    for fs in (admin.delete_topics(names), ):
+        for f in fs.values():
+            try:
+                f.result(timeout=30)
+            except Exception:  # noqa: BLE001 - may already be gone
+                pass
+    deadline = time.monotonic() + 10
+    while set(names) & set(admin.list_topics(timeout=10).topics) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for f in admin.create_topics([NewTopic("churn-a", 2, 1)]).values():
+        f.result(timeout=30)
+    reports = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce("churn-a", b"final-%d" % i, partition=i % 2,
+                  on_delivery=lambda e, m: reports.append((e, m.partition(), m.offset())))
+    assert p.flush(30) == 0
+    assert sorted(reports, key=lambda r: (r[1], r[2])) == [(None, pp, o) for pp in (0, 1) for o in range(5)]
