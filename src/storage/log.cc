@@ -280,6 +280,14 @@ status log::remove_segment_files(segment& s) {
 
 // ---- Checkpoints ---------------------------------------------------------------
 
+// With fsync the marker is made durable like any checkpoint; without it
+// nothing was promised durable, so a plain empty file will do.
+status log::write_clean_marker() {
+  const std::string path = io::join(dir_, files::kCleanShutdown);
+  if (cfg_.fsync) return ctx_.fs->write_atomic(path, {});
+  return ctx_.fs->open(path, io::open_mode::truncate).to_status();
+}
+
 status log::write_recovery_point(offset o) {
   SLUICE_TRY(checkpoint::write(*ctx_.fs, io::join(dir_, files::kRecoveryPoint), {{o.value()}}));
   recovery_point_ = o;
@@ -518,7 +526,7 @@ status log::close() {
         s.seal_time_index();
         st = s.write_indexes(cfg_.fsync);
       }
-      if (st.ok()) st = ctx_.fs->write_atomic(io::join(dir_, files::kCleanShutdown), {});
+      if (st.ok()) st = write_clean_marker();
       if (st.ok()) durable_ = log_end_.load();
       else result_st = go_offline(st.err());
     }

@@ -264,6 +264,7 @@ class log : public std::enable_shared_from_this<log> {
   status write_recovery_point(offset o);
   status write_log_start(offset o);
   status write_epochs();
+  status write_clean_marker();
   status note_epoch(leader_epoch e, offset start);
   bool note_epoch_in_memory(leader_epoch e, offset start);
   bool truncate_epochs(offset end);

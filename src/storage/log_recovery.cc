@@ -181,13 +181,16 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
   if (start_on_disk ? *start_on_disk != start : start != first) SLUICE_TRY(write_log_start(start));
   if (clean) {
     SLUICE_TRY(ctx_.fs->remove(io::join(dir_, files::kCleanShutdown)));
-    SLUICE_TRY(ctx_.fs->sync_dir(dir_));
+    if (cfg_.fsync) SLUICE_TRY(ctx_.fs->sync_dir(dir_));  // no marker may survive a crash after this
   }
   if (recovery_.created) {
     SLUICE_LOG_DEBUG("{}: created at offset {}", name_, start.value());
+  } else if (clean) {  // the common case stays quiet: a broker may hold thousands of logs
+    SLUICE_LOG_DEBUG("{}: opened {} segments after a clean shutdown, log start {}, log end {}", name_,
+                     segments_.size(), start.value(), end.value());
   } else {
-    SLUICE_LOG_INFO("{}: opened {} segments, log start {}, log end {}, {} shutdown{}", name_, segments_.size(),
-                    start.value(), end.value(), clean ? "clean" : "unclean", recovery_.truncated ? ", tail cut" : "");
+    SLUICE_LOG_INFO("{}: recovered {} segments after an unclean shutdown, log start {}, log end {}{}", name_,
+                    segments_.size(), start.value(), end.value(), recovery_.truncated ? ", tail cut" : "");
   }
   return {};
 }
