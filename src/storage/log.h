@@ -179,7 +179,8 @@ class log : public std::enable_shared_from_this<log> {
   // whole batches up to `max_bytes` (always at least one whole batch, even
   // if larger), all within one segment and all with last offset < `upper`
   // (default: the log end offset; pass the high watermark for consumers).
-  // `o` == the end (or `upper`) gives an empty region; `o` outside
+  // `o` == the end (or `upper`) gives an empty region (len 0, file null),
+  // the answer a fetch at the high watermark waits on; `o` outside
   // [log start, log end] gives offset_out_of_range.
   result<file_region> read(offset o, size_t max_bytes, std::optional<offset> upper = std::nullopt);
   // The same bytes copied into memory (tests, replication).
