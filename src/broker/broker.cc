@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
+#include "group/service.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
@@ -51,6 +52,7 @@ struct broker::impl {
   int lock_fd = -1;
   std::unique_ptr<storage::log_manager> logs;
   std::unique_ptr<cluster::partition_manager> partitions;
+  std::unique_ptr<group::service> groups;
   kafka::delayed_ops delayed;
   kafka::fetch_session_cache fetch_sessions;
   kafka::services svc;
@@ -85,11 +87,16 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   lcfg.default_log = cluster::to_log_config(cfg->topic_defaults);
   SLUICE_ASSIGN_OR_RETURN(i->logs, storage::log_manager::open(i->fs, i->clk, lcfg));
   SLUICE_ASSIGN_OR_RETURN(i->partitions, cluster::partition_manager::open(i->fs, i->clk, cfg, *i->logs));
+  // The coordinator replays __consumer_offsets on its own thread; until
+  // then group requests get COORDINATOR_LOAD_IN_PROGRESS.
+  SLUICE_ASSIGN_OR_RETURN(i->groups, group::service::open(*i->partitions, i->clk, *cfg));
+  i->groups->start();
 
   i->svc.partitions = i->partitions.get();
   i->svc.clk = &i->clk;
   i->svc.delayed = &i->delayed;
   i->svc.fetch_sessions = &i->fetch_sessions;
+  i->svc.groups = &i->groups->coordinator();
   i->svc.node_id = cfg->node_id;
   i->svc.advertised_host = cfg->advertised_listener.host;
   i->svc.advertised_port = cfg->advertised_listener.port;
@@ -122,6 +129,7 @@ status broker::stop() {
   impl_->delayed.drain();
   impl_->server->stop();
   impl_->delayed.stop();
+  impl_->groups->stop();
   impl_->partitions->shutdown();
   status s = impl_->logs->shutdown();
   if (s.ok()) {

@@ -24,6 +24,9 @@
 namespace sluice::cluster {
 class partition_manager;
 }
+namespace sluice::group {
+class coordinator;
+}
 
 namespace sluice::kafka {
 
@@ -37,6 +40,7 @@ struct services {
   sluice::clock* clk = nullptr;
   delayed_ops* delayed = nullptr;
   fetch_session_cache* fetch_sessions = nullptr;
+  group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   int32_t node_id = 0;
   std::string advertised_host;
   int32_t advertised_port = 0;

@@ -16,6 +16,15 @@ constexpr api_handler table[] = {
     {1, 4, 12, handle_fetch},
     {2, 0, 6, handle_list_offsets},
     {3, 0, 9, handle_metadata},
+    {8, 0, 8, handle_offset_commit},
+    {9, 0, 8, handle_offset_fetch},
+    {10, 0, 3, handle_find_coordinator},
+    {11, 0, 6, handle_join_group},
+    {12, 0, 4, handle_heartbeat},
+    {13, 0, 4, handle_leave_group},
+    {14, 0, 4, handle_sync_group},
+    {15, 0, 5, handle_describe_groups},
+    {16, 0, 4, handle_list_groups},
     {18, 0, 3, handle_api_versions},
     {19, 0, 5, handle_create_topics},
     {20, 0, 5, handle_delete_topics},
@@ -24,7 +33,9 @@ constexpr api_handler table[] = {
     {32, 0, 4, handle_describe_configs},
     {33, 0, 2, handle_alter_configs},
     {37, 0, 3, handle_create_partitions},
+    {42, 0, 2, handle_delete_groups},
     {44, 0, 1, handle_incremental_alter_configs},
+    {47, 0, 0, handle_offset_delete},
 };
 }  // namespace
 

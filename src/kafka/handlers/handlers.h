@@ -22,5 +22,17 @@ void handle_describe_configs(request req);
 void handle_alter_configs(request req);
 void handle_create_partitions(request req);
 void handle_incremental_alter_configs(request req);
+// Consumer groups (group/coordinator.h).
+void handle_find_coordinator(request req);
+void handle_join_group(request req);
+void handle_sync_group(request req);
+void handle_heartbeat(request req);
+void handle_leave_group(request req);
+void handle_offset_commit(request req);
+void handle_offset_fetch(request req);
+void handle_offset_delete(request req);
+void handle_describe_groups(request req);
+void handle_list_groups(request req);
+void handle_delete_groups(request req);
 
 }  // namespace sluice::kafka
