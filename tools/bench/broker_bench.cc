@@ -266,16 +266,33 @@ void delete_topic(const std::string& bootstrap, const std::string& topic) {
 struct consume_result {
   uint64_t messages = 0;
   uint64_t bytes = 0;
+  uint64_t first_batch = 0;  // messages in the first non-empty poll
+  int64_t started_ns = 0;    // partitions assigned
   int64_t first_ns = 0, last_ns = 0;
   std::vector<double> e2e_ms;  // only for the tailing consumer
   std::string error;
 };
 
-// Reads every partition of `topic` from the beginning until `expected()`
+// Messages per second: from the first poll that returned messages (so
+// connecting and the first fetch's round trip, which a steady consumer does
+// not pay, are left out), or from the assignment when everything came in one
+// poll.
+double consume_rate(const consume_result& c) {
+  if (c.messages > c.first_batch && c.last_ns > c.first_ns)
+    return static_cast<double>(c.messages - c.first_batch) * 1e9 /
+           static_cast<double>(c.last_ns - c.first_ns);
+  if (c.last_ns > c.started_ns)
+    return static_cast<double>(c.messages) * 1e9 / static_cast<double>(c.last_ns - c.started_ns);
+  return 0;
+}
+
+// Reads every partition of `topic` from the beginning until `expected`
 // messages arrived (checked after `producing` turns false) or `deadline_ns`.
+// Sets `ready` once it has assigned the partitions and polled once.
 void consume(const broker_options& o, const std::string& bootstrap, const std::string& topic,
              bool record_e2e, const std::atomic<bool>& producing,
-             const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out) {
+             const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out,
+             std::atomic<bool>* ready = nullptr) {
   try {
     rd_kafka_conf_t* c = base_conf(bootstrap);
     set(c, "group.id", "sluice-bench-" + std::to_string(::getpid()));
@@ -290,6 +307,7 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
           RD_KAFKA_OFFSET_BEGINNING;
     if (auto e = rd_kafka_assign(rk.get(), parts.get()))
       throw bench_error{std::string("assign: ") + rd_kafka_err2str(e)};
+    out.started_ns = now_ns();
     queue_ptr q(rd_kafka_queue_get_consumer(rk.get()));
     std::vector<rd_kafka_message_t*> batch(1024);
     if (record_e2e) out.e2e_ms.reserve(1 << 20);
@@ -297,6 +315,8 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
       if (!producing.load() && out.messages >= expected.load()) break;
       ssize_t n = rd_kafka_consume_batch_queue(q.get(), 100, batch.data(), batch.size());
       const int64_t t = now_ns();
+      if (ready) *ready = true;
+      const bool first = out.messages == 0;
       for (ssize_t i = 0; i < n; ++i) {
         rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
         if (!m->err) {
@@ -314,11 +334,13 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
         }
         rd_kafka_message_destroy(m);
       }
+      if (first) out.first_batch = out.messages;
     }
     rd_kafka_consumer_close(rk.get());
   } catch (const bench_error& e) {
     out.error = e.message;
   }
+  if (ready) *ready = true;
 }
 
 // ---- One run ------------------------------------------------------------------
@@ -387,8 +409,14 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   std::atomic<uint64_t> expected{0};
   consume_result tail;
   const int64_t tail_deadline = now_ns() + static_cast<int64_t>((o.seconds + 90) * 1e9);
-  std::thread tail_thread(
-      [&] { consume(o, bootstrap, topic, true, producing, expected, tail_deadline, tail); });
+  std::atomic<bool> tail_ready{false};
+  std::thread tail_thread([&] {
+    consume(o, bootstrap, topic, true, producing, expected, tail_deadline, tail, &tail_ready);
+  });
+  // Like OMB, start producing once the consumer is in place: assigned, and
+  // given half a second to connect and send its first fetch.
+  while (!tail_ready.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   std::vector<char> payload(std::max<size_t>(o.message_bytes, 8), 'x');
   std::vector<std::string> keys;
@@ -468,9 +496,7 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   std::sort(tail.e2e_ms.begin(), tail.e2e_ms.end());
   r.e2e_p50 = percentile_sorted(tail.e2e_ms, 50);
   r.e2e_p99 = percentile_sorted(tail.e2e_ms, 99);
-  if (tail.last_ns > tail.first_ns)
-    r.tail_msgs = static_cast<double>(tail.messages) * 1e9 /
-                  static_cast<double>(tail.last_ns - tail.first_ns);
+  r.tail_msgs = consume_rate(tail);
 
   // Catch-up read of everything, now in the page cache.
   consume_result cu;
@@ -483,13 +509,8 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   if (cu.messages < r.acked)
     throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
                       std::to_string(r.acked)};
-  // From the first message: excludes connecting and the first fetch's
-  // round trip, which a steady consumer does not pay.
-  if (cu.last_ns > cu.first_ns) {
-    r.consume_msgs =
-        static_cast<double>(cu.messages - 1) * 1e9 / static_cast<double>(cu.last_ns - cu.first_ns);
-    r.consume_bytes = r.consume_msgs * static_cast<double>(payload.size());
-  }
+  r.consume_msgs = consume_rate(cu);
+  r.consume_bytes = r.consume_msgs * static_cast<double>(payload.size());
   r.broker_cpu_consume = cores(ccpu0, ccpu1, c0, cu.last_ns);
   delete_topic(bootstrap, topic);
   return r;
