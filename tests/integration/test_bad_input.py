@@ -18,6 +18,8 @@ import struct
 import threading
 import time
 
+import kafka
+import kafka.errors as kerr
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -649,9 +651,14 @@ def test_topic_churn_under_traffic(broker):
     def traffic():
         p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 1,
                       "message.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 200})
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused-churn",
-                      "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 200})
-        c.assign([TopicPartition(n, 0, 0) for n in names])
+        # The consumer is kafka-python's: librdkafka 2.0.2's consumer can hang
+        # for tens of seconds in close() after its assigned topics were deleted and
+        # recreated under it (its broker thread keeps references: "Handle is
+        # terminating ... 3 refcnts", with no request outstanding), a client
+        # bug that has nothing to do with the broker.
+        c = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                                metadata_max_age_ms=200, request_timeout_ms=5000)
+        c.assign([kafka.TopicPartition(n, 0) for n in names])
         try:
             i = 0
             while not stop.is_set():
@@ -662,7 +669,10 @@ def test_topic_churn_under_traffic(broker):
                         pass
                     i += 1
                 p.poll(0.005)
-                c.poll(0.005)
+                try:
+                    c.poll(timeout_ms=5)
+                except kerr.KafkaError:
+                    pass  # the topic may be gone at this moment
             p.flush(5)
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
@@ -683,6 +693,7 @@ def test_topic_churn_under_traffic(broker):
         assert broker.proc.poll() is None, f"broker died in round {round_}:\n{broker.log_text()}"
     stop.set()
     t.join(timeout=30)
+    assert not t.is_alive(), "client traffic thread did not stop"
     assert not errors, errors
     assert API_API_VERSIONS in api_versions_v0(broker.port)
 
@@ -696,7 +707,10 @@ def test_topic_churn_under_traffic(broker):
     while set(names) & set(admin.list_topics(timeout=10).topics) and time.monotonic() < deadline:
         time.sleep(0.1)
     for f in admin.create_topics([NewTopic("churn-a", 2, 1)]).values():
-        f.result(timeout=30)
+        try:
+            f.result(timeout=30)
+        except Exception as e:  # noqa: BLE001
+            pytest.fail(f"create after delete: {e}\n{broker.log_text()[-6000:]}")
     reports = []
     p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
     for i in range(10):
@@ -704,3 +718,42 @@ def test_topic_churn_under_traffic(broker):
                   on_delivery=lambda e, m: reports.append((e, m.partition(), m.offset())))
     assert p.flush(30) == 0
     assert sorted(reports, key=lambda r: (r[1], r[2])) == [(None, pp, o) for pp in (0, 1) for o in range(5)]
+
+
+def fetch_v4(s, corr, topic, offset, max_wait_ms):
+    body = struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0) + struct.pack(">i", 1) + kstr(topic)
+    body += struct.pack(">iiqi", 1, 0, offset, 1 << 20)
+    s.sendall(request(1, 4, corr, body))
+
+
+def read_fetch_v4(s, corr):
+    r = Reader(recv_response(s))
+    assert r.take(">i") == corr
+    r.take(">i")  # throttle
+    assert r.take(">i") == 1
+    r.string()
+    assert r.take(">i") == 1
+    partition, err, hw = r.take(">ihq")
+    return err, hw
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "A Fetch long-polling on a partition whose topic is deleted is answered only at max_wait_ms, "
+    "with error NONE and the deleted partition's high watermark; Kafka completes it at once with "
+    "UNKNOWN_TOPIC_OR_PARTITION (DelayedFetch case B). Fix belongs in the delayed fetch (src/kafka)."))
+def test_parked_fetch_on_deleted_topic_completes_with_unknown_topic(broker):
+    topic = "parked-delete"
+    with connect(broker.port, timeout=20) as s:
+        metadata_v1(s, 1, [topic])
+        assert produce_v3(s, 2, topic, {0: record_batch([b"x"])}) == {0: (0, 0)}
+        f = connect(broker.port, timeout=20)
+        t0 = time.monotonic()
+        fetch_v4(f, 3, topic, 1, 5000)  # at the end: parks
+        time.sleep(0.3)
+        s.sendall(request(20, 0, 4, struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", 5000)))
+        recv_response(s)
+        err, hw = read_fetch_v4(f, 3)
+        took = time.monotonic() - t0
+        f.close()
+    assert err == 3, f"parked fetch answered error {err} (high watermark {hw}) after the topic was deleted"
+    assert took < 2.0, f"parked fetch answered only after {took:.1f}s"
