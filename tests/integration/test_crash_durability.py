@@ -21,7 +21,6 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sluice_harness import Broker
 
 KILLS = 20
 PARTITIONS = 2
@@ -87,15 +86,15 @@ def read_all(bootstrap, partitions, timeout=60):
     return out
 
 
-def test_sigkill_restarts_lose_nothing_acknowledged(tmp_path):
+def test_sigkill_restarts_lose_nothing_acknowledged(tmp_path, broker_factory):
     seed = int(os.environ.get("SLUICE_CRASH_SEED", time.time_ns() % 1_000_000_007))
     print(f"crash durability seed={seed} (SLUICE_CRASH_SEED={seed} to replay)")
     rng = random.Random(seed)
 
     # Small segments so kills also land around rolls (and the producer-state
     # snapshots taken there) and recovery spans many segments.
-    b = Broker(data_dir=tmp_path / "data", settings={"num.partitions": PARTITIONS,
-                                                     "log.segment.bytes": 1 << 20})
+    b = broker_factory(data_dir=tmp_path / "data",
+                       settings={"num.partitions": PARTITIONS, "log.segment.bytes": 1 << 20})
     b.start()
     acked = {p: [] for p in range(PARTITIONS)}  # numbers in ack order per partition
     failed = []
@@ -199,12 +198,12 @@ def test_sigkill_restarts_lose_nothing_acknowledged(tmp_path):
     b.close()
 
 
-def test_acknowledged_admin_changes_survive_sigkill(tmp_path):
+def test_acknowledged_admin_changes_survive_sigkill(tmp_path, broker_factory):
     """Topic creations, deletions, partition additions and config changes are
     durable once answered: SIGKILL right after each answer loses none."""
     from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-    b = Broker(data_dir=tmp_path / "data")
+    b = broker_factory(data_dir=tmp_path / "data")
     b.start()
 
     clients = []

@@ -13,7 +13,6 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sluice_harness import Broker
 
 TOPIC = "shutdown"
 PARTITIONS = 3
@@ -94,8 +93,8 @@ def read_all(bootstrap, timeout=60):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_under_load_shuts_down_cleanly_and_keeps_acked_data(tmp_path, sig):
-    b = Broker(data_dir=tmp_path / "data", settings={"num.partitions": PARTITIONS})
+def test_signal_under_load_shuts_down_cleanly_and_keeps_acked_data(tmp_path, sig, broker_factory):
+    b = broker_factory(data_dir=tmp_path / "data", settings={"num.partitions": PARTITIONS})
     b.start()
     traffic = Traffic(b.bootstrap)
     traffic.start()
@@ -135,9 +134,9 @@ def test_signal_under_load_shuts_down_cleanly_and_keeps_acked_data(tmp_path, sig
     b.close()
 
 
-def test_sigterm_idle_broker_with_open_connections(tmp_path):
+def test_sigterm_idle_broker_with_open_connections(tmp_path, broker_factory):
     """Idle clients holding connections (a consumer long-polling) do not delay the exit."""
-    b = Broker(data_dir=tmp_path / "data")
+    b = broker_factory(data_dir=tmp_path / "data")
     b.start()
     p = Producer({"bootstrap.servers": b.bootstrap})
     p.produce("idle", b"one")
