@@ -532,7 +532,7 @@ int run_broker(const broker_options& o) {
   pid_t pid = o.broker_pid;
   std::string data_dir = o.dir;
   std::vector<run_result> runs;
-  std::vector<double> raw_sync, raw_tcp;
+  std::vector<double> raw_sync, raw_tcp, raw_fsync_p50, raw_fsync_p99;
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
   std::atomic<uint64_t> sampled_peak{0};
@@ -570,6 +570,11 @@ int run_broker(const broker_options& o) {
       auto [s, t] = raw_pair();
       raw_sync.push_back(s);
       raw_tcp.push_back(t);
+      std::string lat_err;
+      auto lat = raw_fsync_latencies_ms(data_dir, 500, 2.0, lat_err);
+      if (!lat_err.empty()) throw bench_error{lat_err};
+      raw_fsync_p50.push_back(percentile_sorted(lat, 50));
+      raw_fsync_p99.push_back(percentile_sorted(lat, 99));
       if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
       const std::string topic =
           "sluice-bench-" + std::to_string(::getpid()) + "-" + std::to_string(i);
@@ -646,6 +651,8 @@ int run_broker(const broker_options& o) {
     json raw = json::object();
     raw["fdatasync_write_mb_per_s"] = sync_mb;
     raw["loopback_tcp_mb_per_s"] = tcp_mb;
+    raw["fdatasync_4k_latency_p50_ms"] = median(raw_fsync_p50);
+    raw["fdatasync_4k_latency_p99_ms"] = median(raw_fsync_p99);
     j["raw"] = std::move(raw);
     json rat = json::object();
     rat["produce_vs_fdatasync_write"] = ratio(prod_mb, sync_mb);
@@ -703,6 +710,9 @@ int run_broker(const broker_options& o) {
       "20 %s\n",
       med(&run_result::pub_p50), pub_p99, pub_p999, med(&run_result::pub_max),
       verdict(lat_cfg, pub_p99 < 5).c_str(), verdict(lat_cfg, pub_p999 < 20).c_str());
+  std::printf(
+      "  (raw: one 4 KiB write + fdatasync on the data dir takes p50 %.2f ms, p99 %.2f ms)\n",
+      median(raw_fsync_p50), median(raw_fsync_p99));
   std::printf("end-to-end latency ms p50 %.2f  p99 %.2f\n", med(&run_result::e2e_p50),
               med(&run_result::e2e_p99));
   if (o.rate > 0)

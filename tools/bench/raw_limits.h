@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace sluice::bench {
 
@@ -32,6 +33,13 @@ rate raw_cached_read(const std::string& path, size_t chunk_bytes);
 
 // Writes `total_bytes` of a file into the page cache (for raw_cached_read).
 bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes);
+
+// Latency of one small durable write: `count` rounds (or as many as fit in
+// `max_seconds`) of a 4 KiB write(2) then fdatasync, in milliseconds, sorted.
+// Empty with `error` set when it could not be measured. No acks=all answer
+// can come sooner than this.
+std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, double max_seconds,
+                                           std::string& error);
 
 // One TCP stream over 127.0.0.1: a writer thread sends `chunk_bytes` writes
 // and a reader thread receives into a buffer of the same size, for about

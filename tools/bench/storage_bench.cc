@@ -327,8 +327,7 @@ int run_storage(const storage_options& o) {
         if (auto r = s.log().append(b, leader_epoch(0)); !r.ok()) throw run_error{r.err().message};
       const std::string raw_path = dir + "/raw-read.tmp";
       const uint64_t log_bytes = s.log().segments().back().size_bytes;
-      if (!write_file(raw_path, log_bytes, chunk))
-        throw run_error{"writing " + raw_path};
+      if (!write_file(raw_path, log_bytes, chunk)) throw run_error{"writing " + raw_path};
       std::vector<char> buf(std::max<size_t>(o.read_max_bytes, chunk));
       rows.push_back(
           {kib, chunk, "read_cached", "pread of a cached file",
