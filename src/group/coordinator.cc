@@ -149,6 +149,23 @@ void coordinator::set_loaded() {
   next_expiry_check_ms_ = now + cfg_.offsets_retention_check_interval_ms;
 }
 
+void coordinator::unload() {
+  outbox out;
+  std::lock_guard g(mu_);
+  loaded_ = false;
+  for (auto& [_, grp] : groups_) {
+    for (auto& [id, m] : grp->members) {
+      proto::join_group_response jr;
+      jr.error_code = to_wire(error_code::not_coordinator);
+      jr.member_id = id;
+      SLUICE_ANSWER(m.join_cb, jr);
+      proto::sync_group_response sr;
+      sr.error_code = to_wire(error_code::not_coordinator);
+      SLUICE_ANSWER(m.sync_cb, sr);
+    }
+  }
+}
+
 size_t coordinator::group_count() const {
   std::lock_guard g(mu_);
   return groups_.size();
@@ -244,7 +261,12 @@ void coordinator::apply_offset_locked(const offset_key& k, const std::optional<o
     if (g) g->offsets.erase({k.topic, k.partition});
     return;
   }
-  if (!g) g = create_locked(k.group);
+  if (!g) {
+    // A group that only holds offsets: its offsets expire by their commit
+    // time alone (docs/group_records.md).
+    g = create_locked(k.group);
+    g->state_timestamp_ms = -1;
+  }
   g->offsets[{k.topic, k.partition}] = *v;
 }
 

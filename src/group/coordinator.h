@@ -91,6 +91,11 @@ class coordinator {
   // Until set_loaded(), requests are answered COORDINATOR_LOAD_IN_PROGRESS.
   bool loaded() const;
   void set_loaded();
+  // Shutdown, before the network server drains: answers every waiting
+  // JoinGroup and SyncGroup with NOT_COORDINATOR (clients look for the
+  // coordinator again) and makes later requests wait for a load that will
+  // not come, so the drain is not held up by parked requests.
+  void unload();
   // Applies one record read back from __consumer_offsets (value nullopt: a
   // tombstone). Undecodable or foreign records are skipped with an error
   // value for the caller to log.

@@ -711,6 +711,17 @@ TEST_F(coordinator_test, ReplayRebuildsTheSameState) {
   EXPECT_EQ(describe("x").group_state, "Dead");
 }
 
+TEST_F(coordinator_test, UnloadAnswersWaitingRequests) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 2, &gen);
+  auto j = join(join_req("g", ids[0]));  // the leader rejoins: a rebalance starts and it waits
+  EXPECT_FALSE(j.done());
+  c_->unload();
+  ASSERT_TRUE(j.done());
+  EXPECT_EQ(j->error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(heartbeat("g", ids[1], gen), to_wire(error_code::coordinator_load_in_progress));
+}
+
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {
   commit("solo", "", -1, "t", 0, 5);
   int32_t gen = 0;
