@@ -13,6 +13,8 @@
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
+#include "broker/metrics_view.h"
+#include "metrics/http_endpoint.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
 
@@ -55,6 +57,8 @@ struct broker::impl {
   std::unique_ptr<group::service> groups;
   kafka::delayed_ops delayed;
   kafka::fetch_session_cache fetch_sessions;
+  metrics::request_metrics requests;
+  std::unique_ptr<metrics::http_endpoint> metrics_http;
   kafka::services svc;
   std::unique_ptr<kafka::dispatcher> dispatch;
   std::unique_ptr<net::server> server;
@@ -96,6 +100,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.clk = &i->clk;
   i->svc.delayed = &i->delayed;
   i->svc.fetch_sessions = &i->fetch_sessions;
+  i->svc.requests = &i->requests;
   i->svc.groups = &i->groups->coordinator();
   i->svc.node_id = cfg->node_id;
   i->svc.advertised_host = cfg->advertised_listener.host;
@@ -114,6 +119,18 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->server = std::make_unique<net::server>(scfg, *i->dispatch);
   SLUICE_TRY(i->server->start());
   if (i->svc.advertised_port == 0) i->svc.advertised_port = i->server->port();
+  if (cfg->metrics_listener) {
+    // Metrics are for the operator; a port that cannot be bound is logged
+    // and the broker serves Kafka clients all the same.
+    auto* raw = i.get();
+    i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
+      return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests});
+    });
+    if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
+      SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);
+      i->metrics_http.reset();
+    }
+  }
   SLUICE_LOG_INFO("sluice listening on {}:{} (advertised {}:{}), data in {}, cluster id {}, {} topics", scfg.host,
                   i->server->port(), i->svc.advertised_host, i->svc.advertised_port, dir, cluster_id,
                   i->partitions->topics().size());
@@ -126,6 +143,7 @@ status broker::stop() {
   if (!impl_ || impl_->stopped) return {};
   impl_->stopped = true;
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
+  if (impl_->metrics_http) impl_->metrics_http->stop();
   impl_->delayed.drain();
   impl_->server->stop();
   impl_->delayed.stop();

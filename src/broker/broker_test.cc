@@ -187,7 +187,9 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
       EXPECT_EQ(k.min_version, 0);
       EXPECT_EQ(k.max_version, 9);
     }
-    if (k.api_key == 1) EXPECT_EQ(k.min_version, 4);
+    if (k.api_key == 1) {
+      EXPECT_EQ(k.min_version, 4);
+    }
   }
   EXPECT_TRUE(produce);
 }

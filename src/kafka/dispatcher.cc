@@ -43,6 +43,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
   }
   const int16_t key = hdr->header.request_api_key;
   const int16_t version = hdr->header.request_api_version;
+  if (svc_.requests) svc_.requests->on_request(key, frame.size() + 4);
   auto handlers = api_handlers();
   auto it = std::find_if(handlers.begin(), handlers.end(), [&](const api_handler& h) { return h.api_key == key; });
   const bool known = it != handlers.end();

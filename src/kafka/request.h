@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include <chrono>
+
 #include "base/clock.h"
+#include "metrics/metrics.h"
 #include "net/response.h"
 #include "net/server.h"
 #include "protocol/codec.h"
@@ -40,6 +43,7 @@ struct services {
   sluice::clock* clk = nullptr;
   delayed_ops* delayed = nullptr;
   fetch_session_cache* fetch_sessions = nullptr;
+  metrics::request_metrics* requests = nullptr;  // null: not counted
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   int32_t node_id = 0;
   std::string advertised_host;
@@ -61,6 +65,8 @@ struct request {
   std::vector<std::byte> frame;
   net::responder responder;
   services* svc = nullptr;
+  // When the frame arrived, for the request latency metric.
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 
   int16_t api_key() const { return header.request_api_key; }
   int16_t version() const { return header.request_api_version; }
@@ -68,7 +74,12 @@ struct request {
   // Encodes `body` at this request's version and sends it.
   template <class Body>
   void respond(const Body& body) {
-    responder.respond(to_net_response(protocol::encode_response(header.correlation_id, version(), body)));
+    auto rc = protocol::encode_response(header.correlation_id, version(), body);
+    if (svc && svc->requests) {
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - arrived);
+      svc->requests->on_response(api_key(), rc.size_bytes(), static_cast<uint64_t>(us.count()));
+    }
+    responder.respond(to_net_response(rc));
   }
 };
 

@@ -173,10 +173,10 @@ void fetch_op::park() {
       timer_ = delayed->after(std::max(left, std::chrono::milliseconds(0)), [self](bool) { self->attempt(true); });
     }
   }
-  // Data may have arrived before the listeners were in place.
-  delayed->post([self] {
-    if (!self->attempt(false)) self->park();
-  });
+  // Data may have arrived before the listeners were in place: look once
+  // more. If there is still not enough, the listeners and the timer are
+  // set and will call again; parking again here would spin.
+  delayed->post([self] { self->attempt(false); });
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+#pragma once
+
+// What /metrics shows: the broker's figures rendered in Prometheus text.
+// Read at scrape time from atomics and small per-partition summaries, so a
+// scrape never waits on an append.
+
+#include <string>
+
+#include "cluster/partition_manager.h"
+#include "metrics/metrics.h"
+#include "net/server.h"
+
+namespace sluice::broker {
+
+struct metrics_sources {
+  cluster::partition_manager* partitions = nullptr;
+  const net::server_metrics* server = nullptr;
+  const metrics::request_metrics* requests = nullptr;
+};
+
+std::string render_metrics(const metrics_sources& src);
+
+}  // namespace sluice::broker
