@@ -32,6 +32,9 @@ class Broker:
             data_dir = self._tmp.name
         self.data_dir = str(data_dir)
         self.port = port or free_port()
+        # Each broker gets its own metrics port, so brokers of tests running
+        # side by side never compete for the default one.
+        self.metrics_port = free_port()
         self.settings = dict(settings or {})
         self.proc = None
         self.log_path = os.path.join(self.data_dir, "..", f"sluice-{self.port}.log")
@@ -42,7 +45,8 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     def args(self):
-        a = [SLUICE_BIN, "serve", "--listeners", self.bootstrap, "--log.dirs", self.data_dir]
+        a = [SLUICE_BIN, "serve", "--listeners", self.bootstrap, "--log.dirs", self.data_dir,
+             "--sluice.metrics.listener", f"127.0.0.1:{self.metrics_port}"]
         for k, v in self.settings.items():
             a += [f"--{k}", str(v)]
         return a
@@ -60,6 +64,17 @@ class Broker:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"sluice did not listen on {self.bootstrap} in {timeout}s:\n{self.log_text()}")
+
+    def metrics(self) -> dict:
+        """Scrapes /metrics; returns {'name{labels}': value}."""
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
 
     def log_text(self) -> str:
         try:
