@@ -312,7 +312,7 @@ def test_invalid_topic_names_in_metadata_and_create_topics(running):
         listing = metadata_v1(s, 13, bad)
         assert all(listing[n] == INVALID_TOPIC_EXCEPTION for n in bad)
     logs = os.listdir(os.path.join(running.data_dir, "logs"))
-    assert sorted(d for d in logs if not d.startswith(("well-behaved", "fine-name", "ok-created"))) == []
+    assert sorted(d for d in logs if not d.startswith(("well-behaved", "fine-name", "ok-created", "__"))) == []
 
 
 def test_random_bytes_and_dropped_connections(running):
