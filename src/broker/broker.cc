@@ -145,6 +145,7 @@ status broker::stop() {
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();
   impl_->delayed.drain();
+  impl_->groups->coordinator().unload();
   impl_->server->stop();
   impl_->delayed.stop();
   impl_->groups->stop();

@@ -13,5 +13,6 @@ inline constexpr const char* default_bootstrap = "127.0.0.1:9092";
 void add_topic_command(CLI::App& app, int* exit_code);
 void add_produce_command(CLI::App& app, int* exit_code);
 void add_consume_command(CLI::App& app, int* exit_code);
+void add_group_command(CLI::App& app, int* exit_code);
 
 }  // namespace sluice::cli

@@ -1,0 +1,320 @@
+// `sluice group list|describe|lag|reset-offsets|delete`, through librdkafka's
+// admin API (ListConsumerGroups, DescribeConsumerGroups,
+// ListConsumerGroupOffsets, AlterConsumerGroupOffsets, DeleteGroups).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/kafka_client.h"
+
+namespace sluice::cli {
+namespace {
+
+struct group_options {
+  std::string bootstrap = default_bootstrap;
+  std::string group;
+  std::string topic;
+  int timeout_ms = 30000;
+  bool to_earliest = false;
+  bool to_latest = false;
+  std::optional<int64_t> to_offset;
+  std::optional<int64_t> to_datetime_ms;
+  bool dry_run = false;
+};
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "sluice group: %s\n", what.c_str());
+  return 1;
+}
+
+std::chrono::milliseconds timeout(const group_options& o) { return std::chrono::milliseconds(o.timeout_ms); }
+std::chrono::milliseconds wait_timeout(const group_options& o) { return std::chrono::milliseconds(o.timeout_ms + 5000); }
+
+result<client_ptr> admin_client(const group_options& o) {
+  SLUICE_ASSIGN_OR_RETURN(auto conf, make_conf(o.bootstrap));
+  return make_client(RD_KAFKA_PRODUCER, std::move(conf));
+}
+
+int run_list(const group_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS, timeout(o));
+  rd_kafka_ListConsumerGroups(rk->get(), opts.get(), q.get());
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_LISTCONSUMERGROUPS_RESULT, wait_timeout(o));
+  if (!ev) return fail(ev.err().message);
+  const auto* res = rd_kafka_event_ListConsumerGroups_result(ev->get());
+  size_t n = 0, nerr = 0;
+  auto valid = rd_kafka_ListConsumerGroups_result_valid(res, &n);
+  auto errors = rd_kafka_ListConsumerGroups_result_errors(res, &nerr);
+  std::map<std::string, std::string> rows;
+  for (size_t i = 0; i < n; ++i) {
+    rows[rd_kafka_ConsumerGroupListing_group_id(valid[i])] =
+        rd_kafka_consumer_group_state_name(rd_kafka_ConsumerGroupListing_state(valid[i]));
+  }
+  for (const auto& [id, state] : rows) std::printf("%s\t%s\n", id.c_str(), state.c_str());
+  for (size_t i = 0; i < nerr; ++i) std::fprintf(stderr, "sluice group: %s\n", rd_kafka_error_string(errors[i]));
+  return nerr == 0 ? 0 : 1;
+}
+
+// The group's state name ("Empty", "Stable", ... or "Dead" when unknown).
+result<std::string> print_description(rd_kafka_t* rk, const group_options& o, bool print) {
+  queue_ptr q(rd_kafka_queue_new(rk));
+  auto opts = admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS, timeout(o));
+  const char* groups[] = {o.group.c_str()};
+  rd_kafka_DescribeConsumerGroups(rk, groups, 1, opts.get(), q.get());
+  SLUICE_ASSIGN_OR_RETURN(auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONSUMERGROUPS_RESULT,
+                                                     wait_timeout(o)));
+  size_t n = 0;
+  auto descs = rd_kafka_DescribeConsumerGroups_result_groups(rd_kafka_event_DescribeConsumerGroups_result(ev.get()), &n);
+  if (n != 1) return error{errc::invalid_argument, "no description returned"};
+  const auto* d = descs[0];
+  if (const rd_kafka_error_t* e = rd_kafka_ConsumerGroupDescription_error(d))
+    return error{errc::invalid_argument, rd_kafka_error_string(e)};
+  std::string state = rd_kafka_consumer_group_state_name(rd_kafka_ConsumerGroupDescription_state(d));
+  if (!print) return state;
+  std::printf("group %s\tstate=%s\tassignor=%s\tmembers=%zu\n", o.group.c_str(), state.c_str(),
+              rd_kafka_ConsumerGroupDescription_partition_assignor(d),
+              rd_kafka_ConsumerGroupDescription_member_count(d));
+  for (size_t i = 0; i < rd_kafka_ConsumerGroupDescription_member_count(d); ++i) {
+    const auto* m = rd_kafka_ConsumerGroupDescription_member(d, i);
+    const char* instance = rd_kafka_MemberDescription_group_instance_id(m);
+    std::printf("member %s\tclient=%s\thost=%s%s%s\tpartitions=", rd_kafka_MemberDescription_consumer_id(m),
+                rd_kafka_MemberDescription_client_id(m), rd_kafka_MemberDescription_host(m),
+                instance ? "\tinstance=" : "", instance ? instance : "");
+    const auto* parts = rd_kafka_MemberAssignment_partitions(rd_kafka_MemberDescription_assignment(m));
+    for (int j = 0; parts && j < parts->cnt; ++j)
+      std::printf("%s%s-%d", j ? "," : "", parts->elems[j].topic, parts->elems[j].partition);
+    std::printf("\n");
+  }
+  return state;
+}
+
+int run_describe(const group_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  auto s = print_description(rk->get(), o, true);
+  return s ? 0 : fail(s.err().message);
+}
+
+// Committed offsets of the group, every partition it has committed.
+result<partition_list_ptr> committed_offsets(rd_kafka_t* rk, const group_options& o) {
+  queue_ptr q(rd_kafka_queue_new(rk));
+  auto opts = admin_options(rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout(o));
+  rd_kafka_ListConsumerGroupOffsets_t* req = rd_kafka_ListConsumerGroupOffsets_new(o.group.c_str(), nullptr);
+  rd_kafka_ListConsumerGroupOffsets(rk, &req, 1, opts.get(), q.get());
+  rd_kafka_ListConsumerGroupOffsets_destroy(req);
+  SLUICE_ASSIGN_OR_RETURN(auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_LISTCONSUMERGROUPOFFSETS_RESULT,
+                                                     wait_timeout(o)));
+  size_t n = 0;
+  auto groups = rd_kafka_ListConsumerGroupOffsets_result_groups(
+      rd_kafka_event_ListConsumerGroupOffsets_result(ev.get()), &n);
+  if (n != 1) return error{errc::invalid_argument, "no offsets returned"};
+  if (const rd_kafka_error_t* e = rd_kafka_group_result_error(groups[0]))
+    return error{errc::invalid_argument, rd_kafka_error_string(e)};
+  return partition_list_ptr(rd_kafka_topic_partition_list_copy(rd_kafka_group_result_partitions(groups[0])));
+}
+
+// The timestamp of the record at `offset` in each partition, read with a
+// group-less consumer (nothing is committed).
+std::map<std::pair<std::string, int>, int64_t> timestamps_at(const group_options& o,
+                                                             const std::vector<std::pair<std::pair<std::string, int>, int64_t>>& at) {
+  std::map<std::pair<std::string, int>, int64_t> out;
+  if (at.empty()) return out;
+  auto conf = make_conf(o.bootstrap, {{"enable.auto.commit", "false"}, {"group.id", "sluice-group-lag"}});
+  if (!conf) return out;
+  auto rk = make_client(RD_KAFKA_CONSUMER, std::move(*conf));
+  if (!rk) return out;
+  partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(at.size())));
+  for (const auto& [tp, off] : at) rd_kafka_topic_partition_list_add(list.get(), tp.first.c_str(), tp.second)->offset = off;
+  if (rd_kafka_assign(rk->get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (out.size() < at.size() && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk->get(), 100);
+    if (!m) continue;
+    if (!m->err) {
+      std::pair<std::string, int> tp{rd_kafka_topic_name(m->rkt), m->partition};
+      if (!out.count(tp)) out[tp] = rd_kafka_message_timestamp(m, nullptr);
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(rk->get());
+  return out;
+}
+
+int run_lag(const group_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  auto committed = committed_offsets(rk->get(), o);
+  if (!committed) return fail(committed.err().message);
+  struct row {
+    std::string topic;
+    int partition;
+    int64_t committed, high, lag;
+  };
+  std::vector<row> rows;
+  std::vector<std::pair<std::pair<std::string, int>, int64_t>> unread;
+  for (int i = 0; i < (*committed)->cnt; ++i) {
+    const auto& e = (*committed)->elems[i];
+    if (!o.topic.empty() && o.topic != e.topic) continue;
+    int64_t lo = 0, hi = 0;
+    if (rd_kafka_query_watermark_offsets(rk->get(), e.topic, e.partition, &lo, &hi, o.timeout_ms) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+      return fail(std::string("watermarks of ") + e.topic);
+    const int64_t from = e.offset >= 0 ? std::max(e.offset, lo) : lo;
+    rows.push_back({e.topic, e.partition, e.offset, hi, std::max<int64_t>(0, hi - from)});
+    if (hi > from) unread.push_back({{e.topic, e.partition}, from});
+  }
+  std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
+    return std::tie(a.topic, a.partition) < std::tie(b.topic, b.partition);
+  });
+  auto ts = timestamps_at(o, unread);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  int64_t total = 0;
+  std::printf("topic\tpartition\tcommitted\thigh_watermark\tlag_messages\tlag_ms\n");
+  for (const auto& r : rows) {
+    total += r.lag;
+    auto it = ts.find({r.topic, r.partition});
+    std::string lag_ms = r.lag == 0 ? "0" : (it == ts.end() ? "?" : std::to_string(std::max<int64_t>(0, now - it->second)));
+    std::printf("%s\t%d\t%lld\t%lld\t%lld\t%s\n", r.topic.c_str(), r.partition, static_cast<long long>(r.committed),
+                static_cast<long long>(r.high), static_cast<long long>(r.lag), lag_ms.c_str());
+  }
+  std::printf("total lag %lld messages\n", static_cast<long long>(total));
+  return 0;
+}
+
+int run_reset(const group_options& o) {
+  const int modes = int{o.to_earliest} + int{o.to_latest} + int{o.to_offset.has_value()} +
+                    int{o.to_datetime_ms.has_value()};
+  if (modes != 1) {
+    std::fprintf(stderr, "sluice group reset-offsets: give exactly one of --to-earliest, --to-latest, "
+                         "--to-offset, --to-datetime\n");
+    return 2;
+  }
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  auto state = print_description(rk->get(), o, false);
+  if (!state) return fail(state.err().message);
+  if (*state != "Empty" && *state != "Dead" && !o.dry_run)
+    return fail("group " + o.group + " is " + *state + ": stop its members first (or use --dry-run)");
+  auto md = fetch_metadata(rk->get(), o.topic, timeout(o));
+  if (!md) return fail(md.err().message);
+  if ((*md)->topic_cnt != 1 || (*md)->topics[0].err) return fail("no topic " + o.topic);
+  const int partitions = (*md)->topics[0].partition_cnt;
+  partition_list_ptr target(rd_kafka_topic_partition_list_new(partitions));
+  for (int p = 0; p < partitions; ++p) {
+    int64_t lo = 0, hi = 0;
+    if (rd_kafka_query_watermark_offsets(rk->get(), o.topic.c_str(), p, &lo, &hi, o.timeout_ms) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+      return fail("watermarks of " + o.topic);
+    int64_t off = o.to_earliest ? lo : hi;
+    if (o.to_offset) off = std::clamp(*o.to_offset, lo, hi);
+    rd_kafka_topic_partition_list_add(target.get(), o.topic.c_str(), p)->offset = o.to_datetime_ms ? *o.to_datetime_ms : off;
+  }
+  if (o.to_datetime_ms) {
+    // The first offset at or after the time; partitions with nothing that
+    // new go to their end.
+    if (rd_kafka_offsets_for_times(rk->get(), target.get(), o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return fail("offsets for the time could not be looked up");
+    for (int i = 0; i < target->cnt; ++i) {
+      if (target->elems[i].offset < 0) {
+        int64_t lo = 0, hi = 0;
+        if (rd_kafka_query_watermark_offsets(rk->get(), o.topic.c_str(), target->elems[i].partition, &lo, &hi,
+                                             o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+          return fail("watermarks of " + o.topic);
+        target->elems[i].offset = hi;
+      }
+    }
+  }
+  for (int i = 0; i < target->cnt; ++i)
+    std::printf("%s\t%d\t%lld%s\n", target->elems[i].topic, target->elems[i].partition,
+                static_cast<long long>(target->elems[i].offset), o.dry_run ? "\t(dry run)" : "");
+  if (o.dry_run) return 0;
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS, timeout(o));
+  rd_kafka_AlterConsumerGroupOffsets_t* req = rd_kafka_AlterConsumerGroupOffsets_new(o.group.c_str(), target.get());
+  rd_kafka_AlterConsumerGroupOffsets(rk->get(), &req, 1, opts.get(), q.get());
+  rd_kafka_AlterConsumerGroupOffsets_destroy(req);
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_ALTERCONSUMERGROUPOFFSETS_RESULT, wait_timeout(o));
+  if (!ev) return fail(ev.err().message);
+  size_t n = 0;
+  auto groups = rd_kafka_AlterConsumerGroupOffsets_result_groups(
+      rd_kafka_event_AlterConsumerGroupOffsets_result(ev->get()), &n);
+  if (n != 1) return fail("no result returned");
+  if (const rd_kafka_error_t* e = rd_kafka_group_result_error(groups[0])) return fail(rd_kafka_error_string(e));
+  int rc = 0;
+  const auto* parts = rd_kafka_group_result_partitions(groups[0]);
+  for (int i = 0; parts && i < parts->cnt; ++i) {
+    if (parts->elems[i].err) {
+      std::fprintf(stderr, "sluice group: %s-%d: %s\n", parts->elems[i].topic, parts->elems[i].partition,
+                   rd_kafka_err2name(parts->elems[i].err));
+      rc = 1;
+    }
+  }
+  if (rc == 0) std::printf("reset %s on %s\n", o.group.c_str(), o.topic.c_str());
+  return rc;
+}
+
+int run_delete(const group_options& o) {
+  auto rk = admin_client(o);
+  if (!rk) return fail(rk.err().message);
+  queue_ptr q(rd_kafka_queue_new(rk->get()));
+  auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_DELETEGROUPS, timeout(o));
+  rd_kafka_DeleteGroup_t* dg = rd_kafka_DeleteGroup_new(o.group.c_str());
+  rd_kafka_DeleteGroups(rk->get(), &dg, 1, opts.get(), q.get());
+  rd_kafka_DeleteGroup_destroy(dg);
+  auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_DELETEGROUPS_RESULT, wait_timeout(o));
+  if (!ev) return fail(ev.err().message);
+  size_t n = 0;
+  auto groups = rd_kafka_DeleteGroups_result_groups(rd_kafka_event_DeleteGroups_result(ev->get()), &n);
+  if (n != 1) return fail("no result returned");
+  if (const rd_kafka_error_t* e = rd_kafka_group_result_error(groups[0])) return fail(rd_kafka_error_string(e));
+  std::printf("deleted %s\n", o.group.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_group_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<group_options>();
+  auto* cmd = app.add_subcommand("group", "List, inspect, reset and delete consumer groups");
+  cmd->require_subcommand(1);
+  auto common = [&](CLI::App* sub, bool needs_group) {
+    sub->add_option("-b,--bootstrap", o->bootstrap, "Broker address")->capture_default_str();
+    sub->add_option("--timeout-ms", o->timeout_ms, "Request timeout")->capture_default_str();
+    if (needs_group) sub->add_option("-g,--group", o->group, "Group id")->required();
+  };
+  auto* list = cmd->add_subcommand("list", "Groups and their states");
+  common(list, false);
+  list->callback([o, exit_code] { *exit_code = run_list(*o); });
+  auto* describe = cmd->add_subcommand("describe", "Members of a group and their partitions");
+  common(describe, true);
+  describe->callback([o, exit_code] { *exit_code = run_describe(*o); });
+  auto* lag = cmd->add_subcommand("lag", "Lag per partition, in messages and in time");
+  common(lag, true);
+  lag->add_option("-t,--topic", o->topic, "Only this topic");
+  lag->callback([o, exit_code] { *exit_code = run_lag(*o); });
+  auto* reset = cmd->add_subcommand("reset-offsets", "Move an inactive group's committed offsets of one topic");
+  common(reset, true);
+  reset->add_option("-t,--topic", o->topic, "Topic")->required();
+  reset->add_flag("--to-earliest", o->to_earliest, "The log start offset");
+  reset->add_flag("--to-latest", o->to_latest, "The high watermark");
+  reset->add_option("--to-offset", o->to_offset, "An offset (clamped to the log)");
+  reset->add_option("--to-datetime", o->to_datetime_ms, "A time in ms since the epoch");
+  reset->add_flag("--dry-run", o->dry_run, "Print the new offsets without committing them");
+  reset->callback([o, exit_code] { *exit_code = run_reset(*o); });
+  auto* del = cmd->add_subcommand("delete", "Delete an empty group and its offsets");
+  common(del, true);
+  del->callback([o, exit_code] { *exit_code = run_delete(*o); });
+}
+
+}  // namespace sluice::cli
