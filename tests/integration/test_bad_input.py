@@ -41,7 +41,7 @@ def request(api_key, version, corr, body=b"", client_id="bad-input"):
     return struct.pack(">i", len(payload)) + payload
 
 
-def connect(port, timeout=5.0):
+def connect(port, timeout=30.0):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.settimeout(timeout)
     return s
