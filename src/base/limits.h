@@ -69,6 +69,9 @@ inline constexpr int64_t max_io_threads = 256;
 inline constexpr int64_t max_connections_upper_bound = 1'000'000;
 inline constexpr int64_t max_inflight_requests_per_connection = 1024;
 inline constexpr int64_t max_partitions_per_topic = 10'000;
+// Partitions one broker holds, over all topics (auto-creation included), so
+// clients cannot grow open logs and memory without bound.
+inline constexpr int64_t max_partitions_per_broker = 100'000;
 // A single-node broker: replication factors above 1 are refused until
 // replication lands.
 inline constexpr int64_t max_replication_factor = 1;

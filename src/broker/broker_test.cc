@@ -367,6 +367,18 @@ TEST_F(BrokerTest, FetchOutOfRangeAndUnknownPartition) {
   EXPECT_EQ(resp.responses[1].partitions[0].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
 }
 
+TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
+  client c(b_->port());
+  auto b = make_batch(1);
+  auto r = produce(c, "__consumer_offsets", 0, b);
+  EXPECT_EQ(r.responses[0].partition_responses[0].error_code, 17);  // INVALID_TOPIC_EXCEPTION
+  protocol::delete_topics_request d;
+  d.topic_names = {"__consumer_offsets"};
+  d.timeout_ms = 10000;
+  auto dr = c.call<protocol::delete_topics_response>(d, 1);
+  EXPECT_EQ(dr.responses[0].error_code, 17);
+}
+
 TEST_F(BrokerTest, DeleteRecordsMovesLogStart) {
   client c(b_->port());
   create(c, "d", 1);

@@ -190,6 +190,9 @@ status partition::snapshot_producers() {
   return producers_.write_snapshot(fs_, snapshot_path_, log_->log_end_offset());
 }
 
-void partition::close() { wake_listeners(); }
+void partition::close() {
+  closed_.store(true);
+  wake_listeners();
+}
 
 }  // namespace sluice::cluster

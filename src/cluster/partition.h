@@ -84,8 +84,11 @@ class partition {
 
   // Writes the producer-state snapshot (at shutdown and after a segment roll).
   status snapshot_producers();
-  // Wakes every listener; used at deletion and shutdown.
+  // Marks the partition gone (its topic was deleted, or the broker stops)
+  // and wakes every listener; a waiting fetch then answers
+  // UNKNOWN_TOPIC_OR_PARTITION at once instead of at max_wait_ms.
   void close();
+  bool closed() const { return closed_.load(); }
 
  private:
   partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
@@ -105,6 +108,7 @@ class partition {
   producer_state producers_;
   offset active_base_{-1};  // base offset of the active segment at the last snapshot check
 
+  std::atomic<bool> closed_{false};
   std::mutex listeners_mu_;
   uint64_t next_token_ = 1;
   std::vector<std::pair<uint64_t, std::function<void()>>> listeners_;

@@ -56,6 +56,12 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
 
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const { return cfg_; }
 
+int64_t partition_manager::total_partitions() const {
+  int64_t n = 0;
+  for (const auto& t : table_->list()) n += t.partitions;
+  return n;
+}
+
 std::shared_ptr<partition> partition_manager::get(const std::string& topic, int32_t p) const {
   std::shared_lock g(mu_);
   auto it = partitions_.find(topic);
@@ -90,6 +96,11 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
 
   std::lock_guard change(change_mu_);
   if (table_->get(name)) return create_error{error_code::topic_already_exists, "topic '" + name + "' already exists"};
+  if (total_partitions() + partitions > limits::max_partitions_per_broker) {
+    return create_error{error_code::policy_violation, "this broker already holds " + std::to_string(total_partitions()) +
+                                                          " partitions; the limit is " +
+                                                          std::to_string(limits::max_partitions_per_broker)};
+  }
   if (validate_only) return std::nullopt;
   auto t = table_->create(name, partitions, *overrides);
   if (!t.ok()) return create_error{kafka::to_kafka_error(t.code()), t.err().message};
@@ -114,6 +125,9 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic(c
   std::lock_guard change(change_mu_);
   auto t = table_->get(name);
   if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+  if (is_internal_topic(name)) {
+    return create_error{error_code::invalid_topic_exception, "internal topic '" + name + "' cannot be deleted"};
+  }
   if (auto s = table_->remove(name); !s.ok()) return create_error{kafka::to_kafka_error(s.code()), s.err().message};
   std::vector<std::shared_ptr<partition>> parts;
   {
@@ -147,6 +161,10 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
   if (total > limits::max_partitions_per_topic) {
     return create_error{error_code::invalid_partitions,
                         "number of partitions must be at most " + std::to_string(limits::max_partitions_per_topic)};
+  }
+  if (total_partitions() + (total - t->partitions) > limits::max_partitions_per_broker) {
+    return create_error{error_code::policy_violation,
+                        "the limit of " + std::to_string(limits::max_partitions_per_broker) + " partitions per broker"};
   }
   if (validate_only) return std::nullopt;
   if (auto s = table_->set_partitions(name, total); !s.ok()) {

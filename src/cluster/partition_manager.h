@@ -83,6 +83,8 @@ class partition_manager {
   status load();
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
+  // Partitions of every topic; called with change_mu_ held.
+  int64_t total_partitions() const;
 
   io::filesystem& fs_;
   sluice::clock& clk_;

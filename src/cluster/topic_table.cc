@@ -52,6 +52,10 @@ std::span<const std::byte> as_bytes(const std::string& s) {
 
 }  // namespace
 
+bool is_internal_topic(const std::string& name) {
+  return name == "__consumer_offsets" || name == "__transaction_state";
+}
+
 status validate_topic_name(const std::string& name) {
   if (name.empty()) return status(errc::invalid_argument, "topic name is empty");
   if (name == "." || name == "..") return status(errc::invalid_argument, "topic name cannot be '.' or '..'");

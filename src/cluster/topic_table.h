@@ -42,6 +42,11 @@ struct topic_info {
   config::config_map overrides;  // topic keys -> values, validated
 };
 
+// Kafka's internal topics: written only by the broker itself (the group
+// coordinator's offsets and group records), never by clients, and never
+// deleted by them.
+bool is_internal_topic(const std::string& name);
+
 // Checks a topic name by Kafka's rules: 1 to 249 characters of
 // [a-zA-Z0-9._-], and not "." or "..". errc::invalid_argument naming why.
 status validate_topic_name(const std::string& name);

@@ -70,7 +70,8 @@ bool fetch_op::attempt(bool final) {
     pd.records = protocol::records_field::empty();
     if (!read_committed) pd.aborted_transactions.reset();
     else pd.aborted_transactions.emplace();
-    if (!t.part) {
+    if (!t.part || t.part->closed()) {
+      // Unknown, or deleted while this fetch waited.
       pd.error_code = to_wire(error_code::unknown_topic_or_partition);
       pd.high_watermark = -1;
       pd.last_stable_offset = -1;

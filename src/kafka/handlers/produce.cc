@@ -76,6 +76,11 @@ void handle_produce(request req) {
         set_error(error_code::transactional_id_authorization_failed, "transactions are not supported yet");
         continue;
       }
+      if (cluster::is_internal_topic(td.name)) {
+        // As Kafka: only the broker writes its internal topics.
+        set_error(error_code::invalid_topic_exception, "cannot append to internal topic " + td.name);
+        continue;
+      }
       auto part = svc.partitions->get(td.name, pd.index);
       if (!part) {
         set_error(cluster::validate_topic_name(td.name).ok() ? error_code::unknown_topic_or_partition
