@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 #include "base/log.h"
 
 namespace sluice::metrics {
@@ -30,6 +32,12 @@ status http_endpoint::start(const std::string& host, uint16_t port) {
   }
   port_ = static_cast<uint16_t>(bound);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // httplib's stop() does nothing until the listening thread has marked the
+  // server running; wait for that, so a stop() right after start() cannot
+  // leave the thread blocked in accept() forever.
+  for (int i = 0; i < 10'000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   SLUICE_LOG_INFO("metrics on http://{}:{}/metrics", host, port_);
   return {};
 }
