@@ -14,7 +14,7 @@ producer_batch pb(int64_t pid, int16_t epoch, int32_t first, int32_t count, int6
   b.producer_id = pid;
   b.producer_epoch = epoch;
   b.first_sequence = first;
-  b.last_sequence = first + count - 1;
+  b.last_sequence = first + (count - 1);
   b.max_timestamp = ts;
   return b;
 }

@@ -7,15 +7,15 @@
 // Thread safety: post(), after() and drain() are thread-safe. Everything
 // posted runs on the delayed-ops thread, one task at a time.
 
-#include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
-
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 
 namespace sluice::kafka {
 
