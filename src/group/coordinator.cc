@@ -176,6 +176,35 @@ coordinator::group* coordinator::find_locked(const std::string& id) {
   return it == groups_.end() ? nullptr : it->second.get();
 }
 
+bool coordinator::fenced_locked(const group& g, const std::optional<std::string>& instance_id,
+                                const std::string& member_id) {
+  if (!instance_id) return false;
+  auto s = g.static_members.find(*instance_id);
+  return s != g.static_members.end() && s->second != member_id;
+}
+
+coordinator::member_lookup coordinator::lookup_member_locked(const std::string& group_id,
+                                                             const std::optional<std::string>& instance_id,
+                                                             const std::string& member_id, int32_t generation) {
+  member_lookup r;
+  auto fail = [&](error_code e) {
+    r.error = e;
+    return r;
+  };
+  if (!loaded_) return fail(error_code::coordinator_load_in_progress);
+  if (!valid_group_id(group_id)) return fail(error_code::invalid_group_id);
+  group* g = find_locked(group_id);
+  if (!g) return fail(error_code::unknown_member_id);
+  if (g->state == group_state::dead) return fail(error_code::coordinator_not_available);
+  if (fenced_locked(*g, instance_id, member_id)) return fail(error_code::fenced_instance_id);
+  auto it = g->members.find(member_id);
+  if (it == g->members.end()) return fail(error_code::unknown_member_id);
+  if (generation != g->generation) return fail(error_code::illegal_generation);
+  r.g = g;
+  r.m = &it->second;
+  return r;
+}
+
 coordinator::group* coordinator::create_locked(const std::string& id) {
   auto g = std::make_unique<group>();
   g->id = id;
@@ -563,10 +592,7 @@ void coordinator::join_group(const proto::join_group_request& req, int16_t versi
     }
     return;
   }
-  if (req.group_instance_id) {
-    auto s = g->static_members.find(*req.group_instance_id);
-    if (s != g->static_members.end() && s->second != req.member_id) return fail(error_code::fenced_instance_id);
-  }
+  if (fenced_locked(*g, req.group_instance_id, req.member_id)) return fail(error_code::fenced_instance_id);
   auto it = g->members.find(req.member_id);
   if (it == g->members.end()) return fail(error_code::unknown_member_id);
   member& m = it->second;
@@ -697,19 +723,10 @@ void coordinator::sync_group(const proto::sync_group_request& req, int16_t /*ver
     r.error_code = to_wire(e);
     SLUICE_ANSWER(cb, r);
   };
-  if (!loaded_) return fail(error_code::coordinator_load_in_progress);
-  if (!valid_group_id(req.group_id)) return fail(error_code::invalid_group_id);
-  group* g = find_locked(req.group_id);
-  if (!g) return fail(error_code::unknown_member_id);
-  if (g->state == group_state::dead) return fail(error_code::coordinator_not_available);
-  if (req.group_instance_id) {
-    auto s = g->static_members.find(*req.group_instance_id);
-    if (s != g->static_members.end() && s->second != req.member_id) return fail(error_code::fenced_instance_id);
-  }
-  auto it = g->members.find(req.member_id);
-  if (it == g->members.end()) return fail(error_code::unknown_member_id);
-  if (req.generation_id != g->generation) return fail(error_code::illegal_generation);
-  member& m = it->second;
+  auto found = lookup_member_locked(req.group_id, req.group_instance_id, req.member_id, req.generation_id);
+  if (found.error != error_code::none) return fail(found.error);
+  group* g = found.g;
+  member& m = *found.m;
   m.last_heartbeat_ms = clk_.monotonic_ms();
   switch (g->state) {
     case group_state::empty:
@@ -781,19 +798,10 @@ proto::heartbeat_response coordinator::heartbeat(const proto::heartbeat_request&
     r.error_code = to_wire(e);
     return r;
   };
-  if (!loaded_) return err(error_code::coordinator_load_in_progress);
-  if (!valid_group_id(req.group_id)) return err(error_code::invalid_group_id);
-  group* g = find_locked(req.group_id);
-  if (!g) return err(error_code::unknown_member_id);
-  if (g->state == group_state::dead) return err(error_code::coordinator_not_available);
-  if (req.group_instance_id) {
-    auto s = g->static_members.find(*req.group_instance_id);
-    if (s != g->static_members.end() && s->second != req.member_id) return err(error_code::fenced_instance_id);
-  }
-  auto it = g->members.find(req.member_id);
-  if (it == g->members.end()) return err(error_code::unknown_member_id);
-  if (req.generation_id != g->generation) return err(error_code::illegal_generation);
-  it->second.last_heartbeat_ms = clk_.monotonic_ms();
+  auto found = lookup_member_locked(req.group_id, req.group_instance_id, req.member_id, req.generation_id);
+  if (found.error != error_code::none) return err(found.error);
+  group* g = found.g;
+  found.m->last_heartbeat_ms = clk_.monotonic_ms();
   if (g->state == group_state::preparing_rebalance) return err(error_code::rebalance_in_progress);
   return r;
 }
@@ -889,10 +897,7 @@ void coordinator::offset_commit(const proto::offset_commit_request& req, int16_t
     // A consumer without group management (assign()) commits as a group of
     // its own: allowed while the group has no members.
   } else {
-    if (req.group_instance_id) {
-      auto s = g->static_members.find(*req.group_instance_id);
-      if (s != g->static_members.end() && s->second != req.member_id) return fail_all(error_code::fenced_instance_id);
-    }
+    if (fenced_locked(*g, req.group_instance_id, req.member_id)) return fail_all(error_code::fenced_instance_id);
     if (g->state == group_state::completing_rebalance) return fail_all(error_code::rebalance_in_progress);
     auto it = g->members.find(req.member_id);
     if (it == g->members.end()) return fail_all(error_code::unknown_member_id);

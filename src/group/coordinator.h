@@ -134,6 +134,20 @@ class coordinator {
   class outbox;
 
   group* find_locked(const std::string& id);
+  // True when `instance_id` is a static member held by another member id
+  // (FENCED_INSTANCE_ID).
+  static bool fenced_locked(const group& g, const std::optional<std::string>& instance_id,
+                            const std::string& member_id);
+  // The checks SyncGroup and Heartbeat share: a loaded coordinator, a valid
+  // and live group, an unfenced known member of this generation. On success
+  // `error` is none and both pointers are set.
+  struct member_lookup {
+    kafka::error_code error = kafka::error_code::none;
+    group* g = nullptr;
+    member* m = nullptr;
+  };
+  member_lookup lookup_member_locked(const std::string& group_id, const std::optional<std::string>& instance_id,
+                                     const std::string& member_id, int32_t generation);
   group* create_locked(const std::string& id);
   void erase_group_locked(const std::string& id);
   bool new_member_fits_locked(const group& g) const;
