@@ -6,7 +6,10 @@
 
 namespace sluice::storage {
 
-flusher::flusher() : thread_([this] { run(); }) {}
+flusher::flusher(int threads) {
+  running_ = std::max(threads, 1);
+  for (int i = 0; i < running_; ++i) threads_.emplace_back([this] { run(); });
+}
 
 flusher::~flusher() { stop(); }
 
@@ -27,9 +30,9 @@ void flusher::stop() {
     std::lock_guard g(mu_);
     if (stopping_) return;
     stopping_ = true;
-    cv_.notify_one();
+    cv_.notify_all();
   }
-  thread_.join();
+  for (auto& t : threads_) t.join();
 }
 
 void flusher::run() {
@@ -44,7 +47,8 @@ void flusher::run() {
     l.reset();  // the last owner may be us; destroy outside the lock
     lk.lock();
   }
-  stopped_ = true;
+  // Requests after the last thread leaves are served by their callers.
+  if (--running_ == 0) stopped_ = true;
 }
 
 }  // namespace sluice::storage

@@ -1,19 +1,24 @@
 #pragma once
 
-// The group-commit thread shared by all logs of a log manager. A log that
-// has durability waiters asks for a flush; the flusher syncs that log once
-// for every waiter that arrived before the sync began, so concurrent
+// The group-commit threads shared by all logs of a log manager. A log that
+// has durability waiters asks for a flush; a flusher thread syncs that log
+// once for every waiter that arrived before the sync began, so concurrent
 // appenders share one fdatasync. Requests that arrive while a log is being
-// synced are covered by its next sync.
+// synced are covered by its next sync. Several threads (`threads`) sync
+// different logs at once; two threads never sync one log at once (the log's
+// own flush mutex orders them).
 //
-// Thread-safe. Durability callbacks run on this thread. The queue holds at
-// most one entry per log, so it is bounded by the number of logs.
+// Thread-safe. Durability callbacks run on a flusher thread. The queue holds
+// at most one entry per log, so it is bounded by the number of logs.
 
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
+
+#include "base/limits.h"
 
 namespace sluice::storage {
 
@@ -21,14 +26,14 @@ class log;
 
 class flusher {
  public:
-  flusher();
+  explicit flusher(int threads = limits::flusher_threads);  // threads >= 1
   ~flusher();  // stop()
   flusher(const flusher&) = delete;
   flusher& operator=(const flusher&) = delete;
 
   // Queues `l` for a sync unless it is already queued.
   void request(std::shared_ptr<log> l);
-  // Syncs what is queued, then stops the thread. Idempotent. Requests after
+  // Syncs what is queued, then stops the threads. Idempotent. Requests after
   // stop() are served on the calling thread.
   void stop();
 
@@ -40,7 +45,8 @@ class flusher {
   std::deque<std::shared_ptr<log>> queue_;
   bool stopping_ = false;
   bool stopped_ = false;
-  std::thread thread_;
+  int running_ = 0;  // threads not yet past their last sync
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace sluice::storage
