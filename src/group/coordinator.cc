@@ -4,9 +4,9 @@
 #include <cctype>
 #include <cstdio>
 
+#include "base/limits.h"
 #include "base/log.h"
 #include "config/broker_config.h"
-#include "group/limits.h"
 #include "protocol/consumer_protocol.h"
 
 namespace sluice::group {

@@ -2,11 +2,11 @@
 
 #include <chrono>
 
+#include "base/limits.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
-#include "group/limits.h"
 
 namespace sluice::group {
 
