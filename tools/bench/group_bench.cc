@@ -55,15 +55,21 @@ double ms_between(int64_t from_ns, int64_t to_ns) {
   return static_cast<double>(to_ns - from_ns) / static_cast<double>(kNsPerMs);
 }
 
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 // Who owns each partition, when it was assigned and last consumed. Shared by
 // the members of one rebalance phase; thread-safe.
 class tracker {
  public:
   explicit tracker(int partitions)
-      : owner_(partitions, -1), assigned_ns_(partitions, 0), first_after_ns_(partitions, 0),
-        last_msg_ns_(partitions, 0), max_gap_ns_(partitions, 0), high_offset_(partitions, -1) {}
+      : owner_(partitions, -1),
+        assigned_ns_(partitions, 0),
+        first_after_ns_(partitions, 0),
+        last_msg_ns_(partitions, 0),
+        max_gap_ns_(partitions, 0),
+        high_offset_(partitions, -1) {}
 
   void on_assign(int member, const rd_kafka_topic_partition_list_t* parts) {
     const int64_t t = now_ns();
@@ -136,7 +142,8 @@ class tracker {
   std::vector<double> gaps_ms() {
     std::lock_guard g(mu_);
     std::vector<double> v;
-    for (int64_t ns : max_gap_ns_) v.push_back(static_cast<double>(ns) / static_cast<double>(kNsPerMs));
+    for (int64_t ns : max_gap_ns_)
+      v.push_back(static_cast<double>(ns) / static_cast<double>(kNsPerMs));
     return v;
   }
 
@@ -153,18 +160,18 @@ struct throughput_state {
   std::atomic<bool> go{false};        // the group has formed: resume the partitions
   std::atomic<uint64_t> consumed{0};  // by all members
   std::atomic<int64_t> first_ns{0};
-  std::atomic<int64_t> done_ns{0};    // when `consumed` reached `target`
-  std::mutex mu;                      // guards assigned
-  std::vector<int> assigned;          // partitions per member, from the callbacks
+  std::atomic<int64_t> done_ns{0};  // when `consumed` reached `target`
+  std::mutex mu;                    // guards assigned
+  std::vector<int> assigned;        // partitions per member, from the callbacks
 };
 
 // One group member: a consumer created and subscribed by the constructor,
 // polled by its own thread until stop() (which closes it: LeaveGroup).
 class member {
  public:
-  member(int index, const std::string& bootstrap, const std::string& group, const std::string& topic,
-         const std::string& protocol, int session_timeout_ms, tracker* tr, throughput_state* tp,
-         int commit_every)
+  member(int index, const std::string& bootstrap, const std::string& group,
+         const std::string& topic, const std::string& protocol, int session_timeout_ms, tracker* tr,
+         throughput_state* tp, int commit_every)
       : index_(index), tr_(tr), tp_(tp), commit_every_(commit_every) {
     rd_kafka_conf_t* c = base_conf(bootstrap);
     set(c, "group.id", group);
@@ -172,7 +179,8 @@ class member {
     set(c, "session.timeout.ms", std::to_string(session_timeout_ms));
     set(c, "heartbeat.interval.ms", std::to_string(std::max(100, session_timeout_ms / 10)));
     set(c, "auto.offset.reset", "earliest");
-    set(c, "partition.assignment.strategy", protocol == "cooperative" ? "cooperative-sticky" : "range");
+    set(c, "partition.assignment.strategy",
+        protocol == "cooperative" ? "cooperative-sticky" : "range");
     if (tp_) {
       set(c, "enable.auto.commit", "false");
     } else {
@@ -204,8 +212,8 @@ class member {
   const std::string& error() const { return error_; }
 
  private:
-  static void rebalance_cb(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
-                           void* opaque) {
+  static void rebalance_cb(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                           rd_kafka_topic_partition_list_t* parts, void* opaque) {
     auto* self = static_cast<member*>(opaque);
     const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
@@ -251,7 +259,8 @@ class member {
       if (!m) continue;
       const int64_t t = now_ns();
       if (m->err) {
-        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && error_.empty()) error_ = rd_kafka_message_errstr(m);
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && error_.empty())
+          error_ = rd_kafka_message_errstr(m);
         rd_kafka_message_destroy(m);
         continue;
       }
@@ -289,14 +298,15 @@ class member {
 // `topic` until stopped (acks=1: it is only the data source).
 class steady_producer {
  public:
-  steady_producer(const std::string& bootstrap, const std::string& topic, int partitions, double rate,
-                  size_t message_bytes) {
+  steady_producer(const std::string& bootstrap, const std::string& topic, int partitions,
+                  double rate, size_t message_bytes) {
     rd_kafka_conf_t* c = base_conf(bootstrap);
     set(c, "acks", "1");
     set(c, "linger.ms", "2");
     rk_ = make_client(RD_KAFKA_PRODUCER, c);
     topic_ = rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr);
-    thread_ = std::thread([this, partitions, rate, message_bytes] { run(partitions, rate, message_bytes); });
+    thread_ = std::thread(
+        [this, partitions, rate, message_bytes] { run(partitions, rate, message_bytes); });
   }
   ~steady_producer() {
     stop_ = true;
@@ -319,8 +329,8 @@ class steady_producer {
         continue;
       }
       const auto p = static_cast<int32_t>(sent % static_cast<uint64_t>(partitions));
-      if (rd_kafka_produce(topic_, p, RD_KAFKA_MSG_F_COPY, payload.data(), payload.size(), nullptr, 0,
-                           nullptr) == 0) {
+      if (rd_kafka_produce(topic_, p, RD_KAFKA_MSG_F_COPY, payload.data(), payload.size(), nullptr,
+                           0, nullptr) == 0) {
         ++sent;
       } else {
         rd_kafka_poll(rk_.get(), 10);  // queue full
@@ -336,8 +346,8 @@ class steady_producer {
 };
 
 // Fills `topic` with `count` messages round-robin over its partitions.
-void fill_topic(const std::string& bootstrap, const std::string& topic, int partitions, uint64_t count,
-                size_t message_bytes) {
+void fill_topic(const std::string& bootstrap, const std::string& topic, int partitions,
+                uint64_t count, size_t message_bytes) {
   rd_kafka_conf_t* c = base_conf(bootstrap);
   set(c, "acks", "all");
   set(c, "linger.ms", "5");
@@ -347,7 +357,8 @@ void fill_topic(const std::string& bootstrap, const std::string& topic, int part
   std::vector<char> payload(message_bytes, 't');
   for (uint64_t i = 0; i < count;) {
     const auto p = static_cast<int32_t>(i % static_cast<uint64_t>(partitions));
-    if (rd_kafka_produce(t, p, RD_KAFKA_MSG_F_COPY, payload.data(), payload.size(), nullptr, 0, nullptr) == 0) {
+    if (rd_kafka_produce(t, p, RD_KAFKA_MSG_F_COPY, payload.data(), payload.size(), nullptr, 0,
+                         nullptr) == 0) {
       ++i;
     } else {
       rd_kafka_poll(rk.get(), 10);
@@ -361,9 +372,9 @@ void fill_topic(const std::string& bootstrap, const std::string& topic, int part
 // ---- Rebalance phases -----------------------------------------------------------
 
 struct phase_figures {
-  double assigned_ms = 0;   // from the start of the phase to the last assignment
-  double consumed_ms = 0;   // ... to every (re)assigned partition consumed again
-  double pause_max_ms = 0;  // the longest gap of any partition
+  double assigned_ms = 0;      // from the start of the phase to the last assignment
+  double consumed_ms = 0;      // ... to every (re)assigned partition consumed again
+  double pause_max_ms = 0;     // the longest gap of any partition
   double pause_median_ms = 0;  // the median over partitions of each one's longest gap
   double moved = 0;            // partitions (re)assigned
 };
@@ -372,7 +383,8 @@ struct rebalance_result {
   phase_figures formation, join, leave;
 };
 
-tracker::settled_at wait_settled(tracker& tr, int owners, int excluded, int64_t since_ns, const char* what) {
+tracker::settled_at wait_settled(tracker& tr, int owners, int excluded, int64_t since_ns,
+                                 const char* what) {
   const int64_t deadline = now_ns() + kSettleDeadlineNs;
   for (;;) {
     if (auto s = tr.settled(owners, excluded, since_ns)) return *s;
@@ -395,10 +407,10 @@ phase_figures figures(const tracker::settled_at& s, int64_t since_ns, std::vecto
   return f;
 }
 
-rebalance_result run_rebalance(const group_options& o, const std::string& bootstrap, const std::string& protocol,
-                               int repeat) {
-  const std::string name = "sluice-bench-group-" + std::to_string(::getpid()) + "-" + protocol + "-" +
-                           std::to_string(repeat);
+rebalance_result run_rebalance(const group_options& o, const std::string& bootstrap,
+                               const std::string& protocol, int repeat) {
+  const std::string name = "sluice-bench-group-" + std::to_string(::getpid()) + "-" + protocol +
+                           "-" + std::to_string(repeat);
   create_topic(bootstrap, name, o.partitions);
   rebalance_result r;
   {
@@ -407,8 +419,8 @@ rebalance_result run_rebalance(const group_options& o, const std::string& bootst
     std::vector<std::unique_ptr<member>> members;
     auto add = [&] {
       const int i = static_cast<int>(members.size());
-      members.push_back(std::make_unique<member>(i, bootstrap, name, name, protocol, o.session_timeout_ms, &tr,
-                                                 nullptr, 0));
+      members.push_back(std::make_unique<member>(i, bootstrap, name, name, protocol,
+                                                 o.session_timeout_ms, &tr, nullptr, 0));
     };
     const int n = o.members;
     // Formation: every member subscribes at once.
@@ -461,14 +473,15 @@ struct throughput_result {
 };
 
 throughput_result run_throughput(const group_options& o, const std::string& bootstrap, pid_t broker,
-                                 const std::string& topic, int n_members, const std::string& group) {
+                                 const std::string& topic, int n_members,
+                                 const std::string& group) {
   throughput_state tp;
   tp.target = o.messages;
   tp.assigned.assign(static_cast<size_t>(n_members), 0);
   std::vector<std::unique_ptr<member>> members;
   for (int i = 0; i < n_members; ++i)
-    members.push_back(std::make_unique<member>(i, bootstrap, group, topic, "eager", o.session_timeout_ms, nullptr,
-                                               &tp, o.commit_every));
+    members.push_back(std::make_unique<member>(i, bootstrap, group, topic, "eager",
+                                               o.session_timeout_ms, nullptr, &tp, o.commit_every));
   // Formed: all partitions assigned, every member holding some (when there
   // are enough partitions).
   const int64_t deadline = now_ns() + kSettleDeadlineNs;
@@ -498,7 +511,8 @@ throughput_result run_throughput(const group_options& o, const std::string& boot
   const int64_t first = tp.first_ns.load(), done = tp.done_ns.load();
   if (done > first)
     r.msgs_per_s = static_cast<double>(o.messages - 1) * 1e9 / static_cast<double>(done - first);
-  if (cpu0 && cpu1 && done > first) r.broker_cpu_cores = (*cpu1 - *cpu0) / (static_cast<double>(done - first) / 1e9);
+  if (cpu0 && cpu1 && done > first)
+    r.broker_cpu_cores = (*cpu1 - *cpu0) / (static_cast<double>(done - first) / 1e9);
   for (auto& m : members) m->stop();
   for (auto& m : members) {
     if (!m->error().empty()) throw bench_error{"member: " + m->error()};
@@ -508,7 +522,9 @@ throughput_result run_throughput(const group_options& o, const std::string& boot
   return r;
 }
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
 
 json phase_json(const phase_figures& f) {
   json j = json::object();
@@ -549,10 +565,12 @@ int run_group(const group_options& o) {
       data_dir = proc->data_dir();
     }
     initial_delay = broker_config_value(bootstrap, "group.initial.rebalance.delay.ms");
-    const std::string tput_topic = "sluice-bench-group-" + std::to_string(::getpid()) + "-throughput";
+    const std::string tput_topic =
+        "sluice-bench-group-" + std::to_string(::getpid()) + "-throughput";
     create_topic(bootstrap, tput_topic, o.partitions);
-    if (!o.json) std::fprintf(stderr, "filling %s with %llu messages...\n", tput_topic.c_str(),
-                              static_cast<unsigned long long>(o.messages));
+    if (!o.json)
+      std::fprintf(stderr, "filling %s with %llu messages...\n", tput_topic.c_str(),
+                   static_cast<unsigned long long>(o.messages));
     fill_topic(bootstrap, tput_topic, o.partitions, o.messages, o.message_bytes);
     auto raw = [&] {
       auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
@@ -560,7 +578,8 @@ int run_group(const group_options& o) {
       std::string err;
       auto lat = raw_fsync_latencies_ms(data_dir, 500, 2.0, err);
       if (!err.empty()) throw bench_error{err};
-      return std::make_tuple(std::get<double>(t), percentile_sorted(lat, 50), percentile_sorted(lat, 99));
+      return std::make_tuple(std::get<double>(t), percentile_sorted(lat, 50),
+                             percentile_sorted(lat, 99));
     };
     raw();  // warm-up, not counted
     int group_seq = 0;
@@ -570,11 +589,13 @@ int run_group(const group_options& o) {
       raw_fsync_p50.push_back(p50);
       raw_fsync_p99.push_back(p99);
       if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
-      for (const auto& protocol : o.protocols) rebalances[protocol].push_back(run_rebalance(o, bootstrap, protocol, i));
+      for (const auto& protocol : o.protocols)
+        rebalances[protocol].push_back(run_rebalance(o, bootstrap, protocol, i));
       const std::string g = "sluice-bench-group-" + std::to_string(::getpid()) + "-";
-      single_runs.push_back(run_throughput(o, bootstrap, pid, tput_topic, 1, g + std::to_string(group_seq++)));
-      group_runs.push_back(
-          run_throughput(o, bootstrap, pid, tput_topic, o.throughput_members, g + std::to_string(group_seq++)));
+      single_runs.push_back(
+          run_throughput(o, bootstrap, pid, tput_topic, 1, g + std::to_string(group_seq++)));
+      group_runs.push_back(run_throughput(o, bootstrap, pid, tput_topic, o.throughput_members,
+                                          g + std::to_string(group_seq++)));
     }
     delete_topic(bootstrap, tput_topic);
   } catch (const bench_error& e) {
@@ -584,7 +605,8 @@ int run_group(const group_options& o) {
   proc.reset();  // stops the broker we started
   const double load_after = load_average_1m();
 
-  auto med_phase = [](const std::vector<rebalance_result>& runs, phase_figures rebalance_result::*which) {
+  auto med_phase = [](const std::vector<rebalance_result>& runs,
+                      phase_figures rebalance_result::*which) {
     phase_figures out;
     auto m = [&](double phase_figures::*f) {
       std::vector<double> v;
@@ -666,18 +688,20 @@ int run_group(const group_options& o) {
   }
 
   std::printf(
-      "sluice-bench group: %s, %d members (+1 joining and leaving) on %d partitions, %.0f msgs/s of %zu B "
+      "sluice-bench group: %s, %d members (+1 joining and leaving) on %d partitions, %.0f msgs/s "
+      "of %zu B "
       "produced meanwhile, session.timeout.ms %d\n",
-      o.start ? "started broker" : o.bootstrap.c_str(), o.members, o.partitions, o.rate, o.message_bytes,
-      o.session_timeout_ms);
+      o.start ? "started broker" : o.bootstrap.c_str(), o.members, o.partitions, o.rate,
+      o.message_bytes, o.session_timeout_ms);
   std::printf("broker group.initial.rebalance.delay.ms: %s (formation includes it)\n",
               initial_delay.empty() ? "unknown" : initial_delay.c_str());
   std::printf(
-      "medians of %d runs, each after the raw limits (one raw warm-up first); load average (1 min) %.2f "
+      "medians of %d runs, each after the raw limits (one raw warm-up first); load average (1 min) "
+      "%.2f "
       "before, %.2f after\n\n",
       o.repeats, load_before, load_after);
-  std::printf("%-12s %-10s %14s %14s %14s %14s %8s\n", "protocol", "phase", "assigned ms", "consumed ms",
-              "pause max ms", "pause med ms", "moved");
+  std::printf("%-12s %-10s %14s %14s %14s %14s %8s\n", "protocol", "phase", "assigned ms",
+              "consumed ms", "pause max ms", "pause med ms", "moved");
   for (const auto& [protocol, runs] : rebalances) {
     const std::pair<const char*, phase_figures rebalance_result::*> phases[] = {
         {"formation", &rebalance_result::formation},
@@ -685,26 +709,30 @@ int run_group(const group_options& o) {
         {"leave", &rebalance_result::leave}};
     for (const auto& [label, which] : phases) {
       const phase_figures f = med_phase(runs, which);
-      std::printf("%-12s %-10s %14.1f %14.1f %14.1f %14.1f %8.0f\n", protocol.c_str(), label, f.assigned_ms,
-                  f.consumed_ms, f.pause_max_ms, f.pause_median_ms, f.moved);
+      std::printf("%-12s %-10s %14.1f %14.1f %14.1f %14.1f %8.0f\n", protocol.c_str(), label,
+                  f.assigned_ms, f.consumed_ms, f.pause_max_ms, f.pause_median_ms, f.moved);
     }
   }
   std::printf(
-      "  (assigned/consumed: from the phase's start to the last partition assigned / consumed again;\n"
-      "   pause: longest gap between two messages of a partition during the phase, max and median over "
+      "  (assigned/consumed: from the phase's start to the last partition assigned / consumed "
+      "again;\n"
+      "   pause: longest gap between two messages of a partition during the phase, max and median "
+      "over "
       "partitions)\n\n");
-  std::printf("consume with commits every %d messages, %llu messages of %zu B from the beginning:\n",
-              o.commit_every, static_cast<unsigned long long>(o.messages), o.message_bytes);
-  std::printf("  group of %d  %10.0f msgs/s %8.1f MB/s   commit p50 %.2f ms  p99 %.2f ms\n", o.throughput_members,
-              g_rate, g_rate * bytes / kMB, g_p50, g_p99);
+  std::printf(
+      "consume with commits every %d messages, %llu messages of %zu B from the beginning:\n",
+      o.commit_every, static_cast<unsigned long long>(o.messages), o.message_bytes);
+  std::printf("  group of %d  %10.0f msgs/s %8.1f MB/s   commit p50 %.2f ms  p99 %.2f ms\n",
+              o.throughput_members, g_rate, g_rate * bytes / kMB, g_p50, g_p99);
   std::printf("  one member   %10.0f msgs/s %8.1f MB/s   commit p50 %.2f ms  p99 %.2f ms\n", s_rate,
               s_rate * bytes / kMB, s_p50, s_p99);
   std::printf("  ratio group / one %.2f\n", ratio(g_rate, s_rate));
   if (pid > 0)
     std::printf("  broker CPU %.2f cores with the group, %.2f with one member\n", g_cpu, s_cpu);
-  std::printf("raw: loopback TCP %.1f MB/s; 4 KiB write + fdatasync p50 %.2f ms, p99 %.2f ms (each commit "
-              "waits for an fdatasync, shared with others)\n",
-              tcp_mb, median(raw_fsync_p50), median(raw_fsync_p99));
+  std::printf(
+      "raw: loopback TCP %.1f MB/s; 4 KiB write + fdatasync p50 %.2f ms, p99 %.2f ms (each commit "
+      "waits for an fdatasync, shared with others)\n",
+      tcp_mb, median(raw_fsync_p50), median(raw_fsync_p99));
   return 0;
 }
 

@@ -23,8 +23,8 @@ struct group_options {
   int members = 10;                      // members of the rebalance phases (one more joins)
   int partitions = 100;
   std::vector<std::string> protocols = {"eager", "cooperative"};
-  double rate = 20'000;        // msgs/s produced while the rebalance phases run
-  int throughput_members = 3;  // against one consumer
+  double rate = 20'000;         // msgs/s produced while the rebalance phases run
+  int throughput_members = 3;   // against one consumer
   uint64_t messages = 300'000;  // read by each throughput run
   size_t message_bytes = 100;
   int commit_every = 1000;  // messages a member consumes between synchronous commits

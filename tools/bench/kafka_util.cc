@@ -90,7 +90,7 @@ bool port_open(uint16_t port) {
 }  // namespace
 
 broker_process::broker_process(const std::string& binary, const std::string& parent_dir,
-               const std::vector<std::string>& args) {
+                               const std::vector<std::string>& args) {
   root_ = parent_dir + "/sluice-bench-broker-" + std::to_string(::getpid());
   data_ = root_ + "/data";
   fs::create_directories(data_);
@@ -216,7 +216,8 @@ std::string broker_config_value(const std::string& bootstrap, const std::string&
   try {
     client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
     const rd_kafka_metadata_t* md = nullptr;
-    if (rd_kafka_metadata(rk.get(), 0, nullptr, &md, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+    if (rd_kafka_metadata(rk.get(), 0, nullptr, &md, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return {};
     const int32_t id = md->broker_cnt > 0 ? md->brokers[0].id : -1;
     rd_kafka_metadata_destroy(md);
     if (id < 0) return {};
@@ -228,8 +229,8 @@ std::string broker_config_value(const std::string& bootstrap, const std::string&
     event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT);
     if (rd_kafka_event_error(ev.get())) return {};
     size_t n = 0;
-    const rd_kafka_ConfigResource_t** rs =
-        rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
+    const rd_kafka_ConfigResource_t** rs = rd_kafka_DescribeConfigs_result_resources(
+        rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
     for (size_t i = 0; i < n; ++i) {
       size_t m = 0;
       const rd_kafka_ConfigEntry_t** entries = rd_kafka_ConfigResource_configs(rs[i], &m);
