@@ -1,6 +1,6 @@
 """One consumer-group member run for test_group_churn.py (not a test itself).
 
-usage: group_churn_member.py BOOTSTRAP GROUP TOPIC LOG_PATH SESSION_MS
+usage: group_churn_member.py BOOTSTRAP GROUP TOPIC LOG_PATH SESSION_MS ASSIGNOR
 
 Consumes TOPIC in GROUP, at least once: what it processed is written to
 LOG_PATH (and flushed to the kernel, so a SIGKILL cannot lose it) before its
@@ -9,7 +9,8 @@ partitions are revoked. SIGTERM makes it close gracefully (LeaveGroup); SIGKILL 
 crash. The log is one line per event:
 
     start PID
-    assign P,P,...      partitions given to this member (eager: the whole set)
+    assign P,P,...      partitions given to this member (eager: the whole set;
+                        cooperative: the ones added)
     revoke P,P,...      partitions taken away (also "lost")
     m P OFFSET N        message number N processed from partition P at OFFSET
     commit ok|fail ERR  what a synchronous commit answered
@@ -23,8 +24,10 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-bootstrap, group, topic, log_path, session_ms = sys.argv[1:6]
-log = open(log_path, "a")
+bootstrap, group, topic, log_path, session_ms, assignor = sys.argv[1:7]
+# Line-buffered: a line reaches the kernel as it is written, so the test can
+# see a member that has processed messages it has not committed yet.
+log = open(log_path, "a", buffering=1)
 stopping = [False]
 
 
@@ -73,6 +76,7 @@ def on_revoke(consumer, ps):
 c = Consumer({
     "bootstrap.servers": bootstrap,
     "group.id": group,
+    "partition.assignment.strategy": assignor,
     "session.timeout.ms": int(session_ms),
     "heartbeat.interval.ms": max(100, int(session_ms) // 10),
     # JoinGroup's rebalance timeout: how long a rebalance waits for members
