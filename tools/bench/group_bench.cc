@@ -716,9 +716,8 @@ int run_group(const group_options& o) {
   std::printf(
       "  (assigned/consumed: from the phase's start to the last partition assigned / consumed "
       "again;\n"
-      "   pause: longest gap between two messages of a partition during the phase, max and median "
-      "over "
-      "partitions)\n\n");
+      "   pause: longest gap between two new messages of a partition during the phase, max and "
+      "median over partitions)\n\n");
   std::printf(
       "consume with commits every %d messages, %llu messages of %zu B from the beginning:\n",
       o.commit_every, static_cast<unsigned long long>(o.messages), o.message_bytes);
