@@ -4,9 +4,9 @@
 #include <cctype>
 #include <cstdio>
 
+#include "base/limits.h"
 #include "base/log.h"
 #include "config/broker_config.h"
-#include "group/limits.h"
 #include "protocol/consumer_protocol.h"
 
 namespace sluice::group {
@@ -139,20 +139,28 @@ bool coordinator::loaded() const {
   return loaded_;
 }
 
-void coordinator::set_loaded() {
+bool coordinator::set_loaded() {
   std::lock_guard g(mu_);
+  if (unloaded_) return false;
   loaded_ = true;
   // Members brought back by replay get a full session timeout from now.
   const int64_t now = clk_.monotonic_ms();
   for (auto& [_, grp] : groups_)
     for (auto& [_, m] : grp->members) m.last_heartbeat_ms = now;
   next_expiry_check_ms_ = now + cfg_.offsets_retention_check_interval_ms;
+  return true;
+}
+
+bool coordinator::unloaded() const {
+  std::lock_guard g(mu_);
+  return unloaded_;
 }
 
 void coordinator::unload() {
   outbox out;
   std::lock_guard g(mu_);
   loaded_ = false;
+  unloaded_ = true;
   for (auto& [_, grp] : groups_) {
     for (auto& [id, m] : grp->members) {
       proto::join_group_response jr;

@@ -90,12 +90,18 @@ class coordinator {
   // ---- Loading ------------------------------------------------------------
   // Until set_loaded(), requests are answered COORDINATOR_LOAD_IN_PROGRESS.
   bool loaded() const;
-  void set_loaded();
+  // Ends the load. Returns false, changing nothing, once unload() has been
+  // called: a replay that finishes during shutdown must not open the
+  // coordinator again, or requests would park in it while the server drains.
+  bool set_loaded();
   // Shutdown, before the network server drains: answers every waiting
   // JoinGroup and SyncGroup with NOT_COORDINATOR (clients look for the
   // coordinator again) and makes later requests wait for a load that will
-  // not come, so the drain is not held up by parked requests.
+  // not come, so the drain is not held up by parked requests. Final: the
+  // coordinator never loads again, whether its replay has finished or not.
   void unload();
+  // True once unload() was called (a replay in progress stops early).
+  bool unloaded() const;
   // Applies one record read back from __consumer_offsets (value nullopt: a
   // tombstone). Undecodable or foreign records are skipped with an error
   // value for the caller to log.
@@ -183,6 +189,7 @@ class coordinator {
 
   mutable std::mutex mu_;
   bool loaded_ = false;
+  bool unloaded_ = false;  // set by unload(); never cleared
   std::map<std::string, std::unique_ptr<group>, std::less<>> groups_;
   std::mt19937_64 rng_;
   int64_t next_expiry_check_ms_ = 0;  // monotonic

@@ -722,6 +722,33 @@ TEST_F(coordinator_test, UnloadAnswersWaitingRequests) {
   EXPECT_EQ(heartbeat("g", ids[1], gen), to_wire(error_code::coordinator_load_in_progress));
 }
 
+TEST_F(coordinator_test, ReplayFinishingAfterUnloadDoesNotReopen) {
+  // Shutdown can begin while the service thread still replays
+  // __consumer_offsets: unload() comes first, set_loaded() after. The
+  // coordinator must stay closed, or a JoinGroup arriving during the server's
+  // drain would park in it and hold the drain up.
+  int32_t gen = 0;
+  auto ids = stable_group("g", 1, &gen);
+  const auto records = log_.durable;
+  const size_t appends_before = log_.appends;
+  c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+  for (const auto& r : records) {
+    std::optional<std::span<const uint8_t>> v;
+    if (r.value) v = std::span<const uint8_t>(*r.value);
+    ASSERT_TRUE(c_->replay(r.key, v).ok());
+  }
+  c_->unload();
+  EXPECT_TRUE(c_->unloaded());
+  EXPECT_FALSE(c_->set_loaded());
+  EXPECT_FALSE(c_->loaded());
+  auto j = join(join_req("g", ""));
+  ASSERT_TRUE(j.done()) << "a join parked in a coordinator that is shutting down";
+  EXPECT_EQ(j->error_code, to_wire(error_code::coordinator_load_in_progress));
+  EXPECT_EQ(heartbeat("g", ids[0], gen), to_wire(error_code::coordinator_load_in_progress));
+  advance(30'000);  // timers stay off: the replayed member does not expire, nothing is written
+  EXPECT_EQ(log_.appends, appends_before);
+}
+
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {
   commit("solo", "", -1, "t", 0, 5);
   int32_t gen = 0;

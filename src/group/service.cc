@@ -2,11 +2,11 @@
 
 #include <chrono>
 
+#include "base/limits.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
-#include "group/limits.h"
 
 namespace sluice::group {
 
@@ -115,6 +115,10 @@ void service::load() {
         std::lock_guard g(mu_);
         if (stopping_) return;
       }
+      if (coord_->unloaded()) {
+        SLUICE_LOG_INFO("group coordinator: shutting down before its replay finished");
+        return;
+      }
       auto bytes = part->log().read_bytes(o, 1 << 20);
       if (!bytes.ok()) {
         SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
@@ -149,7 +153,10 @@ void service::load() {
       }
     }
   }
-  coord_->set_loaded();
+  if (!coord_->set_loaded()) {
+    SLUICE_LOG_INFO("group coordinator: replay finished after shutdown began; not serving");
+    return;
+  }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   SLUICE_LOG_INFO("group coordinator loaded {} records ({} skipped), {} groups, in {} ms", records, skipped,
                   coord_->group_count(), ms.count());

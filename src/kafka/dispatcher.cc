@@ -28,8 +28,16 @@ net::response to_net_response(const protocol::response_chunks& rc) {
   return out;
 }
 
+std::string client_host_of(const std::string& peer) {
+  const auto colon = peer.rfind(':');
+  if (colon == std::string::npos) return {};  // the server could not read the address
+  return "/" + peer.substr(0, colon);
+}
+
 void dispatcher::on_connection_open(net::connection_context& ctx) {
-  ctx.state = std::make_shared<connection_state>();
+  auto st = std::make_shared<connection_state>();
+  st->client_host = client_host_of(ctx.peer);
+  ctx.state = std::move(st);
 }
 
 void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte> frame, net::responder r) {
@@ -68,6 +76,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
     return;
   }
   request req{std::move(hdr->header), std::move(frame), std::move(r), &svc_};
+  if (const auto* st = static_cast<const connection_state*>(ctx.state.get())) req.client_host = st->client_host;
   it->handle(std::move(req));
 }
 

@@ -54,7 +54,13 @@ struct services {
 // Per-connection state kept in net::connection_context::state.
 struct connection_state {
   std::string client_id;
+  // The client's address as Kafka shows it in DescribeGroups ("/127.0.0.1").
+  std::string client_host;
 };
+
+// "/address" from a connection's "address:port" peer (IPv6 addresses keep
+// their colons; only the port after the last one is dropped).
+std::string client_host_of(const std::string& peer);
 
 // Converts an encoded response (which starts with its int32 size) into the
 // chunks the server sends; the server writes the size itself.
@@ -67,6 +73,8 @@ struct request {
   services* svc = nullptr;
   // When the frame arrived, for the request latency metric.
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  // The connection's client_host (connection_state), for JoinGroup.
+  std::string client_host;
 
   int16_t api_key() const { return header.request_api_key; }
   int16_t version() const { return header.request_api_version; }

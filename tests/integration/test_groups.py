@@ -306,6 +306,8 @@ def test_kafka_python_group_and_admin(gbroker):
         described = admin.describe_consumer_groups(["kpg"])[0]
         assert described.state == "Stable"
         assert len(described.members) == 1
+        # Kafka's form of the member's address: a slash, then the IP.
+        assert described.members[0].client_host == "/127.0.0.1"
         offsets = admin.list_consumer_group_offsets("kpg")
         assert {tp.partition: om.offset for tp, om in offsets.items()} == {0: 10, 1: 10, 2: 10, 3: 10}
     finally:

@@ -1,6 +1,7 @@
-// sluice-bench: prints performance figures of the partition log (`storage`)
-// and of a running broker (`broker`), each beside the machine's own limit
-// measured in the same run. Not a timed test: it asserts nothing about speed.
+// sluice-bench: prints performance figures of the partition log (`storage`),
+// of a running broker (`broker`) and of consumer groups on it (`group`), each
+// beside the machine's own limits measured in the same run. Not a timed test:
+// it asserts nothing about speed.
 
 #include <CLI/CLI.hpp>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker_bench.h"
+#include "group_bench.h"
 #include "storage_bench.h"
 
 int main(int argc, char** argv) {
@@ -17,7 +19,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("sluice-bench"));
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{
-      "sluice-bench: Sluice's storage and broker benchmarks, each beside the machine's raw limits"};
+      "sluice-bench: Sluice's storage, broker and group benchmarks, each beside the machine's raw limits"};
   app.require_subcommand(1);
 
   sluice::bench::storage_options so;
@@ -86,8 +88,42 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 60.0));
   br->add_flag("--json", bo.json, "print one JSON object");
 
+  sluice::bench::group_options go;
+  go.dir = "/tmp";
+  auto* gr = app.add_subcommand(
+      "group", "consumer-group rebalance times and pauses, group consume throughput and commit latency");
+  auto* gboot = gr->add_option("--bootstrap", go.bootstrap, "HOST:PORT of a running broker");
+  gr->add_flag("--start", go.start, "start build/bin/sluice on a free loopback port with a temp dir")
+      ->excludes(gboot);
+  gr->add_option("--sluice", go.sluice_path, "the sluice binary for --start (default: beside sluice-bench)");
+  gr->add_option("--broker-arg", go.broker_args, "KEY=VALUE broker setting for --start (repeatable)");
+  gr->add_option("--broker-pid", go.broker_pid, "pid of the --bootstrap broker, for its CPU");
+  gr->add_option("--dir", go.dir, "parent of the temp data dir (--start); raw fsync latency measured here")
+      ->capture_default_str();
+  gr->add_option("--members", go.members, "members of the rebalance phases (one more joins and leaves)")
+      ->check(CLI::Range(1, 1000));
+  gr->add_option("--partitions", go.partitions, "partitions of the topics")->check(CLI::Range(1, 10000));
+  gr->add_option("--protocol", go.protocols, "eager and/or cooperative (both by default)")
+      ->check(CLI::IsMember({"eager", "cooperative"}));
+  gr->add_option("--rate", go.rate, "messages per second produced during the rebalance phases")
+      ->check(CLI::Range(1.0, 1e7));
+  gr->add_option("--throughput-members", go.throughput_members, "group size compared with one consumer")
+      ->check(CLI::Range(1, 1000));
+  gr->add_option("--messages", go.messages, "messages each throughput run reads")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  gr->add_option("--message-bytes", go.message_bytes, "payload bytes")->check(CLI::Range(1, 1 << 20));
+  gr->add_option("--commit-every", go.commit_every, "messages a member reads between synchronous commits")
+      ->check(CLI::Range(1, 1 << 30));
+  gr->add_option("--session-timeout-ms", go.session_timeout_ms, "members' session.timeout.ms")
+      ->check(CLI::Range(1000, 3'600'000));
+  gr->add_option("--repeats", go.repeats, "measured runs")->check(CLI::Range(1, 100));
+  gr->add_option("--tcp-seconds", go.tcp_seconds, "seconds per raw loopback TCP measurement")
+      ->check(CLI::Range(0.05, 60.0));
+  gr->add_flag("--json", go.json, "print one JSON object");
+
   CLI11_PARSE(app, argc, argv);
   if (st->parsed()) return sluice::bench::run_storage(so);
   if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
+  if (gr->parsed()) return sluice::bench::run_group(go);
   return sluice::bench::run_broker(bo);
 }

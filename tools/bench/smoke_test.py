@@ -4,6 +4,7 @@ prints one JSON object with the expected keys. Never asserts on speed.
 
 usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py broker SLUICE_BENCH SLUICE
+       smoke_test.py group SLUICE_BENCH SLUICE
 """
 import json
 import subprocess
@@ -56,8 +57,35 @@ def broker(bench, sluice):
         sys.exit(f"nothing went through: {j}")
 
 
+def group(bench, sluice):
+    with tempfile.TemporaryDirectory() as d:
+        j = run([bench, "group", "--start", "--sluice", sluice, "--dir", d, "--json",
+                 "--broker-arg", "group.initial.rebalance.delay.ms=0", "--members", "2", "--partitions", "4",
+                 "--rate", "500", "--messages", "3000", "--commit-every", "100", "--session-timeout-ms", "6000",
+                 "--repeats", "1", "--tcp-seconds", "0.1"])
+    need(j, ["mode", "initial_rebalance_delay_ms", "rebalance", "throughput", "raw"], "group")
+    if j["initial_rebalance_delay_ms"] != 0:
+        sys.exit(f"the broker's initial rebalance delay was not read back: {j}")
+    need(j["rebalance"], ["eager", "cooperative"], "rebalance")
+    for protocol, phases in j["rebalance"].items():
+        need(phases, ["formation", "join", "leave"], protocol)
+        for name, f in phases.items():
+            need(f, ["all_assigned_ms", "all_consumed_ms", "pause_max_ms", "pause_median_ms", "partitions_moved"],
+                 f"{protocol} {name}")
+        if phases["formation"]["partitions_moved"] != 4:
+            sys.exit(f"{protocol}: formation assigned {phases['formation']['partitions_moved']} of 4 partitions")
+    t = j["throughput"]
+    need(t, ["group_msgs_per_s", "single_msgs_per_s", "group_vs_single", "commit_latency_ms"], "throughput")
+    need(t["commit_latency_ms"], ["p50", "p99"], "commit_latency_ms")
+    if t["group_msgs_per_s"] <= 0 or t["single_msgs_per_s"] <= 0 or t["commit_latency_ms"]["p50"] <= 0:
+        sys.exit(f"nothing went through: {t}")
+    need(j["raw"], ["loopback_tcp_mb_per_s", "fdatasync_4k_latency_p50_ms"], "raw")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "storage":
         storage(sys.argv[2])
+    elif sys.argv[1] == "group":
+        group(sys.argv[2], sys.argv[3])
     else:
         broker(sys.argv[2], sys.argv[3])

@@ -22,8 +22,10 @@ void handle_join_group(request req) {
   }
   const int16_t version = req.version();
   const std::string client_id = req.header.client_id.value_or("");
+  const std::string client_host = req.client_host;
   auto held = std::make_shared<request>(std::move(req));
-  groups->join_group(*body, version, client_id, "", [held](protocol::join_group_response r) { held->respond(r); });
+  groups->join_group(*body, version, client_id, client_host,
+                     [held](protocol::join_group_response r) { held->respond(r); });
 }
 
 }  // namespace sluice::kafka

@@ -1,0 +1,78 @@
+#pragma once
+
+// What the broker and group benchmarks share: librdkafka handles with RAII,
+// configuration helpers, topic administration, and the `sluice serve` child
+// process of `--start`.
+//
+// Errors are thrown as bench_error (caught at the mode's entry point and
+// printed); nothing here is thread-safe unless said so.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <librdkafka/rdkafka.h>
+#include <sys/types.h>
+
+namespace sluice::bench {
+
+struct bench_error {
+  std::string message;
+};
+
+struct rk_deleter {
+  void operator()(rd_kafka_t* p) const { rd_kafka_destroy(p); }
+  void operator()(rd_kafka_queue_t* p) const { rd_kafka_queue_destroy(p); }
+  void operator()(rd_kafka_event_t* p) const { rd_kafka_event_destroy(p); }
+  void operator()(rd_kafka_topic_partition_list_t* p) const {
+    rd_kafka_topic_partition_list_destroy(p);
+  }
+};
+using client_ptr = std::unique_ptr<rd_kafka_t, rk_deleter>;
+using queue_ptr = std::unique_ptr<rd_kafka_queue_t, rk_deleter>;
+using event_ptr = std::unique_ptr<rd_kafka_event_t, rk_deleter>;
+using parts_ptr = std::unique_ptr<rd_kafka_topic_partition_list_t, rk_deleter>;
+
+// Sets one property; on failure destroys `c` and throws.
+void set(rd_kafka_conf_t* c, const std::string& k, const std::string& v);
+// Sets "KEY=VALUE" properties; on failure destroys `c` and throws.
+void set_all(rd_kafka_conf_t* c, const std::vector<std::string>& kvs);
+// Creates a client owning `c`; on failure destroys `c` and throws.
+client_ptr make_client(rd_kafka_type_t type, rd_kafka_conf_t* c);
+// bootstrap.servers and a quiet log level.
+rd_kafka_conf_t* base_conf(const std::string& bootstrap);
+
+// A `sluice serve` child on a free loopback port with its own data directory
+// under `parent_dir`, given `args` ("KEY=VALUE") as --KEY VALUE. The
+// constructor returns once the port accepts connections (20 s at most).
+// Stopped with SIGTERM (SIGKILL after 30 s) by its pid, and its directory
+// removed, when destroyed.
+class broker_process {
+ public:
+  broker_process(const std::string& binary, const std::string& parent_dir,
+                 const std::vector<std::string>& args);
+  ~broker_process();
+  broker_process(const broker_process&) = delete;
+  broker_process& operator=(const broker_process&) = delete;
+
+  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  const std::string& data_dir() const { return data_; }
+
+ private:
+  std::string root_, data_;
+  uint16_t port_ = 0;
+  pid_t pid_ = 0;
+};
+
+// Waits (60 s at most) for an admin result event of `type` on `q`.
+event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type);
+// Creates the topic and waits until every partition has a leader.
+void create_topic(const std::string& bootstrap, const std::string& topic, int partitions);
+// Best effort: a leftover topic only costs disk space.
+void delete_topic(const std::string& bootstrap, const std::string& topic);
+// A broker setting as DescribeConfigs gives it (the first broker of the
+// metadata); empty when it cannot be read.
+std::string broker_config_value(const std::string& bootstrap, const std::string& key);
+
+}  // namespace sluice::bench
