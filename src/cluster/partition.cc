@@ -17,6 +17,7 @@ storage::log_config to_log_config(const config::topic_config& cfg) {
   l.index_interval_bytes = cfg.index_interval_bytes;
   l.segment_index_bytes = cfg.segment_index_bytes;
   l.fsync = cfg.fsync_enable;
+  l.file_delete_delay_ms = cfg.file_delete_delay_ms;
   return l;
 }
 
