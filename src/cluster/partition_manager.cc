@@ -15,6 +15,7 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
   std::unique_ptr<partition_manager> m(new partition_manager(fs, clk, std::move(cfg), logs));
   SLUICE_TRY(m->load());
   m->start_retention();
+  m->start_cleaner();
   return m;
 }
 
@@ -195,8 +196,16 @@ status partition_manager::set_topic_overrides(const std::string& name, const con
 }
 
 partition_manager::~partition_manager() {
-  // The retention thread walks the partitions: stop it before they go.
+  // The retention and cleaner threads walk the partitions: stop them before they go.
+  if (cleaner_) cleaner_->stop();
   if (retention_) retention_->stop();
+}
+
+void partition_manager::start_cleaner() {
+  if (cleaner_ || !cfg_->log_cleaner_enable || cfg_->log_cleaner_threads <= 0) return;
+  cleaner_ = std::make_unique<log_cleaner>(*this, clk_, cfg_->log_cleaner_threads,
+                                           cfg_->log_cleaner_dedupe_buffer_bytes, cfg_->log_cleaner_backoff_ms);
+  cleaner_->start();
 }
 
 void partition_manager::start_retention() {
@@ -206,6 +215,7 @@ void partition_manager::start_retention() {
 }
 
 void partition_manager::shutdown() {
+  if (cleaner_) cleaner_->stop();
   if (retention_) retention_->stop();
   std::shared_lock g(mu_);
   for (auto& [name, parts] : partitions_) {
