@@ -52,6 +52,9 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   auto eff = config::effective_topic_config(*cfg_, t.overrides);
   storage::topic_partition tp{t.name, p};
   SLUICE_ASSIGN_OR_RETURN(auto log, logs_.get_or_create(tp, to_log_config(eff)));
+  // A log found on disk at start was opened with the manager's defaults:
+  // the topic's own settings (segment.bytes, segment.ms, ...) apply from here.
+  SLUICE_TRY(log->set_config(to_log_config(eff)));
   return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p));
 }
 
