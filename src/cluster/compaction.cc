@@ -59,7 +59,8 @@ offset_map::key_hash offset_map::hash(std::span<const uint8_t> key) {
 }
 
 offset_map::offset_map(size_t memory_bytes)
-    : slots_(std::max<size_t>(memory_bytes / sizeof(slot), 16)), max_used_(slots_.size() * 9 / 10) {}
+    : slots_(std::max<size_t>(memory_bytes / sizeof(slot), 16)),
+      max_used_(slots_.size() * 9 / 10) {}
 
 size_t offset_map::find(const key_hash& k) const {
   size_t i = static_cast<size_t>(k.lo % slots_.size());
@@ -92,8 +93,8 @@ void offset_map::clear() {
 
 // ---- one clean ---------------------------------------------------------------------
 
-dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty, int64_t now_ms,
-                            int64_t min_lag_ms, int64_t max_lag_ms) {
+dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty,
+                            int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms) {
   dirtiness d;
   if (segments.empty()) return d;
   d.cleanable_end = segments.back().base;  // never the active segment
@@ -146,7 +147,8 @@ status for_each_batch(storage::log& log, offset base, const std::atomic<bool>& s
     if (got != r.len) return status(errc::io_error, log.name() + ": short read while cleaning");
     size_t at = 0;
     while (at < buf.size()) {
-      if (buf.size() - at < sbatch::header_bytes) return status(errc::corrupt_data, log.name() + ": partial batch");
+      if (buf.size() - at < sbatch::header_bytes)
+        return status(errc::corrupt_data, log.name() + ": partial batch");
       const auto h = sbatch::parse(buf.data() + at);
       SLUICE_TRY(sbatch::check(h, buf.size() - at, sbatch::strictness::stored));
       SLUICE_TRY(fn(h, std::span<const std::byte>(buf).subspan(at, h.size_bytes())));
@@ -157,36 +159,40 @@ status for_each_batch(storage::log& log, offset base, const std::atomic<bool>& s
 }
 
 // Fills the map from the dirty part; returns the end of what fitted.
-result<offset> build_map(clean_context& c, const std::vector<storage::segment_info>& segs, offset first_dirty,
-                         offset cleanable_end) {
+result<offset> build_map(clean_context& c, const std::vector<storage::segment_info>& segs,
+                         offset first_dirty, offset cleanable_end) {
   offset map_end = first_dirty;
   bool full = false;
   for (size_t i = 0; i + 1 < segs.size() && !full; ++i) {
     const auto& s = segs[i];
     if (s.base >= cleanable_end) break;
     if (s.next <= first_dirty) continue;
-    SLUICE_TRY(for_each_batch(c.log, s.base, c.stop, [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
-      if (full || h.last_offset() < first_dirty) return {};
-      if ((h.attributes & kControl) == 0) {
-        auto d = records::decode_batch(as_u8(b));
-        if (!d.ok()) return d.to_status();
-        for (const auto& r : d->records) {
-          if (!r.key) continue;
-          if (!c.map.put(offset_map::hash(*r.key), h.base.value() + r.offset_delta)) {
-            full = true;  // what was put of this batch is true, and harmless
-            return {};
+    SLUICE_TRY(for_each_batch(
+        c.log, s.base, c.stop,
+        [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
+          if (full || h.last_offset() < first_dirty) return {};
+          if ((h.attributes & kControl) == 0) {
+            auto d = records::decode_batch(as_u8(b));
+            if (!d.ok()) return d.to_status();
+            for (const auto& r : d->records) {
+              if (!r.key) continue;
+              if (!c.map.put(offset_map::hash(*r.key), h.base.value() + r.offset_delta)) {
+                full = true;  // what was put of this batch is true, and harmless
+                return {};
+              }
+            }
           }
-        }
-      }
-      map_end = h.last_offset() + 1;
-      return {};
-    }));
+          map_end = h.last_offset() + 1;
+          return {};
+        }));
     if (!full) map_end = std::max(map_end, s.next);
   }
   return map_end;
 }
 
-std::vector<uint8_t> copy_of(std::span<const uint8_t> s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> copy_of(std::span<const uint8_t> s) {
+  return {s.begin(), s.end()};
+}
 
 // Decides one batch: appends what stays of it to `out`.
 status filter_batch(clean_context& c, const sbatch::header& h, std::span<const std::byte> bytes,
@@ -202,7 +208,8 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
   if (h.attributes & kControl) return keep_whole();
   auto d = records::decode_batch(as_u8(bytes));
   if (!d.ok()) {
-    SLUICE_LOG_WARN("{}: cleaner keeps an undecodable batch at {}: {}", c.log.name(), h.base.value(), d.err().message);
+    SLUICE_LOG_WARN("{}: cleaner keeps an undecodable batch at {}: {}", c.log.name(),
+                    h.base.value(), d.err().message);
     return keep_whole();
   }
   const bool horizon_set = (h.attributes & kDeleteHorizon) != 0;
@@ -214,8 +221,10 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
     bool keep = true;
     if (r.key) {
       auto newest = c.map.get(offset_map::hash(*r.key));
-      if (newest && *newest > off) keep = false;
-      else if (!r.value && horizon_set && c.now_ms >= horizon) keep = false;
+      if (newest && *newest > off)
+        keep = false;
+      else if (!r.value && horizon_set && c.now_ms >= horizon)
+        keep = false;
     }
     if (!keep) continue;
     kept.push_back(&r);
@@ -233,7 +242,8 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
   o.partition_leader_epoch = h.epoch;
   o.codec = d->header.codec();
   o.ts_type = d->header.ts_type();
-  if (o.ts_type == records::timestamp_type::log_append_time) o.log_append_time_ms = d->header.max_timestamp;
+  if (o.ts_type == records::timestamp_type::log_append_time)
+    o.log_append_time_ms = d->header.max_timestamp;
   o.transactional = d->header.is_transactional();
   o.producer_id = d->header.producer_id;
   o.producer_epoch = d->header.producer_epoch;
@@ -254,7 +264,8 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
     for (const auto& hd : r->headers) {
       std::optional<std::vector<uint8_t>> v;
       if (hd.value) v = copy_of(*hd.value);
-      ri.headers.emplace_back(std::string(reinterpret_cast<const char*>(hd.key.data()), hd.key.size()), std::move(v));
+      ri.headers.emplace_back(
+          std::string(reinterpret_cast<const char*>(hd.key.data()), hd.key.size()), std::move(v));
     }
     ri.timestamp_ms = d->header.base_timestamp + r->timestamp_delta;
     ri.offset_delta = r->offset_delta;
@@ -267,20 +278,22 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
 }
 
 // Rewrites the closed segments [first, after) of `segs` as one cleaned copy.
-status clean_group(clean_context& c, const std::vector<storage::segment_info>& segs, size_t first, size_t after) {
+status clean_group(clean_context& c, const std::vector<storage::segment_info>& segs, size_t first,
+                   size_t after) {
   SLUICE_ASSIGN_OR_RETURN(auto rw, c.log.begin_rewrite(segs[first].base, segs[after].base));
   std::vector<std::byte> out;
   uint64_t read = 0;
   for (size_t i = first; i < after; ++i) {
     read += segs[i].size_bytes;
-    SLUICE_TRY(for_each_batch(c.log, segs[i].base, c.stop, [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
-      SLUICE_TRY(filter_batch(c, h, b, out));
-      if (out.size() >= kWriteChunkBytes) {
-        SLUICE_TRY(rw->append(out));
-        out.clear();
-      }
-      return status();
-    }));
+    SLUICE_TRY(for_each_batch(c.log, segs[i].base, c.stop,
+                              [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
+                                SLUICE_TRY(filter_batch(c, h, b, out));
+                                if (out.size() >= kWriteChunkBytes) {
+                                  SLUICE_TRY(rw->append(out));
+                                  out.clear();
+                                }
+                                return status();
+                              }));
   }
   SLUICE_TRY(rw->append(out));
   const uint64_t written = rw->size_bytes();
@@ -303,7 +316,8 @@ result<clean_result> clean_log(storage::log& log, const config::topic_config& cf
   const offset first_dirty = log.cleaner_checkpoint();
   out.map_end = first_dirty;
   if (segs.size() < 2) return out;
-  const auto d = measure_dirtiness(segs, first_dirty, now_ms, cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms);
+  const auto d = measure_dirtiness(segs, first_dirty, now_ms, cfg.min_compaction_lag_ms,
+                                   cfg.max_compaction_lag_ms);
   map.clear();
   SLUICE_ASSIGN_OR_RETURN(out.map_end, build_map(c, segs, first_dirty, d.cleanable_end));
   // Clean every closed segment that starts below the mapped end: the clean
@@ -328,18 +342,22 @@ result<clean_result> clean_log(storage::log& log, const config::topic_config& cf
 
 // ---- the cleaner threads ---------------------------------------------------------------
 
-log_cleaner::log_cleaner(partition_manager& pm, sluice::clock& clk, int threads, int64_t dedupe_buffer_bytes,
-                         int64_t backoff_ms)
+log_cleaner::log_cleaner(partition_manager& pm, sluice::clock& clk, int threads,
+                         int64_t dedupe_buffer_bytes, int64_t backoff_ms)
     : pm_(pm),
       clk_(clk),
       threads_(threads),
-      map_bytes_per_thread_(static_cast<size_t>(dedupe_buffer_bytes) / static_cast<size_t>(std::max(threads, 1))),
+      map_bytes_per_thread_(static_cast<size_t>(dedupe_buffer_bytes) /
+                            static_cast<size_t>(std::max(threads, 1))),
       backoff_ms_(backoff_ms) {}
 
-log_cleaner::~log_cleaner() { stop(); }
+log_cleaner::~log_cleaner() {
+  stop();
+}
 
 void log_cleaner::start() {
-  for (int i = 0; i < threads_; ++i) workers_.emplace_back([this, i] { run(static_cast<size_t>(i)); });
+  for (int i = 0; i < threads_; ++i)
+    workers_.emplace_back([this, i] { run(static_cast<size_t>(i)); });
 }
 
 void log_cleaner::stop() {
@@ -392,8 +410,8 @@ bool log_cleaner::clean_one(offset_map& map) {
         if (!cfg.cleanup_compact) continue;
         auto& lg = part->log();
         if (busy_.count(lg.name()) || lg.offline()) continue;
-        const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), now, cfg.min_compaction_lag_ms,
-                                         cfg.max_compaction_lag_ms);
+        const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), now,
+                                         cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms);
         double score = d.ratio;
         const bool dirty_enough = d.dirty_bytes > 0 && d.ratio >= cfg.min_cleanable_dirty_ratio;
         auto h = horizons_.find(lg.name());
@@ -427,11 +445,14 @@ bool log_cleaner::clean_one(offset_map& map) {
   st.records_removed += r->records_removed;
   st.last_clean_ms = clk_.now_ms();
   st.last_dirty_ratio = best_ratio;
-  if (r->next_horizon_ms < INT64_MAX) horizons_[lg.name()] = r->next_horizon_ms;
-  else horizons_.erase(lg.name());
+  if (r->next_horizon_ms < INT64_MAX)
+    horizons_[lg.name()] = r->next_horizon_ms;
+  else
+    horizons_.erase(lg.name());
   if (r->cleaned)
-    SLUICE_LOG_INFO("cleaner: {} cleaned: {} bytes read, {} written, {} records removed, checkpoint {}", lg.name(),
-                    r->bytes_read, r->bytes_written, r->records_removed, r->map_end.value());
+    SLUICE_LOG_INFO(
+        "cleaner: {} cleaned: {} bytes read, {} written, {} records removed, checkpoint {}",
+        lg.name(), r->bytes_read, r->bytes_written, r->records_removed, r->map_end.value());
   return r->cleaned;
 }
 

@@ -95,7 +95,7 @@ struct clean_result {
   uint64_t bytes_read = 0;     // of the rewritten segments
   uint64_t bytes_written = 0;  // of the cleaned copies
   uint64_t records_removed = 0;
-  offset map_end;              // the new cleaner checkpoint
+  offset map_end;                       // the new cleaner checkpoint
   int64_t next_horizon_ms = INT64_MAX;  // earliest delete horizon kept
 };
 
@@ -114,11 +114,11 @@ struct cleaner_stats {
 struct dirtiness {
   double ratio = 0;
   uint64_t dirty_bytes = 0;
-  offset cleanable_end;   // base of the first segment the clean may not touch
+  offset cleanable_end;  // base of the first segment the clean may not touch
   bool past_max_lag = false;
 };
-dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty, int64_t now_ms,
-                            int64_t min_lag_ms, int64_t max_lag_ms);
+dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty,
+                            int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms);
 
 // Cleans one log once (steps 1-4 above) with `map`. `producer_last` holds
 // the base offsets of each idempotent producer's last batch. `stop` is

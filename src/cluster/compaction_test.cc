@@ -5,9 +5,9 @@
 
 #include "cluster/compaction.h"
 
-#include <gtest/gtest.h>
-
 #include <map>
+
+#include <gtest/gtest.h>
 
 #include "protocol/records/record_batch.h"
 #include "storage/test_util.h"
@@ -25,7 +25,9 @@ struct seen_record {
   int64_t timestamp;
 };
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return {s.begin(), s.end()};
+}
 
 class Compaction : public ::testing::Test {
  protected:
@@ -91,8 +93,8 @@ class Compaction : public ::testing::Test {
 
   // Every record readable from the log start, per key in offset order;
   // checks every batch's CRC, codec and ascending offsets on the way.
-  std::map<std::string, std::vector<seen_record>> read_all(int* batches_out = nullptr,
-                                                           std::vector<records::batch_header>* headers = nullptr) {
+  std::map<std::string, std::vector<seen_record>> read_all(
+      int* batches_out = nullptr, std::vector<records::batch_header>* headers = nullptr) {
     std::map<std::string, std::vector<seen_record>> out;
     offset o = log_->log_start_offset();
     int64_t last = -1;
@@ -101,7 +103,8 @@ class Compaction : public ::testing::Test {
       auto r = log_->read_bytes(o, 1 << 20);
       EXPECT_TRUE(r.ok());
       if (!r.ok() || r->empty()) break;
-      auto split = records::split_batches(std::span(reinterpret_cast<const uint8_t*>(r->data()), r->size()));
+      auto split =
+          records::split_batches(std::span(reinterpret_cast<const uint8_t*>(r->data()), r->size()));
       EXPECT_TRUE(split.ok());
       for (auto b : *split) {
         EXPECT_TRUE(records::crc_matches(b));
@@ -109,14 +112,16 @@ class Compaction : public ::testing::Test {
         EXPECT_TRUE(d.ok()) << d.err().message;
         if (!d.ok()) return out;
         EXPECT_GT(d->header.base_offset, last);
-        EXPECT_EQ(d->header.codec(), codecs_[d->header.base_offset]) << "batch at " << d->header.base_offset;
+        EXPECT_EQ(d->header.codec(), codecs_[d->header.base_offset])
+            << "batch at " << d->header.base_offset;
         ++batches;
         if (headers) headers->push_back(d->header);
         for (const auto& rec : d->records) {
           std::string k(rec.key->begin(), rec.key->end());
           std::optional<std::string> v;
           if (rec.value) v = std::string(rec.value->begin(), rec.value->end());
-          out[k].push_back({d->header.base_offset + rec.offset_delta, v, d->header.base_timestamp + rec.timestamp_delta});
+          out[k].push_back({d->header.base_offset + rec.offset_delta, v,
+                            d->header.base_timestamp + rec.timestamp_delta});
           EXPECT_EQ(rec.headers.size(), 1u);
         }
         last = d->header.last_offset();
@@ -166,7 +171,8 @@ TEST_F(Compaction, KeepsTheNewestValuePerKeyWithOffsetsCodecsAndCrcs) {
       std::vector<std::pair<std::string, std::optional<std::string>>> recs;
       for (int r = 0; r < 4; ++r) {
         const int k = (round * 7 + b * 4 + r) % 30;
-        recs.push_back({"k" + std::to_string(k), "v" + std::to_string(round) + "-" + std::string(60, 'a' + r)});
+        recs.push_back({"k" + std::to_string(k),
+                        "v" + std::to_string(round) + "-" + std::string(60, 'a' + r)});
       }
       produce(recs, kCodecs[(round + b) % 5]);
       env_.clk.advance_ms(1);
@@ -207,10 +213,12 @@ TEST_F(Compaction, KeepsTheNewestValuePerKeyWithOffsetsCodecsAndCrcs) {
 }
 
 TEST_F(Compaction, TombstonesStayForDeleteRetentionThenGo) {
-  for (int i = 0; i < 40; ++i) produce({{"k" + std::to_string(i % 10), std::string(200, 'v')}}, kCodecs[i % 5]);
+  for (int i = 0; i < 40; ++i)
+    produce({{"k" + std::to_string(i % 10), std::string(200, 'v')}}, kCodecs[i % 5]);
   produce({{"k3", std::nullopt}, {"k4", "four"}}, records::compression::zstd);
   produce({{"k7", std::nullopt}}, records::compression::lz4);
-  for (int i = 0; i < 20; ++i) produce({{"z" + std::to_string(i), std::string(200, 'z')}}, records::compression::none);
+  for (int i = 0; i < 20; ++i)
+    produce({{"z" + std::to_string(i), std::string(200, 'z')}}, records::compression::none);
   roll();
   offset_map map(1 << 20);
   auto r = clean(map);
@@ -237,7 +245,8 @@ TEST_F(Compaction, TombstonesStayForDeleteRetentionThenGo) {
 }
 
 TEST_F(Compaction, AMapTooSmallCleansWhatFittedAndGoesOnNextTime) {
-  for (int i = 0; i < 600; ++i) produce({{"key-" + std::to_string(i % 300), std::to_string(i)}}, kCodecs[i % 5]);
+  for (int i = 0; i < 600; ++i)
+    produce({{"key-" + std::to_string(i % 300), std::to_string(i)}}, kCodecs[i % 5]);
   roll();
   offset_map map(16 * 24);  // 16 slots: 14 keys per clean
   ASSERT_LT(map.capacity(), 300u);
@@ -254,14 +263,16 @@ TEST_F(Compaction, AMapTooSmallCleansWhatFittedAndGoesOnNextTime) {
 
 TEST_F(Compaction, AnIdempotentProducersLastBatchStaysEmptied) {
   for (int i = 0; i < 30; ++i) produce({{"a", std::string(300, 'a')}}, records::compression::none);
-  const offset last_of_producer = produce({{"p", "old"}, {"q", "old"}}, records::compression::snappy, 77);
+  const offset last_of_producer =
+      produce({{"p", "old"}, {"q", "old"}}, records::compression::snappy, 77);
   produce({{"p", "new"}, {"q", "new"}}, records::compression::none);
   roll();
   offset_map map(1 << 20);
   ASSERT_TRUE(clean(map, {last_of_producer}).ok());
   std::vector<records::batch_header> hs;
   read_all(nullptr, &hs);
-  auto it = std::find_if(hs.begin(), hs.end(), [&](const auto& h) { return h.base_offset == last_of_producer.value(); });
+  auto it = std::find_if(hs.begin(), hs.end(),
+                         [&](const auto& h) { return h.base_offset == last_of_producer.value(); });
   ASSERT_NE(it, hs.end());
   EXPECT_EQ(it->records_count, 0);
   EXPECT_EQ(it->last_offset_delta, 1);

@@ -18,7 +18,9 @@ constexpr int64_t kMaxSleepMs = 1000;
 file_deleter::file_deleter(io::filesystem& fs, sluice::clock& clk)
     : fs_(fs), clk_(clk), thread_([this] { run(); }) {}
 
-file_deleter::~file_deleter() { stop(); }
+file_deleter::~file_deleter() {
+  stop();
+}
 
 void file_deleter::schedule(std::vector<std::string> paths, int64_t delay_ms) {
   {
@@ -82,7 +84,8 @@ void file_deleter::run() {
   std::unique_lock lk(mu_);
   while (!stopping_) {
     int64_t wait = kMaxSleepMs;
-    if (!due_.empty()) wait = std::clamp<int64_t>(due_.begin()->first - clk_.monotonic_ms(), 0, kMaxSleepMs);
+    if (!due_.empty())
+      wait = std::clamp<int64_t>(due_.begin()->first - clk_.monotonic_ms(), 0, kMaxSleepMs);
     if (wait > 0) cv_.wait_for(lk, std::chrono::milliseconds(wait));
     if (stopping_) break;
     lk.unlock();

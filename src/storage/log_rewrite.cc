@@ -21,7 +21,8 @@ namespace {
 // "<dir>/<20-digit base>.<20-digit end>.<ext>", ext "cleaned" or "swap".
 std::string rewrite_path(const std::string& dir, offset base, offset end, const char* ext) {
   char name[64];
-  std::snprintf(name, sizeof name, "%020" PRId64 ".%020" PRId64 ".%s", base.value(), end.value(), ext);
+  std::snprintf(name, sizeof name, "%020" PRId64 ".%020" PRId64 ".%s", base.value(), end.value(),
+                ext);
   return io::join(dir, name);
 }
 
@@ -29,16 +30,23 @@ std::string rewrite_path(const std::string& dir, offset base, offset end, const 
 
 // ---- segment_rewrite --------------------------------------------------------
 
-segment_rewrite::segment_rewrite(io::filesystem& fs, std::unique_ptr<segment> seg, offset base, offset end,
-                                 int64_t interval_bytes)
-    : fs_(fs), seg_(std::move(seg)), base_(base), end_(end), next_(base), interval_bytes_(interval_bytes) {}
+segment_rewrite::segment_rewrite(io::filesystem& fs, std::unique_ptr<segment> seg, offset base,
+                                 offset end, int64_t interval_bytes)
+    : fs_(fs),
+      seg_(std::move(seg)),
+      base_(base),
+      end_(end),
+      next_(base),
+      interval_bytes_(interval_bytes) {}
 
 segment_rewrite::~segment_rewrite() {
-  if (!seg_) return;  // handed to the log
+  if (!seg_) return;              // handed to the log
   seg_->remove_files().ignore();  // a .cleaned copy nobody will swap in
 }
 
-uint64_t segment_rewrite::size_bytes() const { return seg_ ? seg_->size() : 0; }
+uint64_t segment_rewrite::size_bytes() const {
+  return seg_ ? seg_->size() : 0;
+}
 
 const std::string& segment_rewrite::path() const {
   static const std::string none;
@@ -53,9 +61,9 @@ status segment_rewrite::append(std::span<const std::byte> batches) {
   offset next = next_;
   for (const auto& h : hs) {
     if (h.base < next || h.last_offset() >= end_ || h.last_offset() - base_ > INT32_MAX)
-      return status(errc::invalid_record, "cleaned batch at " + std::to_string(h.base.value()) + ".." +
-                                              std::to_string(h.last_offset().value()) + " outside [" +
-                                              std::to_string(next.value()) + ", " +
+      return status(errc::invalid_record, "cleaned batch at " + std::to_string(h.base.value()) +
+                                              ".." + std::to_string(h.last_offset().value()) +
+                                              " outside [" + std::to_string(next.value()) + ", " +
                                               std::to_string(end_.value()) + ")");
     next = h.last_offset() + 1;
   }
@@ -76,7 +84,8 @@ result<file_region> log::read_segment(offset base, uint64_t pos, size_t max_byte
   if (pos >= seg.size()) return file_region{nullptr, pos, 0, seg.next(), seg.next()};
   SLUICE_ASSIGN_OR_RETURN(uint64_t stop, seg.region_end_from(pos, max_bytes));
   SLUICE_ASSIGN_OR_RETURN(offset first, seg.offset_at(pos));
-  SLUICE_ASSIGN_OR_RETURN(offset next, seg.offset_at(stop));  // the next batch's base, or the segment's next
+  SLUICE_ASSIGN_OR_RETURN(offset next,
+                          seg.offset_at(stop));  // the next batch's base, or the segment's next
   SLUICE_ASSIGN_OR_RETURN(auto f, seg.file());
   return file_region{std::move(f), pos, stop - pos, first, next};
 }
@@ -86,18 +95,21 @@ result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset 
   SLUICE_TRY(check_writable());
   const size_t first = segment_index_for(base);
   auto no_run = [&] {
-    return error{errc::not_found, name_ + ": no run of closed segments [" + std::to_string(base.value()) + ", " +
+    return error{errc::not_found, name_ + ": no run of closed segments [" +
+                                      std::to_string(base.value()) + ", " +
                                       std::to_string(end.value()) + ")"};
   };
   if (segments_.empty() || segments_[first]->base() != base || end <= base) return no_run();
   size_t after = first;
   while (after < segments_.size() && segments_[after]->base() < end) ++after;
   if (after >= segments_.size() || segments_[after]->base() != end) return no_run();
-  SLUICE_ASSIGN_OR_RETURN(auto seg, segment::create_staged(*ctx_.fs, *ctx_.files, dir_, base,
-                                                           rewrite_path(dir_, base, end, "cleaned")));
+  SLUICE_ASSIGN_OR_RETURN(auto seg,
+                          segment::create_staged(*ctx_.fs, *ctx_.files, dir_, base,
+                                                 rewrite_path(dir_, base, end, "cleaned")));
   std::unique_ptr<segment_rewrite> rw(
       new segment_rewrite(*ctx_.fs, std::move(seg), base, end, cfg_.index_interval_bytes));
-  for (size_t i = first; i < after; ++i) rw->run_.push_back({segments_[i]->base(), segments_[i]->size()});
+  for (size_t i = first; i < after; ++i)
+    rw->run_.push_back({segments_[i]->base(), segments_[i]->size()});
   rw->truncations_ = truncations_;
   return rw;
 }
@@ -115,7 +127,9 @@ std::optional<size_t> log::find_run(const segment_rewrite& rw) const {
   return first;
 }
 
-status log::sync_dir_if_fsync() { return cfg_.fsync ? ctx_.fs->sync_dir(dir_) : status(); }
+status log::sync_dir_if_fsync() {
+  return cfg_.fsync ? ctx_.fs->sync_dir(dir_) : status();
+}
 
 status log::replace_segments(std::unique_ptr<segment_rewrite> rw) {
   SLUICE_ASSERT(rw && rw->seg_, "replace_segments needs an unfinished segment_rewrite");
@@ -125,8 +139,9 @@ status log::replace_segments(std::unique_ptr<segment_rewrite> rw) {
   SLUICE_TRY(check_writable());
   const auto first = find_run(*rw);
   if (!first)
-    return status(errc::not_found, name_ + ": segments [" + std::to_string(rw->base_.value()) + ", " +
-                                       std::to_string(rw->end_.value()) + ") changed while being cleaned");
+    return status(errc::not_found, name_ + ": segments [" + std::to_string(rw->base_.value()) +
+                                       ", " + std::to_string(rw->end_.value()) +
+                                       ") changed while being cleaned");
   return swap_locked(*rw, *first);
 }
 
@@ -143,7 +158,8 @@ status log::swap_locked(segment_rewrite& rw, size_t first) {
   std::unique_ptr<segment> fresh = std::move(rw.seg_);
   const auto begin = segments_.begin() + static_cast<ptrdiff_t>(first);
   const auto stop = begin + static_cast<ptrdiff_t>(rw.run_.size());
-  std::vector<std::unique_ptr<segment>> old(std::make_move_iterator(begin), std::make_move_iterator(stop));
+  std::vector<std::unique_ptr<segment>> old(std::make_move_iterator(begin),
+                                            std::make_move_iterator(stop));
   const auto at = segments_.erase(begin, stop);
   segments_.insert(at, std::move(fresh));
   segment& seg = *segments_[first];
@@ -152,13 +168,14 @@ status log::swap_locked(segment_rewrite& rw, size_t first) {
   }
   if (auto st = sync_dir_if_fsync(); !st.ok()) return go_offline(st.err());
   // Step 4.
-  if (auto st = seg.rename_log(segment_path(dir_, rw.base_, "log")); !st.ok()) return go_offline(st.err());
+  if (auto st = seg.rename_log(segment_path(dir_, rw.base_, "log")); !st.ok())
+    return go_offline(st.err());
   if (auto st = sync_dir_if_fsync(); !st.ok()) return go_offline(st.err());
   // Step 5.
   seg.seal_time_index();
   if (auto st = seg.write_indexes(cfg_.fsync); !st.ok()) return go_offline(st.err());
-  SLUICE_LOG_DEBUG("{}: segments [{}, {}) replaced by a cleaned copy of {} bytes", name_, rw.base_.value(),
-                   rw.end_.value(), seg.size());
+  SLUICE_LOG_DEBUG("{}: segments [{}, {}) replaced by a cleaned copy of {} bytes", name_,
+                   rw.base_.value(), rw.end_.value(), seg.size());
   return {};
 }
 
@@ -196,7 +213,8 @@ status log::finish_swaps(const std::vector<std::string>& names) {
       continue;
     swaps.push_back({offset(b), offset(e), n});
   }
-  std::sort(swaps.begin(), swaps.end(), [](const swap& a, const swap& b) { return a.base < b.base; });
+  std::sort(swaps.begin(), swaps.end(),
+            [](const swap& a, const swap& b) { return a.base < b.base; });
   for (const auto& sw : swaps) {
     for (const auto& n : names) {
       auto b = parse_segment_name(n);
@@ -214,8 +232,8 @@ status log::finish_swaps(const std::vector<std::string>& names) {
     }
     SLUICE_TRY(ctx_.fs->rename(io::join(dir_, sw.name), segment_path(dir_, sw.base, "log")));
     SLUICE_TRY(ctx_.fs->sync_dir(dir_));
-    SLUICE_LOG_INFO("{}: finished an interrupted compaction swap of [{}, {})", name_, sw.base.value(),
-                    sw.end.value());
+    SLUICE_LOG_INFO("{}: finished an interrupted compaction swap of [{}, {})", name_,
+                    sw.base.value(), sw.end.value());
   }
   return {};
 }

@@ -5,12 +5,12 @@
 // racing swaps see whole valid batches; a run that changed meanwhile is not
 // swapped; the cleaner checkpoint.
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <filesystem>
 #include <map>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "io/fault_fs.h"
 #include "storage/log.h"
@@ -45,8 +45,9 @@ content read_content(log& l) {
     for (const auto& h : hs) {
       EXPECT_GT(h.base.value(), last);
       last = h.last_offset().value();
-      out[h.base.value()] = std::vector<std::byte>(r->begin() + static_cast<ptrdiff_t>(pos),
-                                                   r->begin() + static_cast<ptrdiff_t>(pos + h.size_bytes()));
+      out[h.base.value()] =
+          std::vector<std::byte>(r->begin() + static_cast<ptrdiff_t>(pos),
+                                 r->begin() + static_cast<ptrdiff_t>(pos + h.size_bytes()));
       pos += h.size_bytes();
     }
     o = offset(last + 1);
@@ -56,18 +57,22 @@ content read_content(log& l) {
 
 std::vector<std::string> dir_names(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
   return out;
 }
 
 bool has_suffix(const std::vector<std::string>& names, const std::string& suffix) {
   for (const auto& n : names)
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+    if (n.size() >= suffix.size() &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
   return false;
 }
 
 // Builds a log of `n` one-record batches (rolling every few) and returns it.
-std::shared_ptr<log> build_log(log_env& env, const std::string& dir, int n, log_config cfg = small_config()) {
+std::shared_ptr<log> build_log(log_env& env, const std::string& dir, int n,
+                               log_config cfg = small_config()) {
   auto r = log::open(env.ctx(), dir, "c-0", cfg);
   EXPECT_TRUE(r.ok()) << r.err().message;
   for (int i = 0; i < n; ++i) {
@@ -85,7 +90,8 @@ struct prepared {
   content after;
 };
 
-prepared clean_copy(log& l, size_t first, size_t count, const std::function<bool(const batch::header&)>& keep) {
+prepared clean_copy(log& l, size_t first, size_t count,
+                    const std::function<bool(const batch::header&)>& keep) {
   auto segs = l.segments();
   EXPECT_LT(first + count, segs.size());
   prepared p;
@@ -119,7 +125,9 @@ prepared clean_copy(log& l, size_t first, size_t count, const std::function<bool
   return p;
 }
 
-bool drop_thirds(const batch::header& h) { return h.base.value() % 3 != 0; }
+bool drop_thirds(const batch::header& h) {
+  return h.base.value() % 3 != 0;
+}
 
 TEST(LogRewrite, SwapKeepsOffsetsLeavesGapsAndSurvivesRestart) {
   temp_dir tmp;
@@ -131,7 +139,8 @@ TEST(LogRewrite, SwapKeepsOffsetsLeavesGapsAndSurvivesRestart) {
   // Drop every batch of the run's last segment too, so the copy ends well
   // before the next segment starts.
   const offset tail_from = before[4].base;
-  auto p = clean_copy(*l, 1, 4, [&](const batch::header& h) { return drop_thirds(h) && h.base < tail_from; });
+  auto p = clean_copy(*l, 1, 4,
+                      [&](const batch::header& h) { return drop_thirds(h) && h.base < tail_from; });
   EXPECT_LT(p.rw->next(), before[5].base);
   EXPECT_TRUE(std::filesystem::exists(p.rw->path()));
   EXPECT_NE(p.rw->path().find(".cleaned"), std::string::npos);
@@ -277,9 +286,11 @@ TEST(LogRewrite, CrashAtEveryStepOfTheSwapRecoversOldOrNew) {
       EXPECT_FALSE(finished) << "a finished swap came back old";
     } else {
       ++saw_new;
-      EXPECT_EQ(now, cleaned) << "crash after " << n << " ops left neither the old nor the cleaned log";
+      EXPECT_EQ(now, cleaned) << "crash after " << n
+                              << " ops left neither the old nor the cleaned log";
     }
-    EXPECT_FALSE((*r)->recovery().truncated) << "crash after " << n << ": " << (*r)->recovery().reason;
+    EXPECT_FALSE((*r)->recovery().truncated)
+        << "crash after " << n << ": " << (*r)->recovery().reason;
     auto names = dir_names(tmp.sub("c-0"));
     EXPECT_FALSE(has_suffix(names, ".swap")) << n;
     EXPECT_FALSE(has_suffix(names, ".cleaned")) << n;
@@ -334,7 +345,8 @@ TEST(LogRewrite, ReadsRacingSwapsSeeWholeValidBatches) {
         for (const auto& h : hs) {
           auto it = original.find(h.base.value());
           if (h.base.value() <= last || it == original.end() ||
-              !std::equal(it->second.begin(), it->second.end(), buf.begin() + static_cast<ptrdiff_t>(at)))
+              !std::equal(it->second.begin(), it->second.end(),
+                          buf.begin() + static_cast<ptrdiff_t>(at)))
             ++bad;
           last = h.last_offset().value();
           at += h.size_bytes();
@@ -349,7 +361,8 @@ TEST(LogRewrite, ReadsRacingSwapsSeeWholeValidBatches) {
     const auto segs = l->segments();
     if (segs.size() < 4) break;
     const size_t first = static_cast<size_t>(round) % (segs.size() - 3);
-    auto p = clean_copy(*l, first, 2, [&](const batch::header& h) { return (h.base.value() + round) % 4 != 0; });
+    auto p = clean_copy(*l, first, 2,
+                        [&](const batch::header& h) { return (h.base.value() + round) % 4 != 0; });
     ASSERT_TRUE(l->replace_segments(std::move(p.rw)).ok());
     if (round == 6) {
       ASSERT_TRUE(l->advance_log_start(l->segments()[1].base).ok());

@@ -11,12 +11,12 @@
 
 #include "compaction_bench.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <random>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "cluster/compaction.h"
@@ -32,7 +32,8 @@ namespace fs = std::filesystem;
 namespace records = protocol::records;
 
 // Seconds of one clean of a freshly built log, and the bytes it read.
-std::optional<std::pair<double, uint64_t>> sluice_run(const compaction_options& o, const std::string& dir) {
+std::optional<std::pair<double, uint64_t>> sluice_run(const compaction_options& o,
+                                                      const std::string& dir) {
   fs::remove_all(dir);
   storage::log_manager_config mc;
   mc.data_dir = dir;
@@ -141,8 +142,8 @@ int run_compaction(const compaction_options& o) {
     j["load_1m"] = load_average_1m();
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("compaction: %d MiB of 1 KiB records over %d keys, median of %d runs (load %.2f)\n", o.mib,
-                o.keys, o.repeats, load_average_1m());
+    std::printf("compaction: %d MiB of 1 KiB records over %d keys, median of %d runs (load %.2f)\n",
+                o.mib, o.keys, o.repeats, load_average_1m());
     std::printf("  cleaner            %10s MB/s of log read\n", fixed(c, 1).c_str());
     std::printf("  raw read + write   %10s MB/s\n", fixed(r, 1).c_str());
     std::printf("  ratio              %10s\n", fixed(r > 0 ? c / r : 0, 2).c_str());
