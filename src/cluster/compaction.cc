@@ -373,21 +373,13 @@ void log_cleaner::stop() {
 void log_cleaner::run(size_t) {
   std::unique_ptr<offset_map> map;  // allocated when a log first needs cleaning
   while (!stopping_) {
-    bool did = false;
-    if (!map) {
-      map = std::make_unique<offset_map>(map_bytes_per_thread_);
-    }
-    did = clean_one(*map);
-    if (did) continue;
+    if (clean_one(map)) continue;
     std::unique_lock g(mu_);
     cv_.wait_for(g, std::chrono::milliseconds(backoff_ms_), [this] { return stopping_.load(); });
   }
 }
 
-bool log_cleaner::run_once() {
-  if (!shared_map_) shared_map_ = std::make_unique<offset_map>(map_bytes_per_thread_);
-  return clean_one(*shared_map_);
-}
+bool log_cleaner::run_once() { return clean_one(shared_map_); }
 
 cleaner_stats log_cleaner::stats(const std::string& log_name) const {
   std::lock_guard g(mu_);
@@ -395,7 +387,7 @@ cleaner_stats log_cleaner::stats(const std::string& log_name) const {
   return it == stats_.end() ? cleaner_stats{} : it->second;
 }
 
-bool log_cleaner::clean_one(offset_map& map) {
+bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
   const int64_t now = clk_.now_ms();
   std::shared_ptr<partition> best;
   double best_score = -1;
@@ -429,7 +421,10 @@ bool log_cleaner::clean_one(offset_map& map) {
     busy_.insert(best->log().name());
   }
   auto& lg = best->log();
-  auto r = clean_log(lg, best->config(), map, best->producer_last_batch_bases(), now, stopping_);
+  // The map's memory is taken only once there is something to clean, so a
+  // broker without compacted topics never pays for it.
+  if (!map) map = std::make_unique<offset_map>(map_bytes_per_thread_);
+  auto r = clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), now, stopping_);
   std::lock_guard g(mu_);
   busy_.erase(lg.name());
   if (!r.ok()) {

@@ -144,7 +144,7 @@ class log_cleaner {
 
  private:
   void run(size_t thread_index);
-  bool clean_one(offset_map& map);
+  bool clean_one(std::unique_ptr<offset_map>& map);
 
   partition_manager& pm_;
   sluice::clock& clk_;
