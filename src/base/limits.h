@@ -27,6 +27,9 @@ inline constexpr int64_t default_index_interval_bytes = 4096;
 inline constexpr int64_t default_segment_index_bytes = 10ll << 20;      // 10 MiB per index file
 inline constexpr size_t offset_index_entry_bytes = 8;                   // relative offset, position
 inline constexpr size_t time_index_entry_bytes = 12;                    // timestamp, relative offset
+// Kafka's file.delete.delay.ms: a retired segment's files are removed this
+// long after they leave the log.
+inline constexpr int64_t default_file_delete_delay_ms = 60'000;
 
 // ---- Files ------------------------------------------------------------------
 // Open segment file handles per broker; idle segments are closed beyond this.

@@ -4,6 +4,7 @@
 #include "base/endian.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "protocol/records/record_batch.h"
 #include "storage/record_batch.h"
 
 namespace sluice::cluster {
@@ -17,6 +18,7 @@ storage::log_config to_log_config(const config::topic_config& cfg) {
   l.index_interval_bytes = cfg.index_interval_bytes;
   l.segment_index_bytes = cfg.segment_index_bytes;
   l.fsync = cfg.fsync_enable;
+  l.file_delete_delay_ms = cfg.file_delete_delay_ms;
   return l;
 }
 
@@ -106,6 +108,16 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   if (auto s = batch::check_crc(h, bytes); !s.ok()) {
     return fail(kafka::error_code::corrupt_message, s.err().message);
   }
+  if (cfg.cleanup_compact) {
+    // Kafka's LogValidator: compaction keeps the newest record per key, so
+    // a record without a key has no place in a compacted topic.
+    auto d = protocol::records::decode_batch(
+        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    if (!d.ok()) return fail(kafka::error_code::corrupt_message, d.err().message);
+    for (const auto& r : d->records) {
+      if (!r.key) return fail(kafka::error_code::invalid_record, "compacted topic cannot accept a record without a key");
+    }
+  }
   if (cfg.message_timestamp_type == config::timestamp_type::log_append_time) {
     // Kafka's LogAppendTime: the batch says so in its attributes and carries
     // the broker's time as max timestamp; both are inside the CRC.
@@ -182,6 +194,11 @@ status partition::set_config(const config::topic_config& cfg) {
   std::lock_guard g(cfg_mu_);
   cfg_ = cfg;
   return {};
+}
+
+std::vector<offset> partition::producer_last_batch_bases() {
+  std::lock_guard g(append_mu_);
+  return producers_.last_batch_bases();
 }
 
 status partition::snapshot_producers() {

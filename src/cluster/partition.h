@@ -82,6 +82,9 @@ class partition {
   // Applies a new effective config; the log refuses values out of its limits.
   status set_config(const config::topic_config& cfg);
 
+  // See producer_state::last_batch_bases (for the log cleaner).
+  std::vector<offset> producer_last_batch_bases();
+
   // Writes the producer-state snapshot (at shutdown and after a segment roll).
   status snapshot_producers();
   // Marks the partition gone (its topic was deleted, or the broker stops)

@@ -15,6 +15,7 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
   std::unique_ptr<partition_manager> m(new partition_manager(fs, clk, std::move(cfg), logs));
   SLUICE_TRY(m->load());
   m->start_retention();
+  m->start_cleaner();
   return m;
 }
 
@@ -51,6 +52,9 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   auto eff = config::effective_topic_config(*cfg_, t.overrides);
   storage::topic_partition tp{t.name, p};
   SLUICE_ASSIGN_OR_RETURN(auto log, logs_.get_or_create(tp, to_log_config(eff)));
+  // A log found on disk at start was opened with the manager's defaults:
+  // the topic's own settings (segment.bytes, segment.ms, ...) apply from here.
+  SLUICE_TRY(log->set_config(to_log_config(eff)));
   return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p));
 }
 
@@ -195,8 +199,16 @@ status partition_manager::set_topic_overrides(const std::string& name, const con
 }
 
 partition_manager::~partition_manager() {
-  // The retention thread walks the partitions: stop it before they go.
+  // The retention and cleaner threads walk the partitions: stop them before they go.
+  if (cleaner_) cleaner_->stop();
   if (retention_) retention_->stop();
+}
+
+void partition_manager::start_cleaner() {
+  if (cleaner_ || !cfg_->log_cleaner_enable || cfg_->log_cleaner_threads <= 0) return;
+  cleaner_ = std::make_unique<log_cleaner>(*this, clk_, cfg_->log_cleaner_threads,
+                                           cfg_->log_cleaner_dedupe_buffer_bytes, cfg_->log_cleaner_backoff_ms);
+  cleaner_->start();
 }
 
 void partition_manager::start_retention() {
@@ -206,6 +218,7 @@ void partition_manager::start_retention() {
 }
 
 void partition_manager::shutdown() {
+  if (cleaner_) cleaner_->stop();
   if (retention_) retention_->stop();
   std::shared_lock g(mu_);
   for (auto& [name, parts] : partitions_) {

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "cluster/compaction.h"
 #include "cluster/partition.h"
 #include "cluster/producer_ids.h"
 #include "cluster/retention.h"
@@ -71,8 +72,12 @@ class partition_manager {
   // log.retention.check.interval.ms); open() calls it.
   void start_retention();
   retention_task* retention() { return retention_.get(); }
+  // Starts the log cleaner (log.cleaner.enable, log.cleaner.threads);
+  // open() calls it.
+  void start_cleaner();
+  log_cleaner* cleaner() { return cleaner_.get(); }
 
-  // Stops retention, writes producer-state snapshots and wakes every fetch
+  // Stops retention and the cleaner, writes producer-state snapshots and wakes every fetch
   // waiter. The logs themselves are closed by the log manager.
   void shutdown();
 
@@ -93,6 +98,7 @@ class partition_manager {
   std::unique_ptr<topic_table> table_;
   std::unique_ptr<producer_id_allocator> producer_ids_;
   std::unique_ptr<retention_task> retention_;
+  std::unique_ptr<log_cleaner> cleaner_;
 
   std::mutex change_mu_;  // serialises create/delete/add-partitions/alter
   mutable std::shared_mutex mu_;  // guards partitions_

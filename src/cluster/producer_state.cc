@@ -180,3 +180,14 @@ result<producer_state::loaded> producer_state::load_snapshot(io::filesystem& fs,
 }
 
 }  // namespace sluice::cluster
+
+namespace sluice::cluster {
+
+std::vector<offset> producer_state::last_batch_bases() const {
+  std::vector<offset> out;
+  for (const auto& [id, e] : producers_)
+    if (!e.batches.empty()) out.push_back(e.batches.back().base);
+  return out;
+}
+
+}  // namespace sluice::cluster

@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/result.h"
 #include "base/types.h"
@@ -74,6 +75,10 @@ class producer_state {
   void expire(int64_t min_timestamp_ms, size_t max_producers);
 
   size_t producer_count() const { return producers_.size(); }
+  // Base offset of each producer's last batch in the log: compaction keeps
+  // those batches (if need be emptied of records) so replay rebuilds the
+  // same sequence state.
+  std::vector<offset> last_batch_bases() const;
 
   // Snapshots. `next_offset` is the log offset up to which the state was
   // built; replay continues from there. A corrupt snapshot is errc::corrupt_data.

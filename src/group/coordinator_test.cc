@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "cluster/compaction.h"
+#include "storage/test_util.h"
+
 #include <deque>
 
 #include "protocol/consumer_protocol.h"
@@ -709,6 +712,120 @@ TEST_F(coordinator_test, ReplayRebuildsTheSameState) {
   EXPECT_FALSE(c_->replay(std::vector<uint8_t>{0, 9, 0, 0}, std::nullopt).ok());
   EXPECT_FALSE(c_->replay(encode_key(offset_key{"x", "t", 0}), std::vector<uint8_t>{0, 3}).ok());
   EXPECT_EQ(describe("x").group_state, "Dead");
+}
+
+// __consumer_offsets is compacted: replaying a cleaned copy of the records
+// (superseded commits and group records gone, tombstones kept, then gone
+// after delete.retention.ms) rebuilds the same groups and offsets.
+TEST_F(coordinator_test, ReplayOfACompactedLogRebuildsTheSameState) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 2, &gen);
+  for (int i = 0; i < 50; ++i) commit("g", ids[i % 2], gen, "t", i % 3, 100 + i, "m");
+  for (int i = 0; i < 30; ++i) commit("solo", "", -1, "t", i % 2, 10 + i);
+  commit("gone", "", -1, "t", 0, 1);
+  delete_groups({"gone"});
+  int32_t gen2 = 0;
+  auto ids2 = stable_group("left", 1, &gen2);
+  proto::leave_group_request l;
+  l.group_id = "left";
+  l.member_id = ids2[0];
+  (void)c_->leave_group(l, 1);
+  run();
+  auto describe_all = [&] {
+    proto::describe_groups_request r;
+    r.groups = {"g", "solo", "gone", "left"};
+    return c_->describe_groups(r);
+  };
+  auto fetch_all = [&] {
+    proto::offset_fetch_request r;
+    r.groups.push_back({"g", std::nullopt});
+    r.groups.push_back({"solo", std::nullopt});
+    r.groups.push_back({"gone", std::nullopt});
+    return c_->offset_fetch(r, 8);
+  };
+  const auto before_d = describe_all();
+  const auto before_f = fetch_all();
+  const auto before_l = c_->list_groups({});
+
+  // The records into a storage log, one batch each, as the service writes them.
+  storage::testing::temp_dir tmp;
+  storage::testing::log_env env;
+  storage::log_config lc;
+  lc.segment_bytes = 2048;
+  auto lg = storage::log::open(env.ctx(), tmp.sub("__consumer_offsets-0"), "__consumer_offsets-0", lc);
+  ASSERT_TRUE(lg.ok());
+  for (const auto& r : log_.durable) {
+    proto::records::record_input in;
+    in.key = r.key;
+    in.value = r.value;
+    in.timestamp_ms = env.clk.now_ms();
+    auto b = proto::records::build_batch({}, std::span(&in, 1));
+    ASSERT_TRUE(b.ok());
+    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b->data()),
+                                 reinterpret_cast<const std::byte*>(b->data()) + b->size());
+    ASSERT_TRUE((*lg)->append(bytes, leader_epoch(0)).ok());
+  }
+  // Close the last segment so all of it is cleanable.
+  lc.segment_ms = 1;
+  ASSERT_TRUE((*lg)->set_config(lc).ok());
+  env.clk.advance_ms(2);
+  {
+    proto::records::record_input in;
+    in.key = encode_key(offset_key{"other", "t", 0});
+    in.value = std::nullopt;
+    auto b = proto::records::build_batch({}, std::span(&in, 1));
+    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b->data()),
+                                 reinterpret_cast<const std::byte*>(b->data()) + b->size());
+    ASSERT_TRUE((*lg)->append(bytes, leader_epoch(0)).ok());
+  }
+  config::topic_config tc;
+  tc.cleanup_compact = true;
+  tc.segment_bytes = 2048;
+  tc.delete_retention_ms = 1000;
+  tc.max_compaction_lag_ms = INT64_MAX;
+  cluster::offset_map map(1 << 20);
+  std::atomic<bool> stop{false};
+  auto replay_log = [&] {
+    c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+    size_t n = 0;
+    offset o = (*lg)->log_start_offset();
+    while (o < (*lg)->active_segment_base()) {
+      auto rb = (*lg)->read_bytes(o, 1 << 20, (*lg)->active_segment_base());
+      EXPECT_TRUE(rb.ok());
+      if (!rb.ok() || rb->empty()) break;
+      auto split = proto::records::split_batches(std::span(reinterpret_cast<const uint8_t*>(rb->data()), rb->size()));
+      EXPECT_TRUE(split.ok());
+      for (auto b : *split) {
+        auto d = proto::records::decode_batch(b);
+        EXPECT_TRUE(d.ok());
+        for (const auto& r : d->records) {
+          EXPECT_TRUE(c_->replay(*r.key, r.value).ok());
+          ++n;
+        }
+        o = offset(d->header.last_offset() + 1);
+      }
+    }
+    c_->set_loaded();
+    return n;
+  };
+  auto cleaned = cluster::clean_log(**lg, tc, map, {}, env.clk.now_ms(), stop);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.err().message;
+  EXPECT_GT(cleaned->records_removed, 50u);
+  const size_t kept = replay_log();
+  EXPECT_LT(kept, log_.durable.size() - 50);
+  EXPECT_EQ(describe_all(), before_d);
+  EXPECT_EQ(fetch_all(), before_f);
+  EXPECT_EQ(c_->list_groups({}), before_l);
+  // Past delete.retention.ms the tombstones go too; the state stays.
+  env.clk.advance_ms(tc.delete_retention_ms);
+  auto late = cluster::clean_log(**lg, tc, map, {}, env.clk.now_ms(), stop);
+  ASSERT_TRUE(late.ok());
+  EXPECT_GT(late->records_removed, 0u);
+  EXPECT_LT(replay_log(), kept);
+  EXPECT_EQ(describe_all(), before_d);
+  EXPECT_EQ(fetch_all(), before_f);
+  EXPECT_EQ(c_->list_groups({}), before_l);
+  EXPECT_EQ(heartbeat("g", ids[0], gen), 0);
 }
 
 TEST_F(coordinator_test, UnloadAnswersWaitingRequests) {

@@ -10,6 +10,7 @@ class fault_file final : public file {
   result<size_t> pread(void* buf, size_t n, uint64_t pos) override { return base_->pread(buf, n, pos); }
 
   status append(std::span<const std::byte> data) override {
+    SLUICE_TRY(fs_.count_op("append", path_));
     auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
     if (ok_bytes > 0) SLUICE_TRY(base_->append(data.first(ok_bytes)));
     fs_.note_written(path_);
@@ -18,6 +19,7 @@ class fault_file final : public file {
   }
 
   status pwrite(std::span<const std::byte> data, uint64_t pos) override {
+    SLUICE_TRY(fs_.count_op("pwrite", path_));
     auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
     if (ok_bytes > 0) SLUICE_TRY(base_->pwrite(data.first(ok_bytes), pos));
     fs_.note_written(path_);
@@ -26,6 +28,7 @@ class fault_file final : public file {
   }
 
   status sync() override {
+    SLUICE_TRY(fs_.count_op("sync", path_));
     bool skip = false;
     SLUICE_TRY(fs_.check_sync(path_, skip));
     if (!skip) SLUICE_TRY(base_->sync());
@@ -35,7 +38,7 @@ class fault_file final : public file {
   }
 
   status truncate(uint64_t size) override {
-    SLUICE_TRY(fs_.check_alive("truncate", path_));
+    SLUICE_TRY(fs_.count_op("truncate", path_));
     fs_.note_written(path_);
     return base_->truncate(size);
   }
@@ -63,6 +66,28 @@ void fault_fs::crash_after_bytes(std::optional<uint64_t> bytes) {
   std::lock_guard g(mu_);
   crash_budget_ = bytes;
   crashed_ = false;
+}
+
+void fault_fs::crash_after_ops(std::optional<uint64_t> ops) {
+  std::lock_guard g(mu_);
+  op_budget_ = ops;
+  crashed_ = false;
+}
+
+uint64_t fault_fs::ops() const {
+  std::lock_guard g(mu_);
+  return ops_;
+}
+
+status fault_fs::count_op(const char* what, const std::string& path) {
+  std::lock_guard g(mu_);
+  if (!crashed_ && op_budget_) {
+    if (*op_budget_ == 0) crashed_ = true;
+    else --*op_budget_;
+  }
+  if (crashed_) return status(errc::io_error, std::string(what) + " " + path + ": crashed (injected)");
+  ++ops_;
+  return {};
 }
 
 bool fault_fs::crashed() const {
@@ -147,14 +172,14 @@ status fault_fs::drop_unsynced() {
 }
 
 result<std::unique_ptr<file>> fault_fs::open(const std::string& path, open_mode mode) {
-  if (mode != open_mode::read_only && mode != open_mode::read_write) SLUICE_TRY(check_alive("open", path));
+  if (mode != open_mode::read_only && mode != open_mode::read_write) SLUICE_TRY(count_op("open", path));
   SLUICE_ASSIGN_OR_RETURN(auto f, base_.open(path, mode));
   if (mode == open_mode::truncate || mode == open_mode::create_new) note_written(path);
   return std::unique_ptr<file>(std::make_unique<fault_file>(*this, std::move(f), path));
 }
 
 status fault_fs::rename(const std::string& from, const std::string& to) {
-  SLUICE_TRY(check_alive("rename", from));
+  SLUICE_TRY(count_op("rename", from));
   SLUICE_TRY(base_.rename(from, to));
   std::lock_guard g(mu_);
   auto it = synced_size_.find(from);
@@ -166,17 +191,17 @@ status fault_fs::rename(const std::string& from, const std::string& to) {
 }
 
 status fault_fs::remove(const std::string& path) {
-  SLUICE_TRY(check_alive("remove", path));
+  SLUICE_TRY(count_op("remove", path));
   return base_.remove(path);
 }
 
 status fault_fs::create_dirs(const std::string& path) {
-  SLUICE_TRY(check_alive("mkdir", path));
+  SLUICE_TRY(count_op("mkdir", path));
   return base_.create_dirs(path);
 }
 
 status fault_fs::remove_all(const std::string& path) {
-  SLUICE_TRY(check_alive("remove_all", path));
+  SLUICE_TRY(count_op("remove_all", path));
   return base_.remove_all(path);
 }
 
@@ -185,6 +210,7 @@ result<std::vector<std::string>> fault_fs::list(const std::string& dir) { return
 bool fault_fs::exists(const std::string& path) { return base_.exists(path); }
 
 status fault_fs::sync_dir(const std::string& dir) {
+  SLUICE_TRY(count_op("sync_dir", dir));
   bool skip = false;
   SLUICE_TRY(check_sync(dir, skip));
   return skip ? status() : base_.sync_dir(dir);

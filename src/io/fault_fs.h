@@ -35,6 +35,15 @@ class fault_fs final : public filesystem {
   // that crosses the limit stores only the bytes that fit (a torn write) and
   // every later mutating call fails with io_error. nullopt disarms.
   void crash_after_bytes(std::optional<uint64_t> bytes);
+  // After `ops` more mutating calls succeed (open for writing, append,
+  // pwrite, truncate, sync, rename, remove, sync_dir, create_dirs,
+  // remove_all), the machine "crashes": the next such call fails with
+  // io_error without any effect, and so does every later one, as after
+  // crash_after_bytes. Counting every step lets a test crash a multi-step
+  // procedure (compaction's swap) at each step in turn. nullopt disarms.
+  void crash_after_ops(std::optional<uint64_t> ops);
+  // Mutating calls that succeeded so far (to size a crash_after_ops sweep).
+  uint64_t ops() const;
   // Power loss: cuts every file written through this filesystem back to the
   // size it had at its last successful sync. (Rewrites inside the synced
   // part are not undone; the log never rewrites synced bytes.)
@@ -60,6 +69,8 @@ class fault_fs final : public filesystem {
   // How many of `n` bytes a write may store, and the error for the rest.
   std::pair<size_t, std::optional<error>> admit_write(const std::string& path, size_t n);
   status check_alive(const char* what, const std::string& path);
+  // check_alive plus one step of the crash_after_ops budget.
+  status count_op(const char* what, const std::string& path);
   // ok to go on with the real sync; nullopt-like `skip` when simulated.
   status check_sync(const std::string& path, bool& skip);
   void note_synced(const std::string& path, uint64_t size);
@@ -70,6 +81,8 @@ class fault_fs final : public filesystem {
   int failing_syncs_ = 0;
   std::optional<uint64_t> space_left_;
   std::optional<uint64_t> crash_budget_;
+  std::optional<uint64_t> op_budget_;
+  uint64_t ops_ = 0;
   bool crashed_ = false;
   bool simulate_syncs_ = false;
   uint64_t syncs_ = 0;

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "storage/checkpoint.h"
 #include "storage/log_files.h"
+#include "storage/file_deleter.h"
 #include "storage/flusher.h"
 #include "storage/record_batch.h"
 #include "storage/segment.h"
@@ -21,6 +22,7 @@ status log_config::validate() const {
   if (segment_bytes < limits::min_segment_bytes || segment_bytes > limits::max_segment_bytes)
     return bad("segment.bytes");
   if (segment_ms < 1) return bad("segment.ms");
+  if (file_delete_delay_ms < 0) return bad("file.delete.delay.ms");
   if (index_interval_bytes < 0) return bad("index.interval.bytes");
   if (segment_index_bytes < static_cast<int64_t>(limits::time_index_entry_bytes) ||
       segment_index_bytes > limits::max_segment_bytes)
@@ -39,7 +41,7 @@ log::~log() {
 
 result<std::shared_ptr<log>> log::open(const log_context& ctx, std::string dir, std::string name,
                                        log_config cfg) {
-  SLUICE_ASSERT(ctx.fs && ctx.clk && ctx.files && ctx.flush, "incomplete log_context");
+  SLUICE_ASSERT(ctx.fs && ctx.clk && ctx.files && ctx.flush && ctx.deleter, "incomplete log_context");
   SLUICE_TRY(cfg.validate());
   SLUICE_TRY(ctx.fs->create_dirs(dir));
   std::shared_ptr<log> l(new log(ctx, std::move(dir), std::move(name), cfg));
@@ -194,12 +196,14 @@ status log::truncate_locked(offset o) {
   if (seg.base() < recovery_point_) {
     if (auto st = write_recovery_point(seg.base()); !st.ok()) return go_offline(st.err());
   }
-  if (*loc) {
-    if (auto st = seg.truncate_at(**loc); !st.ok()) return go_offline(st.err());
-  }
+  // Later segments go first, from the last one down, so a crash half way
+  // leaves a shorter log without holes (docs/log_format.md, "Truncation").
   while (segments_.size() > idx + 1) {
     if (auto st = remove_segment_files(*segments_.back()); !st.ok()) return go_offline(st.err());
     segments_.pop_back();
+  }
+  if (*loc) {
+    if (auto st = seg.truncate_at(**loc); !st.ok()) return go_offline(st.err());
   }
   note_active();
   const offset new_end = seg.next();
@@ -208,6 +212,9 @@ status log::truncate_locked(offset o) {
   doom_waiters_from(new_end);
   if (truncate_epochs(new_end)) {
     if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
+  }
+  if (cleaner_checkpoint_ > new_end) {
+    if (auto st = write_cleaner_checkpoint(new_end); !st.ok()) return go_offline(st.err());
   }
   SLUICE_LOG_INFO("{}: truncated to offset {} (log end offset now {})", name_, o.value(), new_end.value());
   return {};
@@ -234,6 +241,9 @@ status log::truncate_fully_locked(offset o) {
   log_start_ = o.value();
   doom_waiters_from(o);
   if (auto st = write_log_start(o); !st.ok()) return go_offline(st.err());
+  if (cleaner_checkpoint_ > o) {
+    if (auto st = write_cleaner_checkpoint(o); !st.ok()) return go_offline(st.err());
+  }
   // No batch is left to carry an epoch (Kafka clears its cache here too).
   if (!epochs_.empty()) {
     epochs_.clear();
@@ -267,8 +277,9 @@ status log::advance_start_locked(offset o) {
   }
   if (!active().empty() && active().next() <= o) SLUICE_TRY(roll());
   while (segments_.size() > 1 && segments_[1]->base() <= o) {
-    if (auto st = remove_segment_files(*segments_.front()); !st.ok()) return go_offline(st.err());
+    std::unique_ptr<segment> gone = std::move(segments_.front());
     segments_.erase(segments_.begin());
+    if (auto st = retire_segment(*gone); !st.ok()) return go_offline(st.err());
   }
   return {};
 }
@@ -276,6 +287,13 @@ status log::advance_start_locked(offset o) {
 status log::remove_segment_files(segment& s) {
   SLUICE_LOG_DEBUG("{}: deleting segment {}", name_, s.base().value());
   return s.remove_files();
+}
+
+status log::retire_segment(segment& s) {
+  SLUICE_LOG_DEBUG("{}: retiring segment {}", name_, s.base().value());
+  SLUICE_ASSIGN_OR_RETURN(auto paths, s.retire());
+  ctx_.deleter->schedule(std::move(paths), cfg_.file_delete_delay_ms);
+  return {};
 }
 
 // ---- Checkpoints ---------------------------------------------------------------

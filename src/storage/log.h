@@ -49,6 +49,7 @@
 namespace sluice::storage {
 
 class file_cache;
+class file_deleter;
 class flusher;
 class segment;
 
@@ -63,6 +64,9 @@ struct log_config {
   // as it is written to the page cache (lost on power failure, kept on a
   // process crash). For users who choose speed over durability.
   bool fsync = true;
+  // Segments that leave the log are renamed *.deleted and removed this long
+  // after (docs/log_format.md, "Deleting segments").
+  int64_t file_delete_delay_ms = limits::default_file_delete_delay_ms;
 
   // Checks the values are within limits.h; errc::invalid_config otherwise.
   status validate() const;
@@ -75,6 +79,7 @@ struct log_context {
   sluice::clock* clk = nullptr;
   file_cache* files = nullptr;  // shared cap on open segment files
   flusher* flush = nullptr;     // shared group-commit thread
+  file_deleter* deleter = nullptr;  // shared delayed removal of retired segment files
 };
 
 struct append_result {
@@ -128,6 +133,45 @@ struct segment_info {
   offset next;            // one past its last offset
   uint64_t size_bytes;
   int64_t max_timestamp;  // -1 when empty
+};
+
+// A cleaned copy of a run of closed segments being written by compaction
+// (docs/log_format.md, "Replacing segments", step 1). Made by
+// log::begin_rewrite and handed back to log::replace_segments; dropping it
+// before that removes its file. Used by one thread (the cleaner) and never
+// locks the log: writing it does not hold up appends or reads.
+class segment_rewrite {
+ public:
+  ~segment_rewrite();
+  segment_rewrite(const segment_rewrite&) = delete;
+  segment_rewrite& operator=(const segment_rewrite&) = delete;
+
+  // Appends whole v2 batches. Each is validated (header, CRC) and must lie
+  // within [base(), end()), above every offset appended before, and within
+  // base() + 2^31 - 1. Offsets and header fields are kept as given (gaps
+  // are fine). Empty input is a no-op. errc::invalid_record for a batch
+  // that breaks these rules; I/O errors as they come.
+  status append(std::span<const std::byte> batches);
+
+  offset base() const { return base_; }
+  offset end() const { return end_; }
+  // One past the last offset appended so far (base() when nothing was).
+  offset next() const { return next_; }
+  uint64_t size_bytes() const;
+  const std::string& path() const;
+
+ private:
+  friend class log;
+  segment_rewrite(io::filesystem& fs, std::unique_ptr<segment> seg, offset base, offset end,
+                  int64_t interval_bytes);
+
+  io::filesystem& fs_;
+  std::unique_ptr<segment> seg_;  // null once handed to the log
+  const offset base_, end_;
+  offset next_;
+  const int64_t interval_bytes_;
+  std::vector<std::pair<offset, uint64_t>> run_;  // base and size of each segment replaced
+  uint64_t truncations_ = 0;                      // the log's counter at begin_rewrite
 };
 
 class log : public std::enable_shared_from_this<log> {
@@ -187,6 +231,34 @@ class log : public std::enable_shared_from_this<log> {
   result<std::vector<std::byte>> read_bytes(offset o, size_t max_bytes,
                                             std::optional<offset> upper = std::nullopt);
 
+  // ---- Compaction's rewrite path (docs/log_format.md, "Replacing segments") --
+  // Reads the closed segment whose base offset is `base` from byte position
+  // `pos` (0, or the end of a region this returned): whole batches, at most
+  // `max_bytes` unless the first batch is larger, with first_offset and
+  // next_offset set from them; len 0 at the segment's end. Batches below the
+  // log start offset are included (the cleaner decides). errc::not_found
+  // when the log has no closed segment at `base` (any more).
+  result<file_region> read_segment(offset base, uint64_t pos, size_t max_bytes);
+  // Starts a cleaned copy of the closed segments from `base` to `end`, where
+  // `end` is the base offset of the segment that follows them (the active
+  // segment at most: it is never replaced). errc::not_found when the log has
+  // no such run.
+  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end);
+  // Replaces the run with the cleaned copy, crash-safe (steps 1-5), holding
+  // the log's mutex only from step 2 on (renames, directory syncs, two small
+  // index files). errc::not_found when the run changed since begin_rewrite
+  // (retention, DeleteRecords or truncation got there first): nothing
+  // changes and the copy is dropped. A failure after the first old file was
+  // renamed takes the log offline for writes; the next open finishes the
+  // swap.
+  status replace_segments(std::unique_ptr<segment_rewrite> rw);
+  // The cleaner checkpoint: every offset below it has been cleaned. Never
+  // below the log start offset.
+  offset cleaner_checkpoint() const;
+  // Records it (`cleaner-offset-checkpoint`, replaced atomically). Clamped
+  // to the log end offset.
+  status set_cleaner_checkpoint(offset o);
+
   // ---- Offsets ---------------------------------------------------------------
   offset log_start_offset() const { return offset(log_start_.load()); }
   offset log_end_offset() const { return offset(log_end_.load()); }
@@ -241,6 +313,7 @@ class log : public std::enable_shared_from_this<log> {
   // Recovery (log_recovery.cc).
   status recover();
   result<std::vector<offset>> list_segment_bases();
+  status finish_swaps(const std::vector<std::string>& names);
   void load_checkpoints(std::optional<offset>& rp, std::optional<offset>& start);
   status recover_segments(std::vector<offset> bases, std::optional<offset> rp, bool clean);
   void report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why);
@@ -255,6 +328,9 @@ class log : public std::enable_shared_from_this<log> {
   status truncate_fully_locked(offset o);
   status advance_start_locked(offset o);
   status remove_segment_files(segment& s);
+  // Renames a segment that leaves the log to *.deleted and schedules the
+  // removal of its files; the caller drops it from segments_ (with mu_ held).
+  status retire_segment(segment& s);
   status go_offline(const error& e);
   status check_writable() const;
   size_t segment_index_for(offset o) const;
@@ -265,6 +341,12 @@ class log : public std::enable_shared_from_this<log> {
   status write_recovery_point(offset o);
   status write_log_start(offset o);
   status write_epochs();
+  status write_cleaner_checkpoint(offset o);
+  status sync_dir_if_fsync();
+  // Whether `rw`'s run is still exactly the log's segments there; the index
+  // of its first segment when it is.
+  std::optional<size_t> find_run(const segment_rewrite& rw) const;
+  status swap_locked(segment_rewrite& rw, size_t first);
   status write_clean_marker();
   status note_epoch(leader_epoch e, offset start);
   bool note_epoch_in_memory(leader_epoch e, offset start);
@@ -285,6 +367,7 @@ class log : public std::enable_shared_from_this<log> {
   std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
   std::vector<epoch_entry> epochs_;
   offset recovery_point_;
+  offset cleaner_checkpoint_;  // as in the file; 0 when there is none
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
   recovery_info recovery_;
 

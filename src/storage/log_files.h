@@ -8,5 +8,6 @@ inline constexpr const char* kLeaderEpochs = "leader-epoch-checkpoint";
 inline constexpr const char* kRecoveryPoint = "recovery-point-checkpoint";
 inline constexpr const char* kLogStart = "log-start-offset-checkpoint";
 inline constexpr const char* kCleanShutdown = "clean-shutdown";
+inline constexpr const char* kCleanerOffset = "cleaner-offset-checkpoint";
 
 }  // namespace sluice::storage::files

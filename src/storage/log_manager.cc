@@ -35,11 +35,12 @@ log_manager::log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_con
       clk_(clk),
       cfg_(std::move(cfg)),
       files_(std::make_unique<file_cache>(fs, cfg_.max_open_segment_files)),
-      flusher_(std::make_unique<flusher>()) {}
+      flusher_(std::make_unique<flusher>()),
+      deleter_(std::make_unique<file_deleter>(fs, clk)) {}
 
 log_manager::~log_manager() { shutdown().ignore(); }
 
-log_context log_manager::context() { return log_context{&fs_, &clk_, files_.get(), flusher_.get()}; }
+log_context log_manager::context() { return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get()}; }
 
 result<std::unique_ptr<log_manager>> log_manager::open(io::filesystem& fs, sluice::clock& clk,
                                                        log_manager_config cfg) {
@@ -136,6 +137,7 @@ status log_manager::shutdown() {
     if (!st.ok() && first.ok()) first = st;
   }
   flusher_->stop();
+  deleter_->stop();  // no reader is left: pending retired files go now
   return first;
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/file_deleter.h"
 #include "storage/log.h"
 
 namespace sluice::storage {
@@ -61,6 +62,7 @@ class log_manager {
   status shutdown();
 
   file_cache& files() { return *files_; }
+  file_deleter& deleter() { return *deleter_; }
 
  private:
   log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_config cfg);
@@ -72,6 +74,7 @@ class log_manager {
   const log_manager_config cfg_;
   std::unique_ptr<file_cache> files_;
   std::unique_ptr<flusher> flusher_;
+  std::unique_ptr<file_deleter> deleter_;
 
   mutable std::mutex mu_;  // guards logs_, shut_down_ and removal counter
   std::map<topic_partition, std::shared_ptr<log>> logs_;

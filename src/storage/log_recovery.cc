@@ -31,9 +31,18 @@ std::optional<offset> index_file_base(const std::string& name) {
 
 result<std::vector<offset>> log::list_segment_bases() {
   SLUICE_ASSIGN_OR_RETURN(auto names, ctx_.fs->list(dir_));
+  if (std::any_of(names.begin(), names.end(), [](const std::string& n) { return ends_with(n, ".swap"); })) {
+    SLUICE_TRY(finish_swaps(names));
+    SLUICE_ASSIGN_OR_RETURN(names, ctx_.fs->list(dir_));
+  }
   std::vector<offset> bases;
   for (const auto& n : names) {
-    if (ends_with(n, ".tmp")) ctx_.fs->remove(io::join(dir_, n)).ignore();  // an unfinished checkpoint
+    // An unfinished checkpoint, a retired segment whose delayed removal a
+    // stop cut short, an unfinished cleaned copy (docs/log_format.md).
+    if (ends_with(n, ".tmp") || ends_with(n, ".deleted") || ends_with(n, ".cleaned")) {
+      ctx_.fs->remove(io::join(dir_, n)).ignore();
+      continue;
+    }
     if (auto b = parse_segment_name(n)) bases.push_back(*b);
   }
   std::sort(bases.begin(), bases.end());
@@ -53,6 +62,7 @@ void log::load_checkpoints(std::optional<offset>& rp, std::optional<offset>& sta
   };
   if (auto l = read(files::kRecoveryPoint, 1); l && l->size() == 1) rp = offset((*l)[0][0]);
   if (auto l = read(files::kLogStart, 1); l && l->size() == 1) start = offset((*l)[0][0]);
+  if (auto l = read(files::kCleanerOffset, 1); l && l->size() == 1) cleaner_checkpoint_ = offset((*l)[0][0]);
   if (auto l = read(files::kLeaderEpochs, 2)) {
     for (const auto& e : *l) {
       if (!epochs_.empty() && offset(e[1]) < epochs_.back().start) continue;  // out of order: drop
@@ -117,9 +127,10 @@ status log::recover_segments(std::vector<offset> bases, std::optional<offset> rp
     SLUICE_ASSIGN_OR_RETURN(auto seg, segment::open_existing(*ctx_.fs, *ctx_.files, dir_, bases[i],
                                                              ctx_.clk->now_ms()));
     const size_t later = bases.size() - i - 1;
-    if (i > 0 && segments_.back()->next() != bases[i]) {
-      // Left by a truncation that was interrupted before it removed this file.
-      report_cut(seg->log_path(), 0, seg->size(), later, "segment does not start where the previous one ends");
+    if (i > 0 && bases[i] < segments_.back()->next()) {
+      // Overlaps the previous segment: nothing this log does leaves that (a
+      // gap, left by compaction, is fine), so trust neither it nor later ones.
+      report_cut(seg->log_path(), 0, seg->size(), later, "segment starts below where the previous one ends");
       for (size_t j = i; j < bases.size(); ++j) {
         SLUICE_ASSIGN_OR_RETURN(auto s, segment::open_existing(*ctx_.fs, *ctx_.files, dir_, bases[j], 0));
         SLUICE_TRY(s->remove_files());
@@ -171,6 +182,7 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
   note_active();
   truncate_epochs(end);
   truncate_epochs_from_start(start);
+  if (cleaner_checkpoint_ > end) SLUICE_TRY(write_cleaner_checkpoint(end));
   if (epochs_ != epochs_on_disk) SLUICE_TRY(write_epochs());
   const offset rp = segments_.back()->base();
   // A missing checkpoint already means "the first segment", so a new log

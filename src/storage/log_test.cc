@@ -263,6 +263,68 @@ TEST_F(LogTest, RegionStaysValidAfterItsSegmentIsDeleted) {
             all_[0].bytes);
 }
 
+// Retention's deletion is delayed (file.delete.delay.ms): the files are
+// renamed *.deleted at once and removed by the deleter once the delay has
+// passed; a reader that located a batch before keeps reading it meanwhile.
+TEST_F(LogTest, RetiredSegmentsAreRenamedThenRemovedAfterTheDelay) {
+  auto cfg = small_config();
+  cfg.file_delete_delay_ms = 5000;
+  open(cfg);
+  for (int i = 0; i < 80; ++i) append(1, 200);
+  auto segs = log_->segments();
+  ASSERT_GT(segs.size(), 3u);
+  auto r = log_->read(offset(0), 1 << 20);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(log_->advance_log_start(segs[2].base).ok());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_FALSE(std::filesystem::exists(segment_path(log_->dir(), segs[i].base, "log")));
+    EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), segs[i].base, "log") + ".deleted"));
+    EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), segs[i].base, "index") + ".deleted"));
+  }
+  EXPECT_EQ(env_->deleter.pending(), 6u);  // three files per segment
+  env_->clk.advance_ms(4999);
+  EXPECT_EQ(env_->deleter.run_due(), 0u);
+  EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), segs[0].base, "log") + ".deleted"));
+  std::vector<std::byte> buf(r->len);
+  ASSERT_EQ(*r->file->pread(buf.data(), r->len, r->pos), r->len);
+  EXPECT_EQ(std::vector<std::byte>(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(all_[0].bytes.size())),
+            all_[0].bytes);
+  env_->clk.advance_ms(1);
+  EXPECT_EQ(env_->deleter.run_due(), 6u);
+  EXPECT_EQ(env_->deleter.pending(), 0u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_FALSE(std::filesystem::exists(segment_path(log_->dir(), segs[i].base, "log") + ".deleted"));
+  // The region's descriptor outlives the unlink too.
+  ASSERT_EQ(*r->file->pread(buf.data(), r->len, r->pos), r->len);
+  EXPECT_EQ(std::vector<std::byte>(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(all_[0].bytes.size())),
+            all_[0].bytes);
+}
+
+// Retired files that a crash (or a stop) left behind are removed at open,
+// and a stop of the deleter removes what is pending.
+TEST_F(LogTest, RetiredLeftoversAreRemovedAtOpen) {
+  auto cfg = small_config();
+  cfg.file_delete_delay_ms = 1'000'000;
+  open(cfg);
+  for (int i = 0; i < 40; ++i) append(1, 200);
+  auto segs = log_->segments();
+  ASSERT_TRUE(log_->advance_log_start(segs[1].base).ok());
+  const std::string gone = segment_path(log_->dir(), segs[0].base, "log") + ".deleted";
+  ASSERT_TRUE(std::filesystem::exists(gone));
+  log_.reset();  // a crash: the deleter never got to it
+  auto env2 = std::make_unique<log_env>();
+  auto r = log::open(env2->ctx(), dir_.sub("t-0"), "t-0", cfg);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_EQ((*r)->log_start_offset(), segs[1].base);
+  ASSERT_TRUE((*r)->advance_log_start(segs[2].base).ok());
+  const std::string gone2 = segment_path(dir_.sub("t-0"), segs[1].base, "log") + ".deleted";
+  ASSERT_TRUE(std::filesystem::exists(gone2));
+  ASSERT_TRUE((*r)->close().ok());
+  env2->deleter.stop();
+  EXPECT_FALSE(std::filesystem::exists(gone2));
+}
+
 TEST_F(LogTest, RollsBySize) {
   open();
   for (int i = 0; i < 30; ++i) append(1, 500);

@@ -55,11 +55,12 @@ std::optional<offset> parse_segment_name(const std::string& name) {
   return offset(v);
 }
 
-segment::segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms)
+segment::segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms,
+                 std::string log_path)
     : fs_(fs),
       files_(files),
       base_(base),
-      log_path_(segment_path(dir, base, "log")),
+      log_path_(log_path.empty() ? segment_path(dir, base, "log") : std::move(log_path)),
       index_path_(segment_path(dir, base, "index")),
       time_index_path_(segment_path(dir, base, "timeindex")),
       next_(base),
@@ -68,6 +69,15 @@ segment::segment(io::filesystem& fs, file_cache& files, const std::string& dir, 
 result<std::unique_ptr<segment>> segment::create(io::filesystem& fs, file_cache& files,
                                                  const std::string& dir, offset base, int64_t now_ms) {
   std::unique_ptr<segment> s(new segment(fs, files, dir, base, now_ms));
+  SLUICE_ASSIGN_OR_RETURN(auto f, fs.open(s->log_path_, io::open_mode::truncate));
+  files.put(s->log_path_, std::move(f));
+  return s;
+}
+
+result<std::unique_ptr<segment>> segment::create_staged(io::filesystem& fs, file_cache& files,
+                                                        const std::string& dir, offset base,
+                                                        std::string log_path) {
+  std::unique_ptr<segment> s(new segment(fs, files, dir, base, 0, std::move(log_path)));
   SLUICE_ASSIGN_OR_RETURN(auto f, fs.open(s->log_path_, io::open_mode::truncate));
   files.put(s->log_path_, std::move(f));
   return s;
@@ -327,12 +337,38 @@ status segment::sync() {
 status segment::remove_files() {
   files_.forget(log_path_);
   status first;
-  for (const auto* p : {&log_path_, &index_path_, &time_index_path_}) {
+  for (const std::string* p : std::initializer_list<const std::string*>{&log_path_, &index_path_, &time_index_path_}) {
     if (!fs_.exists(*p)) continue;
     status st = fs_.remove(*p);
     if (!st.ok() && first.ok()) first = st;
   }
   return first;
+}
+
+status segment::rename_log(const std::string& to) {
+  files_.forget(log_path_);
+  SLUICE_TRY(fs_.rename(log_path_, to));
+  files_.forget(to);
+  log_path_ = to;
+  return {};
+}
+
+result<uint64_t> segment::region_end_from(uint64_t pos, size_t max_bytes) {
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
+  return region_end(located{pos, h}, max_bytes, next_);
+}
+
+result<std::vector<std::string>> segment::retire() {
+  files_.forget(log_path_);
+  std::vector<std::string> renamed;
+  for (const std::string* p : std::initializer_list<const std::string*>{&index_path_, &time_index_path_, &log_path_}) {
+    if (!fs_.exists(*p)) continue;
+    const std::string to = *p + ".deleted";
+    SLUICE_TRY(fs_.rename(*p, to));
+    renamed.push_back(to);
+  }
+  return renamed;
 }
 
 bool segment::index_full(int64_t segment_index_bytes) const {

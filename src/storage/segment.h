@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "base/types.h"
@@ -48,6 +49,14 @@ class segment {
   // Creates an empty segment, replacing any file of the same name.
   static result<std::unique_ptr<segment>> create(io::filesystem& fs, file_cache& files,
                                                  const std::string& dir, offset base, int64_t now_ms);
+  // Creates an empty segment whose .log file is at `log_path` instead of
+  // its usual name: a cleaned copy being written by compaction
+  // (docs/log_format.md, "Replacing segments"). Appends build its indexes in
+  // memory; rename_log gives it its usual name once it replaces the old
+  // segments. Its index files are written only after that.
+  static result<std::unique_ptr<segment>> create_staged(io::filesystem& fs, file_cache& files,
+                                                        const std::string& dir, offset base,
+                                                        std::string log_path);
   // Opens an existing segment without reading it; call load_trusted or
   // recover before use.
   static result<std::unique_ptr<segment>> open_existing(io::filesystem& fs, file_cache& files,
@@ -88,6 +97,19 @@ class segment {
   status sync();
   // Deletes the segment's files and drops its cached handle.
   status remove_files();
+  // Renames the .log file to `to` and follows it (the cached handle is
+  // dropped; the next access opens the new name). Index paths do not change.
+  status rename_log(const std::string& to);
+  // The end of a read region that starts at `pos` (a batch boundary below
+  // size()): whole batches, at most `max_bytes` unless the first batch alone
+  // is larger.
+  result<uint64_t> region_end_from(uint64_t pos, size_t max_bytes);
+  // Retires the segment (docs/log_format.md, "Deleting segments"): drops its
+  // cached handle and renames each of its files that exists to
+  // "<name>.deleted". Returns the renamed paths, for the file_deleter. Open
+  // descriptors (read regions) stay valid. The segment must not be used
+  // afterwards.
+  result<std::vector<std::string>> retire();
 
   result<std::shared_ptr<io::file>> file() { return files_.get(log_path_); }
   offset base() const { return base_; }
@@ -101,7 +123,8 @@ class segment {
   const std::string& log_path() const { return log_path_; }
 
  private:
-  segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms);
+  segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms,
+          std::string log_path = {});
 
   struct walk_opts {
     bool verify_crc = false;
@@ -122,7 +145,8 @@ class segment {
   io::filesystem& fs_;
   file_cache& files_;
   const offset base_;
-  const std::string log_path_, index_path_, time_index_path_;
+  std::string log_path_;  // changes only by rename_log (a cleaned copy)
+  const std::string index_path_, time_index_path_;
   offset next_;
   uint64_t size_ = 0;
   int64_t max_ts_ = -1;

@@ -16,6 +16,7 @@
 #include "io/file.h"
 #include "storage/batch_builder.h"
 #include "storage/file_cache.h"
+#include "storage/file_deleter.h"
 #include "storage/flusher.h"
 #include "storage/log.h"
 #include "storage/record_batch.h"
@@ -44,13 +45,14 @@ class temp_dir {
 // What a log needs, owned in one place. Destroy logs before the env.
 struct log_env {
   explicit log_env(io::filesystem& fs = io::filesystem::posix(), size_t max_open = 64)
-      : fs(fs), files(fs, max_open) {}
-  log_context ctx() { return log_context{&fs, &clk, &files, &flush}; }
+      : fs(fs), files(fs, max_open), deleter(fs, clk) {}
+  log_context ctx() { return log_context{&fs, &clk, &files, &flush, &deleter}; }
 
   io::filesystem& fs;
   manual_clock clk;
   file_cache files;
   flusher flush;
+  file_deleter deleter;
 };
 
 // A small config that rolls and indexes often, so tests cross boundaries.

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker_bench.h"
+#include "compaction_bench.h"
 #include "group_bench.h"
 #include "storage_bench.h"
 
@@ -50,6 +51,14 @@ int main(int argc, char** argv) {
   idle->add_option("--dir", idle_dir)->required();
   idle->add_option("--partitions", idle_parts)->required();
   idle->add_option("--phase", idle_phase)->required()->check(CLI::IsMember({"create", "hold"}));
+
+  sluice::bench::compaction_options co;
+  auto* cp = app.add_subcommand("compaction", "log cleaner throughput vs raw sequential read plus write");
+  cp->add_option("--dir", co.dir, "directory for the log and raw files (on the disk to measure)")->required();
+  cp->add_flag("--json", co.json, "print one JSON object");
+  cp->add_option("--mib", co.mib, "MiB of log cleaned per run")->check(CLI::Range(1, 65536));
+  cp->add_option("--keys", co.keys, "distinct keys")->check(CLI::Range(1, 10'000'000));
+  cp->add_option("--repeats", co.repeats, "measured raw/Sluice pairs after the warm-up")->check(CLI::Range(1, 100));
 
   sluice::bench::broker_options bo;
   auto* br = app.add_subcommand(
@@ -122,6 +131,7 @@ int main(int argc, char** argv) {
   gr->add_flag("--json", go.json, "print one JSON object");
 
   CLI11_PARSE(app, argc, argv);
+  if (cp->parsed()) return sluice::bench::run_compaction(co);
   if (st->parsed()) return sluice::bench::run_storage(so);
   if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
   if (gr->parsed()) return sluice::bench::run_group(go);

@@ -97,6 +97,18 @@ rate raw_buffered_write(const std::string& dir, uint64_t total_bytes, size_t chu
   return write_file_timed(dir, total_bytes, chunk_bytes, 0);
 }
 
+bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes) {
+  fd_guard f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (f.fd < 0) return false;
+  auto buf = filled(chunk_bytes);
+  for (uint64_t w = 0; w < total_bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, total_bytes - w));
+    if (!write_all(f.fd, buf.data(), n)) return false;
+    w += n;
+  }
+  return true;
+}
+
 rate raw_cached_read(const std::string& path, size_t chunk_bytes) {
   fd_guard f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0) return os_error("open " + path);

@@ -31,6 +31,9 @@ rate raw_buffered_write(const std::string& dir, uint64_t total_bytes, size_t chu
 // into one reused buffer.
 rate raw_cached_read(const std::string& path, size_t chunk_bytes);
 
+// Writes `total_bytes` of a file into the page cache (the compaction bench's source).
+bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes);
+
 // Latency of one small durable write: `count` rounds (or as many as fit in
 // `max_seconds`) of a 4 KiB write(2) then fdatasync, in milliseconds, sorted.
 // Empty with `error` set when it could not be measured. No acks=all answer

@@ -147,7 +147,9 @@ result<decoded_batch> decode_batch(std::span<const uint8_t> batch, size_t max_de
   decoded_batch out;
   out.header = h;
   auto payload = batch.subspan(batch_header_bytes);
-  if (h.codec() != compression::none) {
+  // An emptied batch (compaction keeps an idempotent producer's last one)
+  // carries its codec bits but no payload at all, as Kafka writes it.
+  if (h.codec() != compression::none && !(h.records_count == 0 && payload.empty())) {
     SLUICE_ASSIGN_OR_RETURN(out.decompressed, decompress(h.codec(), payload, max_decompressed_bytes));
     payload = out.decompressed;
   }
@@ -160,9 +162,12 @@ result<decoded_batch> decode_batch(std::span<const uint8_t> batch, size_t max_de
 }
 
 result<std::vector<uint8_t>> build_batch(const batch_options& o, std::span<const record_input> records) {
-  if (records.empty()) return error{errc::invalid_argument, "a batch needs at least one record"};
-  const int64_t base_ts = records.front().timestamp_ms;
-  int64_t max_ts = base_ts;
+  if (records.empty() && !o.last_offset_delta)
+    return error{errc::invalid_argument, "a batch needs at least one record"};
+  const int64_t base_ts = o.base_timestamp_ms ? *o.base_timestamp_ms
+                          : records.empty()   ? o.empty_max_timestamp_ms
+                                              : records.front().timestamp_ms;
+  int64_t max_ts = records.empty() ? o.empty_max_timestamp_ms : records.front().timestamp_ms;
   int32_t last_delta = 0;
   writer body;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -186,12 +191,20 @@ result<std::vector<uint8_t>> build_batch(const batch_options& o, std::span<const
     body.write_varint(static_cast<int32_t>(rec.owned_bytes().size()));
     body.write_raw(rec.owned_bytes());
   }
-  SLUICE_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, compress(o.codec, body.owned_bytes()));
+  if (o.last_offset_delta) {
+    if (*o.last_offset_delta < last_delta) return error{errc::invalid_argument, "last offset delta below a record's"};
+    last_delta = *o.last_offset_delta;
+  }
+  std::vector<uint8_t> payload;
+  if (!records.empty()) {
+    SLUICE_ASSIGN_OR_RETURN(payload, compress(o.codec, body.owned_bytes()));
+  }
 
   int16_t attributes = static_cast<int16_t>(o.codec);
   if (o.ts_type == timestamp_type::log_append_time) attributes |= attr::log_append_time;
   if (o.transactional) attributes |= attr::transactional;
   if (o.control) attributes |= attr::control;
+  if (o.delete_horizon) attributes |= attr::delete_horizon;
   if (o.ts_type == timestamp_type::log_append_time && o.log_append_time_ms) max_ts = *o.log_append_time_ms;
 
   const size_t total = batch_header_bytes + payload.size();

@@ -147,9 +147,20 @@ struct batch_options {
   int32_t base_sequence = -1;
   // For log-append-time batches: the time the broker stamps as max_timestamp.
   std::optional<int64_t> log_append_time_ms;
+  // Compaction's rebuilt batches (docs/log_format.md, "Replacing segments"):
+  // keep the original last offset delta (at least the largest record delta),
+  // and with delete_horizon set, attribute bit 6 and base_timestamp_ms (the
+  // horizon) as the base timestamp that record deltas count from.
+  std::optional<int32_t> last_offset_delta;
+  bool delete_horizon = false;
+  std::optional<int64_t> base_timestamp_ms;
+  // max_timestamp of a batch left with no records (else taken from them).
+  int64_t empty_max_timestamp_ms = -1;
 };
 
-// Builds a complete v2 batch with a correct CRC. At least one record.
+// Builds a complete v2 batch with a correct CRC. At least one record, unless
+// last_offset_delta is given (an emptied batch, which compaction keeps for
+// an idempotent producer's last sequence number).
 result<std::vector<uint8_t>> build_batch(const batch_options& options, std::span<const record_input> records);
 
 }  // namespace sluice::protocol::records
