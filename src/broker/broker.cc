@@ -1,20 +1,20 @@
 #include "broker/broker.h"
 
+#include <random>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <random>
-
 #include "base/clock.h"
 #include "base/log.h"
+#include "broker/metrics_view.h"
 #include "cluster/broker_configs.h"
 #include "cluster/partition_manager.h"
 #include "group/service.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
-#include "broker/metrics_view.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
@@ -49,7 +49,8 @@ result<std::string> load_cluster_id(io::filesystem& fs, const std::string& path)
 }  // namespace
 
 struct broker::impl {
-  std::shared_ptr<const config::broker_config> cfg;  // at start; the current one is partitions->broker_config()
+  std::shared_ptr<const config::broker_config>
+      cfg;  // at start; the current one is partitions->broker_config()
   io::filesystem& fs = io::filesystem::posix();
   sluice::clock& clk = sluice::clock::system();
   int lock_fd = -1;
@@ -90,8 +91,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   SLUICE_ASSIGN_OR_RETURN(auto with_dynamic, cluster::load_dynamic_broker_config(i->fs, *cfg));
   if (!with_dynamic.dynamic_default_values.empty() || !with_dynamic.dynamic_broker_values.empty()) {
     SLUICE_LOG_INFO("applying {} dynamic default and {} dynamic node broker settings from {}",
-                    with_dynamic.dynamic_default_values.size(), with_dynamic.dynamic_broker_values.size(),
-                    cluster::broker_configs_dir(dir));
+                    with_dynamic.dynamic_default_values.size(),
+                    with_dynamic.dynamic_broker_values.size(), cluster::broker_configs_dir(dir));
   }
   cfg = std::make_shared<const config::broker_config>(std::move(with_dynamic));
   i->cfg = cfg;

@@ -44,17 +44,22 @@ int fail(const std::string& what) {
   return 1;
 }
 
-std::chrono::milliseconds timeout(const config_options& o) { return std::chrono::milliseconds(o.timeout_ms); }
+std::chrono::milliseconds timeout(const config_options& o) {
+  return std::chrono::milliseconds(o.timeout_ms);
+}
 std::chrono::milliseconds wait_timeout(const config_options& o) {
   return std::chrono::milliseconds(o.timeout_ms + 5000);
 }
 
-using resource_ptr = std::unique_ptr<rd_kafka_ConfigResource_t, void (*)(rd_kafka_ConfigResource_t*)>;
+using resource_ptr =
+    std::unique_ptr<rd_kafka_ConfigResource_t, void (*)(rd_kafka_ConfigResource_t*)>;
 
 struct resource {
   rd_kafka_ResourceType_t type;
   std::string name;
-  std::string label() const { return (type == RD_KAFKA_RESOURCE_BROKER ? "broker " : "topic ") + name; }
+  std::string label() const {
+    return (type == RD_KAFKA_RESOURCE_BROKER ? "broker " : "topic ") + name;
+  }
 };
 
 // The resource the options name; `--broker` without an id is the broker the
@@ -64,13 +69,16 @@ struct resource {
 result<resource> resolve(rd_kafka_t* rk, const config_options& o) {
   if (!o.is_broker) return resource{RD_KAFKA_RESOURCE_TOPIC, o.topic};
   SLUICE_ASSIGN_OR_RETURN(auto md, fetch_metadata(rk, "", timeout(o)));
-  if (o.broker.empty()) return resource{RD_KAFKA_RESOURCE_BROKER, std::to_string(md->orig_broker_id)};
+  if (o.broker.empty())
+    return resource{RD_KAFKA_RESOURCE_BROKER, std::to_string(md->orig_broker_id)};
   std::string known;
   for (int i = 0; i < md->broker_cnt; ++i) {
-    if (std::to_string(md->brokers[i].id) == o.broker) return resource{RD_KAFKA_RESOURCE_BROKER, o.broker};
+    if (std::to_string(md->brokers[i].id) == o.broker)
+      return resource{RD_KAFKA_RESOURCE_BROKER, o.broker};
     known += (known.empty() ? "" : ", ") + std::to_string(md->brokers[i].id);
   }
-  return error{errc::invalid_argument, "no broker " + o.broker + " in the cluster (brokers: " + known + ")"};
+  return error{errc::invalid_argument,
+               "no broker " + o.broker + " in the cluster (brokers: " + known + ")"};
 }
 
 // One described entry, as much as this tool needs of it.
@@ -80,24 +88,31 @@ struct entry {
   rd_kafka_ConfigSource_t source;
   bool read_only = false;
   bool sensitive = false;
-  std::vector<std::pair<std::string, std::pair<std::optional<std::string>, rd_kafka_ConfigSource_t>>> synonyms;
+  std::vector<
+      std::pair<std::string, std::pair<std::optional<std::string>, rd_kafka_ConfigSource_t>>>
+      synonyms;
 };
 
 result<std::vector<entry>> describe(rd_kafka_t* rk, const resource& r, const config_options& o) {
-  resource_ptr cr(rd_kafka_ConfigResource_new(r.type, r.name.c_str()), rd_kafka_ConfigResource_destroy);
+  resource_ptr cr(rd_kafka_ConfigResource_new(r.type, r.name.c_str()),
+                  rd_kafka_ConfigResource_destroy);
   queue_ptr q(rd_kafka_queue_new(rk));
   auto opts = admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout(o));
   rd_kafka_ConfigResource_t* raw = cr.get();
   rd_kafka_DescribeConfigs(rk, &raw, 1, opts.get(), q.get());
-  SLUICE_ASSIGN_OR_RETURN(auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, wait_timeout(o)));
+  SLUICE_ASSIGN_OR_RETURN(
+      auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, wait_timeout(o)));
   size_t n = 0;
-  auto res = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
-  if (n != 1) return error{errc::malformed, "describe " + r.label() + ": " + std::to_string(n) + " results"};
+  auto res = rd_kafka_DescribeConfigs_result_resources(
+      rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
+  if (n != 1)
+    return error{errc::malformed, "describe " + r.label() + ": " + std::to_string(n) + " results"};
   if (rd_kafka_ConfigResource_error(res[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     const char* msg = rd_kafka_ConfigResource_error_string(res[0]);
-    return error{errc::invalid_argument, "describe " + r.label() + ": " +
-                                             rd_kafka_err2name(rd_kafka_ConfigResource_error(res[0])) + " (" +
-                                             (msg ? msg : "") + ")"};
+    return error{errc::invalid_argument,
+                 "describe " + r.label() + ": " +
+                     rd_kafka_err2name(rd_kafka_ConfigResource_error(res[0])) + " (" +
+                     (msg ? msg : "") + ")"};
   }
   std::vector<entry> out;
   size_t m = 0;
@@ -114,7 +129,8 @@ result<std::vector<entry>> describe(rd_kafka_t* rk, const resource& r, const con
     for (size_t s = 0; s < k; ++s) {
       const char* v = rd_kafka_ConfigEntry_value(syns[s]);
       e.synonyms.push_back({rd_kafka_ConfigEntry_name(syns[s]),
-                            {v ? std::optional<std::string>(v) : std::nullopt, rd_kafka_ConfigEntry_source(syns[s])}});
+                            {v ? std::optional<std::string>(v) : std::nullopt,
+                             rd_kafka_ConfigEntry_source(syns[s])}});
     }
     out.push_back(std::move(e));
   }
@@ -146,7 +162,8 @@ int run_describe(const config_options& o) {
 
 int run_alter(const config_options& o) {
   if (o.configs.empty() && o.deletes.empty()) {
-    std::fprintf(stderr, "sluice config alter: give at least one --config KEY=VALUE or --delete KEY\n");
+    std::fprintf(stderr,
+                 "sluice config alter: give at least one --config KEY=VALUE or --delete KEY\n");
     return 2;
   }
   std::map<std::string, std::string> sets;
@@ -178,26 +195,33 @@ int run_alter(const config_options& o) {
     next[e.name] = *e.value;
   }
   for (const auto& d : o.deletes) {
-    if (next.erase(d) == 0) std::fprintf(stderr, "sluice config: %s is not set on %s; nothing to delete\n", d.c_str(), r->label().c_str());
+    if (next.erase(d) == 0)
+      std::fprintf(stderr, "sluice config: %s is not set on %s; nothing to delete\n", d.c_str(),
+                   r->label().c_str());
   }
   for (const auto& [k, v] : sets) next[k] = v;
 
-  resource_ptr cr(rd_kafka_ConfigResource_new(r->type, r->name.c_str()), rd_kafka_ConfigResource_destroy);
-  for (const auto& [k, v] : next) rd_kafka_ConfigResource_set_config(cr.get(), k.c_str(), v.c_str());
+  resource_ptr cr(rd_kafka_ConfigResource_new(r->type, r->name.c_str()),
+                  rd_kafka_ConfigResource_destroy);
+  for (const auto& [k, v] : next)
+    rd_kafka_ConfigResource_set_config(cr.get(), k.c_str(), v.c_str());
   queue_ptr q(rd_kafka_queue_new(rk->get()));
   auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_ALTERCONFIGS, timeout(o));
   char errstr[512];
-  if (o.validate_only) rd_kafka_AdminOptions_set_validate_only(opts.get(), 1, errstr, sizeof errstr);
+  if (o.validate_only)
+    rd_kafka_AdminOptions_set_validate_only(opts.get(), 1, errstr, sizeof errstr);
   rd_kafka_ConfigResource_t* raw = cr.get();
   rd_kafka_AlterConfigs(rk->get(), &raw, 1, opts.get(), q.get());
   auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_ALTERCONFIGS_RESULT, wait_timeout(o));
   if (!ev) return fail(ev.err().message);
   size_t n = 0;
-  auto res = rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev->get()), &n);
+  auto res =
+      rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev->get()), &n);
   for (size_t i = 0; i < n; ++i) {
     if (rd_kafka_ConfigResource_error(res[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
       const char* msg = rd_kafka_ConfigResource_error_string(res[i]);
-      return fail("alter " + r->label() + ": " + rd_kafka_err2name(rd_kafka_ConfigResource_error(res[i])) + " (" +
+      return fail("alter " + r->label() + ": " +
+                  rd_kafka_err2name(rd_kafka_ConfigResource_error(res[i])) + " (" +
                   (msg ? msg : "") + ")");
     }
   }
@@ -212,16 +236,19 @@ void add_config_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("config", "Describe and alter broker and topic settings");
   cmd->require_subcommand(1);
   auto target = [&](CLI::App* c) {
-    auto* broker = c->add_option("--broker", o->broker,
-                                 "A broker's settings: its id, or none for the broker --bootstrap reaches")
-                       ->expected(0, 1);
+    auto* broker =
+        c->add_option("--broker", o->broker,
+                      "A broker's settings: its id, or none for the broker --bootstrap reaches")
+            ->expected(0, 1);
     auto* topic = c->add_option("--topic", o->topic, "A topic's settings");
     broker->excludes(topic);
     c->add_option("--bootstrap", o->bootstrap, "Broker address host:port")->capture_default_str();
-    c->add_option("--timeout-ms", o->timeout_ms, "How long to wait for the broker")->capture_default_str();
+    c->add_option("--timeout-ms", o->timeout_ms, "How long to wait for the broker")
+        ->capture_default_str();
     c->callback([o, broker, topic, c, exit_code] {
       if (broker->count() == 0 && topic->count() == 0) {
-        std::fprintf(stderr, "sluice config %s: give --broker [ID] or --topic NAME\n", c->get_name().c_str());
+        std::fprintf(stderr, "sluice config %s: give --broker [ID] or --topic NAME\n",
+                     c->get_name().c_str());
         *exit_code = 2;
         return;
       }
@@ -229,13 +256,16 @@ void add_config_command(CLI::App& app, int* exit_code) {
       *exit_code = c->get_name() == "describe" ? run_describe(*o) : run_alter(*o);
     });
   };
-  CLI::App* describe = cmd->add_subcommand("describe", "Every setting with its value and where it comes from");
+  CLI::App* describe =
+      cmd->add_subcommand("describe", "Every setting with its value and where it comes from");
   describe->add_flag("--synonyms", o->synonyms, "Also list each setting's lower levels (synonyms)");
   target(describe);
-  CLI::App* alter = cmd->add_subcommand(
-      "alter", "Set or delete settings at the resource's own level (a broker's dynamic values, a topic's overrides)");
+  CLI::App* alter = cmd->add_subcommand("alter",
+                                        "Set or delete settings at the resource's own level (a "
+                                        "broker's dynamic values, a topic's overrides)");
   alter->add_option("--config,-c", o->configs, "Setting KEY=VALUE (repeatable)");
-  alter->add_option("--delete,-d", o->deletes, "Setting KEY to remove from this level (repeatable)");
+  alter->add_option("--delete,-d", o->deletes,
+                    "Setting KEY to remove from this level (repeatable)");
   alter->add_flag("--validate-only", o->validate_only, "Ask the broker to check, not change");
   target(alter);
 }

@@ -52,15 +52,18 @@ result<config::broker_config> load_dynamic_broker_config(io::filesystem& fs,
   // Leave out as little as works: one file (the default level first, as the
   // node's own values take precedence), else both.
   auto ignoring = [&](const std::string& what) {
-    SLUICE_LOG_ERROR("dynamic broker config does not combine with the static settings: {}; "
-                     "ignoring {}",
-                     both.err().message, what);
+    SLUICE_LOG_ERROR(
+        "dynamic broker config does not combine with the static settings: {}; "
+        "ignoring {}",
+        both.err().message, what);
   };
-  if (auto r = config::make_broker_config(static_cfg.static_values, {}, node); r.ok() && !node.empty()) {
+  if (auto r = config::make_broker_config(static_cfg.static_values, {}, node);
+      r.ok() && !node.empty()) {
     ignoring(default_path);
     return r;
   }
-  if (auto r = config::make_broker_config(static_cfg.static_values, defaults, {}); r.ok() && !defaults.empty()) {
+  if (auto r = config::make_broker_config(static_cfg.static_values, defaults, {});
+      r.ok() && !defaults.empty()) {
     ignoring(node_path);
     return r;
   }
@@ -77,9 +80,8 @@ status persist_dynamic_broker_config(io::filesystem& fs, const config::broker_co
     SLUICE_TRY(fs.create_dirs(dir));
     SLUICE_TRY(fs.sync_dir(io::dirname(dir)));
   }
-  const std::string path = cluster_default
-                               ? broker_default_configs_path(next.data_dir)
-                               : broker_node_configs_path(next.data_dir, next.node_id);
+  const std::string path = cluster_default ? broker_default_configs_path(next.data_dir)
+                                           : broker_node_configs_path(next.data_dir, next.node_id);
   return config::write_overrides_file(
       fs, path, config::overrides_kind::broker,
       cluster_default ? next.dynamic_default_values : next.dynamic_broker_values);

@@ -4,11 +4,11 @@
 
 #include "cluster/broker_configs.h"
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "cluster/partition_manager.h"
 #include "config/dynamic.h"
@@ -29,7 +29,8 @@ class BrokerConfigsTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // The static config: the data directory plus `settings`.
-  config::broker_config static_config(std::vector<std::pair<std::string, std::string>> settings = {}) {
+  config::broker_config static_config(
+      std::vector<std::pair<std::string, std::string>> settings = {}) {
     config::config_map m;
     m.set("log.dirs", std::vector<std::string>{dir_.string()});
     m.set("node.id", int64_t{7});
@@ -64,7 +65,8 @@ TEST_F(BrokerConfigsTest, PersistedLevelsComeBackWithPrecedence) {
                                            {"num.partitions", config::alter_op::set, "3"}});
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE(persist_dynamic_broker_config(fs_, *b, true).ok());
-  b = config::alter_broker_config(*b, false, ops{{"log.retention.ms", config::alter_op::set, "3000"}});
+  b = config::alter_broker_config(*b, false,
+                                  ops{{"log.retention.ms", config::alter_op::set, "3000"}});
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE(persist_dynamic_broker_config(fs_, *b, false).ok());
   EXPECT_TRUE(std::filesystem::exists(broker_default_configs_path(dir_.string())));
@@ -90,7 +92,8 @@ TEST_F(BrokerConfigsTest, PersistedLevelsComeBackWithPrecedence) {
 
 TEST_F(BrokerConfigsTest, DamagedFileRefusesStart) {
   auto s = static_config();
-  auto b = config::alter_broker_config(s, false, ops{{"log.retention.ms", config::alter_op::set, "3000"}});
+  auto b = config::alter_broker_config(s, false,
+                                       ops{{"log.retention.ms", config::alter_op::set, "3000"}});
   ASSERT_TRUE(persist_dynamic_broker_config(fs_, *b, false).ok());
   const auto path = broker_node_configs_path(dir_.string(), 7);
   std::string text;
@@ -112,9 +115,11 @@ TEST_F(BrokerConfigsTest, ValuesThatNoLongerFitAreIgnoredNotFatal) {
   config::config_map node;
   node.set("log.retention.ms", int64_t{3000});
   node.set("num.io.threads", int64_t{3});
-  ASSERT_TRUE(config::write_overrides_file(fs_, (std::filesystem::create_directories(dir_ / "meta" / "broker_configs"),
-                                                 broker_node_configs_path(dir_.string(), 7)),
-                                           config::overrides_kind::broker, node)
+  ASSERT_TRUE(config::write_overrides_file(
+                  fs_,
+                  (std::filesystem::create_directories(dir_ / "meta" / "broker_configs"),
+                   broker_node_configs_path(dir_.string(), 7)),
+                  config::overrides_kind::broker, node)
                   .ok());
   config::config_map defaults;
   defaults.set("group.min.session.timeout.ms", int64_t{9000});
@@ -189,7 +194,8 @@ TEST_F(BrokerConfigsTest, AlterAppliesToPartitionsWithoutOverrides) {
   // dynamic value restores the static one everywhere.
   ASSERT_FALSE(m.create_topic("later", 1, 1, {}, false).has_value());
   EXPECT_EQ(m.get("later", 0)->config().retention_ms, 1000);
-  ASSERT_TRUE(alter(true, ops{{"log.retention.ms", config::alter_op::remove, std::nullopt}}, false).ok());
+  ASSERT_TRUE(
+      alter(true, ops{{"log.retention.ms", config::alter_op::remove, std::nullopt}}, false).ok());
   EXPECT_EQ(m.get("later", 0)->config().retention_ms, 604800000);
   EXPECT_EQ(m.get("plain", 1)->config().max_message_bytes, 2000);
 

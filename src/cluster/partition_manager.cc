@@ -20,7 +20,8 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
 }
 
 std::string partition_manager::snapshot_path(const std::string& topic, int32_t p) const {
-  return io::join(io::join(io::join(data_dir_, "meta"), "producers"), topic + "-" + std::to_string(p));
+  return io::join(io::join(io::join(data_dir_, "meta"), "producers"),
+                  topic + "-" + std::to_string(p));
 }
 
 status partition_manager::load() {
@@ -232,11 +233,13 @@ status partition_manager::alter_broker_config(bool cluster_default, const broker
   for (const auto& fn : cfg_listeners_) fn(*published);
   SLUICE_LOG_INFO("broker config changed ({}): {} dynamic default and {} node values",
                   cluster_default ? "cluster-wide default" : "this node",
-                  published->dynamic_default_values.size(), published->dynamic_broker_values.size());
+                  published->dynamic_default_values.size(),
+                  published->dynamic_broker_values.size());
   return first_error;
 }
 
-void partition_manager::on_broker_config_change(std::function<void(const config::broker_config&)> fn) {
+void partition_manager::on_broker_config_change(
+    std::function<void(const config::broker_config&)> fn) {
   std::lock_guard change(change_mu_);
   cfg_listeners_.push_back(std::move(fn));
 }
@@ -248,7 +251,8 @@ partition_manager::~partition_manager() {
 
 void partition_manager::start_retention() {
   if (retention_) return;
-  retention_ = std::make_unique<retention_task>(*this, clk_, broker_config()->log_retention_check_interval_ms);
+  retention_ = std::make_unique<retention_task>(*this, clk_,
+                                                broker_config()->log_retention_check_interval_ms);
   retention_->start();
 }
 

@@ -105,8 +105,8 @@ class partition_manager {
   void shutdown();
 
  private:
-  partition_manager(io::filesystem& fs, sluice::clock& clk, std::shared_ptr<const config::broker_config> cfg,
-                    storage::log_manager& logs)
+  partition_manager(io::filesystem& fs, sluice::clock& clk,
+                    std::shared_ptr<const config::broker_config> cfg, storage::log_manager& logs)
       : fs_(fs), clk_(clk), data_dir_(cfg->data_dir), cfg_(std::move(cfg)), logs_(logs) {}
   status load();
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);

@@ -43,8 +43,9 @@ void retention_task::start() {
       const uint64_t changes = interval_changes_;
       // A time point a huge interval away would overflow the clock's
       // nanoseconds; a year is "not before the next change" in practice.
-      const auto due = last + std::min<std::chrono::milliseconds>(
-                                  std::chrono::milliseconds(interval_ms_), std::chrono::hours(24 * 365));
+      const auto due =
+          last + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(interval_ms_),
+                                                     std::chrono::hours(24 * 365));
       cv_.wait_until(g, due, [&] { return stopping_ || interval_changes_ != changes; });
       if (stopping_) break;
       if (interval_changes_ != changes) continue;  // wait again with the new interval

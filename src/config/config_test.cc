@@ -520,17 +520,17 @@ TEST(broker_dynamic, which_settings_are_dynamic) {
   for (const char* key :
        {"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.cleanup.policy",
         "message.max.bytes", "log.flush.interval.ms", "log.flush.interval.messages",
-        "sluice.log.fsync.enable", "num.partitions", "auto.create.topics.enable",
-        "max.connections", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+        "sluice.log.fsync.enable", "num.partitions", "auto.create.topics.enable", "max.connections",
+        "group.min.session.timeout.ms", "group.max.session.timeout.ms",
         "log.retention.check.interval.ms"}) {
     ASSERT_NE(find_broker_setting(key), nullptr) << key;
     EXPECT_TRUE(find_broker_setting(key)->dynamic) << key;
   }
   // What is bound at start: sockets, directories, threads, the layout of
   // __consumer_offsets.
-  for (const char* key : {"node.id", "listeners", "advertised.listeners", "log.dirs",
-                          "num.io.threads", "socket.request.max.bytes",
-                          "offsets.topic.num.partitions", "sluice.metrics.listener"}) {
+  for (const char* key :
+       {"node.id", "listeners", "advertised.listeners", "log.dirs", "num.io.threads",
+        "socket.request.max.bytes", "offsets.topic.num.partitions", "sluice.metrics.listener"}) {
     ASSERT_NE(find_broker_setting(key), nullptr) << key;
     EXPECT_FALSE(find_broker_setting(key)->dynamic) << key;
   }
@@ -548,11 +548,11 @@ TEST(broker_dynamic, static_settings_refused_as_invalid_request) {
       alter_broker_config(b, false, std::vector<alter_request>{{"log.dirs", alter_op::set, "/x"}}),
       {"log.dirs"});
   // Every static key of the request is named, and nothing else is applied.
-  expect_not_dynamic(alter_broker_config(b, true,
-                                         std::vector<alter_request>{
-                                             {"log.retention.ms", alter_op::set, "1000"},
-                                             {"node.id", alter_op::set, "3"},
-                                             {"listeners", alter_op::remove, std::nullopt}}),
+  expect_not_dynamic(alter_broker_config(
+                         b, true,
+                         std::vector<alter_request>{{"log.retention.ms", alter_op::set, "1000"},
+                                                    {"node.id", alter_op::set, "3"},
+                                                    {"listeners", alter_op::remove, std::nullopt}}),
                      {"node.id", "listeners"});
   expect_not_dynamic(
       replace_broker_config(b, false, std::vector<config_entry>{{"num.io.threads", "4"}}),
@@ -561,9 +561,9 @@ TEST(broker_dynamic, static_settings_refused_as_invalid_request) {
   expect_refused(
       alter_broker_config(b, true, std::vector<alter_request>{{"log.roll.ms", alter_op::set, "0"}}),
       "log.roll.ms");
-  expect_refused(replace_broker_config(b, false,
-                                       std::vector<config_entry>{{"log.retention.ms", "soon"}}),
-                 "log.retention.ms");
+  expect_refused(
+      replace_broker_config(b, false, std::vector<config_entry>{{"log.retention.ms", "soon"}}),
+      "log.retention.ms");
   // An unknown key, and a topic key on the broker, are INVALID_CONFIG with a hint.
   auto unknown = alter_broker_config(
       b, false, std::vector<alter_request>{{"retention.ms", alter_op::set, "1"}});
@@ -584,11 +584,11 @@ TEST(broker_dynamic, levels_and_precedence) {
   EXPECT_EQ(stat->topic_defaults.retention_ms, 5000);
 
   // The cluster-wide default wins over the static value...
-  auto b = alter_broker_config(*stat, true,
-                               std::vector<alter_request>{
-                                   {"log.retention.ms", alter_op::set, "4000"},
-                                   {"num.partitions", alter_op::set, "4"},
-                                   {"max.connections", alter_op::set, "7"}});
+  auto b =
+      alter_broker_config(*stat, true,
+                          std::vector<alter_request>{{"log.retention.ms", alter_op::set, "4000"},
+                                                     {"num.partitions", alter_op::set, "4"},
+                                                     {"max.connections", alter_op::set, "7"}});
   ASSERT_TRUE(b.ok()) << b.err().message;
   EXPECT_EQ(b->topic_defaults.retention_ms, 4000);
   EXPECT_EQ(b->num_partitions, 4);
@@ -666,7 +666,8 @@ TEST(broker_dynamic, append_subtract_on_lists_and_validate) {
       *next, true, std::vector<alter_request>{{"log.cleanup.policy", alter_op::append, "compact"}});
   ASSERT_TRUE(dflt.ok()) << dflt.err().message;
   auto sub = alter_broker_config(
-      *dflt, true, std::vector<alter_request>{{"log.cleanup.policy", alter_op::subtract, "delete"}});
+      *dflt, true,
+      std::vector<alter_request>{{"log.cleanup.policy", alter_op::subtract, "delete"}});
   ASSERT_TRUE(sub.ok()) << sub.err().message;
   EXPECT_EQ(
       std::get<std::vector<std::string>>(*sub->dynamic_default_values.find("log.cleanup.policy")),
@@ -679,12 +680,14 @@ TEST(broker_dynamic, append_subtract_on_lists_and_validate) {
                                          {"log.cleanup.policy", alter_op::subtract, "compact"}}),
                  "log.cleanup.policy");
   auto node_sub = alter_broker_config(
-      *sub, false, std::vector<alter_request>{{"log.cleanup.policy", alter_op::subtract, "delete"}});
+      *sub, false,
+      std::vector<alter_request>{{"log.cleanup.policy", alter_op::subtract, "delete"}});
   ASSERT_TRUE(node_sub.ok()) << node_sub.err().message;
   EXPECT_FALSE(node_sub->topic_defaults.cleanup_delete);
-  expect_refused(alter_broker_config(
-                     b, true, std::vector<alter_request>{{"num.partitions", alter_op::append, "2"}}),
-                 "num.partitions");
+  expect_refused(
+      alter_broker_config(b, true,
+                          std::vector<alter_request>{{"num.partitions", alter_op::append, "2"}}),
+      "num.partitions");
 }
 
 TEST(broker_dynamic, replace_sets_the_whole_level) {
@@ -695,8 +698,8 @@ TEST(broker_dynamic, replace_sets_the_whole_level) {
                                                              {"num.partitions", std::nullopt}});
   ASSERT_TRUE(one.ok()) << one.err().message;
   EXPECT_EQ(one->dynamic_default_values.size(), 2u);
-  auto node = replace_broker_config(*one, false,
-                                    std::vector<config_entry>{{"log.retention.ms", "2000"}});
+  auto node =
+      replace_broker_config(*one, false, std::vector<config_entry>{{"log.retention.ms", "2000"}});
   ASSERT_TRUE(node.ok());
   // The default level is untouched by a change of the node level...
   EXPECT_EQ(node->dynamic_default_values, one->dynamic_default_values);
@@ -709,10 +712,10 @@ TEST(broker_dynamic, replace_sets_the_whole_level) {
   EXPECT_EQ(two->dynamic_default_values.find("log.retention.ms"), nullptr);
   EXPECT_EQ(two->topic_defaults.segment_bytes, 2097152);
   EXPECT_EQ(two->dynamic_broker_values, node->dynamic_broker_values);
-  expect_refused(replace_broker_config(b, true,
-                                       std::vector<config_entry>{{"log.retention.ms", "1"},
-                                                                 {"log.retention.ms", "2"}}),
-                 "log.retention.ms");
+  expect_refused(
+      replace_broker_config(
+          b, true, std::vector<config_entry>{{"log.retention.ms", "1"}, {"log.retention.ms", "2"}}),
+      "log.retention.ms");
 }
 
 // ---- Persisted overrides ------------------------------------------------------

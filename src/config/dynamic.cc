@@ -204,8 +204,8 @@ status check_dynamic_broker_keys(std::span<const std::string_view> keys) {
   for (auto k : keys) {
     const setting* s = find_broker_setting(k);
     if (s == nullptr) {
-      return status(errc::invalid_config, std::string(k) + ": unknown broker setting" +
-                                              detail::suggestion(k, false));
+      return status(errc::invalid_config,
+                    std::string(k) + ": unknown broker setting" + detail::suggestion(k, false));
     }
     if (s->dynamic) continue;
     if (!fixed.empty()) fixed += ", ";

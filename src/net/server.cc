@@ -189,7 +189,9 @@ class connection : public std::enable_shared_from_this<connection> {
 class server_impl {
  public:
   server_impl(server_config cfg, request_handler& handler)
-      : cfg_(std::move(cfg)), handler_(handler), gate_(std::make_shared<gate>()),
+      : cfg_(std::move(cfg)),
+        handler_(handler),
+        gate_(std::make_shared<gate>()),
         max_connections_(cfg_.max_connections) {}
   ~server_impl() { stop(); }
 

@@ -33,7 +33,8 @@ void fail(resource_response& out, const status& s) {
 // Checks a topic resource and returns its current overrides, or fills `out`
 // with the error.
 template <class resource_response>
-std::optional<config::config_map> current_overrides(cluster::partition_manager& pm, const std::string& name,
+std::optional<config::config_map> current_overrides(cluster::partition_manager& pm,
+                                                    const std::string& name,
                                                     resource_response& out) {
   auto t = pm.topic(name);
   if (!t) {
@@ -44,8 +45,9 @@ std::optional<config::config_map> current_overrides(cluster::partition_manager& 
 }
 
 template <class resource_response>
-void apply_topic(cluster::partition_manager& pm, const std::string& topic, const result<config::config_map>& next,
-                 bool validate_only, resource_response& out) {
+void apply_topic(cluster::partition_manager& pm, const std::string& topic,
+                 const result<config::config_map>& next, bool validate_only,
+                 resource_response& out) {
   if (!next.ok()) return fail(out, next.err());
   if (validate_only) return;
   if (auto s = pm.set_topic_overrides(topic, *next); !s.ok()) fail(out, s);
@@ -54,13 +56,15 @@ void apply_topic(cluster::partition_manager& pm, const std::string& topic, const
 // Runs a broker change for resource `name`; `compute` builds the next
 // snapshot from the current one for the level the name selects.
 template <class resource_response, class compute_fn>
-void apply_broker(const request& req, const std::string& name, bool validate_only, resource_response& out,
-                  const compute_fn& compute) {
+void apply_broker(const request& req, const std::string& name, bool validate_only,
+                  resource_response& out, const compute_fn& compute) {
   auto level = parse_broker_resource(name, req.svc->node_id);
-  if (auto* why = std::get_if<std::string>(&level)) return fail(out, error_code::invalid_request, *why);
+  if (auto* why = std::get_if<std::string>(&level))
+    return fail(out, error_code::invalid_request, *why);
   const bool cluster_default = std::get<broker_level>(level).cluster_default;
   auto s = req.svc->partitions->alter_broker_config(
-      cluster_default, [&](const config::broker_config& current) { return compute(current, cluster_default); },
+      cluster_default,
+      [&](const config::broker_config& current) { return compute(current, cluster_default); },
       validate_only);
   if (!s.ok()) fail(out, s);
 }
@@ -70,7 +74,8 @@ bool supported_type(int8_t type, const std::string& name, resource_response& out
   out.resource_type = type;
   out.resource_name = name;
   if (type == resource_topic || type == resource_broker) return true;
-  fail(out, error_code::invalid_request, "resource type " + std::to_string(type) + " is not supported");
+  fail(out, error_code::invalid_request,
+       "resource type " + std::to_string(type) + " is not supported");
   return false;
 }
 
@@ -94,8 +99,8 @@ void handle_alter_configs(request req) {
       continue;
     }
     if (!current_overrides(pm, r.resource_name, out)) continue;
-    apply_topic(pm, r.resource_name, config::make_topic_overrides(*pm.broker_config(), entries), body->validate_only,
-                out);
+    apply_topic(pm, r.resource_name, config::make_topic_overrides(*pm.broker_config(), entries),
+                body->validate_only, out);
   }
   req.respond(resp);
 }
@@ -115,7 +120,8 @@ void handle_incremental_alter_configs(request req) {
       ops.push_back({c.name, static_cast<config::alter_op>(c.config_operation), c.value});
     }
     if (bad_op) {
-      fail(out, error_code::invalid_request, "config_operation must be 0 (set), 1 (delete), 2 (append) or 3 (subtract)");
+      fail(out, error_code::invalid_request,
+           "config_operation must be 0 (set), 1 (delete), 2 (append) or 3 (subtract)");
       continue;
     }
     if (r.resource_type == resource_broker) {
@@ -127,7 +133,8 @@ void handle_incremental_alter_configs(request req) {
     }
     auto current = current_overrides(pm, r.resource_name, out);
     if (!current) continue;
-    apply_topic(pm, r.resource_name, config::alter_topic_overrides(*pm.broker_config(), *current, ops),
+    apply_topic(pm, r.resource_name,
+                config::alter_topic_overrides(*pm.broker_config(), *current, ops),
                 body->validate_only, out);
   }
   req.respond(resp);

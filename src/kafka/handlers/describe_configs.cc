@@ -41,8 +41,9 @@ void handle_describe_configs(request req) {
         out.error_message = *why;
         continue;
       }
-      described = std::get<broker_level>(level).cluster_default ? config::describe_broker_defaults(*cfg)
-                                                                : config::describe_broker(*cfg);
+      described = std::get<broker_level>(level).cluster_default
+                      ? config::describe_broker_defaults(*cfg)
+                      : config::describe_broker(*cfg);
     } else {
       out.error_code = to_wire(error_code::invalid_request);
       out.error_message = "resource type " + std::to_string(r.resource_type) + " is not supported";
