@@ -199,6 +199,27 @@ TEST_F(BrokerConfigsTest, AlterAppliesToPartitionsWithoutOverrides) {
   EXPECT_EQ(m.get("later", 0)->config().retention_ms, 604800000);
   EXPECT_EQ(m.get("plain", 1)->config().max_message_bytes, 2000);
 
+  // A topic alter computes from the current overrides under the same lock.
+  auto topic_set = [&](const std::string& t, const std::string& key, const std::string& v,
+                       bool validate_only) {
+    return m.alter_topic_overrides(
+        t,
+        [&](const config::broker_config& broker, const config::config_map& current) {
+          return config::alter_topic_overrides(broker, current,
+                                               ops{{key, config::alter_op::set, v}});
+        },
+        validate_only);
+  };
+  EXPECT_EQ(topic_set("nope", "retention.ms", "1", false).code(), errc::not_found);
+  ASSERT_TRUE(topic_set("plain", "retention.ms", "777", true).ok());
+  EXPECT_EQ(m.get("plain", 0)->config().retention_ms, 604800000);
+  ASSERT_TRUE(topic_set("plain", "retention.ms", "777", false).ok());
+  ASSERT_TRUE(topic_set("plain", "segment.ms", "60000", false).ok());
+  EXPECT_EQ(m.get("plain", 1)->config().retention_ms, 777);  // kept by the second alter
+  EXPECT_EQ(m.get("plain", 1)->config().segment_ms, 60000);
+  EXPECT_EQ(topic_set("plain", "segment.ms", "x", false).code(), errc::invalid_config);
+  EXPECT_EQ(m.get("plain", 1)->config().segment_ms, 60000);
+
   // What was persisted is what a restart loads.
   auto reloaded = load_dynamic_broker_config(fs_, s);
   ASSERT_TRUE(reloaded.ok());

@@ -190,6 +190,22 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
 
 status partition_manager::set_topic_overrides(const std::string& name, const config::config_map& overrides) {
   std::lock_guard change(change_mu_);
+  return set_topic_overrides_locked(name, overrides);
+}
+
+status partition_manager::alter_topic_overrides(const std::string& name,
+                                                const topic_overrides_fn& compute,
+                                                bool validate_only) {
+  std::lock_guard change(change_mu_);
+  auto t = table_->get(name);
+  if (!t) return status(errc::not_found, "topic '" + name + "' does not exist");
+  SLUICE_ASSIGN_OR_RETURN(auto next, compute(*broker_config(), t->overrides));
+  if (validate_only) return {};
+  return set_topic_overrides_locked(name, next);
+}
+
+status partition_manager::set_topic_overrides_locked(const std::string& name,
+                                                     const config::config_map& overrides) {
   SLUICE_TRY(table_->set_overrides(name, overrides));
   auto eff = config::effective_topic_config(*broker_config(), overrides);
   std::shared_lock g(mu_);

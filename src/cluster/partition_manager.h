@@ -71,6 +71,15 @@ class partition_manager {
   // Replaces a topic's overrides (already validated by config/dynamic.h)
   // and applies them to its partitions.
   status set_topic_overrides(const std::string& name, const config::config_map& overrides);
+  // The same as one step: `compute` builds the topic's next overrides from
+  // the current broker snapshot and the topic's current overrides, under the
+  // lock that serialises changes, so two concurrent alters of one topic
+  // cannot lose one another's keys. errc::not_found when the topic does not
+  // exist; `compute`'s error unchanged; with `validate_only` nothing changes.
+  using topic_overrides_fn = std::function<result<config::config_map>(
+      const config::broker_config& broker, const config::config_map& current)>;
+  status alter_topic_overrides(const std::string& name, const topic_overrides_fn& compute,
+                               bool validate_only);
 
   // Changes one level of the broker's dynamic configuration:
   // `compute` builds the next snapshot from the current one
@@ -111,6 +120,7 @@ class partition_manager {
   status load();
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
+  status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
   // Partitions of every topic; called with change_mu_ held.
   int64_t total_partitions() const;
 

@@ -30,27 +30,13 @@ void fail(resource_response& out, const status& s) {
   fail(out, to_kafka_error(s.code()), s.err().message);
 }
 
-// Checks a topic resource and returns its current overrides, or fills `out`
-// with the error.
+// Runs a topic change; `compute` builds the topic's next overrides from
+// its current ones, under partition_manager's change lock.
 template <class resource_response>
-std::optional<config::config_map> current_overrides(cluster::partition_manager& pm,
-                                                    const std::string& name,
-                                                    resource_response& out) {
-  auto t = pm.topic(name);
-  if (!t) {
-    fail(out, error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist");
-    return std::nullopt;
-  }
-  return t->overrides;
-}
-
-template <class resource_response>
-void apply_topic(cluster::partition_manager& pm, const std::string& topic,
-                 const result<config::config_map>& next, bool validate_only,
-                 resource_response& out) {
-  if (!next.ok()) return fail(out, next.err());
-  if (validate_only) return;
-  if (auto s = pm.set_topic_overrides(topic, *next); !s.ok()) fail(out, s);
+void apply_topic(cluster::partition_manager& pm, const std::string& topic, bool validate_only,
+                 resource_response& out,
+                 const cluster::partition_manager::topic_overrides_fn& compute) {
+  if (auto s = pm.alter_topic_overrides(topic, compute, validate_only); !s.ok()) fail(out, s);
 }
 
 // Runs a broker change for resource `name`; `compute` builds the next
@@ -98,9 +84,10 @@ void handle_alter_configs(request req) {
                    });
       continue;
     }
-    if (!current_overrides(pm, r.resource_name, out)) continue;
-    apply_topic(pm, r.resource_name, config::make_topic_overrides(*pm.broker_config(), entries),
-                body->validate_only, out);
+    apply_topic(pm, r.resource_name, body->validate_only, out,
+                [&](const config::broker_config& broker, const config::config_map&) {
+                  return config::make_topic_overrides(broker, entries);
+                });
   }
   req.respond(resp);
 }
@@ -131,11 +118,10 @@ void handle_incremental_alter_configs(request req) {
                    });
       continue;
     }
-    auto current = current_overrides(pm, r.resource_name, out);
-    if (!current) continue;
-    apply_topic(pm, r.resource_name,
-                config::alter_topic_overrides(*pm.broker_config(), *current, ops),
-                body->validate_only, out);
+    apply_topic(pm, r.resource_name, body->validate_only, out,
+                [&](const config::broker_config& broker, const config::config_map& current) {
+                  return config::alter_topic_overrides(broker, current, ops);
+                });
   }
   req.respond(resp);
 }
