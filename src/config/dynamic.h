@@ -9,14 +9,13 @@
 // changes nothing. Errors are errc::invalid_config with a message naming the
 // key, which the Kafka edge maps to INVALID_CONFIG; thread-safe.
 //
-// Typical broker flow for IncrementalAlterConfigs on topic T:
+// The broker runs these under cluster::partition_manager's change lock
+// (alter_topic_overrides, alter_broker_config), which persists the result
+// (overrides_file.h) and then applies it to the running partitions:
 //
-//   auto next = config::alter_topic_overrides(cfg, overrides[T], ops);   // validate
-//   if (!next) return INVALID_CONFIG(next.err().message);
-//   if (validate_only) return NONE;
-//   SLUICE_TRY(config::write_overrides_file(fs, path_of(T), *next));     // persist
-//   overrides[T] = *next;                                                // apply
-//   for (partition p of T) p.set_config(config::effective_topic_config(cfg, *next));
+//   pm.alter_topic_overrides(T, [&](const broker_config& b, const config_map& cur) {
+//     return config::alter_topic_overrides(b, cur, ops);  // validate; an error changes nothing
+//   }, validate_only);
 
 #include <cstdint>
 #include <optional>

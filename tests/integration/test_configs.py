@@ -382,3 +382,43 @@ def test_broker_wide_retention_change_deletes_old_segments(broker_factory):
         assert ck_describe(ck, TOPIC, own)["retention.ms"][:2] == ("86400000", DYNAMIC_TOPIC)
     finally:
         b.close()
+
+
+def test_group_session_timeout_bounds_change_live(broker_factory):
+    """group.max.session.timeout.ms lowered at runtime refuses a consumer's
+    JoinGroup with INVALID_SESSION_TIMEOUT; deleting the dynamic value lets
+    the next consumer join and read."""
+    b = broker_factory(settings={"group.initial.rebalance.delay.ms": "0"}).start()
+    ck = ck_admin(b)
+    try:
+        t = unique("sess")
+        (f,) = ck.create_topics([NewTopic(t, 1, 1)]).values()
+        f.result(timeout=TIMEOUT)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        p.produce(t, value=b"hello")
+        assert p.flush(TIMEOUT) == 0
+
+        def first_event(group):
+            c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "session.timeout.ms": 20000,
+                          "auto.offset.reset": "earliest"})
+            try:
+                c.subscribe([t])
+                deadline = time.monotonic() + TIMEOUT
+                while time.monotonic() < deadline:
+                    m = c.poll(0.2)
+                    if m is not None:
+                        return m
+                return None
+            finally:
+                c.close()
+
+        assert incremental(b.port, 4, NODE, [("group.max.session.timeout.ms", SET, "10000")]) == (0, None)
+        m = first_event(unique("g"))
+        assert m is not None and m.error() is not None, m
+        assert m.error().code() == KafkaError.INVALID_SESSION_TIMEOUT, m.error()
+
+        assert incremental(b.port, 4, NODE, [("group.max.session.timeout.ms", DELETE, None)]) == (0, None)
+        m = first_event(unique("g"))
+        assert m is not None and m.error() is None and m.value() == b"hello", m and m.error()
+    finally:
+        b.close()
