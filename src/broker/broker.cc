@@ -1,19 +1,20 @@
 #include "broker/broker.h"
 
+#include <random>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <random>
-
 #include "base/clock.h"
 #include "base/log.h"
+#include "broker/metrics_view.h"
+#include "cluster/broker_configs.h"
 #include "cluster/partition_manager.h"
 #include "group/service.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
-#include "broker/metrics_view.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
@@ -48,7 +49,8 @@ result<std::string> load_cluster_id(io::filesystem& fs, const std::string& path)
 }  // namespace
 
 struct broker::impl {
-  std::shared_ptr<const config::broker_config> cfg;
+  std::shared_ptr<const config::broker_config>
+      cfg;  // at start; the current one is partitions->broker_config()
   io::filesystem& fs = io::filesystem::posix();
   sluice::clock& clk = sluice::clock::system();
   int lock_fd = -1;
@@ -75,7 +77,7 @@ broker::~broker() { stop().ignore(); }
 result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broker_config> cfg) {
   auto i = std::make_unique<impl>();
   i->cfg = cfg;
-  const std::string& dir = cfg->data_dir;
+  const std::string dir = cfg->data_dir;  // a copy: cfg is replaced below
   SLUICE_TRY(i->fs.create_dirs(dir));
   const std::string lock_path = io::join(dir, ".lock");
   i->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -84,6 +86,16 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   }
   SLUICE_TRY(i->fs.create_dirs(io::join(dir, "meta")));
   SLUICE_ASSIGN_OR_RETURN(std::string cluster_id, load_cluster_id(i->fs, io::join(io::join(dir, "meta"), "cluster_id")));
+  // Values changed at runtime by AlterConfigs on the broker win over the
+  // file and command line (cluster/broker_configs.h).
+  SLUICE_ASSIGN_OR_RETURN(auto with_dynamic, cluster::load_dynamic_broker_config(i->fs, *cfg));
+  if (!with_dynamic.dynamic_default_values.empty() || !with_dynamic.dynamic_broker_values.empty()) {
+    SLUICE_LOG_INFO("applying {} dynamic default and {} dynamic node broker settings from {}",
+                    with_dynamic.dynamic_default_values.size(),
+                    with_dynamic.dynamic_broker_values.size(), cluster::broker_configs_dir(dir));
+  }
+  cfg = std::make_shared<const config::broker_config>(std::move(with_dynamic));
+  i->cfg = cfg;
 
   storage::log_manager_config lcfg;
   lcfg.data_dir = io::join(dir, "logs");
@@ -117,6 +129,15 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   scfg.max_connections = cfg->max_connections;
   scfg.max_inflight_requests_per_connection = cfg->max_inflight_requests_per_connection;
   i->server = std::make_unique<net::server>(scfg, *i->dispatch);
+  {
+    // What a broker config change tells the parts that copied a setting at
+    // start; everything else reads partitions->broker_config() at use.
+    auto* raw = i.get();
+    i->partitions->on_broker_config_change([raw](const config::broker_config& next) {
+      raw->server->set_max_connections(next.max_connections);
+      raw->groups->coordinator().update_config(group::coordinator_config::from(next));
+    });
+  }
   SLUICE_TRY(i->server->start());
   if (i->svc.advertised_port == 0) i->svc.advertised_port = i->server->port();
   if (cfg->metrics_listener) {

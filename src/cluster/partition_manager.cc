@@ -4,6 +4,7 @@
 
 #include "base/limits.h"
 #include "base/log.h"
+#include "cluster/broker_configs.h"
 
 namespace sluice::cluster {
 
@@ -20,11 +21,12 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
 }
 
 std::string partition_manager::snapshot_path(const std::string& topic, int32_t p) const {
-  return io::join(io::join(io::join(cfg_->data_dir, "meta"), "producers"), topic + "-" + std::to_string(p));
+  return io::join(io::join(io::join(data_dir_, "meta"), "producers"),
+                  topic + "-" + std::to_string(p));
 }
 
 status partition_manager::load() {
-  const std::string meta = io::join(cfg_->data_dir, "meta");
+  const std::string meta = io::join(data_dir_, "meta");
   SLUICE_TRY(fs_.create_dirs(io::join(meta, "producers")));
   SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta));
   SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
@@ -49,7 +51,7 @@ status partition_manager::load() {
 }
 
 result<std::shared_ptr<partition>> partition_manager::open_partition(const topic_info& t, int32_t p) {
-  auto eff = config::effective_topic_config(*cfg_, t.overrides);
+  auto eff = config::effective_topic_config(*broker_config(), t.overrides);
   storage::topic_partition tp{t.name, p};
   SLUICE_ASSIGN_OR_RETURN(auto log, logs_.get_or_create(tp, to_log_config(eff)));
   // A log found on disk at start was opened with the manager's defaults:
@@ -58,7 +60,10 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p));
 }
 
-std::shared_ptr<const config::broker_config> partition_manager::broker_config() const { return cfg_; }
+std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {
+  std::lock_guard g(cfg_mu_);
+  return cfg_;
+}
 
 int64_t partition_manager::total_partitions() const {
   int64_t n = 0;
@@ -81,8 +86,9 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
     const std::string& name, int32_t partitions, int16_t replication_factor,
     std::span<const config::config_entry> configs, bool validate_only) {
   if (auto s = validate_topic_name(name); !s.ok()) return create_error{error_code::invalid_topic_exception, s.err().message};
-  if (partitions == -1) partitions = cfg_->num_partitions;
-  if (replication_factor == -1) replication_factor = cfg_->default_replication_factor;
+  const auto cfg = broker_config();
+  if (partitions == -1) partitions = cfg->num_partitions;
+  if (replication_factor == -1) replication_factor = cfg->default_replication_factor;
   if (partitions <= 0 || partitions > limits::max_partitions_per_topic) {
     return create_error{error_code::invalid_partitions,
                         "number of partitions must be in 1.." + std::to_string(limits::max_partitions_per_topic)};
@@ -95,7 +101,7 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
                         "replication factor " + std::to_string(replication_factor) +
                             " is larger than the 1 available broker"};
   }
-  auto overrides = config::make_topic_overrides(*cfg_, configs);
+  auto overrides = config::make_topic_overrides(*cfg, configs);
   if (!overrides.ok()) return create_error{error_code::invalid_config, overrides.err().message};
 
   std::lock_guard change(change_mu_);
@@ -188,14 +194,74 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
 
 status partition_manager::set_topic_overrides(const std::string& name, const config::config_map& overrides) {
   std::lock_guard change(change_mu_);
+  return set_topic_overrides_locked(name, overrides);
+}
+
+status partition_manager::alter_topic_overrides(const std::string& name,
+                                                const topic_overrides_fn& compute,
+                                                bool validate_only) {
+  std::lock_guard change(change_mu_);
+  auto t = table_->get(name);
+  if (!t) return status(errc::not_found, "topic '" + name + "' does not exist");
+  SLUICE_ASSIGN_OR_RETURN(auto next, compute(*broker_config(), t->overrides));
+  if (validate_only) return {};
+  return set_topic_overrides_locked(name, next);
+}
+
+status partition_manager::set_topic_overrides_locked(const std::string& name,
+                                                     const config::config_map& overrides) {
   SLUICE_TRY(table_->set_overrides(name, overrides));
-  auto eff = config::effective_topic_config(*cfg_, overrides);
+  auto eff = config::effective_topic_config(*broker_config(), overrides);
   std::shared_lock g(mu_);
   auto it = partitions_.find(name);
   if (it != partitions_.end()) {
     for (auto& p : it->second) SLUICE_TRY(p->set_config(eff));
   }
   return {};
+}
+
+status partition_manager::alter_broker_config(bool cluster_default, const broker_config_fn& compute,
+                                              bool validate_only) {
+  std::lock_guard change(change_mu_);
+  SLUICE_ASSIGN_OR_RETURN(auto next, compute(*broker_config()));
+  if (validate_only) return {};
+  SLUICE_TRY(persist_dynamic_broker_config(fs_, next, cluster_default));
+  auto published = std::make_shared<const config::broker_config>(std::move(next));
+  {
+    std::lock_guard g(cfg_mu_);
+    cfg_ = published;
+  }
+  // Every partition's effective config from the new broker values and its
+  // topic's own overrides. The values were validated against the same
+  // bounds the log checks, so a refusal here is a bug worth a loud line,
+  // not a reason to leave the other partitions on the old values.
+  status first_error;
+  for (const auto& t : table_->list()) {
+    const auto eff = config::effective_topic_config(*published, t.overrides);
+    std::shared_lock g(mu_);
+    auto it = partitions_.find(t.name);
+    if (it == partitions_.end()) continue;
+    for (auto& p : it->second) {
+      if (auto s = p->set_config(eff); !s.ok()) {
+        SLUICE_LOG_ERROR("{}-{}: new broker config not applied: {}", t.name, p->id().partition,
+                         s.err().message);
+        if (first_error.ok()) first_error = s;
+      }
+    }
+  }
+  if (retention_) retention_->set_interval_ms(published->log_retention_check_interval_ms);
+  for (const auto& fn : cfg_listeners_) fn(*published);
+  SLUICE_LOG_INFO("broker config changed ({}): {} dynamic default and {} node values",
+                  cluster_default ? "cluster-wide default" : "this node",
+                  published->dynamic_default_values.size(),
+                  published->dynamic_broker_values.size());
+  return first_error;
+}
+
+void partition_manager::on_broker_config_change(
+    std::function<void(const config::broker_config&)> fn) {
+  std::lock_guard change(change_mu_);
+  cfg_listeners_.push_back(std::move(fn));
 }
 
 partition_manager::~partition_manager() {
@@ -213,7 +279,8 @@ void partition_manager::start_cleaner() {
 
 void partition_manager::start_retention() {
   if (retention_) return;
-  retention_ = std::make_unique<retention_task>(*this, clk_, cfg_->log_retention_check_interval_ms);
+  retention_ = std::make_unique<retention_task>(*this, clk_,
+                                                broker_config()->log_retention_check_interval_ms);
   retention_->start();
 }
 

@@ -8,9 +8,17 @@
 // deciding alone.
 //
 // Thread safety: every method is thread-safe. Lookups take a shared lock;
-// changes to the set of topics are serialised by change_mu_ so that two
-// CreateTopics of one name cannot both succeed.
+// changes to the set of topics and to configuration are serialised by
+// change_mu_ so that two CreateTopics of one name cannot both succeed and
+// every partition ends with the config of the last change.
+//
+// The broker's configuration is an immutable snapshot replaced as a whole
+// by alter_broker_config; broker_config() hands out the current one. Code
+// that must see a change reads the snapshot at use (handlers, retention's
+// interval) or holds a partition's effective topic config, which the
+// change recomputes for every partition (topic overrides win over it).
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +48,7 @@ class partition_manager {
                                                          std::shared_ptr<const config::broker_config> cfg,
                                                          storage::log_manager& logs);
 
+  // The current snapshot; it does not change under the caller.
   std::shared_ptr<const config::broker_config> broker_config() const;
 
   std::shared_ptr<partition> get(const std::string& topic, int32_t partition) const;
@@ -63,6 +72,34 @@ class partition_manager {
   // Replaces a topic's overrides (already validated by config/dynamic.h)
   // and applies them to its partitions.
   status set_topic_overrides(const std::string& name, const config::config_map& overrides);
+  // The same as one step: `compute` builds the topic's next overrides from
+  // the current broker snapshot and the topic's current overrides, under the
+  // lock that serialises changes, so two concurrent alters of one topic
+  // cannot lose one another's keys. errc::not_found when the topic does not
+  // exist; `compute`'s error unchanged; with `validate_only` nothing changes.
+  using topic_overrides_fn = std::function<result<config::config_map>(
+      const config::broker_config& broker, const config::config_map& current)>;
+  status alter_topic_overrides(const std::string& name, const topic_overrides_fn& compute,
+                               bool validate_only);
+
+  // Changes one level of the broker's dynamic configuration:
+  // `compute` builds the next snapshot from the current one
+  // (config::alter_broker_config or replace_broker_config), under the lock
+  // that serialises changes, so two concurrent alters cannot lose one
+  // another's keys. Its error is returned unchanged and nothing changes.
+  // Unless `validate_only`, the level `cluster_default` names is then
+  // persisted (cluster/broker_configs.h), the snapshot published, every
+  // partition given its recomputed effective topic config, and every
+  // listener called, in that order. A failed write changes nothing.
+  using broker_config_fn =
+      std::function<result<config::broker_config>(const config::broker_config& current)>;
+  status alter_broker_config(bool cluster_default, const broker_config_fn& compute,
+                             bool validate_only);
+  // Called with each new snapshot after it is published (net limits, the
+  // group coordinator). Register before the broker serves; a listener runs on
+  // the altering thread with the change lock held and must not call back
+  // into alter_broker_config or set_topic_overrides.
+  void on_broker_config_change(std::function<void(const config::broker_config&)> fn);
 
   producer_id_allocator& producer_ids() { return *producer_ids_; }
 
@@ -82,18 +119,22 @@ class partition_manager {
   void shutdown();
 
  private:
-  partition_manager(io::filesystem& fs, sluice::clock& clk, std::shared_ptr<const config::broker_config> cfg,
-                    storage::log_manager& logs)
-      : fs_(fs), clk_(clk), cfg_(std::move(cfg)), logs_(logs) {}
+  partition_manager(io::filesystem& fs, sluice::clock& clk,
+                    std::shared_ptr<const config::broker_config> cfg, storage::log_manager& logs)
+      : fs_(fs), clk_(clk), data_dir_(cfg->data_dir), cfg_(std::move(cfg)), logs_(logs) {}
   status load();
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
+  status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
   // Partitions of every topic; called with change_mu_ held.
   int64_t total_partitions() const;
 
   io::filesystem& fs_;
   sluice::clock& clk_;
+  const std::string data_dir_;  // log.dirs, which never changes at runtime
+  mutable std::mutex cfg_mu_;   // guards cfg_ (the pointer, not the snapshot)
   std::shared_ptr<const config::broker_config> cfg_;
+  std::vector<std::function<void(const config::broker_config&)>> cfg_listeners_;  // change_mu_
   storage::log_manager& logs_;
   std::unique_ptr<topic_table> table_;
   std::unique_ptr<producer_id_allocator> producer_ids_;

@@ -1,5 +1,6 @@
 #include "cluster/retention.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/log.h"
@@ -37,14 +38,33 @@ std::optional<offset> retention_cutoff(const std::vector<storage::segment_info>&
 void retention_task::start() {
   thread_ = std::thread([this] {
     std::unique_lock g(mu_);
+    auto last = std::chrono::steady_clock::now();
     while (!stopping_) {
-      cv_.wait_for(g, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; });
+      const uint64_t changes = interval_changes_;
+      // A time point a huge interval away would overflow the clock's
+      // nanoseconds; a year is "not before the next change" in practice.
+      const auto due =
+          last + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(interval_ms_),
+                                                     std::chrono::hours(24 * 365));
+      cv_.wait_until(g, due, [&] { return stopping_ || interval_changes_ != changes; });
       if (stopping_) break;
+      if (interval_changes_ != changes) continue;  // wait again with the new interval
       g.unlock();
       run_once();
       g.lock();
+      last = std::chrono::steady_clock::now();
     }
   });
+}
+
+void retention_task::set_interval_ms(int64_t interval_ms) {
+  {
+    std::lock_guard g(mu_);
+    if (interval_ms == interval_ms_) return;
+    interval_ms_ = interval_ms;
+    ++interval_changes_;
+  }
+  cv_.notify_all();
 }
 
 void retention_task::stop() {

@@ -41,6 +41,10 @@ class retention_task {
 
   void start();
   void stop();
+  // log.retention.check.interval.ms changed at runtime: the next pass is due
+  // `interval_ms` after the previous one (at once if that is past), not at
+  // the end of the wait already begun.
+  void set_interval_ms(int64_t interval_ms);
   // One pass over every partition; returns how many segments' worth of log
   // start moves were made (for tests and the log line).
   int run_once();
@@ -48,8 +52,9 @@ class retention_task {
  private:
   partition_manager& pm_;
   sluice::clock& clk_;
-  const int64_t interval_ms_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards interval_ms_, interval_changes_, stopping_
+  int64_t interval_ms_;
+  uint64_t interval_changes_ = 0;
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread thread_;

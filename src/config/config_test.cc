@@ -503,14 +503,219 @@ TEST(topic_config, describe_lists_every_setting_once) {
   }
 }
 
-TEST(topic_config, broker_alter_refuses_static_settings) {
+// ---- Dynamic broker configs ---------------------------------------------------
+
+// Expects Kafka's INVALID_REQUEST refusal of settings that cannot change at
+// runtime, naming each of `keys`.
+template <class R>
+void expect_not_dynamic(const R& r, std::initializer_list<std::string> keys) {
+  ASSERT_FALSE(r.ok()) << "accepted a static setting";
+  EXPECT_EQ(r.code(), errc::invalid_argument) << r.err().message;
+  EXPECT_NE(r.err().message.find("Cannot update these configs dynamically"), std::string::npos)
+      << r.err().message;
+  for (const auto& k : keys) EXPECT_NE(r.err().message.find(k), std::string::npos) << k;
+}
+
+TEST(broker_dynamic, which_settings_are_dynamic) {
+  for (const char* key :
+       {"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.cleanup.policy",
+        "message.max.bytes", "log.flush.interval.ms", "log.flush.interval.messages",
+        "sluice.log.fsync.enable", "num.partitions", "auto.create.topics.enable", "max.connections",
+        "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+        "log.retention.check.interval.ms"}) {
+    ASSERT_NE(find_broker_setting(key), nullptr) << key;
+    EXPECT_TRUE(find_broker_setting(key)->dynamic) << key;
+  }
+  // What is bound at start: sockets, directories, threads, the layout of
+  // __consumer_offsets.
+  for (const char* key :
+       {"node.id", "listeners", "advertised.listeners", "log.dirs", "num.io.threads",
+        "socket.request.max.bytes", "offsets.topic.num.partitions", "sluice.metrics.listener"}) {
+    ASSERT_NE(find_broker_setting(key), nullptr) << key;
+    EXPECT_FALSE(find_broker_setting(key)->dynamic) << key;
+  }
+  // Every broker default of a topic setting can change, like the topic's own.
+  for (const auto& s : all_settings()) {
+    if (s.is_topic_setting()) {
+      EXPECT_TRUE(s.dynamic) << s.name;
+    }
+  }
+}
+
+TEST(broker_dynamic, static_settings_refused_as_invalid_request) {
   broker_config b = defaults();
-  expect_refused(
+  expect_not_dynamic(
       alter_broker_config(b, false, std::vector<alter_request>{{"log.dirs", alter_op::set, "/x"}}),
-      "log.dirs");
+      {"log.dirs"});
+  // Every static key of the request is named, and nothing else is applied.
+  expect_not_dynamic(alter_broker_config(
+                         b, true,
+                         std::vector<alter_request>{{"log.retention.ms", alter_op::set, "1000"},
+                                                    {"node.id", alter_op::set, "3"},
+                                                    {"listeners", alter_op::remove, std::nullopt}}),
+                     {"node.id", "listeners"});
+  expect_not_dynamic(
+      replace_broker_config(b, false, std::vector<config_entry>{{"num.io.threads", "4"}}),
+      {"num.io.threads"});
+  // A bad value of a dynamic setting is INVALID_CONFIG naming it.
   expect_refused(
       alter_broker_config(b, true, std::vector<alter_request>{{"log.roll.ms", alter_op::set, "0"}}),
       "log.roll.ms");
+  expect_refused(
+      replace_broker_config(b, false, std::vector<config_entry>{{"log.retention.ms", "soon"}}),
+      "log.retention.ms");
+  // An unknown key, and a topic key on the broker, are INVALID_CONFIG with a hint.
+  auto unknown = alter_broker_config(
+      b, false, std::vector<alter_request>{{"retention.ms", alter_op::set, "1"}});
+  expect_refused(unknown, "retention.ms");
+  EXPECT_NE(unknown.err().message.find("log.retention.ms"), std::string::npos)
+      << unknown.err().message;
+  // Settings valid alone but not together: named, refused.
+  expect_refused(alter_broker_config(b, false,
+                                     std::vector<alter_request>{
+                                         {"group.min.session.timeout.ms", alter_op::set, "9000"},
+                                         {"group.max.session.timeout.ms", alter_op::set, "8000"}}),
+                 "group.min.session.timeout.ms");
+}
+
+TEST(broker_dynamic, levels_and_precedence) {
+  auto stat = load({"--log.retention.ms", "5000", "--num.partitions", "3"});
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(stat->topic_defaults.retention_ms, 5000);
+
+  // The cluster-wide default wins over the static value...
+  auto b =
+      alter_broker_config(*stat, true,
+                          std::vector<alter_request>{{"log.retention.ms", alter_op::set, "4000"},
+                                                     {"num.partitions", alter_op::set, "4"},
+                                                     {"max.connections", alter_op::set, "7"}});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->topic_defaults.retention_ms, 4000);
+  EXPECT_EQ(b->num_partitions, 4);
+  EXPECT_EQ(b->max_connections, 7);
+  EXPECT_TRUE(b->dynamic_broker_values.empty());
+  // ...and this node's value wins over both.
+  b = alter_broker_config(*b, false,
+                          std::vector<alter_request>{{"log.retention.ms", alter_op::set, "3000"}});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->topic_defaults.retention_ms, 3000);
+  EXPECT_EQ(b->num_partitions, 4);
+  EXPECT_EQ(b->static_values, stat->static_values);
+
+  auto d = describe_broker(*b, std::vector<std::string>{"log.retention.ms"});
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->size(), 1u);
+  const auto& r = (*d)[0];
+  EXPECT_EQ(r.value, "3000");
+  EXPECT_EQ(r.source, config_source::dynamic_broker_config);
+  EXPECT_FALSE(r.read_only);
+  ASSERT_EQ(r.synonyms.size(), 4u);
+  const config_source chain[] = {
+      config_source::dynamic_broker_config, config_source::dynamic_default_broker_config,
+      config_source::static_broker_config, config_source::default_config};
+  const char* values[] = {"3000", "4000", "5000", "604800000"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(r.synonyms[i].name, "log.retention.ms");
+    EXPECT_EQ(r.synonyms[i].source, chain[i]) << i;
+    EXPECT_EQ(r.synonyms[i].value, values[i]) << i;
+  }
+  // A topic without its own retention.ms shows where its value comes from.
+  auto t = describe_topic(*b, {}, std::vector<std::string>{"retention.ms"});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)[0].value, "3000");
+  EXPECT_EQ((*t)[0].source, config_source::dynamic_broker_config);
+  EXPECT_EQ((*t)[0].synonyms[0].name, "log.retention.ms");
+  EXPECT_EQ((*t)[0].synonyms.size(), 4u);
+
+  // The default resource lists only what is set there, without the node level.
+  auto defaults_only = describe_broker_defaults(*b);
+  ASSERT_TRUE(defaults_only.ok());
+  std::vector<std::string> names;
+  for (const auto& c : *defaults_only) {
+    names.push_back(c.name);
+    EXPECT_EQ(c.source, config_source::dynamic_default_broker_config) << c.name;
+    for (const auto& syn : c.synonyms) {
+      EXPECT_NE(syn.source, config_source::dynamic_broker_config) << c.name;
+    }
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"log.retention.ms", "max.connections", "num.partitions"}));
+  EXPECT_TRUE(describe_broker_defaults(*stat)->empty());
+
+  // DELETE at the node falls back to the default level, then to the static value.
+  b = alter_broker_config(
+      *b, false, std::vector<alter_request>{{"log.retention.ms", alter_op::remove, std::nullopt}});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->topic_defaults.retention_ms, 4000);
+  b = alter_broker_config(
+      *b, true, std::vector<alter_request>{{"log.retention.ms", alter_op::remove, std::nullopt}});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->topic_defaults.retention_ms, 5000);
+  EXPECT_EQ(b->num_partitions, 4);
+}
+
+TEST(broker_dynamic, append_subtract_on_lists_and_validate) {
+  broker_config b = defaults();
+  auto next = alter_broker_config(
+      b, false, std::vector<alter_request>{{"log.cleanup.policy", alter_op::append, "compact"}});
+  ASSERT_TRUE(next.ok()) << next.err().message;
+  EXPECT_TRUE(next->topic_defaults.cleanup_compact && next->topic_defaults.cleanup_delete);
+  // At the cluster-wide default, append starts from the value without the
+  // node's own: the schema default "delete", not the node's "delete,compact".
+  auto dflt = alter_broker_config(
+      *next, true, std::vector<alter_request>{{"log.cleanup.policy", alter_op::append, "compact"}});
+  ASSERT_TRUE(dflt.ok()) << dflt.err().message;
+  auto sub = alter_broker_config(
+      *dflt, true,
+      std::vector<alter_request>{{"log.cleanup.policy", alter_op::subtract, "delete"}});
+  ASSERT_TRUE(sub.ok()) << sub.err().message;
+  EXPECT_EQ(
+      std::get<std::vector<std::string>>(*sub->dynamic_default_values.find("log.cleanup.policy")),
+      (std::vector<std::string>{"compact"}));
+  // The node value (delete,compact) still wins.
+  EXPECT_TRUE(sub->topic_defaults.cleanup_delete);
+  // Emptying the list, or append on a non-list, is refused naming the key.
+  expect_refused(alter_broker_config(*sub, true,
+                                     std::vector<alter_request>{
+                                         {"log.cleanup.policy", alter_op::subtract, "compact"}}),
+                 "log.cleanup.policy");
+  auto node_sub = alter_broker_config(
+      *sub, false,
+      std::vector<alter_request>{{"log.cleanup.policy", alter_op::subtract, "delete"}});
+  ASSERT_TRUE(node_sub.ok()) << node_sub.err().message;
+  EXPECT_FALSE(node_sub->topic_defaults.cleanup_delete);
+  expect_refused(
+      alter_broker_config(b, true,
+                          std::vector<alter_request>{{"num.partitions", alter_op::append, "2"}}),
+      "num.partitions");
+}
+
+TEST(broker_dynamic, replace_sets_the_whole_level) {
+  broker_config b = defaults();
+  auto one = replace_broker_config(b, true,
+                                   std::vector<config_entry>{{"log.retention.ms", "1000"},
+                                                             {"log.segment.bytes", "1048576"},
+                                                             {"num.partitions", std::nullopt}});
+  ASSERT_TRUE(one.ok()) << one.err().message;
+  EXPECT_EQ(one->dynamic_default_values.size(), 2u);
+  auto node =
+      replace_broker_config(*one, false, std::vector<config_entry>{{"log.retention.ms", "2000"}});
+  ASSERT_TRUE(node.ok());
+  // The default level is untouched by a change of the node level...
+  EXPECT_EQ(node->dynamic_default_values, one->dynamic_default_values);
+  EXPECT_EQ(node->topic_defaults.retention_ms, 2000);
+  // ...and replacing the default level drops what the new set leaves out.
+  auto two = replace_broker_config(*node, true,
+                                   std::vector<config_entry>{{"log.segment.bytes", "2097152"}});
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->dynamic_default_values.size(), 1u);
+  EXPECT_EQ(two->dynamic_default_values.find("log.retention.ms"), nullptr);
+  EXPECT_EQ(two->topic_defaults.segment_bytes, 2097152);
+  EXPECT_EQ(two->dynamic_broker_values, node->dynamic_broker_values);
+  expect_refused(
+      replace_broker_config(
+          b, true, std::vector<config_entry>{{"log.retention.ms", "1"}, {"log.retention.ms", "2"}}),
+      "log.retention.ms");
 }
 
 // ---- Persisted overrides ------------------------------------------------------

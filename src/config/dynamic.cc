@@ -196,6 +196,26 @@ status check_no_duplicates(std::span<const alter_request> ops) {
   return {};
 }
 
+// Refuses a key the schema does not know (INVALID_CONFIG, naming it) and,
+// all named in one message as Kafka does, keys that cannot change at
+// runtime (INVALID_REQUEST).
+status check_dynamic_broker_keys(std::span<const std::string_view> keys) {
+  std::string fixed;
+  for (auto k : keys) {
+    const setting* s = find_broker_setting(k);
+    if (s == nullptr) {
+      return status(errc::invalid_config,
+                    std::string(k) + ": unknown broker setting" + detail::suggestion(k, false));
+    }
+    if (s->dynamic) continue;
+    if (!fixed.empty()) fixed += ", ";
+    fixed += k;
+  }
+  if (fixed.empty()) return {};
+  return status(errc::invalid_argument, "Cannot update these configs dynamically: " + fixed +
+                                            " (set them in the config file and restart)");
+}
+
 described_config describe_one(const setting& s, std::string name, std::vector<config_synonym> chain,
                               bool read_only) {
   SLUICE_ASSERT(!chain.empty(), "a setting always has a default");
@@ -322,23 +342,47 @@ result<config_map> alter_topic_overrides(const broker_config& broker, const conf
 result<broker_config> alter_broker_config(const broker_config& broker, bool cluster_default,
                                           std::span<const alter_request> ops) {
   SLUICE_TRY(check_no_duplicates(ops));
+  std::vector<std::string_view> keys;
+  for (const auto& op : ops) keys.push_back(op.key);
+  SLUICE_TRY(check_dynamic_broker_keys(keys));
   config_map node = broker.dynamic_broker_values;
   config_map cluster = broker.dynamic_default_values;
   config_map& target = cluster_default ? cluster : node;
+  // append and subtract start from the value the altered resource has:
+  // this node's effective value, or for the cluster-wide default the value
+  // without any node's own (default level, else static, else default).
+  broker_config view = broker;
+  if (cluster_default) view.dynamic_broker_values = {};
   for (const auto& op : ops) {
     const setting* s = find_broker_setting(op.key);
-    if (s == nullptr) {
-      return error{errc::invalid_config,
-                   op.key + ": unknown broker setting" + detail::suggestion(op.key, false)};
-    }
-    if (!s->dynamic) {
-      return error{errc::invalid_config,
-                   op.key + ": cannot be changed at runtime (set it in the config file)"};
-    }
-    const config_value effective = *detail::broker_value(broker, *s).value;
+    const config_value* now = target.find(op.key);
+    const config_value effective = now != nullptr ? *now : *detail::broker_value(view, *s).value;
     SLUICE_TRY(apply_op(*s, op, effective, target, op.key));
   }
   return make_broker_config(broker.static_values, std::move(cluster), std::move(node));
+}
+
+result<broker_config> replace_broker_config(const broker_config& broker, bool cluster_default,
+                                            std::span<const config_entry> entries) {
+  std::set<std::string_view> seen;
+  std::vector<std::string_view> keys;
+  for (const auto& e : entries) {
+    if (!seen.insert(e.key).second) {
+      return error{errc::invalid_config, e.key + ": named twice in one request"};
+    }
+    keys.push_back(e.key);
+  }
+  SLUICE_TRY(check_dynamic_broker_keys(keys));
+  config_map level;
+  for (const auto& e : entries) {
+    if (!e.value) continue;
+    SLUICE_ASSIGN_OR_RETURN(auto v, parse_value(*find_broker_setting(e.key), e.key, *e.value));
+    level.set(e.key, std::move(v));
+  }
+  if (cluster_default) {
+    return make_broker_config(broker.static_values, std::move(level), broker.dynamic_broker_values);
+  }
+  return make_broker_config(broker.static_values, broker.dynamic_default_values, std::move(level));
 }
 
 result<std::vector<described_config>> describe_topic(const broker_config& broker,
@@ -377,6 +421,30 @@ result<std::vector<described_config>> describe_broker(const broker_config& broke
   for (const auto& s : all_settings()) {
     if (!keys.empty() && std::find(keys.begin(), keys.end(), s.name) == keys.end()) continue;
     out.push_back(describe_one(s, std::string(s.name), broker_chain(broker, s), !s.dynamic));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const described_config& a, const described_config& b) { return a.name < b.name; });
+  return out;
+}
+
+result<std::vector<described_config>> describe_broker_defaults(const broker_config& broker,
+                                                               std::span<const std::string> keys) {
+  for (const auto& k : keys) {
+    if (find_broker_setting(k) == nullptr) {
+      return error{errc::invalid_config,
+                   k + ": unknown broker setting" + detail::suggestion(k, false)};
+    }
+  }
+  std::vector<described_config> out;
+  for (const auto& s : all_settings()) {
+    if (broker.dynamic_default_values.find(s.name) == nullptr) continue;
+    if (!keys.empty() && std::find(keys.begin(), keys.end(), s.name) == keys.end()) continue;
+    // The node's own level is not part of the cluster-wide resource.
+    std::vector<config_synonym> chain = broker_chain(broker, s);
+    std::erase_if(chain, [](const config_synonym& c) {
+      return c.source == config_source::dynamic_broker_config;
+    });
+    out.push_back(describe_one(s, std::string(s.name), std::move(chain), !s.dynamic));
   }
   std::sort(out.begin(), out.end(),
             [](const described_config& a, const described_config& b) { return a.name < b.name; });

@@ -9,14 +9,13 @@
 // changes nothing. Errors are errc::invalid_config with a message naming the
 // key, which the Kafka edge maps to INVALID_CONFIG; thread-safe.
 //
-// Typical broker flow for IncrementalAlterConfigs on topic T:
+// The broker runs these under cluster::partition_manager's change lock
+// (alter_topic_overrides, alter_broker_config), which persists the result
+// (overrides_file.h) and then applies it to the running partitions:
 //
-//   auto next = config::alter_topic_overrides(cfg, overrides[T], ops);   // validate
-//   if (!next) return INVALID_CONFIG(next.err().message);
-//   if (validate_only) return NONE;
-//   SLUICE_TRY(config::write_overrides_file(fs, path_of(T), *next));     // persist
-//   overrides[T] = *next;                                                // apply
-//   for (partition p of T) p.set_config(config::effective_topic_config(cfg, *next));
+//   pm.alter_topic_overrides(T, [&](const broker_config& b, const config_map& cur) {
+//     return config::alter_topic_overrides(b, cur, ops);  // validate; an error changes nothing
+//   }, validate_only);
 
 #include <cstdint>
 #include <optional>
@@ -69,12 +68,28 @@ struct alter_request {
 result<config_map> alter_topic_overrides(const broker_config& broker, const config_map& current,
                                          std::span<const alter_request> ops);
 
-// The same for the broker resource. `cluster_default` true alters the
-// cluster-wide default (resource name ""), false this node's dynamic values.
-// Only settings marked dynamic may change; the result is a new snapshot
-// whose dynamic_*_values the caller persists.
+// The same for the broker resource (IncrementalAlterConfigs). `cluster_default`
+// true alters the cluster-wide default (resource name ""), false this node's
+// dynamic values. append and subtract start from the value the resource
+// has: this node's effective value, or for the cluster-wide default the
+// value without the node's own level. The result is a new snapshot whose dynamic_*_values the
+// caller persists (cluster/broker_configs.h) before publishing it.
+//
+// Errors, in Kafka's terms:
+//  - errc::invalid_argument (INVALID_REQUEST) when a key names a setting
+//    that is not dynamically updatable; the message is Kafka's "Cannot
+//    update these configs dynamically: " followed by every such key.
+//  - errc::invalid_config (INVALID_CONFIG) for an unknown key, a value
+//    refused by the schema, or a combination refused by make_broker_config
+//    (group.min.session.timeout.ms above the max), naming the key.
 result<broker_config> alter_broker_config(const broker_config& broker, bool cluster_default,
                                           std::span<const alter_request> ops);
+
+// AlterConfigs (non-incremental) on the broker resource: the level's whole
+// set of dynamic values becomes `entries` (null values are skipped), as
+// Kafka does. Same errors as alter_broker_config.
+result<broker_config> replace_broker_config(const broker_config& broker, bool cluster_default,
+                                            std::span<const config_entry> entries);
 
 // Kafka's DescribeConfigs ConfigSource.
 enum class config_source : int8_t {
@@ -114,9 +129,16 @@ result<std::vector<described_config>> describe_topic(const broker_config& broker
                                                      const config_map& overrides,
                                                      std::span<const std::string> keys = {});
 
-// Every broker setting, or only `keys`. Settings not marked dynamic are
-// read-only.
+// Every broker setting, or only `keys`, as this node sees it (the broker
+// resource named by its id). Settings not marked dynamic are read-only.
 result<std::vector<described_config>> describe_broker(const broker_config& broker,
                                                       std::span<const std::string> keys = {});
+
+// The cluster-wide default resource (broker resource name ""): only the
+// settings given a dynamic default, each with source
+// DYNAMIC_DEFAULT_BROKER_CONFIG and its lower levels as synonyms, as Kafka
+// answers it. Empty when no default is set.
+result<std::vector<described_config>> describe_broker_defaults(
+    const broker_config& broker, std::span<const std::string> keys = {});
 
 }  // namespace sluice::config

@@ -145,20 +145,20 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("connections.max.idle.ms", "", vt::int64, "600000", 1, i64_max, false,
                       "Idle connections are closed after this long."));
   s.push_back(int_row("max.connections", "", vt::int32, "10000", 1,
-                      limits::max_connections_upper_bound, false,
+                      limits::max_connections_upper_bound, true,
                       "Connections accepted at once; more are refused (Kafka: unbounded)."));
   s.push_back(int_row("sluice.max.inflight.requests.per.connection", "", vt::int32, "64", 1,
                       limits::max_inflight_requests_per_connection, false,
                       "Requests in flight per connection past which reading it pauses."));
   // ---- Topics.
-  s.push_back(bool_row("auto.create.topics.enable", "", "true", false,
+  s.push_back(bool_row("auto.create.topics.enable", "", "true", true,
                        "Create unknown topics on Metadata and Produce."));
   s.push_back(int_row("num.partitions", "", vt::int32, "1", 1, limits::max_partitions_per_topic,
-                      false, "Partitions of an auto-created topic."));
+                      true, "Partitions of an auto-created topic."));
   s.push_back(int_row("default.replication.factor", "", vt::int32, "1", 1,
-                      limits::max_replication_factor, false,
+                      limits::max_replication_factor, true,
                       "Replication factor of an auto-created topic (1 until replication)."));
-  s.push_back(bool_row("delete.topic.enable", "", "true", false, "Allow DeleteTopics."));
+  s.push_back(bool_row("delete.topic.enable", "", "true", true, "Allow DeleteTopics."));
   // ---- Broker defaults of topic settings.
   s.push_back(text_row("log.cleanup.policy", "cleanup.policy", vt::list, "delete", cleanup_policies,
                        1, 2, nullptr, true,
@@ -218,7 +218,7 @@ std::vector<setting> make_schema() {
   s.push_back(bool_row("sluice.log.fsync.enable", "sluice.fsync.enable", "true", true,
                        "Answer acks=all only after fsync; false trades durability for speed."));
   // ---- Background log work.
-  s.push_back(int_row("log.retention.check.interval.ms", "", vt::int64, "300000", 1, i64_max, false,
+  s.push_back(int_row("log.retention.check.interval.ms", "", vt::int64, "300000", 1, i64_max, true,
                       "How often retention looks for segments to delete."));
   s.push_back(int_row("log.flush.offset.checkpoint.interval.ms", "", vt::int32, "60000", 0, i32_max,
                       false, "How often the recovery-point checkpoint is written."));
@@ -235,18 +235,18 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("log.cleaner.backoff.ms", "", vt::int64, "15000", 0, i64_max, false,
                       "Cleaner sleep when there is nothing to clean."));
   // ---- Consumer groups.
-  s.push_back(int_row("group.min.session.timeout.ms", "", vt::int32, "6000", 1, i32_max, false,
+  s.push_back(int_row("group.min.session.timeout.ms", "", vt::int32, "6000", 1, i32_max, true,
                       "Shortest session timeout a member may ask for."));
-  s.push_back(int_row("group.max.session.timeout.ms", "", vt::int32, "1800000", 1, i32_max, false,
+  s.push_back(int_row("group.max.session.timeout.ms", "", vt::int32, "1800000", 1, i32_max, true,
                       "Longest session timeout a member may ask for."));
-  s.push_back(int_row("group.max.size", "", vt::int32, "10000", 1, limits::max_group_size, false,
+  s.push_back(int_row("group.max.size", "", vt::int32, "10000", 1, limits::max_group_size, true,
                       "Members per group (Kafka: unbounded)."));
-  s.push_back(int_row("group.initial.rebalance.delay.ms", "", vt::int32, "3000", 0, i32_max, false,
+  s.push_back(int_row("group.initial.rebalance.delay.ms", "", vt::int32, "3000", 0, i32_max, true,
                       "Wait for more members before the first rebalance of a group."));
   s.push_back(int_row("offsets.topic.num.partitions", "", vt::int32, "50", 1,
                       limits::max_partitions_per_topic, false,
                       "Partitions of __consumer_offsets (fixed once it exists)."));
-  s.push_back(int_row("offsets.retention.minutes", "", vt::int32, "10080", 1, i32_max, false,
+  s.push_back(int_row("offsets.retention.minutes", "", vt::int32, "10080", 1, i32_max, true,
                       "Committed offsets of an empty group expire after this."));
   s.push_back(int_row("offsets.retention.check.interval.ms", "", vt::int64, "600000", 1, i64_max,
                       false, "How often expired offsets are looked for."));

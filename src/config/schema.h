@@ -69,9 +69,12 @@ struct setting {
   // list: bounds on the number of items.
   size_t min_items = 0;
   size_t max_items = 0;
-  // May change at runtime through AlterConfigs on the broker resource (and
-  // for topic settings, through AlterConfigs on the topic). Otherwise the
-  // broker setting is read-only in DescribeConfigs.
+  // May change at runtime through AlterConfigs on the broker resource (topic
+  // settings also change per topic, whatever this flag). Mark a setting only
+  // when every reader takes the broker's current snapshot at use or is told
+  // of the change (docs/configuration.md says when each one applies);
+  // otherwise the broker setting is read-only in DescribeConfigs and an
+  // AlterConfigs naming it is refused.
   bool dynamic = false;
   bool sensitive = false;  // value hidden in DescribeConfigs (no setting is, yet)
   value_check check = nullptr;

@@ -179,6 +179,15 @@ size_t coordinator::group_count() const {
   return groups_.size();
 }
 
+void coordinator::update_config(const coordinator_config& next) {
+  std::lock_guard g(mu_);
+  cfg_.min_session_timeout_ms = next.min_session_timeout_ms;
+  cfg_.max_session_timeout_ms = next.max_session_timeout_ms;
+  cfg_.max_group_size = next.max_group_size;
+  cfg_.initial_rebalance_delay_ms = next.initial_rebalance_delay_ms;
+  cfg_.offsets_retention_ms = next.offsets_retention_ms;
+}
+
 coordinator::group* coordinator::find_locked(const std::string& id) {
   auto it = groups_.find(id);
   return it == groups_.end() ? nullptr : it->second.get();

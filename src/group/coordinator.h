@@ -133,6 +133,14 @@ class coordinator {
   // Number of groups held (tests and metrics).
   size_t group_count() const;
 
+  // A dynamic broker config change: takes the settings that may change at
+  // runtime (session timeout bounds, group size, initial rebalance delay,
+  // offsets retention) from `next`; the partition count of __consumer_offsets
+  // and the expiry check interval stay. Members already in a group keep
+  // their session timeouts; later joins and the next expiry pass see the new
+  // values. Any thread.
+  void update_config(const coordinator_config& next);
+
  private:
   struct member;
   struct group;
@@ -181,7 +189,9 @@ class coordinator {
 
   std::string new_member_id(const std::string& client_id);
 
-  const coordinator_config cfg_;
+  // num_partitions and the expiry interval never change; the fields
+  // update_config() replaces are read and written under mu_.
+  coordinator_config cfg_;
   record_log& log_;
   sluice::clock& clk_;
   const post_fn post_;

@@ -189,7 +189,10 @@ class connection : public std::enable_shared_from_this<connection> {
 class server_impl {
  public:
   server_impl(server_config cfg, request_handler& handler)
-      : cfg_(std::move(cfg)), handler_(handler), gate_(std::make_shared<gate>()) {}
+      : cfg_(std::move(cfg)),
+        handler_(handler),
+        gate_(std::make_shared<gate>()),
+        max_connections_(cfg_.max_connections) {}
   ~server_impl() { stop(); }
 
   status start();
@@ -201,6 +204,8 @@ class server_impl {
   server_metrics metrics_;
   std::shared_ptr<gate> gate_;
   std::atomic<bool> stopping_{false};
+  // max.connections as it is now: cfg_'s value until set_max_connections.
+  std::atomic<int64_t> max_connections_;
 
   // Called by a connection when it has closed (on its thread).
   void connection_closed();
@@ -748,7 +753,8 @@ void server_impl::on_accept(const asio::error_code& ec, tcp::socket sock, size_t
   tcp::endpoint remote = sock.remote_endpoint(pec);
   std::string peer =
       pec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-  if (metrics_.connections_active.load() >= static_cast<uint64_t>(cfg_.max_connections)) {
+  const int64_t max_connections = max_connections_.load(std::memory_order_relaxed);
+  if (metrics_.connections_active.load() >= static_cast<uint64_t>(max_connections)) {
     metrics_.connections_rejected.fetch_add(1, std::memory_order_relaxed);
     asio::error_code cec;
     sock.close(cec);
@@ -775,7 +781,7 @@ void server_impl::log_rejected(const std::string& peer) {
   SLUICE_LOG_WARN(
       "rejected connection from {}: {} connections open (max {}); {} rejected since the last "
       "such line",
-      peer, metrics_.connections_active.load(), cfg_.max_connections, rejects_unlogged_);
+      peer, metrics_.connections_active.load(), max_connections_.load(), rejects_unlogged_);
   rejects_unlogged_ = 0;
   last_reject_log_ = now;
 }
@@ -918,6 +924,11 @@ void server::stop() {
 }
 const server_metrics& server::metrics() const {
   return impl_->metrics_;
+}
+
+void server::set_max_connections(int64_t max_connections) {
+  SLUICE_ASSERT(max_connections >= 0, "max_connections must not be negative");
+  impl_->max_connections_.store(max_connections, std::memory_order_relaxed);
 }
 
 }  // namespace sluice::net

@@ -220,6 +220,10 @@ class server {
 
   const server_metrics& metrics() const;
 
+  // max.connections changed at runtime: later accepts use the new bound;
+  // connections already open stay open. Any thread.
+  void set_max_connections(int64_t max_connections);
+
  private:
   std::unique_ptr<detail::server_impl> impl_;
 };

@@ -1,59 +1,68 @@
-// AlterConfigs (replaces a topic's overrides) and IncrementalAlterConfigs
-// (set, delete, append, subtract). Validated by config/dynamic.h; an invalid
-// value is refused with INVALID_CONFIG naming the key and changes nothing.
-// A valid change is persisted, then applied to the running partitions.
+// AlterConfigs (replaces a resource's whole set of values) and
+// IncrementalAlterConfigs (set, delete, append, subtract), for topics and
+// for the broker: its own dynamic values (resource name = node.id) or the
+// cluster-wide default (resource name ""). Validated by config/dynamic.h;
+// a refused request changes nothing: INVALID_CONFIG naming the key for a bad
+// value, INVALID_REQUEST for a broker setting that cannot change at runtime
+// or another broker's id. A valid change is persisted, then applied to the
+// running partitions and subsystems (partition_manager).
+
+#include <variant>
 
 #include "cluster/partition_manager.h"
 #include "config/dynamic.h"
 #include "kafka/dispatcher.h"
+#include "kafka/handlers/config_resource.h"
 #include "kafka/handlers/handlers.h"
 
 namespace sluice::kafka {
 
 namespace {
 
-constexpr int8_t resource_topic = 2;
-constexpr int8_t resource_broker = 4;
-
-// Checks the resource and returns its topic's current overrides, or fills
-// `out` with the error.
 template <class resource_response>
-std::optional<config::config_map> current_overrides(cluster::partition_manager& pm, int8_t type,
-                                                    const std::string& name, resource_response& out) {
-  out.resource_type = type;
-  out.resource_name = name;
-  if (type == resource_broker) {
-    out.error_code = to_wire(error_code::invalid_request);
-    out.error_message = "broker settings cannot be changed at runtime yet; restart with the new value";
-    return std::nullopt;
-  }
-  if (type != resource_topic) {
-    out.error_code = to_wire(error_code::invalid_request);
-    out.error_message = "resource type " + std::to_string(type) + " is not supported";
-    return std::nullopt;
-  }
-  auto t = pm.topic(name);
-  if (!t) {
-    out.error_code = to_wire(error_code::unknown_topic_or_partition);
-    out.error_message = "topic '" + name + "' does not exist";
-    return std::nullopt;
-  }
-  return t->overrides;
+void fail(resource_response& out, error_code code, std::string message) {
+  out.error_code = to_wire(code);
+  out.error_message = std::move(message);
 }
 
 template <class resource_response>
-void apply(cluster::partition_manager& pm, const std::string& topic, const result<config::config_map>& next,
-           bool validate_only, resource_response& out) {
-  if (!next.ok()) {
-    out.error_code = to_wire(to_kafka_error(next.code()));
-    out.error_message = next.err().message;
-    return;
-  }
-  if (validate_only) return;
-  if (auto s = pm.set_topic_overrides(topic, *next); !s.ok()) {
-    out.error_code = to_wire(to_kafka_error(s.code()));
-    out.error_message = s.err().message;
-  }
+void fail(resource_response& out, const status& s) {
+  fail(out, to_kafka_error(s.code()), s.err().message);
+}
+
+// Runs a topic change; `compute` builds the topic's next overrides from
+// its current ones, under partition_manager's change lock.
+template <class resource_response>
+void apply_topic(cluster::partition_manager& pm, const std::string& topic, bool validate_only,
+                 resource_response& out,
+                 const cluster::partition_manager::topic_overrides_fn& compute) {
+  if (auto s = pm.alter_topic_overrides(topic, compute, validate_only); !s.ok()) fail(out, s);
+}
+
+// Runs a broker change for resource `name`; `compute` builds the next
+// snapshot from the current one for the level the name selects.
+template <class resource_response, class compute_fn>
+void apply_broker(const request& req, const std::string& name, bool validate_only,
+                  resource_response& out, const compute_fn& compute) {
+  auto level = parse_broker_resource(name, req.svc->node_id);
+  if (auto* why = std::get_if<std::string>(&level))
+    return fail(out, error_code::invalid_request, *why);
+  const bool cluster_default = std::get<broker_level>(level).cluster_default;
+  auto s = req.svc->partitions->alter_broker_config(
+      cluster_default,
+      [&](const config::broker_config& current) { return compute(current, cluster_default); },
+      validate_only);
+  if (!s.ok()) fail(out, s);
+}
+
+template <class resource_response>
+bool supported_type(int8_t type, const std::string& name, resource_response& out) {
+  out.resource_type = type;
+  out.resource_name = name;
+  if (type == resource_topic || type == resource_broker) return true;
+  fail(out, error_code::invalid_request,
+       "resource type " + std::to_string(type) + " is not supported");
+  return false;
 }
 
 }  // namespace
@@ -65,11 +74,20 @@ void handle_alter_configs(request req) {
   protocol::alter_configs_response resp;
   for (const auto& r : body->resources) {
     auto& out = resp.responses.emplace_back();
-    auto current = current_overrides(pm, r.resource_type, r.resource_name, out);
-    if (!current) continue;
+    if (!supported_type(r.resource_type, r.resource_name, out)) continue;
     std::vector<config::config_entry> entries;
     for (const auto& c : r.configs) entries.push_back({c.name, c.value});
-    apply(pm, r.resource_name, config::make_topic_overrides(*pm.broker_config(), entries), body->validate_only, out);
+    if (r.resource_type == resource_broker) {
+      apply_broker(req, r.resource_name, body->validate_only, out,
+                   [&](const config::broker_config& current, bool cluster_default) {
+                     return config::replace_broker_config(current, cluster_default, entries);
+                   });
+      continue;
+    }
+    apply_topic(pm, r.resource_name, body->validate_only, out,
+                [&](const config::broker_config& broker, const config::config_map&) {
+                  return config::make_topic_overrides(broker, entries);
+                });
   }
   req.respond(resp);
 }
@@ -81,8 +99,7 @@ void handle_incremental_alter_configs(request req) {
   protocol::incremental_alter_configs_response resp;
   for (const auto& r : body->resources) {
     auto& out = resp.responses.emplace_back();
-    auto current = current_overrides(pm, r.resource_type, r.resource_name, out);
-    if (!current) continue;
+    if (!supported_type(r.resource_type, r.resource_name, out)) continue;
     std::vector<config::alter_request> ops;
     bool bad_op = false;
     for (const auto& c : r.configs) {
@@ -90,12 +107,21 @@ void handle_incremental_alter_configs(request req) {
       ops.push_back({c.name, static_cast<config::alter_op>(c.config_operation), c.value});
     }
     if (bad_op) {
-      out.error_code = to_wire(error_code::invalid_request);
-      out.error_message = "config_operation must be 0 (set), 1 (delete), 2 (append) or 3 (subtract)";
+      fail(out, error_code::invalid_request,
+           "config_operation must be 0 (set), 1 (delete), 2 (append) or 3 (subtract)");
       continue;
     }
-    apply(pm, r.resource_name, config::alter_topic_overrides(*pm.broker_config(), *current, ops), body->validate_only,
-          out);
+    if (r.resource_type == resource_broker) {
+      apply_broker(req, r.resource_name, body->validate_only, out,
+                   [&](const config::broker_config& current, bool cluster_default) {
+                     return config::alter_broker_config(current, cluster_default, ops);
+                   });
+      continue;
+    }
+    apply_topic(pm, r.resource_name, body->validate_only, out,
+                [&](const config::broker_config& broker, const config::config_map& current) {
+                  return config::alter_topic_overrides(broker, current, ops);
+                });
   }
   req.respond(resp);
 }

@@ -1,19 +1,19 @@
 // DescribeConfigs: topic and broker settings with their sources and, when
-// asked, synonyms and documentation (config/dynamic.h does the work).
+// asked, synonyms and documentation (config/dynamic.h does the work). The
+// broker resource named by this node's id lists every broker setting; the
+// one named "" (the cluster-wide default) only the settings given a dynamic
+// default, as Kafka answers them.
 
 #include <set>
+#include <variant>
 
 #include "cluster/partition_manager.h"
 #include "config/dynamic.h"
 #include "kafka/dispatcher.h"
+#include "kafka/handlers/config_resource.h"
 #include "kafka/handlers/handlers.h"
 
 namespace sluice::kafka {
-
-namespace {
-constexpr int8_t resource_topic = 2;
-constexpr int8_t resource_broker = 4;
-}  // namespace
 
 void handle_describe_configs(request req) {
   auto body = decode_body<protocol::describe_configs_request>(req);
@@ -35,12 +35,15 @@ void handle_describe_configs(request req) {
       }
       described = config::describe_topic(*cfg, t->overrides);
     } else if (r.resource_type == resource_broker) {
-      if (!r.resource_name.empty() && r.resource_name != std::to_string(req.svc->node_id)) {
+      auto level = parse_broker_resource(r.resource_name, req.svc->node_id);
+      if (auto* why = std::get_if<std::string>(&level)) {
         out.error_code = to_wire(error_code::invalid_request);
-        out.error_message = "this is broker " + std::to_string(req.svc->node_id);
+        out.error_message = *why;
         continue;
       }
-      described = config::describe_broker(*cfg);
+      described = std::get<broker_level>(level).cluster_default
+                      ? config::describe_broker_defaults(*cfg)
+                      : config::describe_broker(*cfg);
     } else {
       out.error_code = to_wire(error_code::invalid_request);
       out.error_message = "resource type " + std::to_string(r.resource_type) + " is not supported";
