@@ -95,7 +95,13 @@ void retention_watch::sample_rates() {
   for (auto& r : now_bytes) {
     auto it = rates_.find(r.tp);
     rate_ring ring;
-    if (it != rates_.end() && it->second.identity == r.identity) ring = std::move(it->second);
+    if (it != rates_.end() && it->second.identity == r.identity) {
+      ring = std::move(it->second);
+    } else if (last_sample_ms_ >= 0) {
+      // A partition the previous sample did not see was opened since, with
+      // its counter at 0: everything it holds was written after that sample.
+      ring.samples.emplace_back(last_sample_ms_, 0);
+    }
     ring.identity = r.identity;
     ring.samples.emplace_back(now, r.bytes);
     // Keep the newest sample at or before the window's start, so the rate
@@ -104,6 +110,7 @@ void retention_watch::sample_rates() {
     next.emplace(std::move(r.tp), std::move(ring));
   }
   rates_ = std::move(next);
+  last_sample_ms_ = now;
 }
 
 double retention_watch::write_rate(const cluster::partition& p, const std::string& topic, int32_t partition) {
@@ -111,8 +118,12 @@ double retention_watch::write_rate(const cluster::partition& p, const std::strin
   const int64_t now = clk_.monotonic_ms();
   std::lock_guard g(mu_);
   auto it = rates_.find({topic, partition});
-  if (it == rates_.end() || it->second.identity != &p || it->second.samples.empty()) return 0;
-  const auto& [t0, b0] = it->second.samples.front();
+  int64_t t0 = last_sample_ms_;  // not sampled yet: opened since the last sample (see sample_rates)
+  uint64_t b0 = 0;
+  if (it != rates_.end() && it->second.identity == &p && !it->second.samples.empty()) {
+    std::tie(t0, b0) = it->second.samples.front();
+  }
+  if (t0 < 0) return 0;
   if (now <= t0 || bytes < b0) return 0;
   return static_cast<double>(bytes - b0) * 1000.0 / static_cast<double>(now - t0);
 }

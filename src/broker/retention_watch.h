@@ -85,8 +85,8 @@ class retention_watch {
   // Appends the group and disk sections of /metrics for `rows`.
   void render(std::string& out, const std::vector<partition_row>& rows);
 
-  // Bytes per second appended to the partition over the window (0 before
-  // two samples or after a topic was recreated).
+  // Bytes per second appended to the partition over the window (since it
+  // was opened when that is more recent; 0 before the first sample).
   double write_rate(const cluster::partition& p, const std::string& topic, int32_t partition);
 
   // Messages (group, topic, partition) has lost to retention so far.
@@ -114,9 +114,10 @@ class retention_watch {
   sluice::clock& clk_;
   const int64_t window_ms_;
 
-  mutable std::mutex mu_;  // guards groups_ and rates_
+  mutable std::mutex mu_;  // guards groups_, rates_ and last_sample_ms_
   std::map<key, group_partition> groups_;
   std::map<std::pair<std::string, int32_t>, rate_ring> rates_;
+  int64_t last_sample_ms_ = -1;  // monotonic time of the last sample_rates()
 
   std::mutex thread_mu_;  // guards stopping_
   std::condition_variable cv_;
