@@ -135,7 +135,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     // and the broker serves Kafka clients all the same.
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
-      return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get()});
+      return render_metrics(
+          {raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get()});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);

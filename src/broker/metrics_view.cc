@@ -59,13 +59,17 @@ std::string render_metrics(const metrics_sources& src) {
       }
     }
     header(out, "sluice_log_start_offset", "gauge", "First offset still readable, per partition.");
-    for (const auto& r : rows) sample(out, "sluice_log_start_offset", r.labels, static_cast<double>(r.log_start));
+    for (const auto& r : rows)
+      sample(out, "sluice_log_start_offset", r.labels, static_cast<double>(r.log_start));
     header(out, "sluice_log_end_offset", "gauge", "The next offset to be written, per partition.");
-    for (const auto& r : rows) sample(out, "sluice_log_end_offset", r.labels, static_cast<double>(r.log_end));
+    for (const auto& r : rows)
+      sample(out, "sluice_log_end_offset", r.labels, static_cast<double>(r.log_end));
     header(out, "sluice_log_size_bytes", "gauge", "Bytes of segment files, per partition.");
-    for (const auto& r : rows) sample(out, "sluice_log_size_bytes", r.labels, static_cast<double>(r.size_bytes));
+    for (const auto& r : rows)
+      sample(out, "sluice_log_size_bytes", r.labels, static_cast<double>(r.size_bytes));
     header(out, "sluice_log_segments", "gauge", "Segment files, per partition.");
-    for (const auto& r : rows) sample(out, "sluice_log_segments", r.labels, static_cast<double>(r.segments.size()));
+    for (const auto& r : rows)
+      sample(out, "sluice_log_segments", r.labels, static_cast<double>(r.segments.size()));
     if (src.watch) src.watch->render(out, rows);
   }
   return out;

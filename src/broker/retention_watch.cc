@@ -32,7 +32,8 @@ cluster::retention_policy policy_of(const config::topic_config& c) {
 // nullopt when there is no batch at `o` below `hw` or it has no timestamp.
 std::optional<int64_t> batch_timestamp_at(storage::log& log, offset o, offset hw) {
   auto region = log.read(o, 1, hw);
-  if (!region.ok() || region->len < storage::batch::header_bytes || !region->file) return std::nullopt;
+  if (!region.ok() || region->len < storage::batch::header_bytes || !region->file)
+    return std::nullopt;
   std::byte buf[storage::batch::header_bytes];
   auto n = region->file->pread(buf, sizeof buf, region->pos);
   if (!n.ok() || *n != sizeof buf) return std::nullopt;
@@ -45,12 +46,17 @@ std::optional<int64_t> batch_timestamp_at(storage::log& log, offset o, offset hw
 
 }  // namespace
 
-retention_watch::retention_watch(cluster::partition_manager& pm, group::coordinator* coord, sluice::clock& clk,
-                                 int64_t window_ms)
-    : pm_(pm), coord_(coord), clk_(clk),
-      window_ms_(std::clamp(window_ms, limits::min_write_rate_window_ms, limits::max_write_rate_window_ms)) {}
+retention_watch::retention_watch(cluster::partition_manager& pm, group::coordinator* coord,
+                                 sluice::clock& clk, int64_t window_ms)
+    : pm_(pm),
+      coord_(coord),
+      clk_(clk),
+      window_ms_(std::clamp(window_ms, limits::min_write_rate_window_ms,
+                            limits::max_write_rate_window_ms)) {}
 
-retention_watch::~retention_watch() { stop(); }
+retention_watch::~retention_watch() {
+  stop();
+}
 
 void retention_watch::start() {
   sample_rates();
@@ -106,14 +112,16 @@ void retention_watch::sample_rates() {
     ring.samples.emplace_back(now, r.bytes);
     // Keep the newest sample at or before the window's start, so the rate
     // spans the whole window once the broker has run that long.
-    while (ring.samples.size() > 2 && ring.samples[1].first <= now - window_ms_) ring.samples.erase(ring.samples.begin());
+    while (ring.samples.size() > 2 && ring.samples[1].first <= now - window_ms_)
+      ring.samples.erase(ring.samples.begin());
     next.emplace(std::move(r.tp), std::move(ring));
   }
   rates_ = std::move(next);
   last_sample_ms_ = now;
 }
 
-double retention_watch::write_rate(const cluster::partition& p, const std::string& topic, int32_t partition) {
+double retention_watch::write_rate(const cluster::partition& p, const std::string& topic,
+                                   int32_t partition) {
   const uint64_t bytes = p.bytes_appended();
   const int64_t now = clk_.monotonic_ms();
   std::lock_guard g(mu_);
@@ -135,8 +143,8 @@ void retention_watch::account(group_partition& gp, int64_t committed, int64_t lo
   gp.counted_below = std::max(gp.counted_below, log_start);
 }
 
-void retention_watch::on_offset_replaced(const std::string& group, const std::string& topic, int32_t partition,
-                                         int64_t previous_offset) {
+void retention_watch::on_offset_replaced(const std::string& group, const std::string& topic,
+                                         int32_t partition, int64_t previous_offset) {
   auto part = pm_.get(topic, partition);
   if (!part || previous_offset < 0) return;
   const int64_t log_start = part->log_start_offset().value();
@@ -149,7 +157,8 @@ void retention_watch::on_offset_replaced(const std::string& group, const std::st
   account(it->second, previous_offset, log_start);
 }
 
-int64_t retention_watch::lost(const std::string& group, const std::string& topic, int32_t partition) const {
+int64_t retention_watch::lost(const std::string& group, const std::string& topic,
+                              int32_t partition) const {
   std::lock_guard g(mu_);
   auto it = groups_.find({group, topic, partition});
   return it == groups_.end() ? 0 : it->second.lost;
@@ -194,7 +203,8 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
          "Bytes appended per second over sluice.metrics.write.rate.window.ms, per partition.");
   out += rates_text;
   header(out, "sluice_log_retention_projected_bytes", "gauge",
-         "Bytes retention will hold at the current write rate (rate x retention.ms, capped by retention.bytes).");
+         "Bytes retention will hold at the current write rate (rate x retention.ms, capped by "
+         "retention.bytes).");
   out += projected_text;
   header(out, "sluice_disk_used_bytes", "gauge", "Bytes of segment files of every partition.");
   sample(out, "sluice_disk_used_bytes", "", used_total);
@@ -206,7 +216,8 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
   const int64_t threshold_ms = pm_.broker_config()->retention_headroom_alert_ms;
   header(out, "sluice_retention_headroom_alert_threshold_seconds", "gauge",
          "sluice.retention.headroom.alert.ms in seconds.");
-  sample(out, "sluice_retention_headroom_alert_threshold_seconds", "", static_cast<double>(threshold_ms) / 1000.0);
+  sample(out, "sluice_retention_headroom_alert_threshold_seconds", "",
+         static_cast<double>(threshold_ms) / 1000.0);
 
   // ---- Groups. Offsets are copied first; nothing below holds the
   // coordinator's mutex.
@@ -245,7 +256,8 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
   }
   for (auto& l : lines) {
     const int64_t at = std::max(l.committed, l.log_start);
-    if (!l.ts_ms && at < l.hw) l.ts_ms = batch_timestamp_at(l.row->part->log(), offset(at), offset(l.hw));
+    if (!l.ts_ms && at < l.hw)
+      l.ts_ms = batch_timestamp_at(l.row->part->log(), offset(at), offset(l.hw));
   }
   std::vector<int64_t> lost(lines.size());
   {
@@ -268,7 +280,8 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
     const auto& l = lines[i];
     const auto* r = l.row;
     const int64_t lag = std::max<int64_t>(0, l.hw - l.committed);
-    sample(committed_t, "sluice_group_committed_offset", l.labels, static_cast<double>(l.committed));
+    sample(committed_t, "sluice_group_committed_offset", l.labels,
+           static_cast<double>(l.committed));
     sample(lag_t, "sluice_group_lag_messages", l.labels, static_cast<double>(lag));
     std::optional<int64_t> headroom_ms;  // nullopt: never
     if (lag == 0) {
@@ -295,7 +308,8 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
           }
         }
         if (found) pos.bytes_after_segment = static_cast<int64_t>(after);
-        headroom_ms = cluster::retention_headroom_ms(policy_of(r->part->config()), pos, now_ms, rate[r]);
+        headroom_ms =
+            cluster::retention_headroom_ms(policy_of(r->part->config()), pos, now_ms, rate[r]);
       }
     }
     sample(headroom_t, "sluice_group_retention_headroom_seconds", l.labels,
@@ -312,19 +326,22 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
       if (live.count(k) || gp.lost == 0) continue;
       const auto& [grp, topic, p] = k;
       sample(lost_t, "sluice_group_lost_messages_total",
-             "group=\"" + label_value(grp) + "\",topic=\"" + label_value(topic) + "\",partition=\"" +
-                 std::to_string(p) + "\"",
+             "group=\"" + label_value(grp) + "\",topic=\"" + label_value(topic) +
+                 "\",partition=\"" + std::to_string(p) + "\"",
              static_cast<double>(gp.lost));
     }
   }
-  header(out, "sluice_group_committed_offset", "gauge", "Committed offset, per group and partition.");
+  header(out, "sluice_group_committed_offset", "gauge",
+         "Committed offset, per group and partition.");
   out += committed_t;
   header(out, "sluice_group_lag_messages", "gauge", "High watermark minus committed offset.");
   out += lag_t;
-  header(out, "sluice_group_lag_seconds", "gauge", "Age of the oldest message the group has not consumed.");
+  header(out, "sluice_group_lag_seconds", "gauge",
+         "Age of the oldest message the group has not consumed.");
   out += lag_s_t;
   header(out, "sluice_group_retention_headroom_seconds", "gauge",
-         "Time before retention may delete the oldest message the group has not consumed (+Inf: never).");
+         "Time before retention may delete the oldest message the group has not consumed (+Inf: "
+         "never).");
   out += headroom_t;
   header(out, "sluice_group_retention_headroom_alert", "gauge",
          "1 when the headroom is under sluice.retention.headroom.alert.ms.");

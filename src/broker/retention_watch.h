@@ -102,7 +102,8 @@ class retention_watch {
   };
   struct rate_ring {
     const cluster::partition* identity = nullptr;  // a recreated topic restarts the ring
-    std::vector<std::pair<int64_t, uint64_t>> samples;  // (monotonic ms, bytes appended), oldest first
+    std::vector<std::pair<int64_t, uint64_t>>
+        samples;  // (monotonic ms, bytes appended), oldest first
   };
 
   // Counts the messages below `log_start` that `committed` had not passed.

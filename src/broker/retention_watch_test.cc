@@ -4,11 +4,11 @@
 
 #include "broker/retention_watch.h"
 
-#include <gtest/gtest.h>
-
 #include <deque>
 #include <map>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "config/broker_config.h"
 #include "storage/batch_builder.h"
@@ -20,7 +20,8 @@ namespace {
 // Appends are durable at once; completions run when the test drains them.
 class instant_log final : public group::record_log {
  public:
-  void append(int32_t, std::vector<protocol::records::record_input>, std::function<void(status)> done) override {
+  void append(int32_t, std::vector<protocol::records::record_input>,
+              std::function<void(status)> done) override {
     done({});
   }
 };
@@ -42,12 +43,14 @@ class RetentionWatchTest : public ::testing::Test {
     ASSERT_TRUE(pm.ok());
     pm_ = std::move(*pm);
     coord_ = std::make_unique<group::coordinator>(
-        group::coordinator_config{}, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
+        group::coordinator_config{}, log_, clk_,
+        [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
         [](const std::string&, int32_t) { return true; });
     watch_ = std::make_unique<retention_watch>(*pm_, coord_.get(), clk_, 10'000);
-    coord_->set_offset_observer([this](const std::string& g, const std::string& t, int32_t p, int64_t prev) {
-      watch_->on_offset_replaced(g, t, p, prev);
-    });
+    coord_->set_offset_observer(
+        [this](const std::string& g, const std::string& t, int32_t p, int64_t prev) {
+          watch_->on_offset_replaced(g, t, p, prev);
+        });
     coord_->set_loaded();
     // Segments of about two batches; one hour of time retention.
     std::vector<config::config_entry> entries = {{"segment.bytes", std::string("1200")},
@@ -201,9 +204,10 @@ TEST_F(RetentionWatchTest, WriteRateOverTheWindowAndProjectedBytes) {
   for (int i = 0; i < 4; ++i) bytes += append(0);
   auto m = scrape();
   const double rate = static_cast<double>(bytes) / 2.0;
-  EXPECT_NEAR(std::stod(m["sluice_log_write_rate_bytes_per_second{topic=\"t\",partition=\"0\"}"]), rate, 1e-6 * rate);
-  EXPECT_NEAR(std::stod(m["sluice_log_retention_projected_bytes{topic=\"t\",partition=\"0\"}"]), rate * 3600,
-              1e-6 * rate * 3600);
+  EXPECT_NEAR(std::stod(m["sluice_log_write_rate_bytes_per_second{topic=\"t\",partition=\"0\"}"]),
+              rate, 1e-6 * rate);
+  EXPECT_NEAR(std::stod(m["sluice_log_retention_projected_bytes{topic=\"t\",partition=\"0\"}"]),
+              rate * 3600, 1e-6 * rate * 3600);
   // After a whole window without writes the rate is back to 0.
   for (int i = 0; i < 40; ++i) {
     clk_.advance_ms(500);

@@ -166,25 +166,29 @@ int64_t parse_i64(const char* v, int64_t fallback) {
 // retention.ms, retention.bytes and cleanup.policy of each topic, and the
 // broker's sluice.retention.headroom.alert.ms (24 h when the broker does not
 // have it, as with a Kafka broker), through DescribeConfigs.
-result<std::map<std::string, topic_retention>> describe_retention(rd_kafka_t* rk, const group_options& o,
-                                                                  const std::vector<std::string>& topics,
-                                                                  int64_t* alert_ms) {
+result<std::map<std::string, topic_retention>> describe_retention(
+    rd_kafka_t* rk, const group_options& o, const std::vector<std::string>& topics,
+    int64_t* alert_ms) {
   *alert_ms = 24ll * 3600 * 1000;
   std::map<std::string, topic_retention> out;
   auto md = fetch_metadata(rk, "", timeout(o));
   if (!md) return md.err();
   std::vector<rd_kafka_ConfigResource_t*> res;
-  for (const auto& t : topics) res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, t.c_str()));
+  for (const auto& t : topics)
+    res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, t.c_str()));
   if ((*md)->broker_cnt > 0) {
-    res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, std::to_string((*md)->brokers[0].id).c_str()));
+    res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER,
+                                              std::to_string((*md)->brokers[0].id).c_str()));
   }
   queue_ptr q(rd_kafka_queue_new(rk));
   auto opts = admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout(o));
   rd_kafka_DescribeConfigs(rk, res.data(), res.size(), opts.get(), q.get());
   for (auto* r : res) rd_kafka_ConfigResource_destroy(r);
-  SLUICE_ASSIGN_OR_RETURN(auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, wait_timeout(o)));
+  SLUICE_ASSIGN_OR_RETURN(
+      auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, wait_timeout(o)));
   size_t n = 0;
-  auto got = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
+  auto got = rd_kafka_DescribeConfigs_result_resources(
+      rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
   for (size_t i = 0; i < n; ++i) {
     if (rd_kafka_ConfigResource_error(got[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
     size_t m = 0;
@@ -209,7 +213,9 @@ result<std::map<std::string, topic_retention>> describe_retention(rd_kafka_t* rk
   return out;
 }
 
-std::string format_ms(std::optional<int64_t> ms) { return ms ? std::to_string(*ms) : "inf"; }
+std::string format_ms(std::optional<int64_t> ms) {
+  return ms ? std::to_string(*ms) : "inf";
+}
 
 int run_lag(const group_options& o) {
   auto rk = admin_client(o);
@@ -252,7 +258,8 @@ int run_lag(const group_options& o) {
                           .count();
   int64_t total = 0;
   bool marked = false, size_limited = false;
-  std::printf("topic\tpartition\tcommitted\thigh_watermark\tlag_messages\tlag_ms\theadroom_ms\tlost\n");
+  std::printf(
+      "topic\tpartition\tcommitted\thigh_watermark\tlag_messages\tlag_ms\theadroom_ms\tlost\n");
   for (const auto& r : rows) {
     total += r.lag;
     auto it = ts.find({r.topic, r.partition});
@@ -263,7 +270,8 @@ int run_lag(const group_options& o) {
     // timestamp, so this is a lower bound of the broker's figure, and size
     // retention is left to /metrics.
     std::optional<int64_t> headroom;
-    const int64_t lost = r.committed >= 0 && r.committed < r.log_start ? r.log_start - r.committed : 0;
+    const int64_t lost =
+        r.committed >= 0 && r.committed < r.log_start ? r.log_start - r.committed : 0;
     auto rt = retention->find(r.topic);
     if (r.lag > 0) {
       if (lost > 0) {
@@ -274,23 +282,28 @@ int run_lag(const group_options& o) {
         headroom = cluster::retention_headroom_ms(rt->second.policy, pos, now, 0);
       }
     }
-    if (rt != retention->end() && rt->second.policy.deletes && rt->second.policy.retention_bytes >= 0) size_limited = true;
+    if (rt != retention->end() && rt->second.policy.deletes &&
+        rt->second.policy.retention_bytes >= 0)
+      size_limited = true;
     const bool warn = headroom && *headroom < alert_ms;
     marked = marked || warn;
     std::printf("%s\t%d\t%lld\t%lld\t%lld\t%s\t%s%s\t%s\n", r.topic.c_str(), r.partition,
-                static_cast<long long>(r.committed), static_cast<long long>(r.high), static_cast<long long>(r.lag),
-                lag_ms.c_str(), format_ms(headroom).c_str(), warn ? " !" : "",
-                lost > 0 ? std::to_string(lost).c_str() : "");
+                static_cast<long long>(r.committed), static_cast<long long>(r.high),
+                static_cast<long long>(r.lag), lag_ms.c_str(), format_ms(headroom).c_str(),
+                warn ? " !" : "", lost > 0 ? std::to_string(lost).c_str() : "");
   }
   std::printf("total lag %lld messages\n", static_cast<long long>(total));
   if (marked) {
-    std::fprintf(stderr, "sluice group lag: ! marks headroom under %lld ms (sluice.retention.headroom.alert.ms): "
-                         "retention will soon delete messages this group has not read\n",
-                 static_cast<long long>(alert_ms));
+    std::fprintf(
+        stderr,
+        "sluice group lag: ! marks headroom under %lld ms (sluice.retention.headroom.alert.ms): "
+        "retention will soon delete messages this group has not read\n",
+        static_cast<long long>(alert_ms));
   }
   if (size_limited) {
-    std::fprintf(stderr, "sluice group lag: retention.bytes is set; headroom here counts time only "
-                         "(the broker's /metrics counts size too)\n");
+    std::fprintf(stderr,
+                 "sluice group lag: retention.bytes is set; headroom here counts time only "
+                 "(the broker's /metrics counts size too)\n");
   }
   return 0;
 }
@@ -402,9 +415,10 @@ void add_group_command(CLI::App& app, int* exit_code) {
   auto* describe = cmd->add_subcommand("describe", "Members of a group and their partitions");
   common(describe, true);
   describe->callback([o, exit_code] { *exit_code = run_describe(*o); });
-  auto* lag = cmd->add_subcommand(
-      "lag", "Lag per partition in messages and time, retention headroom (! under the alert threshold) and "
-             "messages already lost to retention");
+  auto* lag = cmd->add_subcommand("lag",
+                                  "Lag per partition in messages and time, retention headroom (! "
+                                  "under the alert threshold) and "
+                                  "messages already lost to retention");
   common(lag, true);
   lag->add_option("-t,--topic", o->topic, "Only this topic");
   lag->callback([o, exit_code] { *exit_code = run_lag(*o); });

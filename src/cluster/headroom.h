@@ -46,8 +46,9 @@ struct unconsumed_position {
 // check). A segment still active is deleted only after it rolls, so for it
 // this is a lower bound. `write_bytes_per_s` is the partition's recent
 // write rate.
-inline std::optional<int64_t> retention_headroom_ms(const retention_policy& p, const unconsumed_position& u,
-                                                    int64_t now_ms, double write_bytes_per_s) {
+inline std::optional<int64_t> retention_headroom_ms(const retention_policy& p,
+                                                    const unconsumed_position& u, int64_t now_ms,
+                                                    double write_bytes_per_s) {
   if (!p.deletes) return std::nullopt;
   std::optional<int64_t> out;
   auto take = [&out](int64_t ms) { out = std::max<int64_t>(0, out ? std::min(*out, ms) : ms); };
@@ -69,10 +70,12 @@ inline std::optional<int64_t> retention_headroom_ms(const retention_policy& p, c
 // Bytes retention will hold for a partition written at `write_bytes_per_s`:
 // the rate times retention.ms, capped by retention.bytes when set; nullopt
 // when nothing bounds it (no deletion, or neither limit set).
-inline std::optional<double> retention_projected_bytes(const retention_policy& p, double write_bytes_per_s) {
+inline std::optional<double> retention_projected_bytes(const retention_policy& p,
+                                                       double write_bytes_per_s) {
   if (!p.deletes) return std::nullopt;
   std::optional<double> out;
-  if (p.retention_ms >= 0) out = std::max(0.0, write_bytes_per_s) * static_cast<double>(p.retention_ms) / 1000.0;
+  if (p.retention_ms >= 0)
+    out = std::max(0.0, write_bytes_per_s) * static_cast<double>(p.retention_ms) / 1000.0;
   if (p.retention_bytes >= 0) {
     const double cap = static_cast<double>(p.retention_bytes);
     out = out ? std::min(*out, cap) : cap;

@@ -1,11 +1,10 @@
 #include "group/coordinator.h"
 
-#include <malloc.h>
-
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <deque>
+
+#include <gtest/gtest.h>
+#include <malloc.h>
 
 #include "protocol/consumer_protocol.h"
 
@@ -639,8 +638,9 @@ TEST_F(coordinator_test, CommittedOffsetsAndTheObserverOfReplacedOffsets) {
   commit("b", "", -1, "u", 2, 7);
   auto rows = c_->committed_offsets();
   std::vector<std::string> got;
-  for (const auto& r : rows) got.push_back(r.group + "/" + r.topic + "/" + std::to_string(r.partition) + "=" +
-                                           std::to_string(r.offset));
+  for (const auto& r : rows)
+    got.push_back(r.group + "/" + r.topic + "/" + std::to_string(r.partition) + "=" +
+                  std::to_string(r.offset));
   EXPECT_EQ(got, (std::vector<std::string>{"a/t/0=9", "a/t/1=3", "b/u/2=7"}));
   EXPECT_EQ(seen, (std::vector<std::string>{"a/t/0@5"}));
   // Deleting a group reports each offset it held.
