@@ -49,10 +49,13 @@ std::string render_metrics(const metrics_sources& src) {
         r.topic = t.name;
         r.partition = p;
         r.labels = "topic=\"" + label_value(t.name) + "\",partition=\"" + std::to_string(p) + "\"";
+        // Segments first: retention moves the log start before it drops
+        // segments, so a log start read after them is never older than the
+        // segment list (one segment left means retention is done).
+        r.segments = part->log().segments();
         r.log_start = part->log_start_offset().value();
         r.log_end = part->log_end_offset().value();
         r.high_watermark = part->high_watermark().value();
-        r.segments = part->log().segments();
         for (const auto& s : r.segments) r.size_bytes += s.size_bytes;
         r.part = std::move(part);
         rows.push_back(std::move(r));
