@@ -142,4 +142,15 @@ inline constexpr size_t max_decompressed_batch_bytes = 256ull << 20;
 // into many tiny iovecs.
 inline constexpr size_t min_referenced_chunk_bytes = 512;
 
+// ---- The operator's view (broker/retention_watch.h) --------------------------
+// sluice.metrics.write.rate.window.ms: the window of each partition's write
+// rate, sampled this many times per window (one small ring per partition).
+inline constexpr int64_t min_write_rate_window_ms = 1000;
+inline constexpr int64_t max_write_rate_window_ms = 86'400'000;
+inline constexpr int64_t write_rate_samples_per_window = 30;
+// Series of messages lost to retention kept for (group, partition) pairs
+// whose committed offset has gone (group deleted, offset expired); the
+// pairs that still hold an offset are bounded by the coordinator's limits.
+inline constexpr size_t max_orphan_lost_series = 10'000;
+
 }  // namespace sluice::limits

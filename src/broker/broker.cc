@@ -56,6 +56,8 @@ struct broker::impl {
   int lock_fd = -1;
   std::unique_ptr<storage::log_manager> logs;
   std::unique_ptr<cluster::partition_manager> partitions;
+  // Declared before groups so it outlives the coordinator that calls it.
+  std::unique_ptr<retention_watch> watch;
   std::unique_ptr<group::service> groups;
   kafka::delayed_ops delayed;
   kafka::fetch_session_cache fetch_sessions;
@@ -106,6 +108,15 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   // The coordinator replays __consumer_offsets on its own thread; until
   // then group requests get COORDINATOR_LOAD_IN_PROGRESS.
   SLUICE_ASSIGN_OR_RETURN(i->groups, group::service::open(*i->partitions, i->clk, *cfg));
+  // The watch observes committed offsets from the first live commit on, so
+  // it is wired before the coordinator's thread starts.
+  i->watch = std::make_unique<retention_watch>(*i->partitions, &i->groups->coordinator(), i->clk,
+                                               cfg->write_rate_window_ms);
+  i->groups->coordinator().set_offset_observer(
+      [w = i->watch.get()](const std::string& g, const std::string& t, int32_t p, int64_t prev) {
+        w->on_offset_replaced(g, t, p, prev);
+      });
+  i->watch->start();
   i->groups->start();
 
   i->svc.partitions = i->partitions.get();
@@ -145,7 +156,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     // and the broker serves Kafka clients all the same.
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
-      return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests});
+      return render_metrics(
+          {raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get()});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);
@@ -170,6 +182,7 @@ status broker::stop() {
   impl_->server->stop();
   impl_->delayed.stop();
   impl_->groups->stop();
+  impl_->watch->stop();
   impl_->partitions->shutdown();
   status s = impl_->logs->shutdown();
   if (s.ok()) {

@@ -39,36 +39,41 @@ std::string render_metrics(const metrics_sources& src) {
   if (src.requests) src.requests->render(out, api_name);
 
   if (src.partitions) {
-    struct row {
-      std::string labels;
-      storage::log* log;
-    };
-    std::vector<row> rows;
-    std::vector<std::shared_ptr<cluster::partition>> keep;
+    // One copy of each partition's segment summaries serves every section.
+    std::vector<retention_watch::partition_row> rows;
     for (const auto& t : src.partitions->topics()) {
       for (int32_t p = 0; p < t.partitions; ++p) {
         auto part = src.partitions->get(t.name, p);
         if (!part) continue;
-        rows.push_back({"topic=\"" + label_value(t.name) + "\",partition=\"" + std::to_string(p) + "\"", &part->log()});
-        keep.push_back(std::move(part));
+        retention_watch::partition_row r;
+        r.topic = t.name;
+        r.partition = p;
+        r.labels = "topic=\"" + label_value(t.name) + "\",partition=\"" + std::to_string(p) + "\"";
+        // Segments first: retention moves the log start before it drops
+        // segments, so a log start read after them is never older than the
+        // segment list (one segment left means retention is done).
+        r.segments = part->log().segments();
+        r.log_start = part->log_start_offset().value();
+        r.log_end = part->log_end_offset().value();
+        r.high_watermark = part->high_watermark().value();
+        for (const auto& s : r.segments) r.size_bytes += s.size_bytes;
+        r.part = std::move(part);
+        rows.push_back(std::move(r));
       }
     }
     header(out, "sluice_log_start_offset", "gauge", "First offset still readable, per partition.");
-    for (const auto& r : rows) sample(out, "sluice_log_start_offset", r.labels, static_cast<double>(r.log->log_start_offset().value()));
+    for (const auto& r : rows)
+      sample(out, "sluice_log_start_offset", r.labels, static_cast<double>(r.log_start));
     header(out, "sluice_log_end_offset", "gauge", "The next offset to be written, per partition.");
-    for (const auto& r : rows) sample(out, "sluice_log_end_offset", r.labels, static_cast<double>(r.log->log_end_offset().value()));
-    std::string sizes, counts;
-    for (const auto& r : rows) {
-      uint64_t bytes = 0;
-      auto segs = r.log->segments();
-      for (const auto& s : segs) bytes += s.size_bytes;
-      sample(sizes, "sluice_log_size_bytes", r.labels, static_cast<double>(bytes));
-      sample(counts, "sluice_log_segments", r.labels, static_cast<double>(segs.size()));
-    }
+    for (const auto& r : rows)
+      sample(out, "sluice_log_end_offset", r.labels, static_cast<double>(r.log_end));
     header(out, "sluice_log_size_bytes", "gauge", "Bytes of segment files, per partition.");
-    out += sizes;
+    for (const auto& r : rows)
+      sample(out, "sluice_log_size_bytes", r.labels, static_cast<double>(r.size_bytes));
     header(out, "sluice_log_segments", "gauge", "Segment files, per partition.");
-    out += counts;
+    for (const auto& r : rows)
+      sample(out, "sluice_log_segments", r.labels, static_cast<double>(r.segments.size()));
+    if (src.watch) src.watch->render(out, rows);
   }
   return out;
 }

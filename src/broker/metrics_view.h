@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "broker/retention_watch.h"
 #include "cluster/partition_manager.h"
 #include "metrics/metrics.h"
 #include "net/server.h"
@@ -16,6 +17,7 @@ struct metrics_sources {
   cluster::partition_manager* partitions = nullptr;
   const net::server_metrics* server = nullptr;
   const metrics::request_metrics* requests = nullptr;
+  retention_watch* watch = nullptr;  // groups against retention, disk against retention
 };
 
 std::string render_metrics(const metrics_sources& src);

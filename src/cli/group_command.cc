@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/kafka_client.h"
+#include "cluster/headroom.h"
 
 namespace sluice::cli {
 namespace {
@@ -149,6 +151,72 @@ std::map<std::pair<std::string, int>, int64_t> timestamps_at(const group_options
   return out;
 }
 
+// What `group lag` needs of a topic's config to judge retention.
+struct topic_retention {
+  cluster::retention_policy policy;
+};
+
+int64_t parse_i64(const char* v, int64_t fallback) {
+  if (!v) return fallback;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  return (end && *end == 0 && end != v) ? x : fallback;
+}
+
+// retention.ms, retention.bytes and cleanup.policy of each topic, and the
+// broker's sluice.retention.headroom.alert.ms (24 h when the broker does not
+// have it, as with a Kafka broker), through DescribeConfigs.
+result<std::map<std::string, topic_retention>> describe_retention(
+    rd_kafka_t* rk, const group_options& o, const std::vector<std::string>& topics,
+    int64_t* alert_ms) {
+  *alert_ms = 24ll * 3600 * 1000;
+  std::map<std::string, topic_retention> out;
+  auto md = fetch_metadata(rk, "", timeout(o));
+  if (!md) return md.err();
+  std::vector<rd_kafka_ConfigResource_t*> res;
+  for (const auto& t : topics)
+    res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, t.c_str()));
+  if ((*md)->broker_cnt > 0) {
+    res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER,
+                                              std::to_string((*md)->brokers[0].id).c_str()));
+  }
+  queue_ptr q(rd_kafka_queue_new(rk));
+  auto opts = admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout(o));
+  rd_kafka_DescribeConfigs(rk, res.data(), res.size(), opts.get(), q.get());
+  for (auto* r : res) rd_kafka_ConfigResource_destroy(r);
+  SLUICE_ASSIGN_OR_RETURN(
+      auto ev, wait_admin_result(q.get(), RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT, wait_timeout(o)));
+  size_t n = 0;
+  auto got = rd_kafka_DescribeConfigs_result_resources(
+      rd_kafka_event_DescribeConfigs_result(ev.get()), &n);
+  for (size_t i = 0; i < n; ++i) {
+    if (rd_kafka_ConfigResource_error(got[i]) != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    size_t m = 0;
+    auto entries = rd_kafka_ConfigResource_configs(got[i], &m);
+    const bool broker = rd_kafka_ConfigResource_type(got[i]) == RD_KAFKA_RESOURCE_BROKER;
+    topic_retention tr;
+    for (size_t j = 0; j < m; ++j) {
+      const std::string name = rd_kafka_ConfigEntry_name(entries[j]);
+      const char* v = rd_kafka_ConfigEntry_value(entries[j]);
+      if (broker) {
+        if (name == "sluice.retention.headroom.alert.ms") *alert_ms = parse_i64(v, *alert_ms);
+      } else if (name == "retention.ms") {
+        tr.policy.retention_ms = parse_i64(v, -1);
+      } else if (name == "retention.bytes") {
+        tr.policy.retention_bytes = parse_i64(v, -1);
+      } else if (name == "cleanup.policy") {
+        tr.policy.deletes = v && std::string(v).find("delete") != std::string::npos;
+      }
+    }
+    if (!broker) out[rd_kafka_ConfigResource_name(got[i])] = tr;
+  }
+  return out;
+}
+
+std::string format_ms(std::optional<int64_t> ms) {
+  return ms ? std::to_string(*ms) : "inf";
+}
+
 int run_lag(const group_options& o) {
   auto rk = admin_client(o);
   if (!rk) return fail(rk.err().message);
@@ -157,10 +225,11 @@ int run_lag(const group_options& o) {
   struct row {
     std::string topic;
     int partition;
-    int64_t committed, high, lag;
+    int64_t committed, log_start, high, lag;
   };
   std::vector<row> rows;
   std::vector<std::pair<std::pair<std::string, int>, int64_t>> unread;
+  std::vector<std::string> topics;
   for (int i = 0; i < (*committed)->cnt; ++i) {
     const auto& e = (*committed)->elems[i];
     if (!o.topic.empty() && o.topic != e.topic) continue;
@@ -168,27 +237,74 @@ int run_lag(const group_options& o) {
     if (rd_kafka_query_watermark_offsets(rk->get(), e.topic, e.partition, &lo, &hi, o.timeout_ms) !=
         RD_KAFKA_RESP_ERR_NO_ERROR)
       return fail(std::string("watermarks of ") + e.topic);
-    const int64_t from = e.offset >= 0 ? std::max(e.offset, lo) : lo;
-    rows.push_back({e.topic, e.partition, e.offset, hi, std::max<int64_t>(0, hi - from)});
-    if (hi > from) unread.push_back({{e.topic, e.partition}, from});
+    // Lag counts from the committed offset, lost messages included, as the
+    // broker's sluice_group_lag_messages does.
+    const int64_t from = e.offset >= 0 ? e.offset : lo;
+    rows.push_back({e.topic, e.partition, e.offset, lo, hi, std::max<int64_t>(0, hi - from)});
+    // The oldest unconsumed message still there.
+    const int64_t oldest = std::max(from, lo);
+    if (hi > oldest) unread.push_back({{e.topic, e.partition}, oldest});
+    if (std::find(topics.begin(), topics.end(), e.topic) == topics.end()) topics.push_back(e.topic);
   }
   std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
     return std::tie(a.topic, a.partition) < std::tie(b.topic, b.partition);
   });
+  int64_t alert_ms = 0;
+  auto retention = describe_retention(rk->get(), o, topics, &alert_ms);
+  if (!retention) return fail("topic configs: " + retention.err().message);
   auto ts = timestamps_at(o, unread);
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   int64_t total = 0;
-  std::printf("topic\tpartition\tcommitted\thigh_watermark\tlag_messages\tlag_ms\n");
+  bool marked = false, size_limited = false;
+  std::printf(
+      "topic\tpartition\tcommitted\thigh_watermark\tlag_messages\tlag_ms\theadroom_ms\tlost\n");
   for (const auto& r : rows) {
     total += r.lag;
     auto it = ts.find({r.topic, r.partition});
     std::string lag_ms = r.lag == 0 ? "0" : (it == ts.end() ? "?" : std::to_string(std::max<int64_t>(0, now - it->second)));
-    std::printf("%s\t%d\t%lld\t%lld\t%lld\t%s\n", r.topic.c_str(), r.partition, static_cast<long long>(r.committed),
-                static_cast<long long>(r.high), static_cast<long long>(r.lag), lag_ms.c_str());
+    // Headroom as the broker computes it (cluster/headroom.h). Through the
+    // Kafka protocol the tool sees records, not segments: the timestamp of
+    // the oldest unconsumed record stands in for its segment's largest
+    // timestamp, so this is a lower bound of the broker's figure, and size
+    // retention is left to /metrics.
+    std::optional<int64_t> headroom;
+    const int64_t lost =
+        r.committed >= 0 && r.committed < r.log_start ? r.log_start - r.committed : 0;
+    auto rt = retention->find(r.topic);
+    if (r.lag > 0) {
+      if (lost > 0) {
+        headroom = 0;
+      } else if (rt != retention->end()) {
+        cluster::unconsumed_position pos;
+        if (it != ts.end()) pos.segment_max_timestamp_ms = it->second;
+        headroom = cluster::retention_headroom_ms(rt->second.policy, pos, now, 0);
+      }
+    }
+    if (rt != retention->end() && rt->second.policy.deletes &&
+        rt->second.policy.retention_bytes >= 0)
+      size_limited = true;
+    const bool warn = headroom && *headroom < alert_ms;
+    marked = marked || warn;
+    std::printf("%s\t%d\t%lld\t%lld\t%lld\t%s\t%s%s\t%s\n", r.topic.c_str(), r.partition,
+                static_cast<long long>(r.committed), static_cast<long long>(r.high),
+                static_cast<long long>(r.lag), lag_ms.c_str(), format_ms(headroom).c_str(),
+                warn ? " !" : "", lost > 0 ? std::to_string(lost).c_str() : "");
   }
   std::printf("total lag %lld messages\n", static_cast<long long>(total));
+  if (marked) {
+    std::fprintf(
+        stderr,
+        "sluice group lag: ! marks headroom under %lld ms (sluice.retention.headroom.alert.ms): "
+        "retention will soon delete messages this group has not read\n",
+        static_cast<long long>(alert_ms));
+  }
+  if (size_limited) {
+    std::fprintf(stderr,
+                 "sluice group lag: retention.bytes is set; headroom here counts time only "
+                 "(the broker's /metrics counts size too)\n");
+  }
   return 0;
 }
 
@@ -299,7 +415,10 @@ void add_group_command(CLI::App& app, int* exit_code) {
   auto* describe = cmd->add_subcommand("describe", "Members of a group and their partitions");
   common(describe, true);
   describe->callback([o, exit_code] { *exit_code = run_describe(*o); });
-  auto* lag = cmd->add_subcommand("lag", "Lag per partition, in messages and in time");
+  auto* lag = cmd->add_subcommand("lag",
+                                  "Lag per partition in messages and time, retention headroom (! "
+                                  "under the alert threshold) and "
+                                  "messages already lost to retention");
   common(lag, true);
   lag->add_option("-t,--topic", o->topic, "Only this topic");
   lag->callback([o, exit_code] { *exit_code = run_lag(*o); });

@@ -143,6 +143,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     auto r = log_->append(bytes, epoch());
     if (!r.ok()) return fail(kafka::to_kafka_error(r.code()), r.err().message);
     producers_.record(pb, r->base, r->last);
+    bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
     out.base = r->base;
     out.last = r->last;
     // A roll shows as a new active segment; snapshot the producer state then.

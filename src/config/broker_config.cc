@@ -315,6 +315,7 @@ result<broker_config> make_broker_config(config_map static_values,
   const auto& metrics = std::get<std::string>(get("sluice.metrics.listener"));
   if (!metrics.empty()) b.metrics_listener = to_host_port(metrics);
   b.retention_headroom_alert_ms = i64("sluice.retention.headroom.alert.ms");
+  b.write_rate_window_ms = i64("sluice.metrics.write.rate.window.ms");
 
   if (b.group_min_session_timeout_ms > b.group_max_session_timeout_ms) {
     return bad("group.min.session.timeout.ms: " + std::to_string(b.group_min_session_timeout_ms) +

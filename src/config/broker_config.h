@@ -73,6 +73,7 @@ struct broker_config {
   int64_t offsets_retention_check_interval_ms = 0;
   std::optional<host_port> metrics_listener;  // sluice.metrics.listener; empty string: disabled
   int64_t retention_headroom_alert_ms = 0;    // sluice.retention.headroom.alert.ms
+  int64_t write_rate_window_ms = 0;           // sluice.metrics.write.rate.window.ms
   // The broker's values of every topic setting: the config of a topic
   // without overrides.
   topic_config topic_defaults;

@@ -256,6 +256,9 @@ std::vector<setting> make_schema() {
                        "host:port of the HTTP /metrics and /health endpoint; empty: off."));
   s.push_back(int_row("sluice.retention.headroom.alert.ms", "", vt::int64, "86400000", 0, i64_max,
                       true, "Alert when a group's retention headroom falls below this."));
+  s.push_back(int_row("sluice.metrics.write.rate.window.ms", "", vt::int64, "300000",
+                      limits::min_write_rate_window_ms, limits::max_write_rate_window_ms, false,
+                      "Window over which /metrics measures each partition's write rate."));
   return s;
 }
 

@@ -231,7 +231,14 @@ coordinator::group* coordinator::create_locked(const std::string& id) {
   return raw;
 }
 
-void coordinator::erase_group_locked(const std::string& id) { groups_.erase(id); }
+void coordinator::erase_group_locked(const std::string& id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  if (observer_ && loaded_) {
+    for (const auto& [tp, v] : it->second->offsets) observer_(id, tp.first, tp.second, v.offset);
+  }
+  groups_.erase(it);
+}
 
 bool coordinator::new_member_fits_locked(const group& g) const {
   return g.members.size() + g.pending_members.size() < static_cast<size_t>(cfg_.max_group_size);
@@ -301,8 +308,23 @@ void coordinator::append_group_locked(group& g, std::function<void(status, outbo
   });
 }
 
+std::vector<coordinator::committed_offset> coordinator::committed_offsets() const {
+  std::lock_guard g(mu_);
+  std::vector<committed_offset> out;
+  for (const auto& [id, grp] : groups_) {
+    for (const auto& [tp, v] : grp->offsets) out.push_back({id, tp.first, tp.second, v.offset});
+  }
+  return out;
+}
+
 void coordinator::apply_offset_locked(const offset_key& k, const std::optional<offset_value>& v) {
   group* g = find_locked(k.group);
+  if (observer_ && loaded_ && g) {
+    // Replay is skipped: what an old record held was accounted for (or not)
+    // by the run that wrote it.
+    if (auto it = g->offsets.find({k.topic, k.partition}); it != g->offsets.end())
+      observer_(k.group, k.topic, k.partition, it->second.offset);
+  }
   if (!v) {
     if (g) g->offsets.erase({k.topic, k.partition});
     return;

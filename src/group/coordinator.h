@@ -141,6 +141,28 @@ class coordinator {
   // values. Any thread.
   void update_config(const coordinator_config& next);
 
+  // ---- Operator's view ---------------------------------------------------------
+  // One committed offset, as /metrics reports it.
+  struct committed_offset {
+    std::string group;
+    std::string topic;
+    int32_t partition = 0;
+    int64_t offset = 0;
+  };
+  // A copy of every committed offset, taken under the mutex (one scrape's
+  // worth; bounded by limits::max_groups and max_offsets_per_group).
+  std::vector<committed_offset> committed_offsets() const;
+  // Called with a group's previous committed offset of a partition each time
+  // a live commit, an OffsetDelete, a group deletion or offset expiry
+  // replaces or removes it (not during replay), so the owner can account
+  // for messages the group lost to retention before the offset moved on.
+  // Runs on the thread that applies the change with the coordinator's mutex
+  // held: it must be quick and must not call back into the coordinator.
+  using offset_observer = std::function<void(const std::string& group, const std::string& topic,
+                                             int32_t partition, int64_t previous_offset)>;
+  // Set once, before start (not synchronised with the callers).
+  void set_offset_observer(offset_observer fn) { observer_ = std::move(fn); }
+
  private:
   struct member;
   struct group;
@@ -196,6 +218,7 @@ class coordinator {
   sluice::clock& clk_;
   const post_fn post_;
   const partition_exists_fn partition_exists_;
+  offset_observer observer_;
 
   mutable std::mutex mu_;
   bool loaded_ = false;

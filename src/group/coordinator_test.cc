@@ -1,15 +1,14 @@
 #include "group/coordinator.h"
 
-#include <malloc.h>
-
-#include <gtest/gtest.h>
-
-#include "cluster/compaction.h"
-#include "storage/test_util.h"
-
+#include <algorithm>
 #include <deque>
 
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include "cluster/compaction.h"
 #include "protocol/consumer_protocol.h"
+#include "storage/test_util.h"
 
 namespace sluice::group {
 namespace {
@@ -628,6 +627,30 @@ TEST_F(coordinator_test, DeleteGroupsAndOffsets) {
   slot<proto::offset_delete_response> s2;
   c_->offset_delete(od, s2.cb());
   EXPECT_EQ(s2->error_code, to_wire(error_code::group_id_not_found));
+}
+
+TEST_F(coordinator_test, CommittedOffsetsAndTheObserverOfReplacedOffsets) {
+  std::vector<std::string> seen;
+  c_->set_offset_observer([&](const std::string& g, const std::string& t, int32_t p, int64_t prev) {
+    seen.push_back(g + "/" + t + "/" + std::to_string(p) + "@" + std::to_string(prev));
+  });
+  commit("a", "", -1, "t", 0, 5);  // nothing replaced: not observed
+  commit("a", "", -1, "t", 0, 9);
+  commit("a", "", -1, "t", 1, 3);
+  commit("b", "", -1, "u", 2, 7);
+  auto rows = c_->committed_offsets();
+  std::vector<std::string> got;
+  for (const auto& r : rows)
+    got.push_back(r.group + "/" + r.topic + "/" + std::to_string(r.partition) + "=" +
+                  std::to_string(r.offset));
+  EXPECT_EQ(got, (std::vector<std::string>{"a/t/0=9", "a/t/1=3", "b/u/2=7"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"a/t/0@5"}));
+  // Deleting a group reports each offset it held.
+  seen.clear();
+  EXPECT_EQ(delete_groups({"a"}), (std::vector<int16_t>{0}));
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a/t/0@9", "a/t/1@3"}));
+  EXPECT_EQ(c_->committed_offsets().size(), 1u);
 }
 
 TEST_F(coordinator_test, ListGroupsFiltersByState) {
