@@ -36,6 +36,13 @@ struct io_thread;
 // Bytes read from a socket per read call. Also bounds how many bytes of
 // not-yet-dispatched requests a paused connection holds in memory.
 constexpr size_t read_buffer_bytes = 64 * 1024;
+// A frame's buffer is reserved up to this size when its length arrives,
+// so the bytes of a typical produce request (librdkafka batches up to 1 MB)
+// are copied once rather than again at every doubling; a larger frame grows
+// from here as its bytes arrive. A reservation is address space: glibc maps
+// a block this big fresh or reuses a freed one, and its pages are touched
+// only as bytes land in them.
+constexpr size_t frame_reserve_bytes = 1 << 20;
 // Most iovecs and bytes handed to one sendmsg call.
 constexpr int max_iovecs = 64;
 constexpr uint64_t max_gather_bytes = 4ull << 20;
@@ -332,7 +339,7 @@ void connection::process_input() {
       frame_.clear();
       // Grow with the bytes that arrive, never to a declared length up front:
       // four bytes from a client must not make us allocate 100 MiB.
-      frame_.reserve(std::min(frame_need_, read_buffer_bytes));
+      frame_.reserve(std::min(frame_need_, frame_reserve_bytes));
       if (frame_need_ == 0) dispatch();
       continue;
     }
