@@ -20,13 +20,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
 #include "kafka_util.h"
+#include "produce_phase.h"
 #include "raw_limits.h"
 #include "report.h"
 
@@ -135,52 +135,10 @@ struct run_result {
   double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
 };
 
-struct producer_state {
-  std::mutex mu;
-  std::vector<double> pub_ms;
-  uint64_t acked = 0, failed = 0;
-  int64_t last_ack_ns = 0;
-  std::string first_error;
-};
-
-void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-  auto* st = static_cast<producer_state*>(opaque);
-  const int64_t t = now_ns();
-  const auto sent = static_cast<int64_t>(reinterpret_cast<intptr_t>(m->_private));
-  // Called on the producing thread from rd_kafka_poll/flush; the lock only
-  // guards against the final read after the thread has joined.
-  std::lock_guard g(st->mu);
-  if (m->err) {
-    ++st->failed;
-    if (st->first_error.empty()) st->first_error = rd_kafka_err2str(m->err);
-    return;
-  }
-  ++st->acked;
-  st->last_ack_ns = t;
-  st->pub_ms.push_back(static_cast<double>(t - sent) / 1e6);
-}
-
-double cores(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0, int64_t t1) {
-  if (!cpu0 || !cpu1 || t1 <= t0) return -1;
-  return (*cpu1 - *cpu0) / (static_cast<double>(t1 - t0) / 1e9);
-}
-
 run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t broker,
                     const std::string& topic) {
   create_topic(bootstrap, topic, o.partitions);
   run_result r;
-
-  producer_state ps;
-  ps.pub_ms.reserve(1 << 20);
-  rd_kafka_conf_t* c = base_conf(bootstrap);
-  set(c, "acks", o.acks);
-  set(c, "linger.ms", "1");
-  set(c, "batch.size", "1048576");
-  set_all(c, o.producer_props);
-  rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
-  rd_kafka_conf_set_opaque(c, &ps);
-  client_ptr prod = make_client(RD_KAFKA_PRODUCER, c);
-  rd_kafka_topic_t* t = rd_kafka_topic_new(prod.get(), topic.c_str(), nullptr);
 
   std::atomic<bool> producing{true};
   std::atomic<uint64_t> expected{0};
@@ -195,74 +153,37 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   while (!tail_ready.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
-  std::vector<char> payload(std::max<size_t>(o.message_bytes, 8), 'x');
-  std::vector<std::string> keys;
-  if (o.keys)
-    for (int i = 0; i < kKeyCount; ++i) keys.push_back("key-" + std::to_string(i));
-
-  const auto cpu0 = process_cpu_seconds(broker);
-  const auto self0 = process_cpu_seconds(::getpid());
-  const int64_t t0 = now_ns();
-  const int64_t end = t0 + static_cast<int64_t>(o.seconds * 1e9);
-  const double interval_ns = o.rate > 0 ? 1e9 / o.rate : 0;
-  uint64_t sent = 0;
-  double lag_max = 0;
-  for (;;) {
-    int64_t now = now_ns();
-    if (now >= end) break;
-    if (interval_ns > 0) {
-      const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
-      if (now < due) {
-        rd_kafka_poll(prod.get(), 0);
-        if (due - now > 200'000)
-          std::this_thread::sleep_for(std::chrono::nanoseconds(due - now - 100'000));
-        continue;
-      }
-      lag_max = std::max(lag_max, static_cast<double>(now - due) / 1e6);
-    }
-    std::memcpy(payload.data(), &now, sizeof now);
-    const std::string* key = o.keys ? &keys[sent % keys.size()] : nullptr;
-    for (;;) {
-      int rc = rd_kafka_produce(t, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payload.data(),
-                                payload.size(), key ? key->data() : nullptr, key ? key->size() : 0,
-                                reinterpret_cast<void*>(static_cast<intptr_t>(now)));
-      if (rc == 0) break;
-      if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        rd_kafka_topic_destroy(t);
-        producing = false;
-        tail_thread.join();
-        throw bench_error{std::string("produce: ") + rd_kafka_err2str(rd_kafka_last_error())};
-      }
-      rd_kafka_poll(prod.get(), 1);
-      now = now_ns();
-      std::memcpy(payload.data(), &now, sizeof now);
-    }
-    ++sent;
-    if (sent % 64 == 0) rd_kafka_poll(prod.get(), 0);
+  produce_spec spec;
+  spec.bootstrap = bootstrap;
+  spec.topic = topic;
+  spec.acks = o.acks;
+  spec.props = o.producer_props;
+  spec.rate = o.rate;
+  spec.seconds = o.seconds;
+  spec.message_bytes = o.message_bytes;
+  spec.key_count = o.keys ? kKeyCount : 0;
+  spec.broker_pid = broker;
+  produce_stats ps;
+  try {
+    ps = produce_phase(spec);
+  } catch (const bench_error&) {
+    producing = false;
+    tail_thread.join();
+    throw;
   }
-  rd_kafka_flush(prod.get(), 60'000);
-  const auto cpu1 = process_cpu_seconds(broker);
-  const auto self1 = process_cpu_seconds(::getpid());
-  rd_kafka_topic_destroy(t);
-  {
-    std::lock_guard g(ps.mu);
-    const int64_t t1 = ps.last_ack_ns > 0 ? ps.last_ack_ns : now_ns();
-    r.acked = ps.acked;
-    r.failed = ps.failed;
-    r.produce_error = ps.first_error;
-    r.produce_msgs =
-        static_cast<double>(ps.acked) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
-    r.produce_bytes = r.produce_msgs * static_cast<double>(payload.size());
-    std::sort(ps.pub_ms.begin(), ps.pub_ms.end());
-    r.pub_p50 = percentile_sorted(ps.pub_ms, 50);
-    r.pub_p99 = percentile_sorted(ps.pub_ms, 99);
-    r.pub_p999 = percentile_sorted(ps.pub_ms, 99.9);
-    r.pub_max = ps.pub_ms.empty() ? 0 : ps.pub_ms.back();
-    r.broker_cpu_produce = cores(cpu0, cpu1, t0, t1);
-    r.client_cpu_produce = cores(self0, self1, t0, t1);
-  }
-  r.schedule_lag_max_ms = lag_max;
-  prod.reset();
+  const size_t payload_bytes = std::max<size_t>(o.message_bytes, 8);
+  r.acked = ps.acked;
+  r.failed = ps.failed;
+  r.produce_error = ps.first_error;
+  r.produce_msgs = ps.msgs_per_s;
+  r.produce_bytes = ps.bytes_per_s;
+  r.pub_p50 = percentile_sorted(ps.publish_ms, 50);
+  r.pub_p99 = percentile_sorted(ps.publish_ms, 99);
+  r.pub_p999 = percentile_sorted(ps.publish_ms, 99.9);
+  r.pub_max = ps.publish_ms.empty() ? 0 : ps.publish_ms.back();
+  r.broker_cpu_produce = ps.broker_cores;
+  r.client_cpu_produce = ps.client_cores;
+  r.schedule_lag_max_ms = ps.schedule_lag_max_ms;
   expected = r.acked;
   producing = false;
   tail_thread.join();
@@ -287,8 +208,8 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
     throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
                       std::to_string(r.acked)};
   r.consume_msgs = consume_rate(cu);
-  r.consume_bytes = r.consume_msgs * static_cast<double>(payload.size());
-  r.broker_cpu_consume = cores(ccpu0, ccpu1, c0, cu.last_ns);
+  r.consume_bytes = r.consume_msgs * static_cast<double>(payload_bytes);
+  r.broker_cpu_consume = cores_between(ccpu0, ccpu1, c0, cu.last_ns);
   delete_topic(bootstrap, topic);
   return r;
 }

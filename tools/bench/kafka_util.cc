@@ -160,11 +160,18 @@ event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type) {
   throw bench_error{"admin request timed out"};
 }
 
-void create_topic(const std::string& bootstrap, const std::string& topic, int partitions) {
+void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
+                  const config_list& configs) {
   client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
   char err[512];
   rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
   if (!nt) throw bench_error{std::string("NewTopic: ") + err};
+  for (const auto& [k, v] : configs) {
+    if (auto e = rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str())) {
+      rd_kafka_NewTopic_destroy(nt);
+      throw bench_error{"NewTopic config " + k + ": " + rd_kafka_err2str(e)};
+    }
+  }
   queue_ptr q(rd_kafka_queue_new(rk.get()));
   rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, q.get());
   rd_kafka_NewTopic_destroy(nt);
@@ -197,6 +204,34 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
     if (now_ns() > deadline) throw bench_error{"topic " + topic + " has no leaders after 30 s"};
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+void alter_topic_configs(const std::string& bootstrap, const std::string& topic,
+                         const config_list& configs) {
+  client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
+  rd_kafka_ConfigResource_t* res =
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+  for (const auto& [k, v] : configs) {
+    if (auto e = rd_kafka_ConfigResource_set_config(res, k.c_str(), v.c_str())) {
+      rd_kafka_ConfigResource_destroy(res);
+      throw bench_error{"AlterConfigs " + k + ": " + rd_kafka_err2str(e)};
+    }
+  }
+  queue_ptr q(rd_kafka_queue_new(rk.get()));
+  rd_kafka_AlterConfigs(rk.get(), &res, 1, nullptr, q.get());
+  rd_kafka_ConfigResource_destroy(res);
+  event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_ALTERCONFIGS_RESULT);
+  if (rd_kafka_event_error(ev.get()))
+    throw bench_error{std::string("AlterConfigs: ") + rd_kafka_event_error_string(ev.get())};
+  size_t n = 0;
+  const rd_kafka_ConfigResource_t** rs =
+      rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev.get()), &n);
+  for (size_t i = 0; i < n; ++i)
+    if (rd_kafka_ConfigResource_error(rs[i]))
+      throw bench_error{"AlterConfigs " + topic + ": " +
+                        (rd_kafka_ConfigResource_error_string(rs[i])
+                             ? rd_kafka_ConfigResource_error_string(rs[i])
+                             : "error")};
 }
 
 void delete_topic(const std::string& bootstrap, const std::string& topic) {

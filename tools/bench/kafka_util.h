@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <librdkafka/rdkafka.h>
@@ -67,8 +68,16 @@ class broker_process {
 
 // Waits (60 s at most) for an admin result event of `type` on `q`.
 event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type);
-// Creates the topic and waits until every partition has a leader.
-void create_topic(const std::string& bootstrap, const std::string& topic, int partitions);
+using config_list = std::vector<std::pair<std::string, std::string>>;
+
+// Creates the topic with `configs` and waits until every partition has a
+// leader.
+void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
+                  const config_list& configs = {});
+// Replaces the topic's configs with `configs` (AlterConfigs: what is not
+// named returns to the broker's default). Throws on any error.
+void alter_topic_configs(const std::string& bootstrap, const std::string& topic,
+                         const config_list& configs);
 // Best effort: a leftover topic only costs disk space.
 void delete_topic(const std::string& bootstrap, const std::string& topic);
 // A broker setting as DescribeConfigs gives it (the first broker of the

@@ -1,7 +1,9 @@
 // sluice-bench: prints performance figures of the partition log (`storage`),
-// of a running broker (`broker`) and of consumer groups on it (`group`), each
-// beside the machine's own limits measured in the same run. Not a timed test:
-// it asserts nothing about speed.
+// of a running broker (`broker`), of consumer groups on it (`group`), of the
+// log cleaner (`compaction`) and of produce under retention and compaction
+// (`maintenance`, against the same run without them); the others beside the
+// machine's own limits measured in the same run. Not a timed test: it asserts
+// nothing about speed.
 
 #include <CLI/CLI.hpp>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include "broker_bench.h"
 #include "compaction_bench.h"
 #include "group_bench.h"
+#include "maintenance_bench.h"
 #include "storage_bench.h"
 
 int main(int argc, char** argv) {
@@ -20,7 +23,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("sluice-bench"));
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{
-      "sluice-bench: Sluice's storage, broker and group benchmarks, each beside the machine's raw limits"};
+      "sluice-bench: Sluice's storage, broker and group benchmarks, each beside the machine's raw "
+      "limits"};
   app.require_subcommand(1);
 
   sluice::bench::storage_options so;
@@ -53,12 +57,15 @@ int main(int argc, char** argv) {
   idle->add_option("--phase", idle_phase)->required()->check(CLI::IsMember({"create", "hold"}));
 
   sluice::bench::compaction_options co;
-  auto* cp = app.add_subcommand("compaction", "log cleaner throughput vs raw sequential read plus write");
-  cp->add_option("--dir", co.dir, "directory for the log and raw files (on the disk to measure)")->required();
+  auto* cp =
+      app.add_subcommand("compaction", "log cleaner throughput vs raw sequential read plus write");
+  cp->add_option("--dir", co.dir, "directory for the log and raw files (on the disk to measure)")
+      ->required();
   cp->add_flag("--json", co.json, "print one JSON object");
   cp->add_option("--mib", co.mib, "MiB of log cleaned per run")->check(CLI::Range(1, 65536));
   cp->add_option("--keys", co.keys, "distinct keys")->check(CLI::Range(1, 10'000'000));
-  cp->add_option("--repeats", co.repeats, "measured raw/Sluice pairs after the warm-up")->check(CLI::Range(1, 100));
+  cp->add_option("--repeats", co.repeats, "measured raw/Sluice pairs after the warm-up")
+      ->check(CLI::Range(1, 100));
 
   sluice::bench::broker_options bo;
   auto* br = app.add_subcommand(
@@ -100,28 +107,38 @@ int main(int argc, char** argv) {
   sluice::bench::group_options go;
   go.dir = "/tmp";
   auto* gr = app.add_subcommand(
-      "group", "consumer-group rebalance times and pauses, group consume throughput and commit latency");
+      "group",
+      "consumer-group rebalance times and pauses, group consume throughput and commit latency");
   auto* gboot = gr->add_option("--bootstrap", go.bootstrap, "HOST:PORT of a running broker");
-  gr->add_flag("--start", go.start, "start build/bin/sluice on a free loopback port with a temp dir")
+  gr->add_flag("--start", go.start,
+               "start build/bin/sluice on a free loopback port with a temp dir")
       ->excludes(gboot);
-  gr->add_option("--sluice", go.sluice_path, "the sluice binary for --start (default: beside sluice-bench)");
-  gr->add_option("--broker-arg", go.broker_args, "KEY=VALUE broker setting for --start (repeatable)");
+  gr->add_option("--sluice", go.sluice_path,
+                 "the sluice binary for --start (default: beside sluice-bench)");
+  gr->add_option("--broker-arg", go.broker_args,
+                 "KEY=VALUE broker setting for --start (repeatable)");
   gr->add_option("--broker-pid", go.broker_pid, "pid of the --bootstrap broker, for its CPU");
-  gr->add_option("--dir", go.dir, "parent of the temp data dir (--start); raw fsync latency measured here")
+  gr->add_option("--dir", go.dir,
+                 "parent of the temp data dir (--start); raw fsync latency measured here")
       ->capture_default_str();
-  gr->add_option("--members", go.members, "members of the rebalance phases (one more joins and leaves)")
+  gr->add_option("--members", go.members,
+                 "members of the rebalance phases (one more joins and leaves)")
       ->check(CLI::Range(1, 1000));
-  gr->add_option("--partitions", go.partitions, "partitions of the topics")->check(CLI::Range(1, 10000));
+  gr->add_option("--partitions", go.partitions, "partitions of the topics")
+      ->check(CLI::Range(1, 10000));
   gr->add_option("--protocol", go.protocols, "eager and/or cooperative (both by default)")
       ->check(CLI::IsMember({"eager", "cooperative"}));
   gr->add_option("--rate", go.rate, "messages per second produced during the rebalance phases")
       ->check(CLI::Range(1.0, 1e7));
-  gr->add_option("--throughput-members", go.throughput_members, "group size compared with one consumer")
+  gr->add_option("--throughput-members", go.throughput_members,
+                 "group size compared with one consumer")
       ->check(CLI::Range(1, 1000));
   gr->add_option("--messages", go.messages, "messages each throughput run reads")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
-  gr->add_option("--message-bytes", go.message_bytes, "payload bytes")->check(CLI::Range(1, 1 << 20));
-  gr->add_option("--commit-every", go.commit_every, "messages a member reads between synchronous commits")
+  gr->add_option("--message-bytes", go.message_bytes, "payload bytes")
+      ->check(CLI::Range(1, 1 << 20));
+  gr->add_option("--commit-every", go.commit_every,
+                 "messages a member reads between synchronous commits")
       ->check(CLI::Range(1, 1 << 30));
   gr->add_option("--session-timeout-ms", go.session_timeout_ms, "members' session.timeout.ms")
       ->check(CLI::Range(1000, 3'600'000));
@@ -130,7 +147,36 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 60.0));
   gr->add_flag("--json", go.json, "print one JSON object");
 
+  sluice::bench::maintenance_options mo;
+  auto* mt = app.add_subcommand(
+      "maintenance",
+      "produce throughput while retention deletes and the cleaner compacts, vs idle");
+  mt->add_option("--sluice", mo.sluice_path,
+                 "the sluice binary to start (default: beside sluice-bench)");
+  mt->add_option("--broker-arg", mo.broker_args, "KEY=VALUE broker setting (repeatable)");
+  mt->add_option("--dir", mo.dir, "parent of the broker's temp data dir")->capture_default_str();
+  mt->add_option("--partitions", mo.partitions, "partitions of the measured topic")
+      ->check(CLI::Range(1, 10000));
+  mt->add_option("--seconds", mo.seconds, "measured produce window per run")
+      ->check(CLI::Range(0.5, 3600.0));
+  mt->add_option("--repeats", mo.repeats, "idle/active pairs")->check(CLI::Range(1, 100));
+  mt->add_option("--prefill-mib", mo.prefill_mib,
+                 "MiB written to each maintenance topic before a run")
+      ->check(CLI::Range(4, 65536));
+  mt->add_option("--maintenance-partitions", mo.maintenance_partitions,
+                 "partitions of each maintenance topic")
+      ->check(CLI::Range(1, 1000));
+  mt->add_option("--churn-rate", mo.churn_rate,
+                 "msgs/s to each maintenance topic during the window")
+      ->check(CLI::Range(1.0, 1e6));
+  mt->add_option("--keys", mo.churn_keys, "distinct keys of the compacted topic")
+      ->check(CLI::Range(1, 10'000'000));
+  mt->add_option("--message-bytes", mo.message_bytes, "payload bytes")
+      ->check(CLI::Range(8, 1 << 20));
+  mt->add_flag("--json", mo.json, "print one JSON object");
+
   CLI11_PARSE(app, argc, argv);
+  if (mt->parsed()) return sluice::bench::run_maintenance(mo);
   if (cp->parsed()) return sluice::bench::run_compaction(co);
   if (st->parsed()) return sluice::bench::run_storage(so);
   if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);

@@ -5,6 +5,8 @@ prints one JSON object with the expected keys. Never asserts on speed.
 usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py broker SLUICE_BENCH SLUICE
        smoke_test.py group SLUICE_BENCH SLUICE
+       smoke_test.py compaction SLUICE_BENCH
+       smoke_test.py maintenance SLUICE_BENCH SLUICE
 """
 import json
 import subprocess
@@ -82,9 +84,40 @@ def group(bench, sluice):
     need(j["raw"], ["loopback_tcp_mb_per_s", "fdatasync_4k_latency_p50_ms"], "raw")
 
 
+def compaction(bench):
+    with tempfile.TemporaryDirectory() as d:
+        j = run([bench, "compaction", "--dir", d, "--json", "--mib", "4", "--keys", "100", "--repeats", "1"])
+    need(j, ["mode", "cleaner_mb_per_s", "raw_read_write_mb_per_s", "ratio"], "compaction")
+    if j["cleaner_mb_per_s"] <= 0 or j["raw_read_write_mb_per_s"] <= 0:
+        sys.exit(f"nothing was measured: {j}")
+
+
+def maintenance(bench, sluice):
+    with tempfile.TemporaryDirectory() as d:
+        j = run([bench, "maintenance", "--sluice", sluice, "--dir", d, "--json", "--partitions", "2",
+                 "--seconds", "3", "--repeats", "1", "--prefill-mib", "32", "--churn-rate", "500"])
+    need(j, ["mode", "runs", "idle_produce_mb_per_s", "active_produce_mb_per_s", "ratio",
+             "maintenance_observed", "targets_met"], "maintenance")
+    if sorted(r["active"] for r in j["runs"]) != [False, True]:
+        sys.exit(f"expected one idle and one active run: {j['runs']}")
+    for r in j["runs"]:
+        need(r, ["produce_mb_per_s", "retention_removed_messages", "retained_log_mib_before",
+                 "retained_log_mib_after", "compacted_log_mib_before", "compacted_log_mib_after",
+                 "maintenance_as_expected"], "run")
+        if r["produce_mb_per_s"] <= 0:
+            sys.exit(f"nothing went through: {r}")
+    # Retention and the cleaner really ran in the active run, and not in the idle one.
+    if not j["maintenance_observed"]:
+        sys.exit(f"maintenance not as expected: {j['runs']}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "storage":
         storage(sys.argv[2])
+    elif sys.argv[1] == "compaction":
+        compaction(sys.argv[2])
+    elif sys.argv[1] == "maintenance":
+        maintenance(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "group":
         group(sys.argv[2], sys.argv[3])
     else:

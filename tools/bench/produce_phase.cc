@@ -1,0 +1,130 @@
+#include "produce_phase.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <librdkafka/rdkafka.h>
+#include <unistd.h>
+
+#include "kafka_util.h"
+#include "report.h"
+
+namespace sluice::bench {
+namespace {
+
+struct producer_state {
+  std::mutex mu;
+  std::vector<double> pub_ms;
+  uint64_t acked = 0, failed = 0;
+  int64_t last_ack_ns = 0;
+  std::string first_error;
+};
+
+void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  auto* st = static_cast<producer_state*>(opaque);
+  const int64_t t = now_ns();
+  const auto sent = static_cast<int64_t>(reinterpret_cast<intptr_t>(m->_private));
+  // Called on the producing thread from rd_kafka_poll/flush; the lock only
+  // guards against the final read after the loop has ended.
+  std::lock_guard g(st->mu);
+  if (m->err) {
+    ++st->failed;
+    if (st->first_error.empty()) st->first_error = rd_kafka_err2str(m->err);
+    return;
+  }
+  ++st->acked;
+  st->last_ack_ns = t;
+  st->pub_ms.push_back(static_cast<double>(t - sent) / 1e6);
+}
+
+struct topic_deleter {
+  void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
+};
+
+}  // namespace
+
+double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
+                     int64_t t1_ns) {
+  if (!cpu0 || !cpu1 || t1_ns <= t0_ns) return -1;
+  return (*cpu1 - *cpu0) / (static_cast<double>(t1_ns - t0_ns) / 1e9);
+}
+
+produce_stats produce_phase(const produce_spec& spec) {
+  producer_state ps;
+  ps.pub_ms.reserve(1 << 20);
+  rd_kafka_conf_t* c = base_conf(spec.bootstrap);
+  set(c, "acks", spec.acks);
+  set(c, "linger.ms", "1");
+  set(c, "batch.size", "1048576");
+  set_all(c, spec.props);
+  rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+  rd_kafka_conf_set_opaque(c, &ps);
+  client_ptr prod = make_client(RD_KAFKA_PRODUCER, c);
+  std::unique_ptr<rd_kafka_topic_t, topic_deleter> t(
+      rd_kafka_topic_new(prod.get(), spec.topic.c_str(), nullptr));
+
+  std::vector<char> payload(std::max<size_t>(spec.message_bytes, 8), 'x');
+  std::vector<std::string> keys;
+  for (int i = 0; i < spec.key_count; ++i) keys.push_back("key-" + std::to_string(i));
+
+  const auto cpu0 = process_cpu_seconds(spec.broker_pid);
+  const auto self0 = process_cpu_seconds(::getpid());
+  const int64_t t0 = now_ns();
+  const int64_t end = t0 + static_cast<int64_t>(spec.seconds * 1e9);
+  const double interval_ns = spec.rate > 0 ? 1e9 / spec.rate : 0;
+  uint64_t sent = 0;
+  double lag_max = 0;
+  for (;;) {
+    int64_t now = now_ns();
+    if (now >= end || (spec.max_messages > 0 && sent >= spec.max_messages)) break;
+    if (interval_ns > 0) {
+      const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
+      if (now < due) {
+        rd_kafka_poll(prod.get(), 0);
+        if (due - now > 200'000)
+          std::this_thread::sleep_for(std::chrono::nanoseconds(due - now - 100'000));
+        continue;
+      }
+      lag_max = std::max(lag_max, static_cast<double>(now - due) / 1e6);
+    }
+    std::memcpy(payload.data(), &now, sizeof now);
+    const std::string* key = keys.empty() ? nullptr : &keys[sent % keys.size()];
+    for (;;) {
+      int rc = rd_kafka_produce(t.get(), RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payload.data(),
+                                payload.size(), key ? key->data() : nullptr, key ? key->size() : 0,
+                                reinterpret_cast<void*>(static_cast<intptr_t>(now)));
+      if (rc == 0) break;
+      if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        throw bench_error{std::string("produce: ") + rd_kafka_err2str(rd_kafka_last_error())};
+      rd_kafka_poll(prod.get(), 1);
+      now = now_ns();
+      std::memcpy(payload.data(), &now, sizeof now);
+    }
+    ++sent;
+    if (sent % 64 == 0) rd_kafka_poll(prod.get(), 0);
+  }
+  rd_kafka_flush(prod.get(), 60'000);
+  const auto cpu1 = process_cpu_seconds(spec.broker_pid);
+  const auto self1 = process_cpu_seconds(::getpid());
+
+  produce_stats r;
+  std::lock_guard g(ps.mu);
+  const int64_t t1 = ps.last_ack_ns > 0 ? ps.last_ack_ns : now_ns();
+  r.acked = ps.acked;
+  r.failed = ps.failed;
+  r.first_error = ps.first_error;
+  r.msgs_per_s =
+      static_cast<double>(ps.acked) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+  r.bytes_per_s = r.msgs_per_s * static_cast<double>(payload.size());
+  r.publish_ms = std::move(ps.pub_ms);
+  std::sort(r.publish_ms.begin(), r.publish_ms.end());
+  if (spec.broker_pid > 0) r.broker_cores = cores_between(cpu0, cpu1, t0, t1);
+  r.client_cores = cores_between(self0, self1, t0, t1);
+  r.schedule_lag_max_ms = lag_max;
+  return r;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,51 @@
+#pragma once
+
+// One timed produce phase with librdkafka, as the OpenMessaging Benchmark's
+// Kafka driver runs it: one producer, fixed or unlimited rate, publish latency
+// from the produce() call to its delivery report. Shared by the `broker` and
+// `maintenance` modes.
+//
+// Each message carries its send time (steady clock, nanoseconds) in its first
+// 8 bytes, so a consumer can measure end-to-end latency.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace sluice::bench {
+
+struct produce_spec {
+  std::string bootstrap;
+  std::string topic;
+  std::string acks = "all";
+  std::vector<std::string> props;  // KEY=VALUE librdkafka overrides
+  double rate = 0;                 // messages per second; 0 = as fast as possible
+  double seconds = 10;
+  uint64_t max_messages = 0;    // stop after this many (0 = no limit; `seconds` still applies)
+  size_t message_bytes = 1024;  // at least 8 (the send time)
+  int key_count = 0;            // 0: no keys; else keys "key-0".."key-(n-1)" in turn
+  pid_t broker_pid = 0;         // for the broker's CPU; 0 = not measured
+};
+
+struct produce_stats {
+  uint64_t acked = 0, failed = 0;
+  std::string first_error;
+  double msgs_per_s = 0, bytes_per_s = 0;  // acknowledged, to the last acknowledgement
+  std::vector<double> publish_ms;          // sorted
+  double broker_cores = -1, client_cores = -1;
+  double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
+};
+
+// Produces to `spec.topic` for `spec.seconds` (or `max_messages`), then flushes (60 s at most).
+// Throws bench_error when the client cannot be made or produce() fails for
+// another reason than a full queue.
+produce_stats produce_phase(const produce_spec& spec);
+
+// CPU cores busy between two process_cpu_seconds readings; -1 if unknown.
+double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
+                     int64_t t1_ns);
+
+}  // namespace sluice::bench
