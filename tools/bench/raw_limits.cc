@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -148,6 +150,62 @@ std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, do
     out.push_back(static_cast<double>(now_ns() - t0) / 1e6);
   }
   ::unlink(path.c_str());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
+                                                 int count, double max_seconds,
+                                                 std::string& error) {
+  std::vector<double> out;
+  std::vector<std::unique_ptr<fd_guard>> fds;
+  std::vector<std::string> paths;
+  for (int i = 0; i < files; ++i) {
+    paths.push_back(dir + "/raw-fsync-round-" + std::to_string(i) + ".tmp");
+    fds.push_back(std::make_unique<fd_guard>(
+        ::open(paths.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)));
+    if (fds.back()->fd < 0) {
+      error = os_error("open " + paths.back());
+      break;
+    }
+  }
+  const auto buf = filled(4096);
+  std::atomic<int> next{0};
+  std::atomic<bool> failed{false}, quit{false};
+  const int workers = std::max(1, std::min(threads, files));
+  std::barrier start(workers + 1), done(workers + 1);
+  std::vector<std::thread> pool;
+  if (error.empty()) {
+    for (int w = 0; w < workers; ++w)
+      pool.emplace_back([&] {
+        for (;;) {
+          start.arrive_and_wait();
+          if (quit.load()) return;
+          for (int i; (i = next++) < files;)
+            if (!write_all(fds[static_cast<size_t>(i)]->fd, buf.data(), buf.size()) ||
+                ::fdatasync(fds[static_cast<size_t>(i)]->fd) != 0)
+              failed = true;
+          done.arrive_and_wait();
+        }
+      });
+    const int64_t stop = now_ns() + static_cast<int64_t>(max_seconds * 1e9);
+    for (int r = 0; r < count && now_ns() < stop; ++r) {
+      next = 0;
+      const int64_t t0 = now_ns();
+      start.arrive_and_wait();
+      done.arrive_and_wait();
+      if (failed.load()) {
+        error = os_error("write+fdatasync " + dir + "/raw-fsync-round-*.tmp");
+        break;
+      }
+      out.push_back(static_cast<double>(now_ns() - t0) / 1e6);
+    }
+    quit = true;
+    start.arrive_and_wait();
+    for (auto& t : pool) t.join();
+  }
+  fds.clear();
+  for (const auto& p : paths) ::unlink(p.c_str());
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -41,6 +41,14 @@ bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_byte
 std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, double max_seconds,
                                            std::string& error);
 
+// The same for a produce that touches many partitions: each round writes
+// 4 KiB to each of `files` files and fdatasyncs every one of them, `threads`
+// threads sharing the work (as the broker's flusher threads do), and takes
+// as long as the slowest. No acks=all answer for a request carrying every
+// partition can come sooner.
+std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
+                                                 int count, double max_seconds, std::string& error);
+
 // One TCP stream over 127.0.0.1: a writer thread sends `chunk_bytes` writes
 // and a reader thread receives into a buffer of the same size, for about
 // `seconds` after a short warm-up.
