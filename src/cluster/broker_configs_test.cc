@@ -135,6 +135,28 @@ TEST_F(BrokerConfigsTest, ValuesThatNoLongerFitAreIgnoredNotFatal) {
   EXPECT_EQ(loaded->group_min_session_timeout_ms, 6000);
 }
 
+// flush.messages and flush.ms reach the partition's log; without them the
+// log syncs only for acks=all waiters.
+TEST_F(BrokerConfigsTest, FlushSettingsReachTheLog) {
+  auto s = static_config({});
+  auto cfg = std::make_shared<const config::broker_config>(s);
+  storage::log_manager_config lcfg;
+  lcfg.data_dir = (dir_ / "logs").string();
+  lcfg.default_log = to_log_config(s.topic_defaults);
+  auto logs = storage::log_manager::open(fs_, sluice::clock::system(), lcfg);
+  ASSERT_TRUE(logs.ok()) << logs.err().message;
+  auto pm = partition_manager::open(fs_, sluice::clock::system(), cfg, **logs);
+  ASSERT_TRUE(pm.ok()) << pm.err().message;
+  auto& m = **pm;
+  std::vector<config::config_entry> own = {{"flush.messages", "3"}, {"flush.ms", "250"}};
+  ASSERT_FALSE(m.create_topic("flushy", 1, 1, own, false).has_value());
+  ASSERT_FALSE(m.create_topic("plain", 1, 1, {}, false).has_value());
+  EXPECT_EQ(m.get("flushy", 0)->log().config().flush_messages, 3);
+  EXPECT_EQ(m.get("flushy", 0)->log().config().flush_ms, 250);
+  EXPECT_EQ(m.get("plain", 0)->log().config().flush_messages, INT64_MAX);
+  EXPECT_EQ(m.get("plain", 0)->log().config().flush_ms, INT64_MAX);
+}
+
 // partition_manager applies a change to every partition without its own
 // override, persists it, and tells the listeners.
 TEST_F(BrokerConfigsTest, AlterAppliesToPartitionsWithoutOverrides) {

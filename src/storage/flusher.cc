@@ -17,12 +17,40 @@ void flusher::request(std::shared_ptr<log> l) {
   {
     std::lock_guard g(mu_);
     if (!stopped_) {
-      if (std::find(queue_.begin(), queue_.end(), l) == queue_.end()) queue_.push_back(std::move(l));
+      if (std::none_of(queue_.begin(), queue_.end(), [&](const job& j) { return j.l == l; }))
+        queue_.push_back({std::move(l), false});
       cv_.notify_one();
       return;
     }
   }
   l->flush_for_waiters();
+}
+
+void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
+  constexpr int64_t max_ms = 24ll * 3600 * 1000;
+  {
+    std::lock_guard g(mu_);
+    if (!stopped_) {
+      const auto at = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(std::clamp<int64_t>(ms, 0, max_ms));
+      timers_.push({at, std::move(l)});
+      cv_.notify_one();  // a waiting thread may need an earlier wake-up
+      return;
+    }
+  }
+  l->flush_on_timer();
+}
+
+void flusher::promote_due_locked(time_point now) {
+  while (!timers_.empty() && timers_.top().at <= now) {
+    std::shared_ptr<log> l = timers_.top().l;
+    timers_.pop();
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const job& j) { return j.l == l; });
+    if (it != queue_.end())
+      it->timer = true;
+    else
+      queue_.push_back({std::move(l), true});
+  }
 }
 
 void flusher::stop() {
@@ -38,17 +66,33 @@ void flusher::stop() {
 void flusher::run() {
   std::unique_lock lk(mu_);
   for (;;) {
-    cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // stopping and drained
-    std::shared_ptr<log> l = std::move(queue_.front());
+    promote_due_locked(std::chrono::steady_clock::now());
+    if (queue_.empty()) {
+      // Timers not yet due are dropped at stop: closing a log syncs it.
+      if (stopping_) break;
+      if (timers_.empty())
+        cv_.wait(lk);
+      else
+        cv_.wait_until(lk, timers_.top().at);
+      continue;
+    }
+    job j = std::move(queue_.front());
     queue_.pop_front();
     lk.unlock();
-    l->flush_for_waiters();
-    l.reset();  // the last owner may be us; destroy outside the lock
+    if (j.timer)
+      j.l->flush_on_timer();
+    else
+      j.l->flush_for_waiters();
+    j.l.reset();  // the last owner may be us; destroy outside the lock
     lk.lock();
   }
   // Requests after the last thread leaves are served by their callers.
-  if (--running_ == 0) stopped_ = true;
+  if (--running_ == 0) {
+    stopped_ = true;
+    auto drop = std::move(timers_);
+    timers_ = {};
+    lk.unlock();  // the logs they hold are released outside the lock
+  }
 }
 
 }  // namespace sluice::storage

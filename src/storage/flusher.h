@@ -8,13 +8,20 @@
 // different logs at once; two threads never sync one log at once (the log's
 // own flush mutex orders them).
 //
-// Thread-safe. Durability callbacks run on a flusher thread. The queue holds
-// at most one entry per log, so it is bounded by the number of logs.
+// Logs with a finite flush.ms also ask for a sync some time ahead
+// (request_after); a timer heap holds those, at most one per log (the log
+// asks again only after its timer fired).
+//
+// Thread-safe. Durability callbacks run on a flusher thread. The queue and
+// the timer heap each hold at most one entry per log, so they are bounded by
+// the number of logs.
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <queue>
 #include <thread>
 #include <vector>
 
@@ -33,16 +40,34 @@ class flusher {
 
   // Queues `l` for a sync unless it is already queued.
   void request(std::shared_ptr<log> l);
+  // Calls l->flush_on_timer() on a flusher thread `ms` milliseconds from now
+  // (capped at a day: a log re-arms after each). The log keeps at most one
+  // such request outstanding.
+  void request_after(std::shared_ptr<log> l, int64_t ms);
   // Syncs what is queued, then stops the threads. Idempotent. Requests after
   // stop() are served on the calling thread.
   void stop();
 
  private:
+  using time_point = std::chrono::steady_clock::time_point;
+  struct job {
+    std::shared_ptr<log> l;
+    bool timer = false;  // call flush_on_timer (a flush.ms timer fired)
+  };
+  struct timed {
+    time_point at;
+    std::shared_ptr<log> l;
+    bool operator>(const timed& o) const { return at > o.at; }
+  };
+
   void run();
+  // Moves the timers due at `now` to the queue (with mu_ held).
+  void promote_due_locked(time_point now);
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<log>> queue_;
+  std::deque<job> queue_;
+  std::priority_queue<timed, std::vector<timed>, std::greater<>> timers_;
   bool stopping_ = false;
   bool stopped_ = false;
   int running_ = 0;  // threads not yet past their last sync

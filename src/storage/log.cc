@@ -23,6 +23,8 @@ status log_config::validate() const {
     return bad("segment.bytes");
   if (segment_ms < 1) return bad("segment.ms");
   if (file_delete_delay_ms < 0) return bad("file.delete.delay.ms");
+  if (flush_messages < 1) return bad("flush.messages");
+  if (flush_ms < 0) return bad("flush.ms");
   if (index_interval_bytes < 0) return bad("index.interval.bytes");
   if (segment_index_bytes < static_cast<int64_t>(limits::time_index_entry_bytes) ||
       segment_index_bytes > limits::max_segment_bytes)
@@ -70,24 +72,40 @@ status log::go_offline(const error& e) {
 }
 
 result<append_result> log::append(std::span<std::byte> batches, leader_epoch epoch) {
-  result<append_result> r = [&] {
-    std::lock_guard g(mu_);
-    return append_locked(batches, epoch);
-  }();
-  answer_waiters();
-  return r;
+  return append_and_ask(batches, epoch);
 }
 
 result<append_result> log::append_replicated(std::span<std::byte> batches) {
+  return append_and_ask(batches, std::nullopt);
+}
+
+result<append_result> log::append_and_ask(std::span<std::byte> batches,
+                                          std::optional<leader_epoch> epoch) {
+  flush_ask ask;
   result<append_result> r = [&] {
     std::lock_guard g(mu_);
-    return append_locked(batches, std::nullopt);
+    return append_locked(batches, epoch, ask);
   }();
   answer_waiters();
+  ask_flusher(ask);
   return r;
 }
 
-result<append_result> log::append_locked(std::span<std::byte> batches, std::optional<leader_epoch> epoch) {
+void log::ask_flusher(const flush_ask& ask) {
+  if (ask.now)
+    ctx_.flush->request(shared_from_this());
+  else if (ask.after_ms >= 0)
+    ctx_.flush->request_after(shared_from_this(), ask.after_ms);
+}
+
+void log::flush_on_timer() {
+  // Cleared before the sync, so an append during it arms the next timer.
+  flush_timer_armed_ = false;
+  flush().ignore();
+}
+
+result<append_result> log::append_locked(std::span<std::byte> batches,
+                                         std::optional<leader_epoch> epoch, flush_ask& ask) {
   SLUICE_TRY(check_writable());
   std::vector<batch::header> hs;
   const auto strict = epoch ? batch::strictness::leader : batch::strictness::stored;
@@ -125,7 +143,15 @@ result<append_result> log::append_locked(std::span<std::byte> batches, std::opti
   auto st = active().append(batches, hs, cfg_.index_interval_bytes);
   if (!st.ok()) return go_offline(st.err()).err();
   log_end_ = last.value() + 1;
-  if (!cfg_.fsync) durable_ = log_end_.load();
+  if (!cfg_.fsync) {
+    durable_ = log_end_.load();
+  } else {
+    unflushed_messages_ += last - first + 1;
+    if (unflushed_messages_ >= cfg_.flush_messages)
+      ask.now = true;
+    else if (cfg_.flush_ms != INT64_MAX && !flush_timer_armed_.exchange(true))
+      ask.after_ms = cfg_.flush_ms;
+  }
   return append_result{first, last};
 }
 
@@ -410,6 +436,7 @@ status log::sync_once() {
     SLUICE_TRY(check_writable());
     target = offset(log_end_.load());
     gen = truncations_;
+    unflushed_messages_ = 0;  // this sync covers them
     if (!cfg_.fsync || target.value() <= durable_.load()) return {};
     auto f = active().file();
     if (!f.ok()) return go_offline(f.err());

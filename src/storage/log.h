@@ -9,8 +9,8 @@
 //   log end offset    one past the last offset appended (the next offset)
 //   durable offset    every offset below it survives a crash (fdatasync done)
 //
-// Thread model. The broker has a few asio I/O threads and one flusher thread
-// (storage/flusher.h) shared by all logs.
+// Thread model. The broker has a few asio I/O threads and a small pool of
+// flusher threads (storage/flusher.h) shared by all logs.
 //   * Every public method of `log` is thread-safe. Appends, truncation and
 //     log-start moves are serialised by a per-log mutex; call them from any
 //     I/O thread.
@@ -18,7 +18,7 @@
 //     the batch, then return a `file_region` whose bytes are immutable until
 //     a truncation below them. A region keeps its file open while held, even
 //     if the segment is deleted or its handle is evicted from the cache.
-//   * Durability callbacks (`on_durable`) run on the flusher thread, or on the
+//   * Durability callbacks (`on_durable`) run on a flusher thread, or on the
 //     thread whose append, truncation or flush answered them, or on the
 //     calling thread when the offset is already durable. They run with no
 //     lock of the log held and may call back into it, but must not block (no
@@ -64,6 +64,13 @@ struct log_config {
   // as it is written to the page cache (lost on power failure, kept on a
   // process crash). For users who choose speed over durability.
   bool fsync = true;
+  // Kafka's flush.messages and flush.ms, whatever the producers' acks: a
+  // sync starts once this many messages were appended since the last one
+  // began, and no appended byte stays unsynced longer than flush_ms (a timer
+  // on the flusher, armed by the first append after a sync). INT64_MAX: off,
+  // only acks=all waiters ask for syncs. No effect without `fsync`.
+  int64_t flush_messages = INT64_MAX;
+  int64_t flush_ms = INT64_MAX;
   // Segments that leave the log are renamed *.deleted and removed this long
   // after (docs/log_format.md, "Deleting segments").
   int64_t file_delete_delay_ms = limits::default_file_delete_delay_ms;
@@ -78,7 +85,7 @@ struct log_context {
   io::filesystem* fs = nullptr;
   sluice::clock* clk = nullptr;
   file_cache* files = nullptr;  // shared cap on open segment files
-  flusher* flush = nullptr;     // shared group-commit thread
+  flusher* flush = nullptr;     // shared group-commit threads
   file_deleter* deleter = nullptr;  // shared delayed removal of retired segment files
 };
 
@@ -298,9 +305,12 @@ class log : public std::enable_shared_from_this<log> {
   // log_manager.
   status close();
 
-  // Called by the flusher thread: syncs the active segment and answers the
+  // Called by a flusher thread: syncs the active segment and answers the
   // waiters it covers. Not for other callers.
   void flush_for_waiters() { flush().ignore(); }
+  // Called by a flusher thread when the flush.ms timer this log asked for
+  // fires: re-arms for the next append, then syncs. Not for other callers.
+  void flush_on_timer();
 
  private:
   log(const log_context& ctx, std::string dir, std::string name, log_config cfg);
@@ -320,8 +330,19 @@ class log : public std::enable_shared_from_this<log> {
   status finish_recovery(std::optional<offset> rp_on_disk, std::optional<offset> start_on_disk,
                          const std::vector<epoch_entry>& epochs_on_disk, bool clean);
 
+  // What an append asks of the flusher for flush.messages and flush.ms,
+  // decided with mu_ held and asked (ask_flusher) once it is released.
+  struct flush_ask {
+    bool now = false;       // flush.messages reached
+    int64_t after_ms = -1;  // arm the flush.ms timer
+  };
+  result<append_result> append_and_ask(std::span<std::byte> batches,
+                                       std::optional<leader_epoch> epoch);
+  void ask_flusher(const flush_ask& ask);
+
   // Writing, all with mu_ held.
-  result<append_result> append_locked(std::span<std::byte> batches, std::optional<leader_epoch> epoch);
+  result<append_result> append_locked(std::span<std::byte> batches,
+                                      std::optional<leader_epoch> epoch, flush_ask& ask);
   status maybe_roll(size_t incoming_bytes, offset incoming_last);
   status roll();
   status truncate_locked(offset o);
@@ -369,6 +390,7 @@ class log : public std::enable_shared_from_this<log> {
   offset recovery_point_;
   offset cleaner_checkpoint_;  // as in the file; 0 when there is none
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
+  int64_t unflushed_messages_ = 0;  // offsets appended since the last sync began (flush.messages)
   recovery_info recovery_;
 
   std::atomic<int64_t> log_start_{0};
@@ -377,6 +399,7 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<int64_t> active_base_{0};  // segments_.back()->base(), updated under mu_
   std::atomic<bool> offline_{false};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> flush_timer_armed_{false};  // a flush.ms timer is queued with the flusher
 
   std::mutex flush_mu_;    // one sync of this log at a time; taken before mu_
   std::mutex waiters_mu_;  // taken after mu_ when both are held

@@ -1,11 +1,12 @@
 // Fault tests through io::fault_fs: torn writes at every byte of the last
 // batch, a flipped bit in a middle batch, failing fsync, a full disk and
-// power loss.
-
-#include <gtest/gtest.h>
+// power loss; flush.messages and flush.ms.
 
 #include <filesystem>
 #include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
 
 #include "io/fault_fs.h"
 #include "storage/log.h"
@@ -248,6 +249,93 @@ TEST(LogFault, PowerLossKeepsEverythingReportedDurable) {
     ASSERT_TRUE(l->truncate_to(durable_end).ok());  // next round starts from the durable end
     ASSERT_TRUE(l->close().ok());
   }
+}
+
+bool append_one(log& l, int32_t records, uint32_t seed) {
+  auto b = make_batch(records, 40, seed);
+  return l.append(b, leader_epoch(1)).ok();
+}
+
+// Polls until the log's durable offset reaches `o` (10 s at most).
+bool durable_soon(const log& l, offset o) {
+  for (int i = 0; i < 1000 && l.durable_offset() < o; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return l.durable_offset() >= o;
+}
+
+TEST(LogFault, FlushMessagesSyncsWithoutWaitersAndSurvivesPowerLoss) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  log_config cfg;
+  cfg.flush_messages = 8;
+  offset end;
+  {
+    log_env env(ffs);
+    auto l = open_log(env, tmp.sub("p-0"), cfg);
+    // Three batches of 2 records: 6 messages, under flush.messages; nobody
+    // waits, so nothing asks for a sync.
+    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(append_one(*l, 2, i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(l->durable_offset(), offset(0));
+    // One more: 8 messages since the last sync, so one starts by itself.
+    ASSERT_TRUE(append_one(*l, 2, 3));
+    end = l->log_end_offset();
+    ASSERT_EQ(end, offset(8));
+    ASSERT_TRUE(durable_soon(*l, end)) << l->durable_offset().value();
+    // The count restarts with that sync: two more messages stay unsynced.
+    ASSERT_TRUE(append_one(*l, 2, 9));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(l->durable_offset(), end);
+    ASSERT_TRUE(ffs.drop_unsynced().ok());
+  }
+  log_env env;
+  auto l = open_log(env, tmp.sub("p-0"), cfg);
+  EXPECT_EQ(l->log_end_offset(), end);  // the synced 8 survive, the last 2 were never synced
+}
+
+TEST(LogFault, FlushMsSyncsDataNobodyWaitsFor) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  log_config cfg;
+  cfg.flush_ms = 50;
+  log_env env(ffs);
+  auto l = open_log(env, tmp.sub("p-0"), cfg);
+  const uint64_t syncs0 = ffs.syncs();
+  ASSERT_TRUE(append_one(*l, 3, 1));
+  ASSERT_TRUE(durable_soon(*l, offset(3))) << l->durable_offset().value();
+  EXPECT_GT(ffs.syncs(), syncs0);
+  // The timer re-arms with the next append after it fired.
+  ASSERT_TRUE(append_one(*l, 2, 2));
+  ASSERT_TRUE(durable_soon(*l, offset(5))) << l->durable_offset().value();
+  // Idle: no more syncs once everything is durable.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const uint64_t idle = ffs.syncs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ffs.syncs(), idle);
+  ASSERT_TRUE(l->close().ok());
+}
+
+TEST(LogFault, WithoutFlushSettingsOnlyWaitersAskForSyncs) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  log_env env(ffs);
+  auto l = open_log(env, tmp.sub("p-0"));
+  for (uint32_t i = 0; i < 20; ++i) ASSERT_TRUE(append_one(*l, 3, i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(l->durable_offset(), offset(0));
+  ASSERT_TRUE(l->wait_durable(offset(59)).ok());
+  EXPECT_EQ(l->durable_offset(), offset(60));
+}
+
+TEST(LogFault, FlushSettingsOutOfRangeAreRefused) {
+  log_config cfg;
+  cfg.flush_messages = 0;
+  EXPECT_EQ(cfg.validate().code(), errc::invalid_config);
+  cfg.flush_messages = 1;
+  cfg.flush_ms = -1;
+  EXPECT_EQ(cfg.validate().code(), errc::invalid_config);
+  cfg.flush_ms = 0;
+  EXPECT_TRUE(cfg.validate().ok());
 }
 
 }  // namespace
