@@ -43,8 +43,9 @@ void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
 
 void flusher::promote_due_locked(time_point now) {
   while (!timers_.empty() && timers_.top().at <= now) {
-    std::shared_ptr<log> l = timers_.top().l;
+    std::shared_ptr<log> l = timers_.top().l.lock();
     timers_.pop();
+    if (!l) continue;  // the log is gone
     auto it = std::find_if(queue_.begin(), queue_.end(), [&](const job& j) { return j.l == l; });
     if (it != queue_.end())
       it->timer = true;
@@ -89,9 +90,7 @@ void flusher::run() {
   // Requests after the last thread leaves are served by their callers.
   if (--running_ == 0) {
     stopped_ = true;
-    auto drop = std::move(timers_);
     timers_ = {};
-    lk.unlock();  // the logs they hold are released outside the lock
   }
 }
 

@@ -56,7 +56,7 @@ class flusher {
   };
   struct timed {
     time_point at;
-    std::shared_ptr<log> l;
+    std::weak_ptr<log> l;  // a log deleted meanwhile is not kept alive by its timer
     bool operator>(const timed& o) const { return at > o.at; }
   };
 

@@ -315,6 +315,19 @@ TEST(LogFault, FlushMsSyncsDataNobodyWaitsFor) {
   ASSERT_TRUE(l->close().ok());
 }
 
+TEST(LogFault, APendingFlushMsTimerDoesNotKeepALogAlive) {
+  temp_dir tmp;
+  log_env env;
+  log_config cfg;
+  cfg.flush_ms = 3'600'000;
+  auto l = open_log(env, tmp.sub("p-0"), cfg);
+  ASSERT_TRUE(append_one(*l, 2, 1));  // arms an hour-long timer
+  std::weak_ptr<log> w = l;
+  ASSERT_TRUE(l->close().ok());
+  l.reset();
+  EXPECT_TRUE(w.expired());
+}
+
 TEST(LogFault, WithoutFlushSettingsOnlyWaitersAskForSyncs) {
   temp_dir tmp;
   io::fault_fs ffs(io::filesystem::posix());
