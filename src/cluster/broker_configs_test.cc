@@ -26,7 +26,29 @@ class BrokerConfigsTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_ / "meta");
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override {
+    pm_.reset();
+    logs_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A log manager and a partition manager on the static config `s`; null
+  // (with the failure recorded) when either cannot open.
+  partition_manager* open_managers(const config::broker_config& s) {
+    storage::log_manager_config lcfg;
+    lcfg.data_dir = (dir_ / "logs").string();
+    lcfg.default_log = to_log_config(s.topic_defaults);
+    auto logs = storage::log_manager::open(fs_, sluice::clock::system(), lcfg);
+    EXPECT_TRUE(logs.ok()) << logs.err().message;
+    if (!logs.ok()) return nullptr;
+    logs_ = std::move(logs).value();
+    auto pm = partition_manager::open(fs_, sluice::clock::system(),
+                                      std::make_shared<const config::broker_config>(s), *logs_);
+    EXPECT_TRUE(pm.ok()) << pm.err().message;
+    if (!pm.ok()) return nullptr;
+    pm_ = std::move(pm).value();
+    return pm_.get();
+  }
 
   // The static config: the data directory plus `settings`.
   config::broker_config static_config(
@@ -46,6 +68,8 @@ class BrokerConfigsTest : public ::testing::Test {
 
   io::filesystem& fs_ = io::filesystem::posix();
   std::filesystem::path dir_;
+  std::unique_ptr<storage::log_manager> logs_;
+  std::unique_ptr<partition_manager> pm_;
 };
 
 using ops = std::vector<config::alter_request>;
@@ -139,15 +163,9 @@ TEST_F(BrokerConfigsTest, ValuesThatNoLongerFitAreIgnoredNotFatal) {
 // log syncs only for acks=all waiters.
 TEST_F(BrokerConfigsTest, FlushSettingsReachTheLog) {
   auto s = static_config({});
-  auto cfg = std::make_shared<const config::broker_config>(s);
-  storage::log_manager_config lcfg;
-  lcfg.data_dir = (dir_ / "logs").string();
-  lcfg.default_log = to_log_config(s.topic_defaults);
-  auto logs = storage::log_manager::open(fs_, sluice::clock::system(), lcfg);
-  ASSERT_TRUE(logs.ok()) << logs.err().message;
-  auto pm = partition_manager::open(fs_, sluice::clock::system(), cfg, **logs);
-  ASSERT_TRUE(pm.ok()) << pm.err().message;
-  auto& m = **pm;
+  partition_manager* pm = open_managers(s);
+  ASSERT_NE(pm, nullptr);
+  auto& m = *pm;
   std::vector<config::config_entry> own = {{"flush.messages", "3"}, {"flush.ms", "250"}};
   ASSERT_FALSE(m.create_topic("flushy", 1, 1, own, false).has_value());
   ASSERT_FALSE(m.create_topic("plain", 1, 1, {}, false).has_value());
@@ -161,15 +179,9 @@ TEST_F(BrokerConfigsTest, FlushSettingsReachTheLog) {
 // override, persists it, and tells the listeners.
 TEST_F(BrokerConfigsTest, AlterAppliesToPartitionsWithoutOverrides) {
   auto s = static_config({{"log.retention.check.interval.ms", "3600000"}});
-  auto cfg = std::make_shared<const config::broker_config>(s);
-  storage::log_manager_config lcfg;
-  lcfg.data_dir = (dir_ / "logs").string();
-  lcfg.default_log = to_log_config(s.topic_defaults);
-  auto logs = storage::log_manager::open(fs_, sluice::clock::system(), lcfg);
-  ASSERT_TRUE(logs.ok()) << logs.err().message;
-  auto pm = partition_manager::open(fs_, sluice::clock::system(), cfg, **logs);
-  ASSERT_TRUE(pm.ok()) << pm.err().message;
-  auto& m = **pm;
+  partition_manager* pm = open_managers(s);
+  ASSERT_NE(pm, nullptr);
+  auto& m = *pm;
   std::vector<config::config_entry> own = {{"retention.ms", "123456"}};
   ASSERT_FALSE(m.create_topic("plain", 2, 1, {}, false).has_value());
   ASSERT_FALSE(m.create_topic("own", 1, 1, own, false).has_value());
