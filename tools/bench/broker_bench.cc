@@ -37,6 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kRawChunk = 1 << 20;
+constexpr uint64_t kBurstBytes = 256ull << 20;
 constexpr int kKeyCount = 1000;
 
 // ---- Consumers ----------------------------------------------------------------
@@ -239,7 +240,8 @@ int run_broker(const broker_options& o) {
   pid_t pid = o.broker_pid;
   std::string data_dir = o.dir;
   std::vector<run_result> runs;
-  std::vector<double> raw_sync, raw_tcp, raw_fsync_p50, raw_fsync_p99, raw_round_p50, raw_round_p99;
+  std::vector<double> raw_sync, raw_sync_burst, raw_tcp, raw_fsync_p50, raw_fsync_p99,
+      raw_round_p50, raw_round_p99;
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
   std::atomic<uint64_t> sampled_peak{0};
@@ -265,17 +267,22 @@ int run_broker(const broker_options& o) {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
       });
-    auto raw_pair = [&] {
-      auto s = raw_sync_write(data_dir, o.raw_sync_mib << 20, kRawChunk, kRawChunk);
+    // The fdatasync write runs as long as a produce phase: this disk takes a
+    // burst of about 1 GB far faster than it sustains, and a produce phase
+    // writes well past it. Its first kBurstBytes are timed too.
+    auto raw_pair = [&](double seconds) {
+      auto s = raw_sync_write_for(data_dir, seconds, o.raw_sync_mib << 20, kRawChunk, kRawChunk,
+                                  kBurstBytes);
       if (auto e = std::get_if<std::string>(&s)) throw bench_error{*e};
       auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
       if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
-      return std::make_pair(std::get<double>(s), std::get<double>(t));
+      return std::make_pair(std::get<timed_write>(s), std::get<double>(t));
     };
-    raw_pair();  // warm-up, not counted
+    raw_pair(0.5);  // warm-up, not counted
     for (int i = 0; i < o.repeats; ++i) {
-      auto [s, t] = raw_pair();
-      raw_sync.push_back(s);
+      auto [s, t] = raw_pair(o.seconds);
+      raw_sync.push_back(s.bytes_per_s);
+      raw_sync_burst.push_back(s.first_bytes_per_s);
       raw_tcp.push_back(t);
       std::string lat_err;
       auto lat = raw_fsync_latencies_ms(data_dir, 500, 2.0, lat_err);
@@ -311,6 +318,7 @@ int run_broker(const broker_options& o) {
     return median(v);
   };
   const double sync_mb = median(raw_sync) / kMB, tcp_mb = median(raw_tcp) / kMB;
+  const double burst_mb = median(raw_sync_burst) / kMB;  // 0: the cap came first
   const double prod_mb = med(&run_result::produce_bytes) / kMB,
                cons_mb = med(&run_result::consume_bytes) / kMB;
   const double rss_mib = static_cast<double>(peak_rss) / kMiB;
@@ -362,6 +370,8 @@ int run_broker(const broker_options& o) {
     j["broker_peak_rss_mib"] = pid > 0 ? json(rss_mib) : json();
     json raw = json::object();
     raw["fdatasync_write_mb_per_s"] = sync_mb;
+    raw["fdatasync_write_seconds"] = o.seconds;
+    raw["fdatasync_write_first_256_mib_mb_per_s"] = burst_mb > 0 ? json(burst_mb) : json();
     raw["loopback_tcp_mb_per_s"] = tcp_mb;
     raw["fdatasync_4k_latency_p50_ms"] = median(raw_fsync_p50);
     raw["fdatasync_4k_latency_p99_ms"] = median(raw_fsync_p99);
@@ -370,6 +380,8 @@ int run_broker(const broker_options& o) {
     j["raw"] = std::move(raw);
     json rat = json::object();
     rat["produce_vs_fdatasync_write"] = ratio(prod_mb, sync_mb);
+    rat["produce_vs_fdatasync_write_first_256_mib"] =
+        burst_mb > 0 ? json(ratio(prod_mb, burst_mb)) : json();
     rat["consume_vs_loopback_tcp"] = ratio(cons_mb, tcp_mb);
     j["ratios"] = std::move(rat);
     json tg = json::object();
@@ -407,6 +419,11 @@ int run_broker(const broker_options& o) {
       "target >= 0.60 %s\n",
       med(&run_result::produce_msgs), prod_mb, sync_mb, ratio(prod_mb, sync_mb),
       verdict(tput_cfg, ratio(prod_mb, sync_mb) >= 0.6).c_str());
+  if (burst_mb > 0)
+    std::printf(
+        "  (raw write for %.0f s as the produce phase; its first 256 MiB alone went at %.1f MB/s, "
+        "ratio %.2f against that burst)\n",
+        o.seconds, burst_mb, ratio(prod_mb, burst_mb));
   std::printf(
       "consume      %10.0f msgs/s %8.1f MB/s   raw loopback TCP         %8.1f MB/s  ratio %.2f  "
       "target >= 0.40 %s\n",

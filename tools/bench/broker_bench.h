@@ -26,7 +26,7 @@ struct broker_options {
   std::string acks = "all";
   std::vector<std::string> producer_props;  // KEY=VALUE librdkafka overrides
   std::vector<std::string> consumer_props;
-  uint64_t raw_sync_mib = 256;  // written per raw fdatasync measurement
+  uint64_t raw_sync_mib = 16384;  // cap of a raw fdatasync measurement (it runs `seconds`)
   double tcp_seconds = 1.5;     // per raw loopback TCP measurement
   bool json = false;
 };

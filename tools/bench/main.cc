@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
                  "KEY=VALUE librdkafka producer property (repeatable)");
   br->add_option("--consumer-prop", bo.consumer_props,
                  "KEY=VALUE librdkafka consumer property (repeatable)");
-  br->add_option("--raw-mib", bo.raw_sync_mib, "MiB per raw fdatasync-write measurement")
+  br->add_option("--raw-mib", bo.raw_sync_mib,
+                 "MiB at most per raw fdatasync-write measurement (it runs --seconds)")
       ->check(CLI::Range(1, 65536));
   br->add_option("--tcp-seconds", bo.tcp_seconds, "seconds per raw loopback TCP measurement")
       ->check(CLI::Range(0.05, 60.0));

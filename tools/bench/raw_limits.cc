@@ -56,14 +56,22 @@ std::vector<char> filled(size_t n) {
   return b;
 }
 
-rate write_file_timed(const std::string& dir, uint64_t total, size_t chunk, uint64_t sync_every) {
+// Writes up to `total` bytes in `chunk` calls, fdatasync every `sync_every`
+// bytes (0: never) and at the end, stopping early after `max_seconds` (0: no
+// bound). `first_bytes` > 0 also times the first that many bytes.
+std::variant<timed_write, std::string> write_file_timed(const std::string& dir, uint64_t total,
+                                                        size_t chunk, uint64_t sync_every,
+                                                        double max_seconds = 0,
+                                                        uint64_t first_bytes = 0) {
   const std::string path = dir + "/raw-write.tmp";
   fd_guard f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (f.fd < 0) return os_error("open " + path);
   auto buf = filled(chunk);
   uint64_t written = 0, since_sync = 0;
   const int64_t t0 = now_ns();
-  while (written < total) {
+  const int64_t stop = max_seconds > 0 ? t0 + static_cast<int64_t>(max_seconds * 1e9) : INT64_MAX;
+  int64_t t_first = 0;
+  while (written < total && now_ns() < stop) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, total - written));
     if (!write_all(f.fd, buf.data(), n)) {
       ::unlink(path.c_str());
@@ -78,6 +86,7 @@ rate write_file_timed(const std::string& dir, uint64_t total, size_t chunk, uint
       }
       since_sync = 0;
     }
+    if (first_bytes && !t_first && written >= first_bytes && since_sync == 0) t_first = now_ns();
   }
   if (sync_every && since_sync > 0 && ::fdatasync(f.fd) != 0) {
     ::unlink(path.c_str());
@@ -85,18 +94,37 @@ rate write_file_timed(const std::string& dir, uint64_t total, size_t chunk, uint
   }
   const int64_t t1 = now_ns();
   ::unlink(path.c_str());
-  return static_cast<double>(written) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+  timed_write r;
+  r.bytes = written;
+  r.bytes_per_s =
+      static_cast<double>(written) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+  if (t_first)
+    r.first_bytes_per_s = static_cast<double>(first_bytes) * 1e9 /
+                          static_cast<double>(std::max<int64_t>(t_first - t0, 1));
+  return r;
+}
+
+rate rate_of(std::variant<timed_write, std::string> w) {
+  if (auto e = std::get_if<std::string>(&w)) return *e;
+  return std::get<timed_write>(w).bytes_per_s;
 }
 
 }  // namespace
 
 rate raw_sync_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes,
                     uint64_t sync_every_bytes) {
-  return write_file_timed(dir, total_bytes, chunk_bytes, sync_every_bytes);
+  return rate_of(write_file_timed(dir, total_bytes, chunk_bytes, sync_every_bytes));
+}
+
+std::variant<timed_write, std::string> raw_sync_write_for(const std::string& dir, double seconds,
+                                                          uint64_t max_bytes, size_t chunk_bytes,
+                                                          uint64_t sync_every_bytes,
+                                                          uint64_t first_bytes) {
+  return write_file_timed(dir, max_bytes, chunk_bytes, sync_every_bytes, seconds, first_bytes);
 }
 
 rate raw_buffered_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes) {
-  return write_file_timed(dir, total_bytes, chunk_bytes, 0);
+  return rate_of(write_file_timed(dir, total_bytes, chunk_bytes, 0));
 }
 
 bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes) {
