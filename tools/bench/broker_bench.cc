@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -142,6 +143,9 @@ struct run_result {
   double tail_msgs = 0;                                        // tailing consumer, per second
   double broker_cpu_produce = -1, broker_cpu_consume = -1;     // cores busy
   double client_cpu_produce = -1;
+  // Catch-up consume: the whole client process, and its busiest thread
+  // (librdkafka's fetch thread for the broker).
+  double client_cpu_consume = -1, client_thread_max_consume = -1;
   double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
 };
 
@@ -210,9 +214,30 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   consume_result cu;
   std::atomic<bool> not_producing{false};
   const auto ccpu0 = process_cpu_seconds(broker);
+  const auto self0 = process_cpu_seconds(::getpid());
+  // The consumer's threads are sampled while it runs (they end with it).
+  std::map<pid_t, double> threads0, threads1;
+  int64_t t_threads0 = 0, t_threads1 = 0;
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connected and fetching
+    threads0 = thread_cpu_seconds(::getpid());
+    t_threads0 = now_ns();
+    while (sampling.load()) {
+      auto t = thread_cpu_seconds(::getpid());
+      const int64_t at = now_ns();
+      if (!sampling.load()) break;
+      threads1 = std::move(t);
+      t_threads1 = at;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
   const int64_t c0 = now_ns();
   consume(o, bootstrap, topic, false, not_producing, expected, now_ns() + 120'000'000'000, cu);
+  sampling = false;
+  sampler.join();
   const auto ccpu1 = process_cpu_seconds(broker);
+  const auto self1 = process_cpu_seconds(::getpid());
   if (!cu.error.empty()) throw bench_error{"catch-up consumer: " + cu.error};
   if (cu.messages < r.acked)
     throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
@@ -220,6 +245,10 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   r.consume_msgs = consume_rate(cu);
   r.consume_bytes = r.consume_msgs * static_cast<double>(payload_bytes);
   r.broker_cpu_consume = cores_between(ccpu0, ccpu1, c0, cu.last_ns);
+  r.client_cpu_consume = cores_between(self0, self1, c0, cu.last_ns);
+  if (t_threads1 > t_threads0)
+    r.client_thread_max_consume = busiest_thread_cores(
+        threads0, threads1, static_cast<double>(t_threads1 - t_threads0) / 1e9);
   delete_topic(bootstrap, topic);
   return r;
 }
@@ -367,6 +396,8 @@ int run_broker(const broker_options& o) {
     j["broker_cpu_cores_produce"] = pid > 0 ? json(med(&run_result::broker_cpu_produce)) : json();
     j["broker_cpu_cores_consume"] = pid > 0 ? json(med(&run_result::broker_cpu_consume)) : json();
     j["client_cpu_cores_produce"] = med(&run_result::client_cpu_produce);
+    j["client_cpu_cores_consume"] = med(&run_result::client_cpu_consume);
+    j["client_busiest_thread_cores_consume"] = med(&run_result::client_thread_max_consume);
     j["broker_peak_rss_mib"] = pid > 0 ? json(rss_mib) : json();
     json raw = json::object();
     raw["fdatasync_write_mb_per_s"] = sync_mb;
@@ -457,6 +488,10 @@ int run_broker(const broker_options& o) {
         "cores producing)\n",
         med(&run_result::broker_cpu_produce), med(&run_result::broker_cpu_consume),
         med(&run_result::client_cpu_produce));
+    std::printf(
+        "client CPU during catch-up consume %.2f cores, its busiest thread %.2f cores "
+        "(librdkafka fetches and parses on one thread per broker)\n",
+        med(&run_result::client_cpu_consume), med(&run_result::client_thread_max_consume));
     std::printf("broker peak RSS %.1f MiB   target < 512 MiB %s\n", rss_mib,
                 rss_mib < 512 ? "met" : "MISSED");
   } else {

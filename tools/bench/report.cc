@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -113,8 +114,11 @@ void json::dump_to(std::string& out) const {
   }
 }
 
-std::optional<double> process_cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+namespace {
+
+// utime + stime of a /proc stat file, in seconds.
+std::optional<double> stat_cpu_seconds(const std::string& path) {
+  std::ifstream in(path);
   std::string line;
   if (!std::getline(in, line)) return std::nullopt;
   // The command name (field 2) may hold spaces; fields resume after its ')'.
@@ -128,6 +132,34 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
   unsigned long long utime = 0, stime = 0;
   if (!(rest >> utime >> stime)) return std::nullopt;
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+std::optional<double> process_cpu_seconds(pid_t pid) {
+  return stat_cpu_seconds("/proc/" + std::to_string(pid) + "/stat");
+}
+
+std::map<pid_t, double> thread_cpu_seconds(pid_t pid) {
+  std::map<pid_t, double> out;
+  std::error_code ec;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string tid = e.path().filename().string();
+    if (auto c = stat_cpu_seconds(dir + "/" + tid + "/stat"))
+      out[static_cast<pid_t>(std::stol(tid))] = *c;
+  }
+  return out;
+}
+
+double busiest_thread_cores(const std::map<pid_t, double>& before,
+                            const std::map<pid_t, double>& after, double seconds) {
+  double best = 0;
+  for (const auto& [tid, c] : after) {
+    auto it = before.find(tid);
+    best = std::max(best, c - (it == before.end() ? 0.0 : it->second));
+  }
+  return seconds > 0 ? best / seconds : -1;
 }
 
 std::optional<uint64_t> process_status_bytes(pid_t pid, const std::string& field) {

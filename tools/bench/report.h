@@ -74,6 +74,13 @@ class json {
 // CPU seconds (user + system) a process has used so far, from /proc/PID/stat;
 // nullopt when the process is gone.
 std::optional<double> process_cpu_seconds(pid_t pid);
+// CPU seconds of each thread of a process now, by thread id (threads that
+// ended are missing).
+std::map<pid_t, double> thread_cpu_seconds(pid_t pid);
+// The most CPU one thread used between two thread_cpu_seconds readings
+// `seconds` apart, in cores: near 1.0 means that thread is the bound.
+double busiest_thread_cores(const std::map<pid_t, double>& before,
+                            const std::map<pid_t, double>& after, double seconds);
 // A field of /proc/PID/status in bytes ("VmRSS", "VmHWM"); nullopt if absent.
 std::optional<uint64_t> process_status_bytes(pid_t pid, const std::string& field);
 
