@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <thread>
@@ -34,8 +33,6 @@
 
 namespace sluice::bench {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr size_t kRawChunk = 1 << 20;
 constexpr uint64_t kBurstBytes = 256ull << 20;
@@ -278,12 +275,7 @@ int run_broker(const broker_options& o) {
   const double load_before = load_average_1m();
   try {
     if (o.start) {
-      std::string bin = o.sluice_path;
-      if (bin.empty()) {
-        std::error_code ec;
-        bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
-      }
-      proc = std::make_unique<broker_process>(bin, o.dir, o.broker_args);
+      proc = std::make_unique<broker_process>(o.sluice_path, o.dir, o.broker_args);
       bootstrap = proc->bootstrap();
       pid = proc->pid();
       data_dir = proc->data_dir();

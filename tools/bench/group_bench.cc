@@ -29,7 +29,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,8 +43,6 @@
 
 namespace sluice::bench {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr size_t kRawChunk = 1 << 20;
 constexpr int64_t kNsPerMs = 1'000'000;
@@ -554,12 +551,7 @@ int run_group(const group_options& o) {
   const double load_before = load_average_1m();
   try {
     if (o.start) {
-      std::string bin = o.sluice_path;
-      if (bin.empty()) {
-        std::error_code ec;
-        bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
-      }
-      proc = std::make_unique<broker_process>(bin, o.dir, o.broker_args);
+      proc = std::make_unique<broker_process>(o.sluice_path, o.dir, o.broker_args);
       bootstrap = proc->bootstrap();
       pid = proc->pid();
       data_dir = proc->data_dir();

@@ -91,12 +91,17 @@ bool port_open(uint16_t port) {
 
 broker_process::broker_process(const std::string& binary, const std::string& parent_dir,
                                const std::vector<std::string>& args) {
+  std::string bin = binary;
+  if (bin.empty()) {
+    std::error_code ec;
+    bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
+  }
   root_ = parent_dir + "/sluice-bench-broker-" + std::to_string(::getpid());
   data_ = root_ + "/data";
   fs::create_directories(data_);
   port_ = free_port();
   std::vector<std::string> argv = {
-      binary, "serve", "--listeners", "127.0.0.1:" + std::to_string(port_), "--log.dirs", data_};
+      bin, "serve", "--listeners", "127.0.0.1:" + std::to_string(port_), "--log.dirs", data_};
   for (const auto& kv : args) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) throw bench_error{"--broker-arg " + kv + " is not KEY=VALUE"};

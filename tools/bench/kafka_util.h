@@ -44,7 +44,8 @@ client_ptr make_client(rd_kafka_type_t type, rd_kafka_conf_t* c);
 rd_kafka_conf_t* base_conf(const std::string& bootstrap);
 
 // A `sluice serve` child on a free loopback port with its own data directory
-// under `parent_dir`, given `args` ("KEY=VALUE") as --KEY VALUE. The
+// under `parent_dir`, given `args` ("KEY=VALUE") as --KEY VALUE. An empty
+// `binary` is the `sluice` beside this executable. The
 // constructor returns once the port accepts connections (20 s at most).
 // Stopped with SIGTERM (SIGKILL after 30 s) by its pid, and its directory
 // removed, when destroyed.

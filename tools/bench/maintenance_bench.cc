@@ -102,6 +102,20 @@ struct run_result {
   bool as_expected = false;
 };
 
+// A producer of `o.message_bytes` messages to `topic`, `keys` distinct keys
+// (0: none), at `rate` msgs/s (0: unlimited) for `seconds`.
+produce_spec spec_for(const maintenance_options& o, const std::string& bootstrap,
+                      const std::string& topic, int keys, double rate, double seconds) {
+  produce_spec s;
+  s.bootstrap = bootstrap;
+  s.topic = topic;
+  s.key_count = keys;
+  s.rate = rate;
+  s.seconds = seconds;
+  s.message_bytes = o.message_bytes;
+  return s;
+}
+
 run_result run_once(const maintenance_options& o, const broker_process& broker, bool active,
                     const std::string& tag) {
   const std::string boot = broker.bootstrap();
@@ -112,17 +126,14 @@ run_result run_once(const maintenance_options& o, const broker_process& broker, 
   create_topic(boot, compacted, mp, compacted_configs(false));
   create_topic(boot, measured, o.partitions);
 
-  produce_spec fill;
-  fill.bootstrap = boot;
-  fill.seconds = 600;
-  fill.message_bytes = o.message_bytes;
-  fill.max_messages = (static_cast<uint64_t>(o.prefill_mib) << 20) / o.message_bytes;
-  fill.topic = retained;
+  const uint64_t prefill = (static_cast<uint64_t>(o.prefill_mib) << 20) / o.message_bytes;
+  produce_spec fill = spec_for(o, boot, retained, 0, 0, 600);
+  fill.max_messages = prefill;
   const auto f1 = produce_phase(fill);
-  fill.topic = compacted;
-  fill.key_count = o.churn_keys;
+  fill = spec_for(o, boot, compacted, o.churn_keys, 0, 600);
+  fill.max_messages = prefill;
   const auto f2 = produce_phase(fill);
-  if (f1.failed || f2.failed || f1.acked < fill.max_messages || f2.acked < fill.max_messages)
+  if (f1.failed || f2.failed || f1.acked < prefill || f2.acked < prefill)
     throw bench_error{"prefill incomplete: " +
                       (f1.first_error.empty() ? f2.first_error : f1.first_error)};
 
@@ -139,24 +150,15 @@ run_result run_once(const maintenance_options& o, const broker_process& broker, 
   for (int i = 0; i < 2; ++i) {
     churners[i] = std::thread([&, i] {
       try {
-        produce_spec s;
-        s.bootstrap = boot;
-        s.topic = i == 0 ? retained : compacted;
-        s.rate = o.churn_rate;
-        s.seconds = o.seconds;
-        s.message_bytes = o.message_bytes;
-        s.key_count = i == 0 ? 0 : o.churn_keys;
-        churn[i] = produce_phase(s);
+        churn[i] = produce_phase(
+            i == 0 ? spec_for(o, boot, retained, 0, o.churn_rate, o.seconds)
+                   : spec_for(o, boot, compacted, o.churn_keys, o.churn_rate, o.seconds));
       } catch (...) {
         churn_error[i] = std::current_exception();
       }
     });
   }
-  produce_spec m;
-  m.bootstrap = boot;
-  m.topic = measured;
-  m.seconds = o.seconds;
-  m.message_bytes = o.message_bytes;
+  produce_spec m = spec_for(o, boot, measured, 0, 0, o.seconds);
   m.broker_pid = broker.pid();
   produce_stats ps;
   std::exception_ptr main_error;
@@ -209,18 +211,13 @@ int run_maintenance(const maintenance_options& o) {
   std::vector<run_result> runs;
   const double load_before = load_average_1m();
   try {
-    std::string bin = o.sluice_path;
-    if (bin.empty()) {
-      std::error_code ec;
-      bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
-    }
     // Retention checks and cleaner passes often enough to act within a
     // window of seconds (Kafka's defaults are 5 minutes and 15 seconds).
     std::vector<std::string> args = o.broker_args;
     if (!has_key(args, "log.retention.check.interval.ms"))
       args.push_back("log.retention.check.interval.ms=500");
     if (!has_key(args, "log.cleaner.backoff.ms")) args.push_back("log.cleaner.backoff.ms=200");
-    broker_process broker(bin, o.dir, args);
+    broker_process broker(o.sluice_path, o.dir, args);
     for (int i = 0; i < o.repeats; ++i) {
       for (int k = 0; k < 2; ++k) {
         const bool active = (i % 2 == 0) == (k == 1);  // idle first on even repeats
