@@ -19,8 +19,7 @@ storage::log_config to_log_config(const config::topic_config& cfg) {
   l.segment_index_bytes = cfg.segment_index_bytes;
   l.fsync = cfg.fsync_enable;
   l.file_delete_delay_ms = cfg.file_delete_delay_ms;
-  // The schema's minimum is 1; 0 is a topic_config nobody filled in: off.
-  l.flush_messages = cfg.flush_messages > 0 ? cfg.flush_messages : INT64_MAX;
+  l.flush_messages = cfg.flush_messages;
   l.flush_ms = cfg.flush_ms;
   return l;
 }

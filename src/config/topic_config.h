@@ -34,8 +34,10 @@ struct topic_config {
   compression_type compression = compression_type::producer;
   int64_t delete_retention_ms = 0;   // tombstones kept this long after cleaning
   int64_t file_delete_delay_ms = 0;  // renamed segment files removed after this
-  int64_t flush_messages = 0;        // fsync at least every N messages, whatever the acks
-  int64_t flush_ms = 0;              // nothing stays unsynced longer than N ms, whatever the acks
+  // Kafka's defaults (off): a topic_config built by hand, as tests and
+  // tools do, must not sync after every append.
+  int64_t flush_messages = INT64_MAX;  // fsync at least every N messages, whatever the acks
+  int64_t flush_ms = INT64_MAX;        // nothing stays unsynced longer than N ms, whatever the acks
   int32_t index_interval_bytes = 0;  // one offset index entry per this much log
   int64_t max_compaction_lag_ms = 0;
   int32_t max_message_bytes = 0;  // largest record batch accepted

@@ -41,7 +41,9 @@ void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
   l->flush_on_timer();
 }
 
-void flusher::promote_due_locked(time_point now) {
+void flusher::promote_due_locked() {
+  if (timers_.empty()) return;  // the usual case: no clock read per job
+  const time_point now = std::chrono::steady_clock::now();
   while (!timers_.empty() && timers_.top().at <= now) {
     std::shared_ptr<log> l = timers_.top().l.lock();
     timers_.pop();
@@ -67,7 +69,7 @@ void flusher::stop() {
 void flusher::run() {
   std::unique_lock lk(mu_);
   for (;;) {
-    promote_due_locked(std::chrono::steady_clock::now());
+    promote_due_locked();
     if (queue_.empty()) {
       // Timers not yet due are dropped at stop: closing a log syncs it.
       if (stopping_) break;

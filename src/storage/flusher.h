@@ -61,8 +61,8 @@ class flusher {
   };
 
   void run();
-  // Moves the timers due at `now` to the queue (with mu_ held).
-  void promote_due_locked(time_point now);
+  // Moves the timers that are due to the queue (with mu_ held).
+  void promote_due_locked();
 
   std::mutex mu_;
   std::condition_variable cv_;
