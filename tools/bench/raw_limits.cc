@@ -199,7 +199,8 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
   }
   const auto buf = filled(4096);
   std::atomic<int> next{0};
-  std::atomic<bool> failed{false}, quit{false};
+  std::atomic<bool> quit{false};
+  std::atomic<int> failed_errno{0};  // errno is per thread: the first worker's failure
   const int workers = std::max(1, std::min(threads, files));
   std::barrier start(workers + 1), done(workers + 1);
   std::vector<std::thread> pool;
@@ -211,8 +212,10 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
           if (quit.load()) return;
           for (int i; (i = next++) < files;)
             if (!write_all(fds[static_cast<size_t>(i)]->fd, buf.data(), buf.size()) ||
-                ::fdatasync(fds[static_cast<size_t>(i)]->fd) != 0)
-              failed = true;
+                ::fdatasync(fds[static_cast<size_t>(i)]->fd) != 0) {
+              int none = 0;
+              failed_errno.compare_exchange_strong(none, errno != 0 ? errno : EIO);
+            }
           done.arrive_and_wait();
         }
       });
@@ -222,8 +225,8 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
       const int64_t t0 = now_ns();
       start.arrive_and_wait();
       done.arrive_and_wait();
-      if (failed.load()) {
-        error = os_error("write+fdatasync " + dir + "/raw-fsync-round-*.tmp");
+      if (const int e = failed_errno.load()) {
+        error = "write+fdatasync " + dir + "/raw-fsync-round-*.tmp: " + std::strerror(e);
         break;
       }
       out.push_back(static_cast<double>(now_ns() - t0) / 1e6);
