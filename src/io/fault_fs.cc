@@ -163,8 +163,11 @@ status fault_fs::drop_unsynced() {
     files = synced_size_;
   }
   for (const auto& [path, synced] : files) {
-    if (!base_.exists(path)) continue;
-    SLUICE_ASSIGN_OR_RETURN(auto f, base_.open(path, open_mode::read_write));
+    // A file removed meanwhile (the file deleter runs on its own thread) has
+    // nothing left to lose; checking exists() first would race with it.
+    auto opened = base_.open(path, open_mode::read_write);
+    if (!opened.ok() && opened.code() == errc::not_found) continue;
+    SLUICE_ASSIGN_OR_RETURN(auto f, std::move(opened));
     SLUICE_ASSIGN_OR_RETURN(uint64_t size, f->size());
     if (size > synced) SLUICE_TRY(f->truncate(synced));
   }
