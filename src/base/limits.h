@@ -48,6 +48,10 @@ inline constexpr int flusher_threads = 4;
 
 // ---- Network ----------------------------------------------------------------
 inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100 MiB
+// fetch.max.bytes: largest Fetch answer the broker builds, whatever the
+// request asks (Kafka's default, 55 MiB, and its lower bound).
+inline constexpr int64_t default_fetch_max_bytes = 55ll << 20;
+inline constexpr int64_t min_fetch_max_bytes = 1024;
 inline constexpr int64_t default_connections_max_idle_ms = 10ll * 60 * 1000;
 inline constexpr int64_t default_max_connections = 10'000;
 inline constexpr int64_t default_max_inflight_requests_per_connection = 64;

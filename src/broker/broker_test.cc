@@ -367,6 +367,65 @@ TEST_F(BrokerTest, FetchOutOfRangeAndUnknownPartition) {
   EXPECT_EQ(resp.responses[1].partitions[0].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
 }
 
+uint64_t record_bytes_in(const protocol::fetch_response& r) {
+  uint64_t n = 0;
+  for (const auto& t : r.responses)
+    for (const auto& p : t.partitions) n += p.records.size_bytes();
+  return n;
+}
+
+class FetchMaxBytesTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--fetch.max.bytes", "2048"};
+    BrokerTest::SetUp();
+  }
+};
+
+TEST_F(FetchMaxBytesTest, BrokerLimitCapsWhatTheRequestAllows) {
+  client c(b_->port());
+  create(c, "cap", 3);
+  auto one = make_batch(8);
+  const uint64_t batch_bytes = one.size();
+  ASSERT_GT(batch_bytes, 2048u / 3);
+  ASSERT_LT(batch_bytes, 2048u / 2);
+  for (int p = 0; p < 3; ++p)
+    for (int i = 0; i < 4; ++i) {
+      auto b = make_batch(8);
+      ASSERT_EQ(produce(c, "cap", p, b).responses[0].partition_responses[0].error_code, 0);
+    }
+  // The request allows 1 MiB (and 1 MiB per partition); the broker's 2048
+  // bytes win: two whole batches of the first partition, nothing more.
+  for (int16_t version : {int16_t{4}, int16_t{11}}) {
+    auto f = fetch_req(0, -1);
+    for (int p = 0; p < 3; ++p) add_partition(f, "cap", p, 0);
+    auto r = c.call<protocol::fetch_response>(f, version);
+    EXPECT_EQ(partitions_in(r), 3u) << version;
+    EXPECT_EQ(record_bytes_in(r), 2 * batch_bytes) << version;
+    EXPECT_EQ(r.responses[0].partitions[0].records.size_bytes(), 2 * batch_bytes) << version;
+  }
+  // A request asking for less than the broker's limit gets what it asked.
+  auto small = fetch_req(0, -1);
+  small.max_bytes = static_cast<int32_t>(batch_bytes);
+  add_partition(small, "cap", 1, 0);
+  EXPECT_EQ(record_bytes_in(c.call<protocol::fetch_response>(small, 11)), batch_bytes);
+}
+
+TEST_F(FetchMaxBytesTest, FirstBatchLargerThanTheLimitStillComes) {
+  client c(b_->port());
+  create(c, "big", 1);
+  auto b = make_batch(40);  // about 4.5 KB, over the 2048-byte limit
+  const uint64_t batch_bytes = b.size();
+  ASSERT_GT(batch_bytes, 2048u);
+  ASSERT_EQ(produce(c, "big", 0, b).responses[0].partition_responses[0].error_code, 0);
+  auto f = fetch_req(0, -1);
+  add_partition(f, "big", 0, 0);
+  auto r = c.call<protocol::fetch_response>(f, 11);
+  ASSERT_EQ(partitions_in(r), 1u);
+  EXPECT_EQ(r.responses[0].partitions[0].error_code, 0);
+  EXPECT_EQ(record_bytes_in(r), batch_bytes);  // whole, so the consumer can progress
+}
+
 TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
   client c(b_->port());
   auto b = make_batch(1);

@@ -291,6 +291,7 @@ result<broker_config> make_broker_config(config_map static_values,
     b.num_io_threads = static_cast<int32_t>(std::min(cores, limits::max_io_threads));
   }
   b.socket_request_max_bytes = i32("socket.request.max.bytes");
+  b.fetch_max_bytes = i32("fetch.max.bytes");
   b.connections_max_idle_ms = i64("connections.max.idle.ms");
   b.max_connections = i32("max.connections");
   b.max_inflight_requests_per_connection = i32("sluice.max.inflight.requests.per.connection");

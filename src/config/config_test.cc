@@ -146,6 +146,7 @@ TEST(broker_config, defaults) {
   EXPECT_EQ(b.node_id, 0);
   EXPECT_GE(b.num_io_threads, 1);
   EXPECT_EQ(b.socket_request_max_bytes, limits::default_socket_request_max_bytes);
+  EXPECT_EQ(b.fetch_max_bytes, limits::default_fetch_max_bytes);
   EXPECT_EQ(b.connections_max_idle_ms, limits::default_connections_max_idle_ms);
   EXPECT_EQ(b.max_connections, limits::default_max_connections);
   EXPECT_EQ(b.max_inflight_requests_per_connection,
@@ -265,6 +266,7 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(load({"--num.partitions", "0"}), "num.partitions");
   expect_refused(load({"--log.segment.bytes", "1"}), "log.segment.bytes");
   expect_refused(load({"--socket.request.max.bytes", "2147483647"}), "socket.request.max.bytes");
+  expect_refused(load({"--fetch.max.bytes", "1023"}), "fetch.max.bytes");
   expect_refused(load({"--default.replication.factor", "3"}), "default.replication.factor");
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
@@ -529,9 +531,9 @@ TEST(broker_dynamic, which_settings_are_dynamic) {
   }
   // What is bound at start: sockets, directories, threads, the layout of
   // __consumer_offsets.
-  for (const char* key :
-       {"node.id", "listeners", "advertised.listeners", "log.dirs", "num.io.threads",
-        "socket.request.max.bytes", "offsets.topic.num.partitions", "sluice.metrics.listener"}) {
+  for (const char* key : {"node.id", "listeners", "advertised.listeners", "log.dirs",
+                          "num.io.threads", "socket.request.max.bytes", "fetch.max.bytes",
+                          "offsets.topic.num.partitions", "sluice.metrics.listener"}) {
     ASSERT_NE(find_broker_setting(key), nullptr) << key;
     EXPECT_FALSE(find_broker_setting(key)->dynamic) << key;
   }

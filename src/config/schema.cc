@@ -142,6 +142,10 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("socket.request.max.bytes", "", vt::int32, "104857600", 1,
                       limits::max_socket_request_max_bytes, false,
                       "Largest request frame; a larger one closes the connection."));
+  s.push_back(int_row("fetch.max.bytes", "", vt::int32, "57671680", limits::min_fetch_max_bytes,
+                      i32_max, false,
+                      "Largest Fetch response, whatever the client asks; the first batch "
+                      "returned may exceed it."));
   s.push_back(int_row("connections.max.idle.ms", "", vt::int64, "600000", 1, i64_max, false,
                       "Idle connections are closed after this long."));
   s.push_back(int_row("max.connections", "", vt::int32, "10000", 1,

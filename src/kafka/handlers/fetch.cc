@@ -39,6 +39,9 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::shared_ptr<fetch_session> session;  // null: sessionless
   bool incremental = false;
   int32_t response_session_id = 0;
+  // Bytes of records this answer may carry: the request's max_bytes (v3+)
+  // and the broker's fetch.max.bytes, whichever is smaller.
+  uint64_t max_total = 0;
   std::chrono::steady_clock::time_point deadline;
 
   // Reads everything; answers if there is enough (or `final`). Returns true
@@ -59,7 +62,6 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
 bool fetch_op::attempt(bool final) {
   if (done_.load()) return true;
   const bool read_committed = body.isolation_level == 1;
-  const uint64_t max_total = req.version() >= 3 ? static_cast<uint64_t>(std::max(body.max_bytes, 0)) : UINT64_MAX;
   uint64_t total = 0;
   bool any_error = false;
   protocol::fetch_response resp;
@@ -232,6 +234,9 @@ void handle_fetch(request req) {
         op->targets.push_back({t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                svc.partitions->get(t.topic, p.partition), nullptr});
   }
+  // max_bytes is in every version served (v4 and up, handlers.cc).
+  op->max_total = std::min(static_cast<uint64_t>(svc.partitions->broker_config()->fetch_max_bytes),
+                           static_cast<uint64_t>(std::max(body->max_bytes, 0)));
   op->body = std::move(*body);
   op->req = std::move(req);
   if (!op->attempt(false)) op->park();
