@@ -411,6 +411,43 @@ TEST_F(FetchMaxBytesTest, BrokerLimitCapsWhatTheRequestAllows) {
   EXPECT_EQ(record_bytes_in(c.call<protocol::fetch_response>(small, 11)), batch_bytes);
 }
 
+TEST_F(FetchMaxBytesTest, SessionServesPartitionsInTurn) {
+  client c(b_->port());
+  create(c, "turn", 3);
+  for (int p = 0; p < 3; ++p)
+    for (int i = 0; i < 6; ++i) {
+      auto b = make_batch(8);  // about 950 bytes: two fit in the 2048-byte limit
+      ASSERT_EQ(produce(c, "turn", p, b).responses[0].partition_responses[0].error_code, 0);
+    }
+  // Each answer is full after one partition. A partition that returned
+  // records goes to the back of the session, so the three take turns even
+  // though each always has more to give.
+  auto open = fetch_req(0, 0);
+  for (int p = 0; p < 3; ++p) add_partition(open, "turn", p, 0);
+  auto r = c.call<protocol::fetch_response>(open, 11);
+  ASSERT_NE(r.session_id, 0);
+  const int32_t sid = r.session_id;
+  std::vector<int64_t> next(3, 0);
+  std::vector<int32_t> served;
+  for (int32_t epoch = 1; epoch <= 6; ++epoch) {
+    int32_t with_records = -1;
+    for (const auto& t : r.responses)
+      for (const auto& p : t.partitions) {
+        if (p.records.size_bytes() == 0) continue;
+        EXPECT_EQ(with_records, -1) << "one partition per answer";
+        with_records = p.partition_index;
+      }
+    ASSERT_GE(with_records, 0);
+    served.push_back(with_records);
+    next[static_cast<size_t>(with_records)] += 16;  // two batches of 8 records
+    auto inc = fetch_req(sid, epoch);
+    add_partition(inc, "turn", with_records, next[static_cast<size_t>(with_records)]);
+    r = c.call<protocol::fetch_response>(inc, 11);
+    ASSERT_EQ(r.error_code, 0);
+  }
+  EXPECT_EQ(served, (std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+}
+
 TEST_F(FetchMaxBytesTest, FirstBatchLargerThanTheLimitStillComes) {
   client c(b_->port());
   create(c, "big", 1);

@@ -1,5 +1,8 @@
 #include "kafka/fetch_sessions.h"
 
+#include <algorithm>
+#include <unordered_set>
+
 namespace sluice::kafka {
 
 void fetch_session::upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes) {
@@ -19,6 +22,18 @@ void fetch_session::forget(const std::string& topic, int32_t partition) {
   auto it = index.find({topic, partition});
   if (it == index.end()) return;
   partitions.erase(partitions.begin() + static_cast<std::ptrdiff_t>(it->second));
+  reindex();
+}
+
+void fetch_session::move_to_back(const std::vector<const session_partition*>& served) {
+  if (served.empty()) return;
+  const std::unordered_set<const session_partition*> moved(served.begin(), served.end());
+  std::stable_partition(partitions.begin(), partitions.end(),
+                        [&](const auto& p) { return !moved.contains(p.get()); });
+  reindex();
+}
+
+void fetch_session::reindex() {
   index.clear();
   for (size_t i = 0; i < partitions.size(); ++i) index[{partitions[i]->topic, partitions[i]->partition}] = i;
 }

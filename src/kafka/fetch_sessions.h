@@ -49,7 +49,10 @@ struct fetch_session {
   int32_t id = 0;
   std::mutex mu;
   int32_t next_epoch = 1;
-  // In the order the client first named them. Shared so that a fetch in
+  // In the order answers are filled: as the client first named them, except
+  // that a partition which returned records moves to the back, so that a
+  // response filled to its max_bytes by the first partitions does not starve
+  // the rest (Kafka does the same). Shared so that a fetch in
   // progress keeps its entries even if a misbehaving client changes the
   // session meanwhile; their fields are guarded by `mu`.
   std::vector<std::shared_ptr<session_partition>> partitions;
@@ -58,6 +61,13 @@ struct fetch_session {
   // Adds or updates a partition; removes one.
   void upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes);
   void forget(const std::string& topic, int32_t partition);
+  // Moves `served` (partitions that just returned records) to the back,
+  // keeping the order within both groups; entries no longer in the session
+  // are ignored.
+  void move_to_back(const std::vector<const session_partition*>& served);
+
+ private:
+  void reindex();
 };
 
 class fetch_session_cache {

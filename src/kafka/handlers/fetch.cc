@@ -39,8 +39,10 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::shared_ptr<fetch_session> session;  // null: sessionless
   bool incremental = false;
   int32_t response_session_id = 0;
-  // Bytes of records this answer may carry: the request's max_bytes (v3+)
-  // and the broker's fetch.max.bytes, whichever is smaller.
+  // Bytes of records this answer may carry: the request's max_bytes and the
+  // broker's fetch.max.bytes, whichever is smaller. (Follower fetches, once
+  // replication lands, take replica.fetch.response.max.bytes instead, as in
+  // Kafka.)
   uint64_t max_total = 0;
   std::chrono::steady_clock::time_point deadline;
 
@@ -125,6 +127,7 @@ bool fetch_op::attempt(bool final) {
   // Record what the client is told, for the next incremental answer.
   if (session) {
     std::lock_guard g(session->mu);
+    std::vector<const session_partition*> served;
     for (auto& t : targets) {
       if (!t.in_session) continue;
       for (const auto& tr : resp.responses) {
@@ -134,9 +137,11 @@ bool fetch_op::attempt(bool final) {
           t.in_session->sent = true;
           t.in_session->last_high_watermark = pd.high_watermark;
           t.in_session->last_log_start = pd.log_start_offset;
+          if (pd.records.size_bytes() > 0) served.push_back(t.in_session.get());
         }
       }
     }
+    session->move_to_back(served);
   }
   finish(std::move(resp));
   return true;
