@@ -9,20 +9,20 @@ void fetch_session::upsert(const std::string& topic, int32_t partition, int64_t 
   auto key = std::make_pair(topic, partition);
   auto it = index.find(key);
   if (it == index.end()) {
-    index.emplace(key, partitions.size());
     partitions.push_back(std::make_shared<session_partition>(session_partition{topic, partition, fetch_offset, max_bytes}));
+    index.emplace(std::move(key), partitions.back().get());
     return;
   }
-  auto& p = *partitions[it->second];
-  p.fetch_offset = fetch_offset;
-  p.max_bytes = max_bytes;
+  it->second->fetch_offset = fetch_offset;
+  it->second->max_bytes = max_bytes;
 }
 
 void fetch_session::forget(const std::string& topic, int32_t partition) {
   auto it = index.find({topic, partition});
   if (it == index.end()) return;
-  partitions.erase(partitions.begin() + static_cast<std::ptrdiff_t>(it->second));
-  reindex();
+  const session_partition* gone = it->second;
+  index.erase(it);
+  std::erase_if(partitions, [&](const auto& p) { return p.get() == gone; });
 }
 
 void fetch_session::move_to_back(const std::vector<const session_partition*>& served) {
@@ -30,12 +30,6 @@ void fetch_session::move_to_back(const std::vector<const session_partition*>& se
   const std::unordered_set<const session_partition*> moved(served.begin(), served.end());
   std::stable_partition(partitions.begin(), partitions.end(),
                         [&](const auto& p) { return !moved.contains(p.get()); });
-  reindex();
-}
-
-void fetch_session::reindex() {
-  index.clear();
-  for (size_t i = 0; i < partitions.size(); ++i) index[{partitions[i]->topic, partitions[i]->partition}] = i;
 }
 
 std::shared_ptr<fetch_session> fetch_session_cache::create() {

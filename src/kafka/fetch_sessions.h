@@ -56,7 +56,9 @@ struct fetch_session {
   // progress keeps its entries even if a misbehaving client changes the
   // session meanwhile; their fields are guarded by `mu`.
   std::vector<std::shared_ptr<session_partition>> partitions;
-  std::map<std::pair<std::string, int32_t>, size_t> index;
+  // By topic and partition; the entries of `partitions`, so that reordering
+  // them needs no update here.
+  std::map<std::pair<std::string, int32_t>, session_partition*> index;
 
   // Adds or updates a partition; removes one.
   void upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes);
@@ -65,9 +67,6 @@ struct fetch_session {
   // keeping the order within both groups; entries no longer in the session
   // are ignored.
   void move_to_back(const std::vector<const session_partition*>& served);
-
- private:
-  void reindex();
 };
 
 class fetch_session_cache {

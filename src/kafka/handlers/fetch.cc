@@ -68,6 +68,14 @@ bool fetch_op::attempt(bool final) {
   bool any_error = false;
   protocol::fetch_response resp;
   resp.session_id = response_session_id;
+  // What each session partition in the answer tells the client, recorded
+  // in the session only if this attempt answers.
+  struct told {
+    session_partition* sp;
+    int64_t high_watermark, log_start;
+    bool records;
+  };
+  std::vector<told> told_session;
   for (auto& t : targets) {
     partition_data pd;
     pd.partition_index = t.partition;
@@ -116,6 +124,9 @@ bool fetch_op::attempt(bool final) {
                   sp.last_high_watermark != pd.high_watermark || sp.last_log_start != pd.log_start_offset;
       if (!news) continue;
     }
+    if (t.in_session)
+      told_session.push_back({t.in_session.get(), pd.high_watermark, pd.log_start_offset,
+                              pd.records.size_bytes() > 0});
     auto* tr = resp.responses.empty() || resp.responses.back().topic != t.topic ? &resp.responses.emplace_back()
                                                                                   : &resp.responses.back();
     tr->topic = t.topic;
@@ -128,18 +139,11 @@ bool fetch_op::attempt(bool final) {
   if (session) {
     std::lock_guard g(session->mu);
     std::vector<const session_partition*> served;
-    for (auto& t : targets) {
-      if (!t.in_session) continue;
-      for (const auto& tr : resp.responses) {
-        if (tr.topic != t.topic) continue;
-        for (const auto& pd : tr.partitions) {
-          if (pd.partition_index != t.partition) continue;
-          t.in_session->sent = true;
-          t.in_session->last_high_watermark = pd.high_watermark;
-          t.in_session->last_log_start = pd.log_start_offset;
-          if (pd.records.size_bytes() > 0) served.push_back(t.in_session.get());
-        }
-      }
+    for (const auto& w : told_session) {
+      w.sp->sent = true;
+      w.sp->last_high_watermark = w.high_watermark;
+      w.sp->last_log_start = w.log_start;
+      if (w.records) served.push_back(w.sp);
     }
     session->move_to_back(served);
   }
