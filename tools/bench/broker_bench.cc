@@ -7,6 +7,10 @@
 // 8 bytes for the end-to-end latency; the publish latency is from the
 // produce() call to its delivery report, as OMB measures it.
 //
+// After the catch-up consumer, the same topic is read once more by a bare
+// Fetch loop shaped like librdkafka's requests that does not parse records
+// (fetch_only.h): the broker's part of the catch-up without the client's.
+//
 // Each run is preceded by the raw limits (write + fdatasync every 1 MiB on
 // the data directory, one loopback TCP stream), so raw and broker figures
 // alternate; one uncounted raw warm-up comes first. Figures are medians over
@@ -21,11 +25,13 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <tuple>
 
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
 #include "base/limits.h"
+#include "fetch_only.h"
 #include "kafka_util.h"
 #include "produce_phase.h"
 #include "raw_limits.h"
@@ -36,6 +42,8 @@ namespace {
 
 constexpr size_t kRawChunk = 1 << 20;
 constexpr uint64_t kBurstBytes = 256ull << 20;
+// The raw sendfile stream's file: in the page cache, twice this CPU's L3.
+constexpr uint64_t kSendfileFileBytes = 64ull << 20;
 constexpr int kKeyCount = 1000;
 
 // ---- Consumers ----------------------------------------------------------------
@@ -143,6 +151,9 @@ struct run_result {
   // Catch-up consume: the whole client process, and its busiest thread
   // (librdkafka's fetch thread for the broker).
   double client_cpu_consume = -1, client_thread_max_consume = -1;
+  // The bare Fetch loop over the same topic (fetch_only.h), per second.
+  double fetch_only_msgs = 0, fetch_only_bytes = 0;
+  double broker_cpu_fetch_only = -1;
   double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
 };
 
@@ -246,6 +257,21 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   if (t_threads1 > t_threads0)
     r.client_thread_max_consume = busiest_thread_cores(
         threads0, threads1, static_cast<double>(t_threads1 - t_threads0) / 1e9);
+
+  const auto fcpu0 = process_cpu_seconds(broker);
+  const int64_t f0 = now_ns();
+  auto fo = fetch_only(bootstrap, topic, o.partitions);
+  const auto fcpu1 = process_cpu_seconds(broker);
+  if (auto e = std::get_if<std::string>(&fo)) throw bench_error{*e};
+  const auto& f = std::get<fetch_only_result>(fo);
+  if (f.records < r.acked)
+    throw bench_error{"fetch-only read got " + std::to_string(f.records) + " of " +
+                      std::to_string(r.acked)};
+  if (f.seconds > 0) {
+    r.fetch_only_msgs = static_cast<double>(f.records) / f.seconds;
+    r.fetch_only_bytes = r.fetch_only_msgs * static_cast<double>(payload_bytes);
+  }
+  r.broker_cpu_fetch_only = cores_between(fcpu0, fcpu1, f0, now_ns());
   delete_topic(bootstrap, topic);
   return r;
 }
@@ -266,7 +292,7 @@ int run_broker(const broker_options& o) {
   pid_t pid = o.broker_pid;
   std::string data_dir = o.dir;
   std::vector<run_result> runs;
-  std::vector<double> raw_sync, raw_sync_burst, raw_tcp, raw_fsync_p50, raw_fsync_p99,
+  std::vector<double> raw_sync, raw_sync_burst, raw_tcp, raw_sendfile, raw_fsync_p50, raw_fsync_p99,
       raw_round_p50, raw_round_p99;
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
@@ -297,14 +323,17 @@ int run_broker(const broker_options& o) {
       if (auto e = std::get_if<std::string>(&s)) throw bench_error{*e};
       auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
       if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
-      return std::make_pair(std::get<timed_write>(s), std::get<double>(t));
+      auto f = loopback_sendfile(data_dir, o.tcp_seconds, kRawChunk, kSendfileFileBytes);
+      if (auto e = std::get_if<std::string>(&f)) throw bench_error{"sendfile: " + *e};
+      return std::make_tuple(std::get<timed_write>(s), std::get<double>(t), std::get<double>(f));
     };
     raw_pair(0.5);  // warm-up, not counted
     for (int i = 0; i < o.repeats; ++i) {
-      auto [s, t] = raw_pair(o.seconds);
+      auto [s, t, f] = raw_pair(o.seconds);
       raw_sync.push_back(s.bytes_per_s);
       raw_sync_burst.push_back(s.first_bytes_per_s);
       raw_tcp.push_back(t);
+      raw_sendfile.push_back(f);
       std::string lat_err;
       auto lat = raw_fsync_latencies_ms(data_dir, 500, 2.0, lat_err);
       if (!lat_err.empty()) throw bench_error{lat_err};
@@ -338,10 +367,12 @@ int run_broker(const broker_options& o) {
     for (const auto& r : runs) v.push_back(r.*f);
     return median(v);
   };
-  const double sync_mb = median(raw_sync) / kMB, tcp_mb = median(raw_tcp) / kMB;
+  const double sync_mb = median(raw_sync) / kMB, tcp_mb = median(raw_tcp) / kMB,
+               sendfile_mb = median(raw_sendfile) / kMB;
   const double burst_mb = median(raw_sync_burst) / kMB;  // 0: the cap came first
   const double prod_mb = med(&run_result::produce_bytes) / kMB,
-               cons_mb = med(&run_result::consume_bytes) / kMB;
+               cons_mb = med(&run_result::consume_bytes) / kMB,
+               fetch_mb = med(&run_result::fetch_only_bytes) / kMB;
   const double rss_mib = static_cast<double>(peak_rss) / kMiB;
   uint64_t failed = 0;
   std::string perr;
@@ -374,6 +405,8 @@ int run_broker(const broker_options& o) {
     j["consume_msgs_per_s"] = med(&run_result::consume_msgs);
     j["consume_mb_per_s"] = cons_mb;
     j["tailing_consume_msgs_per_s"] = med(&run_result::tail_msgs);
+    j["fetch_only_msgs_per_s"] = med(&run_result::fetch_only_msgs);
+    j["fetch_only_mb_per_s"] = fetch_mb;
     json pub = json::object();
     pub["p50"] = med(&run_result::pub_p50);
     pub["p99"] = pub_p99;
@@ -387,6 +420,8 @@ int run_broker(const broker_options& o) {
     j["schedule_lag_max_ms"] = med(&run_result::schedule_lag_max_ms);
     j["broker_cpu_cores_produce"] = pid > 0 ? json(med(&run_result::broker_cpu_produce)) : json();
     j["broker_cpu_cores_consume"] = pid > 0 ? json(med(&run_result::broker_cpu_consume)) : json();
+    j["broker_cpu_cores_fetch_only"] =
+        pid > 0 ? json(med(&run_result::broker_cpu_fetch_only)) : json();
     j["client_cpu_cores_produce"] = med(&run_result::client_cpu_produce);
     j["client_cpu_cores_consume"] = med(&run_result::client_cpu_consume);
     j["client_busiest_thread_cores_consume"] = med(&run_result::client_thread_max_consume);
@@ -396,6 +431,7 @@ int run_broker(const broker_options& o) {
     raw["fdatasync_write_seconds"] = o.seconds;
     raw["fdatasync_write_first_256_mib_mb_per_s"] = burst_mb > 0 ? json(burst_mb) : json();
     raw["loopback_tcp_mb_per_s"] = tcp_mb;
+    raw["loopback_sendfile_mb_per_s"] = sendfile_mb;
     raw["fdatasync_4k_latency_p50_ms"] = median(raw_fsync_p50);
     raw["fdatasync_4k_latency_p99_ms"] = median(raw_fsync_p99);
     raw["fdatasync_4k_every_partition_round_p50_ms"] = median(raw_round_p50);
@@ -406,6 +442,9 @@ int run_broker(const broker_options& o) {
     rat["produce_vs_fdatasync_write_first_256_mib"] =
         burst_mb > 0 ? json(ratio(prod_mb, burst_mb)) : json();
     rat["consume_vs_loopback_tcp"] = ratio(cons_mb, tcp_mb);
+    rat["fetch_only_vs_loopback_tcp"] = ratio(fetch_mb, tcp_mb);
+    rat["fetch_only_vs_loopback_sendfile"] = ratio(fetch_mb, sendfile_mb);
+    rat["consume_vs_loopback_sendfile"] = ratio(cons_mb, sendfile_mb);
     j["ratios"] = std::move(rat);
     json tg = json::object();
     if (tput_cfg) {
@@ -456,6 +495,14 @@ int run_broker(const broker_options& o) {
       "  (consume: catch-up read of the whole topic from cache; tailing consumer kept up at %.0f "
       "msgs/s)\n",
       med(&run_result::tail_msgs));
+  std::printf(
+      "fetch only   %10.0f msgs/s %8.1f MB/s   raw loopback sendfile    %8.1f MB/s  ratio %.2f\n"
+      "  (fetch only: the topic read again by bare Fetch v11 requests shaped like librdkafka's,\n"
+      "   answers read whole, records not parsed: the broker's part of the catch-up consume;\n"
+      "   raw: one loopback stream fed by sendfile from a cached file, as fetch answers are sent;\n"
+      "   the catch-up consume is %.2f of it)\n",
+      med(&run_result::fetch_only_msgs), fetch_mb, sendfile_mb, ratio(fetch_mb, sendfile_mb),
+      ratio(cons_mb, sendfile_mb));
   if (failed)
     std::printf("produce failures: %llu (first: %s)\n", static_cast<unsigned long long>(failed),
                 perr.c_str());
@@ -476,10 +523,10 @@ int run_broker(const broker_options& o) {
     std::printf("sender schedule lag max %.2f ms\n", med(&run_result::schedule_lag_max_ms));
   if (pid > 0) {
     std::printf(
-        "broker CPU  %.2f cores while producing, %.2f cores during catch-up consume (client: %.2f "
-        "cores producing)\n",
+        "broker CPU  %.2f cores while producing, %.2f cores during catch-up consume, %.2f during "
+        "the fetch-only read (client: %.2f cores producing)\n",
         med(&run_result::broker_cpu_produce), med(&run_result::broker_cpu_consume),
-        med(&run_result::client_cpu_produce));
+        med(&run_result::broker_cpu_fetch_only), med(&run_result::client_cpu_produce));
     std::printf(
         "client CPU during catch-up consume %.2f cores, its busiest thread %.2f cores "
         "(librdkafka fetches and parses on one thread per broker)\n",

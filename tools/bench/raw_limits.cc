@@ -5,6 +5,7 @@
 #include <barrier>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,17 +26,6 @@ namespace {
 std::string os_error(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
-
-// A closed-on-scope descriptor.
-struct fd_guard {
-  int fd = -1;
-  explicit fd_guard(int f) : fd(f) {}
-  ~fd_guard() {
-    if (fd >= 0) ::close(fd);
-  }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-};
 
 bool write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -241,7 +232,13 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
   return out;
 }
 
-rate loopback_tcp(double seconds, size_t chunk_bytes) {
+namespace {
+
+// One TCP stream over 127.0.0.1: a writer thread calls `send_some(fd)` until
+// it fails or the reader is done; the reader receives into a buffer of
+// `chunk_bytes` and counts for about `seconds` after a short warm-up.
+rate loopback_stream(double seconds, size_t chunk_bytes,
+                     const std::function<bool(int fd)>& send_some) {
   fd_guard lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (lst.fd < 0) return os_error("socket");
   sockaddr_in addr{};
@@ -262,12 +259,9 @@ rate loopback_tcp(double seconds, size_t chunk_bytes) {
 
   std::atomic<bool> stop{false};
   std::thread writer([&] {
-    auto buf = filled(chunk_bytes);
-    while (!stop.load(std::memory_order_relaxed)) {
-      // send with MSG_NOSIGNAL: the reader shuts its end when done (EPIPE).
-      ssize_t w = ::send(cli.fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-      if (w < 0 && errno != EINTR) break;
-    }
+    // The reader shuts its end when done, which fails the next send (EPIPE).
+    while (!stop.load(std::memory_order_relaxed))
+      if (!send_some(cli.fd) && errno != EINTR) break;
     ::shutdown(cli.fd, SHUT_WR);
   });
   std::vector<char> buf = filled(chunk_bytes);
@@ -297,7 +291,37 @@ rate loopback_tcp(double seconds, size_t chunk_bytes) {
   ::shutdown(srv.fd, SHUT_RDWR);  // unblocks the writer
   writer.join();
   if (failed) return os_error("read");
+  if (t0 == 0) return std::string("loopback stream ended during its warm-up");
   return static_cast<double>(got) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
+}
+
+}  // namespace
+
+rate loopback_tcp(double seconds, size_t chunk_bytes) {
+  const auto buf = filled(chunk_bytes);
+  return loopback_stream(seconds, chunk_bytes, [&](int fd) {
+    return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL) >= 0;
+  });
+}
+
+rate loopback_sendfile(const std::string& dir, double seconds, size_t chunk_bytes,
+                       uint64_t file_bytes) {
+  const std::string path = dir + "/raw-sendfile.tmp";
+  if (!write_file(path, file_bytes, chunk_bytes)) {
+    auto e = os_error("write " + path);
+    ::unlink(path.c_str());
+    return e;
+  }
+  fd_guard f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ::unlink(path.c_str());  // the open descriptor keeps the pages
+  if (f.fd < 0) return os_error("open " + path);
+  off_t pos = 0;
+  return loopback_stream(seconds, chunk_bytes, [&](int fd) {
+    if (static_cast<uint64_t>(pos) >= file_bytes) pos = 0;
+    const size_t n = static_cast<size_t>(
+        std::min<uint64_t>(chunk_bytes, file_bytes - static_cast<uint64_t>(pos)));
+    return ::sendfile(fd, f.fd, &pos, n) > 0;
+  });
 }
 
 }  // namespace sluice::bench

@@ -13,7 +13,20 @@
 #include <variant>
 #include <vector>
 
+#include <unistd.h>
+
 namespace sluice::bench {
+
+// A closed-on-scope descriptor.
+struct fd_guard {
+  int fd = -1;
+  explicit fd_guard(int f) : fd(f) {}
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+};
 
 // Bytes per second, or why it could not be measured.
 using rate = std::variant<double, std::string>;
@@ -70,5 +83,14 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
 // and a reader thread receives into a buffer of the same size, for about
 // `seconds` after a short warm-up.
 rate loopback_tcp(double seconds, size_t chunk_bytes);
+
+// The same stream fed by sendfile(2) from a file of `file_bytes` written
+// into the page cache in `dir` (removed before returning), `chunk_bytes` per
+// call, wrapping round: the most the broker's fetch path, which sends
+// segment files with sendfile, can move over one connection. On a loopback
+// device the kernel's page-fragment path can be slower than the copy of
+// loopback_tcp.
+rate loopback_sendfile(const std::string& dir, double seconds, size_t chunk_bytes,
+                       uint64_t file_bytes);
 
 }  // namespace sluice::bench

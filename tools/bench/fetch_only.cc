@@ -1,0 +1,136 @@
+#include "fetch_only.h"
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "base/endian.h"
+#include "protocol/frame.h"
+#include "protocol/records/record_batch.h"
+#include "raw_limits.h"
+#include "report.h"
+
+namespace sluice::bench {
+namespace {
+
+std::string os_error(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+bool read_exact(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::variant<fetch_only_result, std::string> fetch_only(const std::string& bootstrap,
+                                                        const std::string& topic, int partitions,
+                                                        const fetch_shape& shape) {
+  const auto colon = bootstrap.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (colon == std::string::npos ||
+      ::inet_pton(AF_INET, bootstrap.substr(0, colon).c_str(), &addr.sin_addr) != 1)
+    return "fetch-only: bootstrap " + bootstrap + " is not IPv4 HOST:PORT";
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(bootstrap.substr(colon + 1))));
+  fd_guard sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.fd < 0) return os_error("fetch-only: socket");
+  if (::connect(sock.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return os_error("fetch-only: connect " + bootstrap);
+
+  std::vector<int64_t> next(static_cast<size_t>(partitions), 0);
+  std::vector<int64_t> high(static_cast<size_t>(partitions), -1);
+  std::vector<uint8_t> frame;  // reused, as a client reuses its receive buffer
+  fetch_only_result out;
+  int32_t correlation = 0;
+  const int64_t t0 = now_ns();
+  for (;;) {
+    bool done = true;
+    for (int p = 0; p < partitions; ++p)
+      done = done && high[static_cast<size_t>(p)] >= 0 &&
+             next[static_cast<size_t>(p)] >= high[static_cast<size_t>(p)];
+    if (done) break;
+
+    protocol::fetch_request req;
+    req.max_wait_ms = 500;
+    req.min_bytes = 1;
+    req.max_bytes = shape.max_bytes;
+    req.isolation_level = shape.isolation_level;
+    auto& t = req.topics.emplace_back();
+    t.topic = topic;
+    for (int p = 0; p < partitions; ++p) {
+      auto& fp = t.partitions.emplace_back();
+      fp.partition = p;
+      fp.fetch_offset = next[static_cast<size_t>(p)];
+      fp.partition_max_bytes = shape.partition_max_bytes;
+    }
+    auto bytes = protocol::encode_request(++correlation, shape.version, req).flatten();
+    if (!bytes.ok()) return "fetch-only: encoding a request: " + bytes.err().message;
+    if (!write_all(sock.fd, bytes->data(), bytes->size()))
+      return os_error("fetch-only: sending a request");
+
+    uint8_t len[4];
+    if (!read_exact(sock.fd, len, 4)) return os_error("fetch-only: reading an answer");
+    const int32_t n = load_be<int32_t>(len);
+    if (n < 0) return "fetch-only: answer of negative size";
+    if (frame.size() < static_cast<size_t>(n)) frame.resize(static_cast<size_t>(n));
+    if (!read_exact(sock.fd, frame.data(), static_cast<size_t>(n)))
+      return os_error("fetch-only: reading an answer");
+    ++out.answers;
+    out.answer_bytes += 4 + static_cast<uint64_t>(n);
+
+    protocol::reader r(std::span<const uint8_t>(frame.data(), static_cast<size_t>(n)));
+    protocol::response_header h;
+    h.read(r, protocol::response_header_version(protocol::fetch_response::api_key, shape.version));
+    protocol::fetch_response resp;
+    resp.read(r, shape.version);
+    if (!r.ok()) return "fetch-only: malformed answer: " + r.to_status().err().message;
+    if (h.correlation_id != correlation) return "fetch-only: answer to another request";
+    if (resp.error_code != 0)
+      return "fetch-only: answer with error code " + std::to_string(resp.error_code);
+    for (const auto& tr : resp.responses)
+      for (const auto& pd : tr.partitions) {
+        if (pd.error_code != 0)
+          return "fetch-only: partition " + std::to_string(pd.partition_index) + " error code " +
+                 std::to_string(pd.error_code);
+        if (pd.partition_index < 0 || pd.partition_index >= partitions)
+          return "fetch-only: answer for partition " + std::to_string(pd.partition_index);
+        const auto i = static_cast<size_t>(pd.partition_index);
+        high[i] = pd.high_watermark;
+        auto batches = protocol::records::split_batches(pd.records.view());
+        if (!batches.ok()) return "fetch-only: " + batches.err().message;
+        for (auto b : *batches) {
+          auto hdr = protocol::records::read_batch_header(b);
+          if (!hdr.ok()) return "fetch-only: " + hdr.err().message;
+          out.records += static_cast<uint64_t>(hdr->records_count);
+          next[i] = hdr->last_offset() + 1;
+        }
+      }
+  }
+  out.seconds = static_cast<double>(now_ns() - t0) / 1e9;
+  return out;
+}
+
+}  // namespace sluice::bench
