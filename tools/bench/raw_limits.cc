@@ -235,7 +235,7 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
 namespace {
 
 // One TCP stream over 127.0.0.1: a writer thread calls `send_some(fd)` until
-// it fails or the reader is done; the reader receives into a buffer of
+// it fails (false, errno set; EINTR is retried) or the reader is done; the reader receives into a buffer of
 // `chunk_bytes` and counts for about `seconds` after a short warm-up.
 rate loopback_stream(double seconds, size_t chunk_bytes,
                      const std::function<bool(int fd)>& send_some) {
@@ -320,7 +320,9 @@ rate loopback_sendfile(const std::string& dir, double seconds, size_t chunk_byte
     if (static_cast<uint64_t>(pos) >= file_bytes) pos = 0;
     const size_t n = static_cast<size_t>(
         std::min<uint64_t>(chunk_bytes, file_bytes - static_cast<uint64_t>(pos)));
-    return ::sendfile(fd, f.fd, &pos, n) > 0;
+    const ssize_t sent = ::sendfile(fd, f.fd, &pos, n);
+    if (sent == 0) errno = EIO;  // the file ended early: not worth a retry
+    return sent > 0;
   });
 }
 
