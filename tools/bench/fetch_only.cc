@@ -2,10 +2,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include "base/endian.h"
@@ -48,17 +48,25 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
 std::variant<fetch_only_result, std::string> fetch_only(const std::string& bootstrap,
                                                         const std::string& topic, int partitions,
                                                         const fetch_shape& shape) {
-  const auto colon = bootstrap.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  if (colon == std::string::npos ||
-      ::inet_pton(AF_INET, bootstrap.substr(0, colon).c_str(), &addr.sin_addr) != 1)
-    return "fetch-only: bootstrap " + bootstrap + " is not IPv4 HOST:PORT";
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(bootstrap.substr(colon + 1))));
-  fd_guard sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // HOST:PORT, the first of a comma-separated list; HOST resolved as
+  // librdkafka would (a name, IPv4, or IPv6 in brackets).
+  const std::string first = bootstrap.substr(0, bootstrap.find(','));
+  const auto colon = first.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == first.size())
+    return "fetch-only: bootstrap " + first + " is not HOST:PORT";
+  std::string host = first.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int e = ::getaddrinfo(host.c_str(), first.substr(colon + 1).c_str(), &hints, &found))
+    return "fetch-only: " + first + ": " + ::gai_strerror(e);
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addrs(found, &::freeaddrinfo);
+  fd_guard sock(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (sock.fd < 0) return os_error("fetch-only: socket");
-  if (::connect(sock.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    return os_error("fetch-only: connect " + bootstrap);
+  if (::connect(sock.fd, found->ai_addr, found->ai_addrlen) != 0)
+    return os_error("fetch-only: connect " + first);
 
   std::vector<int64_t> next(static_cast<size_t>(partitions), 0);
   std::vector<int64_t> high(static_cast<size_t>(partitions), -1);

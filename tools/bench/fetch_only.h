@@ -28,7 +28,7 @@ struct fetch_only_result {
 };
 
 // Reads partitions 0..partitions-1 of `topic` on the broker at `bootstrap`
-// ("host:port", IPv4) from offset 0 until every partition's next offset
+// (its first HOST:PORT) from offset 0 until every partition's next offset
 // reaches the high watermark its answer gave, one request in flight (as
 // librdkafka has), every partition in every request, no fetch session.
 // A partial batch at the end of a partition's records is left for the next
