@@ -17,9 +17,9 @@
 namespace sluice::bench {
 namespace {
 
-std::string os_error(const std::string& what) {
-  return what + ": " + std::strerror(errno);
-}
+// librdkafka's receive.message.max.bytes: a larger answer is refused, not
+// allocated.
+constexpr int32_t max_answer_bytes = 100'000'000;
 
 bool read_exact(int fd, uint8_t* p, size_t n) {
   while (n > 0) {
@@ -69,18 +69,19 @@ std::variant<fetch_only_result, std::string> fetch_only(const std::string& boots
     return os_error("fetch-only: connect " + first);
 
   std::vector<int64_t> next(static_cast<size_t>(partitions), 0);
-  std::vector<int64_t> high(static_cast<size_t>(partitions), -1);
+  // What the client may read up to: the high watermark, or for
+  // read_committed the last stable offset; -1 until an answer says.
+  std::vector<int64_t> end(static_cast<size_t>(partitions), -1);
+  auto all_read = [&] {
+    for (size_t i = 0; i < next.size(); ++i)
+      if (end[i] < 0 || next[i] < end[i]) return false;
+    return true;
+  };
   std::vector<uint8_t> frame;  // reused, as a client reuses its receive buffer
   fetch_only_result out;
   int32_t correlation = 0;
   const int64_t t0 = now_ns();
-  for (;;) {
-    bool done = true;
-    for (int p = 0; p < partitions; ++p)
-      done = done && high[static_cast<size_t>(p)] >= 0 &&
-             next[static_cast<size_t>(p)] >= high[static_cast<size_t>(p)];
-    if (done) break;
-
+  while (!all_read()) {
     protocol::fetch_request req;
     req.max_wait_ms = 500;
     req.min_bytes = 1;
@@ -102,7 +103,8 @@ std::variant<fetch_only_result, std::string> fetch_only(const std::string& boots
     uint8_t len[4];
     if (!read_exact(sock.fd, len, 4)) return os_error("fetch-only: reading an answer");
     const int32_t n = load_be<int32_t>(len);
-    if (n < 0) return "fetch-only: answer of negative size";
+    if (n < 0 || n > max_answer_bytes)
+      return "fetch-only: answer of " + std::to_string(n) + " bytes";
     if (frame.size() < static_cast<size_t>(n)) frame.resize(static_cast<size_t>(n));
     if (!read_exact(sock.fd, frame.data(), static_cast<size_t>(n)))
       return os_error("fetch-only: reading an answer");
@@ -118,6 +120,7 @@ std::variant<fetch_only_result, std::string> fetch_only(const std::string& boots
     if (h.correlation_id != correlation) return "fetch-only: answer to another request";
     if (resp.error_code != 0)
       return "fetch-only: answer with error code " + std::to_string(resp.error_code);
+    bool moved = false;
     for (const auto& tr : resp.responses)
       for (const auto& pd : tr.partitions) {
         if (pd.error_code != 0)
@@ -126,7 +129,8 @@ std::variant<fetch_only_result, std::string> fetch_only(const std::string& boots
         if (pd.partition_index < 0 || pd.partition_index >= partitions)
           return "fetch-only: answer for partition " + std::to_string(pd.partition_index);
         const auto i = static_cast<size_t>(pd.partition_index);
-        high[i] = pd.high_watermark;
+        end[i] = shape.isolation_level == 1 && pd.last_stable_offset >= 0 ? pd.last_stable_offset
+                                                                          : pd.high_watermark;
         auto batches = protocol::records::split_batches(pd.records.view());
         if (!batches.ok()) return "fetch-only: " + batches.err().message;
         for (auto b : *batches) {
@@ -134,8 +138,14 @@ std::variant<fetch_only_result, std::string> fetch_only(const std::string& boots
           if (!hdr.ok()) return "fetch-only: " + hdr.err().message;
           out.records += static_cast<uint64_t>(hdr->records_count);
           next[i] = hdr->last_offset() + 1;
+          moved = true;
         }
       }
+    // The broker answers as soon as it has records at the offsets asked
+    // for (min_bytes 1), so an answer that moved nothing would repeat
+    // forever.
+    if (!moved && !all_read())
+      return std::string("fetch-only: an answer moved no partition forward");
   }
   out.seconds = static_cast<double>(now_ns() - t0) / 1e9;
   return out;

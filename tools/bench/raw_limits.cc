@@ -21,11 +21,12 @@
 #include "report.h"
 
 namespace sluice::bench {
-namespace {
 
 std::string os_error(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
+
+namespace {
 
 bool write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -235,8 +236,9 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
 namespace {
 
 // One TCP stream over 127.0.0.1: a writer thread calls `send_some(fd)` until
-// it fails (false, errno set; EINTR is retried) or the reader is done; the reader receives into a buffer of
-// `chunk_bytes` and counts for about `seconds` after a short warm-up.
+// it fails (false, errno set; EINTR is retried) or the reader is done; the
+// reader receives into a buffer of `chunk_bytes` and counts for about
+// `seconds` after a short warm-up.
 rate loopback_stream(double seconds, size_t chunk_bytes,
                      const std::function<bool(int fd)>& send_some) {
   fd_guard lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -17,6 +17,9 @@
 
 namespace sluice::bench {
 
+// "what: strerror(errno)".
+std::string os_error(const std::string& what);
+
 // A closed-on-scope descriptor.
 struct fd_guard {
   int fd = -1;
