@@ -1,7 +1,8 @@
 // Broker benchmark, OpenMessaging style: one topic, one producer and one
 // tailing consumer in this process (librdkafka), 1 KB messages for a fixed
-// time at a fixed or unlimited rate; then a second consumer reads the whole
-// topic from the beginning (from the page cache) as fast as it can.
+// time at a fixed or unlimited rate; then a second consumer (or several
+// sharing the partitions, --consumers) reads the whole topic from the
+// beginning (from the page cache) as fast as it can.
 //
 // Each message carries its send time (steady clock, nanoseconds) in its first
 // 8 bytes for the end-to-end latency; the publish latency is from the
@@ -12,8 +13,9 @@
 // (fetch_only.h): the broker's part of the catch-up without the client's.
 //
 // Each run is preceded by the raw limits (write + fdatasync every 1 MiB on
-// the data directory, one loopback TCP stream, one loopback stream fed by
-// sendfile), so raw and broker figures
+// the data directory; one loopback TCP stream with the system's congestion
+// control, as the broker's sockets have, and one with reno, which does not
+// pace; one loopback stream fed by sendfile), so raw and broker figures
 // alternate; one uncounted raw warm-up comes first. Figures are medians over
 // runs.
 
@@ -73,13 +75,21 @@ double consume_rate(const consume_result& c) {
   return 0;
 }
 
-// Reads every partition of `topic` from the beginning until `expected`
-// messages arrived (checked after `producing` turns false) or `deadline_ns`.
-// Sets `ready` once it has assigned the partitions and polled once.
+// The partitions one consumer reads: `count` of them from `first`.
+struct partition_range {
+  int first = 0, count = 0;
+};
+
+// Reads the partitions `parts` of `topic` from the beginning until
+// `expected` messages arrived (checked after `producing` turns false) or
+// `deadline_ns`. Consumers that share the topic's partitions share
+// `together`, the messages all of them got, and each stops once it reaches
+// `expected`; a lone consumer passes null. Sets `ready` once it has assigned
+// the partitions and polled once.
 void consume(const broker_options& o, const std::string& bootstrap, const std::string& topic,
-             bool record_e2e, const std::atomic<bool>& producing,
+             partition_range parts_to_read, bool record_e2e, const std::atomic<bool>& producing,
              const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out,
-             std::atomic<bool>* ready = nullptr) {
+             std::atomic<uint64_t>* together = nullptr, std::atomic<bool>* ready = nullptr) {
   try {
     rd_kafka_conf_t* c = base_conf(bootstrap);
     set(c, "group.id", "sluice-bench-" + std::to_string(::getpid()));
@@ -88,8 +98,8 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
     set_all(c, o.consumer_props);
     client_ptr rk = make_client(RD_KAFKA_CONSUMER, c);
     rd_kafka_poll_set_consumer(rk.get());
-    parts_ptr parts(rd_kafka_topic_partition_list_new(o.partitions));
-    for (int p = 0; p < o.partitions; ++p)
+    parts_ptr parts(rd_kafka_topic_partition_list_new(parts_to_read.count));
+    for (int p = parts_to_read.first; p < parts_to_read.first + parts_to_read.count; ++p)
       rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), p)->offset =
           RD_KAFKA_OFFSET_BEGINNING;
     if (auto e = rd_kafka_assign(rk.get(), parts.get()))
@@ -99,7 +109,8 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
     std::vector<rd_kafka_message_t*> batch(1024);
     if (record_e2e) out.e2e_ms.reserve(1 << 20);
     while (now_ns() < deadline_ns) {
-      if (!producing.load() && out.messages >= expected.load()) break;
+      if (!producing.load() && (together ? together->load() : out.messages) >= expected.load())
+        break;
       // Wait for one message, then take what else is already there: a batch
       // call alone would wait until `batch` is full (or the timeout), which
       // at a fixed rate adds that wait to every end-to-end latency.
@@ -112,6 +123,7 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
       const int64_t t = now_ns();
       if (ready) *ready = true;
       const bool first = out.messages == 0;
+      const uint64_t before = out.messages;
       for (ssize_t i = 0; i < n; ++i) {
         rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
         if (!m->err) {
@@ -129,6 +141,7 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
         }
         rd_kafka_message_destroy(m);
       }
+      if (together) *together += out.messages - before;
       if (first) out.first_batch = out.messages;
     }
     rd_kafka_consumer_close(rk.get());
@@ -136,6 +149,32 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
     out.error = e.message;
   }
   if (ready) *ready = true;
+}
+
+// Consumer `i` of `n` sharing `partitions`: a range, the first ones one
+// partition longer when they do not divide evenly.
+partition_range share_of(int partitions, int n, int i) {
+  const int base = partitions / n, extra = partitions % n;
+  return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
+
+// Consumers that read one topic together, as one: their messages and bytes
+// summed, from the earliest first poll (with its batch, which
+// consume_rate leaves out) to the latest last message.
+consume_result merged(const std::vector<consume_result>& all) {
+  consume_result m;
+  for (const auto& c : all) {
+    if (m.error.empty()) m.error = c.error;
+    m.messages += c.messages;
+    m.bytes += c.bytes;
+    if (m.started_ns == 0 || c.started_ns < m.started_ns) m.started_ns = c.started_ns;
+    if (c.messages > 0 && (m.first_ns == 0 || c.first_ns < m.first_ns)) {
+      m.first_ns = c.first_ns;
+      m.first_batch = c.first_batch;
+    }
+    m.last_ns = std::max(m.last_ns, c.last_ns);
+  }
+  return m;
 }
 
 // ---- One run ------------------------------------------------------------------
@@ -170,7 +209,8 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   const int64_t tail_deadline = now_ns() + static_cast<int64_t>((o.seconds + 90) * 1e9);
   std::atomic<bool> tail_ready{false};
   std::thread tail_thread([&] {
-    consume(o, bootstrap, topic, true, producing, expected, tail_deadline, tail, &tail_ready);
+    consume(o, bootstrap, topic, {0, o.partitions}, true, producing, expected, tail_deadline, tail,
+            nullptr, &tail_ready);
   });
   // Like OMB, start producing once the consumer is in place: assigned, and
   // given half a second to connect and send its first fetch.
@@ -220,8 +260,10 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   r.e2e_p99 = percentile_sorted(tail.e2e_ms, 99);
   r.tail_msgs = consume_rate(tail);
 
-  // Catch-up read of everything, now in the page cache.
-  consume_result cu;
+  // Catch-up read of everything, now in the page cache, by `o.consumers`
+  // consumers: each its own client, so its own fetch thread.
+  std::vector<consume_result> cus(static_cast<size_t>(o.consumers));
+  std::atomic<uint64_t> together{0};
   std::atomic<bool> not_producing{false};
   const auto ccpu0 = process_cpu_seconds(broker);
   const auto self0 = process_cpu_seconds(::getpid());
@@ -243,7 +285,18 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
     }
   });
   const int64_t c0 = now_ns();
-  consume(o, bootstrap, topic, false, not_producing, expected, now_ns() + 120'000'000'000, cu);
+  {
+    const int64_t deadline = now_ns() + 120'000'000'000;
+    std::vector<std::thread> readers;
+    for (int i = 0; i < o.consumers; ++i)
+      readers.emplace_back([&, i] {
+        consume(o, bootstrap, topic, share_of(o.partitions, o.consumers, i), false, not_producing,
+                expected, deadline, cus[static_cast<size_t>(i)],
+                o.consumers > 1 ? &together : nullptr);
+      });
+    for (auto& t : readers) t.join();
+  }
+  const consume_result cu = merged(cus);
   sampling = false;
   sampler.join();
   const auto ccpu1 = process_cpu_seconds(broker);
@@ -289,13 +342,20 @@ int run_broker(const broker_options& o) {
     std::fprintf(stderr, "sluice-bench broker: give exactly one of --bootstrap and --start\n");
     return 2;
   }
+  if (o.consumers > o.partitions) {
+    std::fprintf(stderr, "sluice-bench broker: --consumers %d is more than the %d partitions\n",
+                 o.consumers, o.partitions);
+    return 2;
+  }
   std::unique_ptr<broker_process> proc;
   std::string bootstrap = o.bootstrap;
   pid_t pid = o.broker_pid;
   std::string data_dir = o.dir;
   std::vector<run_result> runs;
-  std::vector<double> raw_sync, raw_sync_burst, raw_tcp, raw_sendfile, raw_fsync_p50, raw_fsync_p99,
-      raw_round_p50, raw_round_p99;
+  std::vector<double> raw_sync, raw_sync_burst, raw_tcp, raw_tcp_reno, raw_sendfile, raw_fsync_p50,
+      raw_fsync_p99, raw_round_p50, raw_round_p99;
+  std::string reno_error;  // the reno stream is not a target's; its failure is only reported
+  const std::string congestion = default_congestion_control();
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
   std::atomic<uint64_t> sampled_peak{0};
@@ -327,12 +387,17 @@ int run_broker(const broker_options& o) {
       if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
       auto f = loopback_sendfile(data_dir, o.tcp_seconds, kRawChunk, kSendfileFileBytes);
       if (auto e = std::get_if<std::string>(&f)) throw bench_error{"sendfile: " + *e};
-      return std::make_tuple(std::get<timed_write>(s), std::get<double>(t), std::get<double>(f));
+      auto r = loopback_tcp(o.tcp_seconds, kRawChunk, "reno");
+      if (auto e = std::get_if<std::string>(&r)) reno_error = *e;
+      const double reno = reno_error.empty() ? std::get<double>(r) : 0;
+      return std::make_tuple(std::get<timed_write>(s), std::get<double>(t), std::get<double>(f),
+                             reno);
     };
     raw_pair(0.5);  // warm-up, not counted
     for (int i = 0; i < o.repeats; ++i) {
-      auto [s, t, f] = raw_pair(o.seconds);
+      auto [s, t, f, reno] = raw_pair(o.seconds);
       raw_sync.push_back(s.bytes_per_s);
+      if (reno_error.empty()) raw_tcp_reno.push_back(reno);
       raw_sync_burst.push_back(s.first_bytes_per_s);
       raw_tcp.push_back(t);
       raw_sendfile.push_back(f);
@@ -371,6 +436,8 @@ int run_broker(const broker_options& o) {
   };
   const double sync_mb = median(raw_sync) / kMB, tcp_mb = median(raw_tcp) / kMB,
                sendfile_mb = median(raw_sendfile) / kMB;
+  // 0 when the reno stream could not run (reno_error says why).
+  const double reno_mb = raw_tcp_reno.empty() ? 0 : median(raw_tcp_reno) / kMB;
   const double burst_mb = median(raw_sync_burst) / kMB;  // 0: the cap came first
   const double prod_mb = med(&run_result::produce_bytes) / kMB,
                cons_mb = med(&run_result::consume_bytes) / kMB,
@@ -399,6 +466,7 @@ int run_broker(const broker_options& o) {
     j["repeats"] = o.repeats;
     j["message_bytes"] = static_cast<uint64_t>(o.message_bytes);
     j["acks"] = o.acks;
+    j["catch_up_consumers"] = o.consumers;
     j["load_average_1m_before"] = load_before;
     j["load_average_1m_after"] = load_after;
     j["produce_msgs_per_s"] = med(&run_result::produce_msgs);
@@ -433,6 +501,8 @@ int run_broker(const broker_options& o) {
     raw["fdatasync_write_seconds"] = o.seconds;
     raw["fdatasync_write_first_256_mib_mb_per_s"] = burst_mb > 0 ? json(burst_mb) : json();
     raw["loopback_tcp_mb_per_s"] = tcp_mb;
+    raw["loopback_tcp_congestion_control"] = congestion;
+    raw["loopback_tcp_reno_mb_per_s"] = reno_mb > 0 ? json(reno_mb) : json();
     raw["loopback_sendfile_mb_per_s"] = sendfile_mb;
     raw["fdatasync_4k_latency_p50_ms"] = median(raw_fsync_p50);
     raw["fdatasync_4k_latency_p99_ms"] = median(raw_fsync_p99);
@@ -444,6 +514,7 @@ int run_broker(const broker_options& o) {
     rat["produce_vs_fdatasync_write_first_256_mib"] =
         burst_mb > 0 ? json(ratio(prod_mb, burst_mb)) : json();
     rat["consume_vs_loopback_tcp"] = ratio(cons_mb, tcp_mb);
+    rat["consume_vs_loopback_tcp_reno"] = reno_mb > 0 ? json(ratio(cons_mb, reno_mb)) : json();
     rat["fetch_only_vs_loopback_tcp"] = ratio(fetch_mb, tcp_mb);
     rat["fetch_only_vs_loopback_sendfile"] = ratio(fetch_mb, sendfile_mb);
     rat["consume_vs_loopback_sendfile"] = ratio(cons_mb, sendfile_mb);
@@ -494,9 +565,20 @@ int run_broker(const broker_options& o) {
       med(&run_result::consume_msgs), cons_mb, tcp_mb, ratio(cons_mb, tcp_mb),
       verdict(tput_cfg, ratio(cons_mb, tcp_mb) >= 0.4).c_str());
   std::printf(
-      "  (consume: catch-up read of the whole topic from cache; tailing consumer kept up at %.0f "
-      "msgs/s)\n",
-      med(&run_result::tail_msgs));
+      "  (consume: catch-up read of the whole topic from cache by %d consumer%s; tailing consumer "
+      "kept up at %.0f msgs/s)\n",
+      o.consumers, o.consumers == 1 ? "" : "s sharing its partitions", med(&run_result::tail_msgs));
+  if (reno_mb > 0)
+    std::printf(
+        "  (raw loopback TCP under this machine's congestion control, %s, as the broker's sockets "
+        "have;\n   the same stream under reno, which does not pace: %.1f MB/s, the consume is %.2f "
+        "of it)\n",
+        congestion.c_str(), reno_mb, ratio(cons_mb, reno_mb));
+  else
+    std::printf(
+        "  (raw loopback TCP under this machine's congestion control, %s; the stream under reno "
+        "failed: %s)\n",
+        congestion.c_str(), reno_error.c_str());
   std::printf(
       "fetch only   %10.0f msgs/s %8.1f MB/s   raw loopback sendfile    %8.1f MB/s  ratio %.2f\n"
       "  (fetch only: the topic read again by bare Fetch v11 requests shaped like librdkafka's,\n"

@@ -26,6 +26,10 @@ struct broker_options {
   std::string acks = "all";
   std::vector<std::string> producer_props;  // KEY=VALUE librdkafka overrides
   std::vector<std::string> consumer_props;
+  // Catch-up consumers sharing the topic's partitions, each its own client
+  // (OMB's consumers per subscription). librdkafka fetches for all of a
+  // client's partitions on one broker from one thread.
+  int consumers = 1;
   uint64_t raw_sync_mib = 16384;  // cap of a raw fdatasync measurement (it runs `seconds`)
   double tcp_seconds = 1.5;     // per raw loopback TCP measurement
   bool json = false;

@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
                  "KEY=VALUE librdkafka producer property (repeatable)");
   br->add_option("--consumer-prop", bo.consumer_props,
                  "KEY=VALUE librdkafka consumer property (repeatable)");
+  br->add_option("--consumers", bo.consumers,
+                 "catch-up consumers sharing the partitions, each its own client")
+      ->check(CLI::Range(1, 64));
   br->add_option("--raw-mib", bo.raw_sync_mib,
                  "MiB at most per raw fdatasync-write measurement (it runs --seconds)")
       ->check(CLI::Range(1, 65536));

@@ -238,9 +238,11 @@ namespace {
 // One TCP stream over 127.0.0.1: a writer thread calls `send_some(fd)` until
 // it fails (false, errno set; EINTR is retried) or the reader is done; the
 // reader receives into a buffer of `chunk_bytes` and counts for about
-// `seconds` after a short warm-up.
+// `seconds` after a short warm-up. The writer's socket uses the congestion
+// control `congestion`, or the system's default when it is empty.
 rate loopback_stream(double seconds, size_t chunk_bytes,
-                     const std::function<bool(int fd)>& send_some) {
+                     const std::function<bool(int fd)>& send_some,
+                     const std::string& congestion = {}) {
   fd_guard lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (lst.fd < 0) return os_error("socket");
   sockaddr_in addr{};
@@ -254,6 +256,10 @@ rate loopback_stream(double seconds, size_t chunk_bytes,
     return os_error("getsockname");
   fd_guard cli(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (cli.fd < 0) return os_error("socket");
+  // Before the handshake, so the whole connection runs under it.
+  if (!congestion.empty() && ::setsockopt(cli.fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+                                          static_cast<socklen_t>(congestion.size())) != 0)
+    return os_error("congestion control " + congestion);
   if (::connect(cli.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
     return os_error("connect");
   fd_guard srv(::accept4(lst.fd, nullptr, nullptr, SOCK_CLOEXEC));
@@ -299,11 +305,20 @@ rate loopback_stream(double seconds, size_t chunk_bytes,
 
 }  // namespace
 
-rate loopback_tcp(double seconds, size_t chunk_bytes) {
+rate loopback_tcp(double seconds, size_t chunk_bytes, const std::string& congestion) {
   const auto buf = filled(chunk_bytes);
-  return loopback_stream(seconds, chunk_bytes, [&](int fd) {
-    return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL) >= 0;
-  });
+  return loopback_stream(
+      seconds, chunk_bytes,
+      [&](int fd) { return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL) >= 0; }, congestion);
+}
+
+std::string default_congestion_control() {
+  fd_guard s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  char name[32] = {};  // TCP_CA_NAME_MAX is 16
+  socklen_t len = sizeof name - 1;
+  if (s.fd < 0 || ::getsockopt(s.fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0)
+    return "unknown";
+  return std::string(name, ::strnlen(name, len));
 }
 
 rate loopback_sendfile(const std::string& dir, double seconds, size_t chunk_bytes,

@@ -84,8 +84,16 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
 
 // One TCP stream over 127.0.0.1: a writer thread sends `chunk_bytes` writes
 // and a reader thread receives into a buffer of the same size, for about
-// `seconds` after a short warm-up.
-rate loopback_tcp(double seconds, size_t chunk_bytes);
+// `seconds` after a short warm-up. The sending socket uses the congestion
+// control `congestion` (TCP_CONGESTION; an error if the kernel refuses it),
+// or the system's default when it is empty, as the broker's sockets do.
+rate loopback_tcp(double seconds, size_t chunk_bytes, const std::string& congestion = {});
+
+// The name of the congestion control a new TCP socket gets
+// (net.ipv4.tcp_congestion_control), or "unknown" when the kernel does not
+// say. A pacing one such as bbr spaces segments with a timer, on loopback
+// too, where no link or queue is there to protect.
+std::string default_congestion_control();
 
 // The same stream fed by sendfile(2) from a file of `file_bytes` written
 // into the page cache in `dir` (removed before returning), `chunk_bytes` per

@@ -48,16 +48,22 @@ def broker(bench, sluice):
     with tempfile.TemporaryDirectory() as d:
         j = run([bench, "broker", "--start", "--sluice", sluice, "--dir", d, "--json",
                  "--partitions", "2", "--keys", "--rate", "2000", "--seconds", "0.5", "--repeats", "1",
-                 "--raw-mib", "4", "--tcp-seconds", "0.1"])
-    need(j, ["produce_msgs_per_s", "produce_mb_per_s", "consume_msgs_per_s", "consume_mb_per_s",
+                 "--raw-mib", "4", "--tcp-seconds", "0.1", "--consumers", "2"])
+    need(j, ["catch_up_consumers", "produce_msgs_per_s", "produce_mb_per_s", "consume_msgs_per_s", "consume_mb_per_s",
              "fetch_only_msgs_per_s", "fetch_only_mb_per_s",
              "publish_latency_ms", "end_to_end_latency_ms", "broker_cpu_cores_produce",
              "broker_peak_rss_mib", "raw", "ratios", "targets_met"], "broker")
     need(j["publish_latency_ms"], ["p50", "p99", "p99_9", "max"], "publish_latency_ms")
     need(j["end_to_end_latency_ms"], ["p50", "p99"], "end_to_end_latency_ms")
-    need(j["raw"], ["fdatasync_write_mb_per_s", "loopback_tcp_mb_per_s", "loopback_sendfile_mb_per_s"], "raw")
+    need(j["raw"], ["fdatasync_write_mb_per_s", "loopback_tcp_mb_per_s", "loopback_sendfile_mb_per_s",
+                    "loopback_tcp_congestion_control", "loopback_tcp_reno_mb_per_s"], "raw")
     need(j["ratios"], ["consume_vs_loopback_tcp", "fetch_only_vs_loopback_tcp",
-                       "fetch_only_vs_loopback_sendfile"], "ratios")
+                       "fetch_only_vs_loopback_sendfile", "consume_vs_loopback_tcp_reno"], "ratios")
+    if j["catch_up_consumers"] != 2:
+        sys.exit(f"the catch-up consumers were not read back: {j}")
+    # reno is built into every Linux kernel and always allowed to every process.
+    if not j["raw"]["loopback_tcp_congestion_control"] or not j["raw"]["loopback_tcp_reno_mb_per_s"]:
+        sys.exit(f"the congestion controls of the raw streams are missing: {j['raw']}")
     if j["produce_msgs_per_s"] <= 0 or j["consume_msgs_per_s"] <= 0 or j["fetch_only_msgs_per_s"] <= 0:
         sys.exit(f"nothing went through: {j}")
 
