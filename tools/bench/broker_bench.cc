@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -265,26 +266,25 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   std::vector<consume_result> cus(static_cast<size_t>(o.consumers));
   std::atomic<uint64_t> together{0};
   std::atomic<bool> not_producing{false};
-  const auto ccpu0 = process_cpu_seconds(broker);
-  const auto self0 = process_cpu_seconds(::getpid());
-  // The consumer's threads are sampled while it runs (they end with it).
-  std::map<pid_t, double> threads0, threads1;
-  int64_t t_threads0 = 0, t_threads1 = 0;
+  // CPU is sampled every 50 ms while the consumers run and figured between
+  // the first sample after the first message and the last one before the
+  // last message, so connecting, the first fetch and closing are left out.
+  // The consumers' threads end with them, so they are read here too.
+  struct cpu_sample {
+    int64_t at;
+    std::optional<double> broker, self;
+    std::map<pid_t, double> threads;
+  };
+  std::vector<cpu_sample> samples;
   std::atomic<bool> sampling{true};
   std::thread sampler([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connected and fetching
-    threads0 = thread_cpu_seconds(::getpid());
-    t_threads0 = now_ns();
     while (sampling.load()) {
-      auto t = thread_cpu_seconds(::getpid());
       const int64_t at = now_ns();
-      if (!sampling.load()) break;
-      threads1 = std::move(t);
-      t_threads1 = at;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      samples.push_back({at, process_cpu_seconds(broker), process_cpu_seconds(::getpid()),
+                         thread_cpu_seconds(::getpid())});
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  const int64_t c0 = now_ns();
   {
     const int64_t deadline = now_ns() + 120'000'000'000;
     std::vector<std::thread> readers;
@@ -299,19 +299,24 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   const consume_result cu = merged(cus);
   sampling = false;
   sampler.join();
-  const auto ccpu1 = process_cpu_seconds(broker);
-  const auto self1 = process_cpu_seconds(::getpid());
   if (!cu.error.empty()) throw bench_error{"catch-up consumer: " + cu.error};
   if (cu.messages < r.acked)
     throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
                       std::to_string(r.acked)};
   r.consume_msgs = consume_rate(cu);
   r.consume_bytes = r.consume_msgs * static_cast<double>(payload_bytes);
-  r.broker_cpu_consume = cores_between(ccpu0, ccpu1, c0, cu.last_ns);
-  r.client_cpu_consume = cores_between(self0, self1, c0, cu.last_ns);
-  if (t_threads1 > t_threads0)
+  const cpu_sample* from = nullptr;
+  const cpu_sample* to = nullptr;
+  for (const auto& sm : samples) {
+    if (!from && sm.at >= cu.first_ns) from = &sm;
+    if (sm.at <= cu.last_ns) to = &sm;
+  }
+  if (from && to && to->at > from->at) {  // else too short to tell: left at -1
+    r.broker_cpu_consume = cores_between(from->broker, to->broker, from->at, to->at);
+    r.client_cpu_consume = cores_between(from->self, to->self, from->at, to->at);
     r.client_thread_max_consume = busiest_thread_cores(
-        threads0, threads1, static_cast<double>(t_threads1 - t_threads0) / 1e9);
+        from->threads, to->threads, static_cast<double>(to->at - from->at) / 1e9);
+  }
 
   const auto fcpu0 = process_cpu_seconds(broker);
   const int64_t f0 = now_ns();
