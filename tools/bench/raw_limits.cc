@@ -174,10 +174,9 @@ std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, do
   return out;
 }
 
-std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
-                                                 int count, double max_seconds,
-                                                 std::string& error) {
-  std::vector<double> out;
+std::vector<fsync_round> raw_fsync_rounds(const std::string& dir, int files, int threads, int count,
+                                          double max_seconds, std::string& error) {
+  std::vector<fsync_round> out;
   std::vector<std::unique_ptr<fd_guard>> fds;
   std::vector<std::string> paths;
   for (int i = 0; i < files; ++i) {
@@ -221,7 +220,7 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
         error = "write+fdatasync " + dir + "/raw-fsync-round-*.tmp: " + std::strerror(e);
         break;
       }
-      out.push_back(static_cast<double>(now_ns() - t0) / 1e6);
+      out.push_back({t0, now_ns()});
     }
     quit = true;
     start.arrive_and_wait();
@@ -229,6 +228,30 @@ std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int fil
   }
   fds.clear();
   for (const auto& p : paths) ::unlink(p.c_str());
+  return out;
+}
+
+std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
+                                                 int count, double max_seconds,
+                                                 std::string& error) {
+  std::vector<double> out;
+  for (const auto& r : raw_fsync_rounds(dir, files, threads, count, max_seconds, error))
+    out.push_back(static_cast<double>(r.end_ns - r.start_ns) / 1e6);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<double> group_commit_floor_ms(const std::vector<fsync_round>& rounds,
+                                          int64_t interval_ns) {
+  std::vector<double> out;
+  if (rounds.size() < 2 || interval_ns <= 0) return out;
+  // A message goes into the first round that starts after it arrives and is
+  // answered when that round ends; arrivals stop with the last round's start.
+  size_t j = 0;
+  for (int64_t t = rounds.front().start_ns; t <= rounds.back().start_ns; t += interval_ns) {
+    while (rounds[j].start_ns < t) ++j;  // the last start is >= t: stays in range
+    out.push_back(static_cast<double>(rounds[j].end_ns - t) / 1e6);
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

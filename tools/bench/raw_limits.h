@@ -82,6 +82,24 @@ std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, do
 std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
                                                  int count, double max_seconds, std::string& error);
 
+// One such round: when it began and ended (steady clock, nanoseconds).
+struct fsync_round {
+  int64_t start_ns = 0, end_ns = 0;
+};
+// The rounds themselves, back to back, in the order they ran.
+std::vector<fsync_round> raw_fsync_rounds(const std::string& dir, int files, int threads, int count,
+                                          double max_seconds, std::string& error);
+
+// The publish latency an ideal group commit would give on this disk:
+// messages arrive every `interval_ns` while `rounds` run back to back, and
+// each one is made durable by the first round that starts after it
+// arrives, as by a broker that syncs whatever has come in as soon as its
+// last sync ended. Unlike the rounds' own latencies, a stall then weighs as much as
+// the messages that pile up behind it. Milliseconds, sorted; empty with
+// fewer than two rounds.
+std::vector<double> group_commit_floor_ms(const std::vector<fsync_round>& rounds,
+                                          int64_t interval_ns);
+
 // One TCP stream over 127.0.0.1: a writer thread sends `chunk_bytes` writes
 // and a reader thread receives into a buffer of the same size, for about
 // `seconds` after a short warm-up. The sending socket uses the congestion

@@ -56,9 +56,13 @@ def broker(bench, sluice):
     need(j["publish_latency_ms"], ["p50", "p99", "p99_9", "max"], "publish_latency_ms")
     need(j["end_to_end_latency_ms"], ["p50", "p99"], "end_to_end_latency_ms")
     need(j["raw"], ["fdatasync_write_mb_per_s", "loopback_tcp_mb_per_s", "loopback_sendfile_mb_per_s",
-                    "loopback_tcp_congestion_control", "loopback_tcp_reno_mb_per_s"], "raw")
+                    "loopback_tcp_congestion_control", "loopback_tcp_reno_mb_per_s",
+                    "fdatasync_4k_every_partition_round_max_ms", "group_commit_floor_p99_ms",
+                    "group_commit_floor_p99_9_ms"], "raw")
     need(j["ratios"], ["consume_vs_loopback_tcp", "fetch_only_vs_loopback_tcp",
                        "fetch_only_vs_loopback_sendfile", "consume_vs_loopback_tcp_reno"], "ratios")
+    if not 0 < j["raw"]["group_commit_floor_p99_ms"] <= j["raw"]["group_commit_floor_p99_9_ms"]:
+        sys.exit(f"the group-commit floor is not a latency: {j['raw']}")
     if j["catch_up_consumers"] != 2:
         sys.exit(f"the catch-up consumers were not read back: {j}")
     # reno is built into every Linux kernel and always allowed to every process.
