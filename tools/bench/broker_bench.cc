@@ -623,7 +623,7 @@ int run_broker(const broker_options& o) {
       "  (raw: one 4 KiB write + fdatasync on the data dir takes p50 %.2f ms, p99 %.2f ms;\n"
       "   one on each of %d files, %d threads syncing, as a produce to every partition waits for: "
       "p50 %.2f ms, p99 %.2f ms, max %.2f ms;\n"
-      "   such rounds back to back for %.0f s, each taking the messages that arrived at %.0f "
+      "   such rounds back to back for %.3g s, each taking the messages that arrived at %.0f "
       "msgs/s "
       "before it began,\n   answer them at p99 %.2f ms, p99.9 %.2f ms: the floor for the publish "
       "latency on this disk)\n",
