@@ -589,8 +589,9 @@ int run_broker(const broker_options& o) {
       med(&run_result::consume_msgs), cons_mb, tcp_mb, ratio(cons_mb, tcp_mb),
       verdict(tput_cfg, ratio(cons_mb, tcp_mb) >= 0.4).c_str());
   std::printf(
-      "  (consume: catch-up read of the whole topic from cache by %d consumer%s; tailing consumer "
-      "kept up at %.0f msgs/s)\n",
+      "  (consume: catch-up read of the whole topic from cache by %d consumer%s; the tailing "
+      "consumer\n   averaged %.0f msgs/s from its first message to its last, which can be after "
+      "the producer stopped)\n",
       o.consumers, o.consumers == 1 ? "" : "s sharing its partitions", med(&run_result::tail_msgs));
   if (reno_mb > 0)
     std::printf(
