@@ -421,10 +421,7 @@ int run_broker(const broker_options& o) {
       const auto rounds = raw_fsync_rounds(data_dir, o.partitions, limits::flusher_threads, INT_MAX,
                                            o.seconds, lat_err);
       if (!lat_err.empty()) throw bench_error{lat_err};
-      std::vector<double> round;
-      for (const auto& rd : rounds)
-        round.push_back(static_cast<double>(rd.end_ns - rd.start_ns) / 1e6);
-      std::sort(round.begin(), round.end());
+      const auto round = round_latencies_ms(rounds);
       raw_round_p50.push_back(percentile_sorted(round, 50));
       raw_round_p99.push_back(percentile_sorted(round, 99));
       raw_round_max.push_back(round.empty() ? 0 : round.back());

@@ -32,17 +32,6 @@ bool read_exact(int fd, uint8_t* p, size_t n) {
   return true;
 }
 
-bool write_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 }  // namespace
 
 std::variant<fetch_only_result, std::string> fetch_only(const std::string& bootstrap,

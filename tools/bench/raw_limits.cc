@@ -26,13 +26,13 @@ std::string os_error(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
 
-namespace {
-
-bool write_all(int fd, const char* p, size_t n) {
+bool write_all(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;  // no progress: not worth a retry
       return false;
     }
     p += w;
@@ -40,6 +40,8 @@ bool write_all(int fd, const char* p, size_t n) {
   }
   return true;
 }
+
+namespace {
 
 // A write buffer touched before any timing starts.
 std::vector<char> filled(size_t n) {
@@ -231,12 +233,10 @@ std::vector<fsync_round> raw_fsync_rounds(const std::string& dir, int files, int
   return out;
 }
 
-std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
-                                                 int count, double max_seconds,
-                                                 std::string& error) {
+std::vector<double> round_latencies_ms(const std::vector<fsync_round>& rounds) {
   std::vector<double> out;
-  for (const auto& r : raw_fsync_rounds(dir, files, threads, count, max_seconds, error))
-    out.push_back(static_cast<double>(r.end_ns - r.start_ns) / 1e6);
+  out.reserve(rounds.size());
+  for (const auto& r : rounds) out.push_back(static_cast<double>(r.end_ns - r.start_ns) / 1e6);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -20,6 +20,11 @@ namespace sluice::bench {
 // "what: strerror(errno)".
 std::string os_error(const std::string& what);
 
+// Writes all `n` bytes to a file or socket, retrying on EINTR; false with
+// errno set when it cannot (SIGPIPE is ignored in sluice-bench, so a closed
+// peer is EPIPE).
+bool write_all(int fd, const void* data, size_t n);
+
 // A closed-on-scope descriptor.
 struct fd_guard {
   int fd = -1;
@@ -78,17 +83,17 @@ std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, do
 // 4 KiB to each of `files` files and fdatasyncs every one of them, `threads`
 // threads sharing the work (as the broker's flusher threads do), and takes
 // as long as the slowest. No acks=all answer for a request carrying every
-// partition can come sooner.
-std::vector<double> raw_fsync_round_latencies_ms(const std::string& dir, int files, int threads,
-                                                 int count, double max_seconds, std::string& error);
-
-// One such round: when it began and ended (steady clock, nanoseconds).
+// partition can come sooner. A round: when it began and ended (steady
+// clock, nanoseconds).
 struct fsync_round {
   int64_t start_ns = 0, end_ns = 0;
 };
-// The rounds themselves, back to back, in the order they ran.
+// `count` rounds (or as many as fit in `max_seconds`) back to back, in the
+// order they ran; empty with `error` set when they could not be measured.
 std::vector<fsync_round> raw_fsync_rounds(const std::string& dir, int files, int threads, int count,
                                           double max_seconds, std::string& error);
+// Each round's own latency in milliseconds, sorted.
+std::vector<double> round_latencies_ms(const std::vector<fsync_round>& rounds);
 
 // The publish latency an ideal group commit would give on this disk:
 // messages arrive every `interval_ns` while `rounds` run back to back, and
