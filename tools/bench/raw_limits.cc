@@ -245,6 +245,12 @@ std::vector<double> group_commit_floor_ms(const std::vector<fsync_round>& rounds
                                           int64_t interval_ns) {
   std::vector<double> out;
   if (rounds.size() < 2 || interval_ns <= 0) return out;
+  // A message's latency depends only on when it arrives, so a denser stream
+  // samples the same curve more finely: arrivals are spaced so that there
+  // are at most max_floor_arrivals (--rate goes up to 1e8 msgs/s).
+  const int64_t span = rounds.back().start_ns - rounds.front().start_ns;
+  interval_ns = std::max(interval_ns, span / max_floor_arrivals + 1);
+  out.reserve(static_cast<size_t>(span / interval_ns + 1));
   // A message goes into the first round that starts after it arrives and is
   // answered when that round ends; arrivals stop with the last round's start.
   size_t j = 0;

@@ -102,6 +102,9 @@ std::vector<double> round_latencies_ms(const std::vector<fsync_round>& rounds);
 // last sync ended. Unlike the rounds' own latencies, a stall then weighs as much as
 // the messages that pile up behind it. Milliseconds, sorted; empty with
 // fewer than two rounds.
+// At most this many arrivals are taken (spaced wider when `interval_ns`
+// would give more), which bounds the memory of a high --rate.
+inline constexpr int64_t max_floor_arrivals = 1'000'000;
 std::vector<double> group_commit_floor_ms(const std::vector<fsync_round>& rounds,
                                           int64_t interval_ns);
 

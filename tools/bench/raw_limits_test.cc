@@ -26,6 +26,19 @@ TEST(GroupCommitFloorTest, AMessageInAGapWaitsForTheNextRound) {
   EXPECT_EQ(group_commit_floor_ms(rounds, 5 * ms), (std::vector<double>{4, 4}));
 }
 
+TEST(GroupCommitFloorTest, ADenseStreamIsSampledWithinTheBound) {
+  // 10 s of 2 ms rounds at one message per nanosecond would be 1e10
+  // arrivals; the floor takes at most max_floor_arrivals of them, and their
+  // latencies stay within a round and a half (at most 4 ms here).
+  std::vector<fsync_round> rounds;
+  for (int64_t t = 0; t < 10'000 * ms; t += 2 * ms) rounds.push_back({t, t + 2 * ms});
+  const auto got = group_commit_floor_ms(rounds, 1);
+  EXPECT_LE(got.size(), static_cast<size_t>(max_floor_arrivals) + 1);
+  EXPECT_GT(got.size(), static_cast<size_t>(max_floor_arrivals) / 2);
+  EXPECT_GE(got.front(), 2.0);
+  EXPECT_LE(got.back(), 4.0);
+}
+
 TEST(GroupCommitFloorTest, TooFewRoundsOrNoRateGiveNothing) {
   EXPECT_TRUE(group_commit_floor_ms({}, ms).empty());
   EXPECT_TRUE(group_commit_floor_ms({{0, ms}}, ms).empty());
