@@ -25,10 +25,12 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -344,6 +346,33 @@ double ratio(double a, double b) {
   return b > 0 ? a / b : 0;
 }
 
+// Partitions that one produce request of the run carries, so files that one
+// group commit must sync before it is answered. Messages with keys spread
+// over every partition. Messages without keys go where librdkafka's
+// partitioner sends them: with sticky.partitioning.linger.ms (10 by default)
+// all of them to one partition for that long, so a request (linger.ms 1)
+// carries one, two at a switch; at 0, each message goes to a random
+// partition, so a request carries every one.
+int floor_files_per_request(const broker_options& o) {
+  if (o.keys) return o.partitions;
+  constexpr std::string_view sticky = "sticky.partitioning.linger.ms=";
+  for (const auto& p : o.producer_props)
+    if (p.starts_with(sticky) && std::strtol(p.c_str() + sticky.size(), nullptr, 10) == 0)
+      return o.partitions;
+  return 1;
+}
+
+// Files removed when it goes (those already gone are skipped).
+struct removed_at_end {
+  std::vector<std::string> paths;
+  removed_at_end() = default;
+  removed_at_end(const removed_at_end&) = delete;
+  removed_at_end& operator=(const removed_at_end&) = delete;
+  ~removed_at_end() {
+    for (const auto& p : paths) ::unlink(p.c_str());
+  }
+};
+
 }  // namespace
 
 int run_broker(const broker_options& o) {
@@ -357,6 +386,7 @@ int run_broker(const broker_options& o) {
     return 2;
   }
   std::unique_ptr<broker_process> proc;
+  removed_at_end raw_files;  // the raw writes' files, kept until every figure is measured
   std::string bootstrap = o.bootstrap;
   pid_t pid = o.broker_pid;
   std::string data_dir = o.dir;
@@ -365,6 +395,7 @@ int run_broker(const broker_options& o) {
       raw_fsync_p99, raw_round_p50, raw_round_p99, raw_round_max, raw_floor_p99, raw_floor_p999;
   std::string reno_error;  // why a reno stream failed, if one did
   const std::string congestion = default_congestion_control();
+  const int floor_files = floor_files_per_request(o);
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
   std::atomic<uint64_t> sampled_peak{0};
@@ -388,9 +419,14 @@ int run_broker(const broker_options& o) {
     // The fdatasync write runs as long as a produce phase: this disk takes a
     // burst of about 1 GB far faster than it sustains, and a produce phase
     // writes well past it. Its first kBurstBytes are timed too.
+    // Each raw write's file stays until the bench has measured everything:
+    // deleting it would make the disk stall through the latency figures
+    // that follow (raw_sync_write_for).
     auto raw_pair = [&](double seconds) {
-      auto s = raw_sync_write_for(data_dir, seconds, o.raw_sync_mib << 20, kRawChunk, kRawChunk,
-                                  kBurstBytes);
+      raw_files.paths.push_back(data_dir + "/raw-write-" + std::to_string(raw_files.paths.size()) +
+                                ".tmp");
+      auto s = raw_sync_write_for(raw_files.paths.back(), seconds, o.raw_sync_mib << 20, kRawChunk,
+                                  kRawChunk, kBurstBytes);
       if (auto e = std::get_if<std::string>(&s)) throw bench_error{*e};
       auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
       if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
@@ -417,13 +453,22 @@ int run_broker(const broker_options& o) {
       if (!lat_err.empty()) throw bench_error{lat_err};
       raw_fsync_p50.push_back(percentile_sorted(lat, 50));
       raw_fsync_p99.push_back(percentile_sorted(lat, 99));
-      // As long as a produce phase, since a disk's stalls are rare: one of
-      // 150 ms every few seconds leaves p99 of a short sample alone, and
-      // holds up every message that arrives while it lasts.
-      const auto rounds = raw_fsync_rounds(data_dir, o.partitions, limits::flusher_threads, INT_MAX,
+      // The floor's rounds touch as many files as one produce request of
+      // the run does (floor_files), for as long as a produce phase, since a
+      // disk's stalls are rare: one of 150 ms every few seconds leaves p99
+      // of a short sample alone, and holds up every message that arrives
+      // while it lasts.
+      const auto rounds = raw_fsync_rounds(data_dir, floor_files, limits::flusher_threads, INT_MAX,
                                            o.seconds, lat_err);
       if (!lat_err.empty()) throw bench_error{lat_err};
-      const auto round = round_latencies_ms(rounds);
+      // The round over every partition, as a keyed produce waits for; the
+      // floor's own rounds when those are it, else a short sample.
+      const auto every = floor_files == o.partitions
+                             ? rounds
+                             : raw_fsync_rounds(data_dir, o.partitions, limits::flusher_threads,
+                                                500, 2.0, lat_err);
+      if (!lat_err.empty()) throw bench_error{lat_err};
+      const auto round = round_latencies_ms(every);
       raw_round_p50.push_back(percentile_sorted(round, 50));
       raw_round_p99.push_back(percentile_sorted(round, 99));
       raw_round_max.push_back(round.empty() ? 0 : round.back());
@@ -529,6 +574,7 @@ int run_broker(const broker_options& o) {
     raw["fdatasync_4k_every_partition_round_p50_ms"] = median(raw_round_p50);
     raw["fdatasync_4k_every_partition_round_p99_ms"] = median(raw_round_p99);
     raw["fdatasync_4k_every_partition_round_max_ms"] = median(raw_round_max);
+    raw["group_commit_floor_files"] = floor_files;
     raw["group_commit_floor_p99_ms"] = median(raw_floor_p99);
     raw["group_commit_floor_p99_9_ms"] = median(raw_floor_p999);
     j["raw"] = std::move(raw);
@@ -623,13 +669,18 @@ int run_broker(const broker_options& o) {
       "  (raw: one 4 KiB write + fdatasync on the data dir takes p50 %.2f ms, p99 %.2f ms;\n"
       "   one on each of %d files, %d threads syncing, as a produce to every partition waits for: "
       "p50 %.2f ms, p99 %.2f ms, max %.2f ms;\n"
-      "   such rounds back to back for %.3g s, each taking the messages that arrived at %.0f "
-      "msgs/s "
-      "before it began,\n   answer them at p99 %.2f ms, p99.9 %.2f ms: the floor for the publish "
+      "   rounds on %d file%s, as one produce request of this run touches (%s),\n"
+      "   back to back for %.3g s, each taking the messages that arrived at %.0f msgs/s before it "
+      "began,\n   answer them at p99 %.2f ms, p99.9 %.2f ms: the floor for the publish "
       "latency on this disk)\n",
       median(raw_fsync_p50), median(raw_fsync_p99), o.partitions, limits::flusher_threads,
-      median(raw_round_p50), median(raw_round_p99), median(raw_round_max), o.seconds,
-      o.rate > 0 ? o.rate : kFloorRate, median(raw_floor_p99), median(raw_floor_p999));
+      median(raw_round_p50), median(raw_round_p99), median(raw_round_max), floor_files,
+      floor_files == 1 ? "" : "s",
+      o.keys ? "keys spread over every partition"
+      : floor_files == 1
+          ? "without keys, librdkafka sends to one partition for sticky.partitioning.linger.ms"
+          : "without keys and sticky.partitioning.linger.ms=0, each message to any partition",
+      o.seconds, o.rate > 0 ? o.rate : kFloorRate, median(raw_floor_p99), median(raw_floor_p999));
   std::printf("end-to-end latency ms p50 %.2f  p99 %.2f\n", med(&run_result::e2e_p50),
               med(&run_result::e2e_p99));
   if (o.rate > 0)

@@ -53,11 +53,11 @@ std::vector<char> filled(size_t n) {
 // Writes up to `total` bytes in `chunk` calls, fdatasync every `sync_every`
 // bytes (0: never) and at the end, stopping early after `max_seconds` (0: no
 // bound). `first_bytes` > 0 also times the first that many bytes.
-std::variant<timed_write, std::string> write_file_timed(const std::string& dir, uint64_t total,
-                                                        size_t chunk, uint64_t sync_every,
-                                                        double max_seconds = 0,
+// The file is `path`; it is removed at the end unless `keep` (and on error).
+std::variant<timed_write, std::string> write_file_timed(const std::string& path, bool keep,
+                                                        uint64_t total, size_t chunk,
+                                                        uint64_t sync_every, double max_seconds = 0,
                                                         uint64_t first_bytes = 0) {
-  const std::string path = dir + "/raw-write.tmp";
   fd_guard f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (f.fd < 0) return os_error("open " + path);
   auto buf = filled(chunk);
@@ -87,7 +87,7 @@ std::variant<timed_write, std::string> write_file_timed(const std::string& dir, 
     return os_error("fdatasync " + path);
   }
   const int64_t t1 = now_ns();
-  ::unlink(path.c_str());
+  if (!keep) ::unlink(path.c_str());
   timed_write r;
   r.bytes = written;
   r.bytes_per_s =
@@ -107,18 +107,20 @@ rate rate_of(std::variant<timed_write, std::string> w) {
 
 rate raw_sync_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes,
                     uint64_t sync_every_bytes) {
-  return rate_of(write_file_timed(dir, total_bytes, chunk_bytes, sync_every_bytes));
+  return rate_of(
+      write_file_timed(dir + "/raw-write.tmp", false, total_bytes, chunk_bytes, sync_every_bytes));
 }
 
-std::variant<timed_write, std::string> raw_sync_write_for(const std::string& dir, double seconds,
+std::variant<timed_write, std::string> raw_sync_write_for(const std::string& path, double seconds,
                                                           uint64_t max_bytes, size_t chunk_bytes,
                                                           uint64_t sync_every_bytes,
                                                           uint64_t first_bytes) {
-  return write_file_timed(dir, max_bytes, chunk_bytes, sync_every_bytes, seconds, first_bytes);
+  return write_file_timed(path, true, max_bytes, chunk_bytes, sync_every_bytes, seconds,
+                          first_bytes);
 }
 
 rate raw_buffered_write(const std::string& dir, uint64_t total_bytes, size_t chunk_bytes) {
-  return rate_of(write_file_timed(dir, total_bytes, chunk_bytes, 0));
+  return rate_of(write_file_timed(dir + "/raw-write.tmp", false, total_bytes, chunk_bytes, 0));
 }
 
 bool write_file(const std::string& path, uint64_t total_bytes, size_t chunk_bytes) {

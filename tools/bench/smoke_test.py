@@ -58,11 +58,14 @@ def broker(bench, sluice):
     need(j["raw"], ["fdatasync_write_mb_per_s", "loopback_tcp_mb_per_s", "loopback_sendfile_mb_per_s",
                     "loopback_tcp_congestion_control", "loopback_tcp_reno_mb_per_s",
                     "fdatasync_4k_every_partition_round_max_ms", "group_commit_floor_p99_ms",
-                    "group_commit_floor_p99_9_ms"], "raw")
+                    "group_commit_floor_p99_9_ms", "group_commit_floor_files"], "raw")
     need(j["ratios"], ["consume_vs_loopback_tcp", "fetch_only_vs_loopback_tcp",
                        "fetch_only_vs_loopback_sendfile", "consume_vs_loopback_tcp_reno"], "ratios")
     if not 0 < j["raw"]["group_commit_floor_p99_ms"] <= j["raw"]["group_commit_floor_p99_9_ms"]:
         sys.exit(f"the group-commit floor is not a latency: {j['raw']}")
+    # With keys every request carries both partitions, so the floor syncs both files.
+    if j["raw"]["group_commit_floor_files"] != 2:
+        sys.exit(f"the floor's rounds do not cover a keyed request's partitions: {j['raw']}")
     if j["catch_up_consumers"] != 2:
         sys.exit(f"the catch-up consumers were not read back: {j}")
     # reno is built into every Linux kernel and always allowed to every process.
