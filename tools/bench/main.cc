@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
                  "catch-up consumers sharing the partitions, each its own client")
       ->check(CLI::Range(1, 64));
   br->add_option("--raw-mib", bo.raw_sync_mib,
-                 "MiB at most per raw fdatasync-write measurement (it runs --seconds)")
+                 "MiB at most per raw fdatasync-write measurement (it runs --seconds; each "
+                 "run's file is kept until the bench ends)")
       ->check(CLI::Range(1, 65536));
   br->add_option("--tcp-seconds", bo.tcp_seconds, "seconds per raw loopback TCP measurement")
       ->check(CLI::Range(0.05, 60.0));
