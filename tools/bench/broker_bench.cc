@@ -346,20 +346,32 @@ double ratio(double a, double b) {
   return b > 0 ? a / b : 0;
 }
 
-// Partitions that one produce request of the run carries, so files that one
-// group commit must sync before it is answered. Messages with keys spread
-// over every partition. Messages without keys go where librdkafka's
-// partitioner sends them: with sticky.partitioning.linger.ms (10 by default)
-// all of them to one partition for that long, so a request (linger.ms 1)
-// carries one, two at a switch; at 0, each message goes to a random
-// partition, so a request carries every one.
-int floor_files_per_request(const broker_options& o) {
+// Partitions that take messages at once in the run, so files whose syncs
+// a message waits among. With keys, every partition does, and the flusher
+// threads sync them all in turn (librdkafka 2.0.2 sends each partition's
+// batch in a request of its own; those wait side by side). Without keys,
+// librdkafka's partitioner sends every message to one partition for
+// sticky.partitioning.linger.ms (10 by default), so one partition is
+// synced at a time; at 0, each message goes to any partition, as with keys.
+int floor_files_of(const broker_options& o) {
   if (o.keys) return o.partitions;
   constexpr std::string_view sticky = "sticky.partitioning.linger.ms=";
   for (const auto& p : o.producer_props)
     if (p.starts_with(sticky) && std::strtol(p.c_str() + sticky.size(), nullptr, 10) == 0)
       return o.partitions;
   return 1;
+}
+
+// A CPU figure (cores busy; -1: not measured, as when a catch-up read ends
+// before two samples 50 ms apart) for the report and for the JSON.
+std::string cores_text(double cores) {
+  if (cores < 0) return "n/a (too short to sample)";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f cores", cores);
+  return b;
+}
+json cores_json(double cores) {
+  return cores < 0 ? json() : json(cores);
 }
 
 // Files removed when it goes (those already gone are skipped).
@@ -395,7 +407,7 @@ int run_broker(const broker_options& o) {
       raw_fsync_p99, raw_round_p50, raw_round_p99, raw_round_max, raw_floor_p99, raw_floor_p999;
   std::string reno_error;  // why a reno stream failed, if one did
   const std::string congestion = default_congestion_control();
-  const int floor_files = floor_files_per_request(o);
+  const int floor_files = floor_files_of(o);
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
   std::atomic<uint64_t> sampled_peak{0};
@@ -453,15 +465,15 @@ int run_broker(const broker_options& o) {
       if (!lat_err.empty()) throw bench_error{lat_err};
       raw_fsync_p50.push_back(percentile_sorted(lat, 50));
       raw_fsync_p99.push_back(percentile_sorted(lat, 99));
-      // The floor's rounds touch as many files as one produce request of
-      // the run does (floor_files), for as long as a produce phase, since a
-      // disk's stalls are rare: one of 150 ms every few seconds leaves p99
-      // of a short sample alone, and holds up every message that arrives
-      // while it lasts.
+      // The floor's rounds touch as many files as the run has partitions
+      // taking messages at once (floor_files). They run as long as a produce
+      // phase, since a disk's stalls are rare: one of 150 ms every few
+      // seconds leaves p99 of a short sample alone, and holds up every
+      // message that arrives while it lasts.
       const auto rounds = raw_fsync_rounds(data_dir, floor_files, limits::flusher_threads, INT_MAX,
                                            o.seconds, lat_err);
       if (!lat_err.empty()) throw bench_error{lat_err};
-      // The round over every partition, as a keyed produce waits for; the
+      // The round over every partition, as a keyed produce waits among; the
       // floor's own rounds when those are it, else a short sample.
       const auto every = floor_files == o.partitions
                              ? rounds
@@ -553,13 +565,16 @@ int run_broker(const broker_options& o) {
     e2e["p99"] = med(&run_result::e2e_p99);
     j["end_to_end_latency_ms"] = std::move(e2e);
     j["schedule_lag_max_ms"] = med(&run_result::schedule_lag_max_ms);
-    j["broker_cpu_cores_produce"] = pid > 0 ? json(med(&run_result::broker_cpu_produce)) : json();
-    j["broker_cpu_cores_consume"] = pid > 0 ? json(med(&run_result::broker_cpu_consume)) : json();
+    j["broker_cpu_cores_produce"] =
+        pid > 0 ? cores_json(med(&run_result::broker_cpu_produce)) : json();
+    j["broker_cpu_cores_consume"] =
+        pid > 0 ? cores_json(med(&run_result::broker_cpu_consume)) : json();
     j["broker_cpu_cores_fetch_only"] =
-        pid > 0 ? json(med(&run_result::broker_cpu_fetch_only)) : json();
-    j["client_cpu_cores_produce"] = med(&run_result::client_cpu_produce);
-    j["client_cpu_cores_consume"] = med(&run_result::client_cpu_consume);
-    j["client_busiest_thread_cores_consume"] = med(&run_result::client_thread_max_consume);
+        pid > 0 ? cores_json(med(&run_result::broker_cpu_fetch_only)) : json();
+    j["client_cpu_cores_produce"] = cores_json(med(&run_result::client_cpu_produce));
+    j["client_cpu_cores_consume"] = cores_json(med(&run_result::client_cpu_consume));
+    j["client_busiest_thread_cores_consume"] =
+        cores_json(med(&run_result::client_thread_max_consume));
     j["broker_peak_rss_mib"] = pid > 0 ? json(rss_mib) : json();
     json raw = json::object();
     raw["fdatasync_write_mb_per_s"] = sync_mb;
@@ -667,19 +682,19 @@ int run_broker(const broker_options& o) {
       verdict(lat_cfg, pub_p99 < 5).c_str(), verdict(lat_cfg, pub_p999 < 20).c_str());
   std::printf(
       "  (raw: one 4 KiB write + fdatasync on the data dir takes p50 %.2f ms, p99 %.2f ms;\n"
-      "   one on each of %d files, %d threads syncing, as a produce to every partition waits for: "
-      "p50 %.2f ms, p99 %.2f ms, max %.2f ms;\n"
-      "   rounds on %d file%s, as one produce request of this run touches (%s),\n"
+      "   one on each of %d files, %d threads syncing, as a produce spread over every partition "
+      "waits for: p50 %.2f ms, p99 %.2f ms, max %.2f ms;\n"
+      "   rounds on %d file%s, the partitions that take messages at once in this run (%s),\n"
       "   back to back for %.3g s, each taking the messages that arrived at %.0f msgs/s before it "
       "began,\n   answer them at p99 %.2f ms, p99.9 %.2f ms: the floor for the publish "
       "latency on this disk)\n",
       median(raw_fsync_p50), median(raw_fsync_p99), o.partitions, limits::flusher_threads,
       median(raw_round_p50), median(raw_round_p99), median(raw_round_max), floor_files,
       floor_files == 1 ? "" : "s",
-      o.keys ? "keys spread over every partition"
+      o.keys ? "keys spread messages over every partition"
       : floor_files == 1
           ? "without keys, librdkafka sends to one partition for sticky.partitioning.linger.ms"
-          : "without keys and sticky.partitioning.linger.ms=0, each message to any partition",
+          : "without keys and sticky.partitioning.linger.ms=0, messages go to any partition",
       o.seconds, o.rate > 0 ? o.rate : kFloorRate, median(raw_floor_p99), median(raw_floor_p999));
   std::printf("end-to-end latency ms p50 %.2f  p99 %.2f\n", med(&run_result::e2e_p50),
               med(&run_result::e2e_p99));
@@ -687,14 +702,17 @@ int run_broker(const broker_options& o) {
     std::printf("sender schedule lag max %.2f ms\n", med(&run_result::schedule_lag_max_ms));
   if (pid > 0) {
     std::printf(
-        "broker CPU  %.2f cores while producing, %.2f cores during catch-up consume, %.2f during "
-        "the fetch-only read (client: %.2f cores producing)\n",
-        med(&run_result::broker_cpu_produce), med(&run_result::broker_cpu_consume),
-        med(&run_result::broker_cpu_fetch_only), med(&run_result::client_cpu_produce));
+        "broker CPU  %s while producing, %s during catch-up consume, %s during the fetch-only "
+        "read (client: %s producing)\n",
+        cores_text(med(&run_result::broker_cpu_produce)).c_str(),
+        cores_text(med(&run_result::broker_cpu_consume)).c_str(),
+        cores_text(med(&run_result::broker_cpu_fetch_only)).c_str(),
+        cores_text(med(&run_result::client_cpu_produce)).c_str());
     std::printf(
-        "client CPU during catch-up consume %.2f cores, its busiest thread %.2f cores "
-        "(librdkafka fetches and parses on one thread per broker)\n",
-        med(&run_result::client_cpu_consume), med(&run_result::client_thread_max_consume));
+        "client CPU during catch-up consume %s, its busiest thread %s (librdkafka fetches and "
+        "parses on one thread per broker)\n",
+        cores_text(med(&run_result::client_cpu_consume)).c_str(),
+        cores_text(med(&run_result::client_thread_max_consume)).c_str());
     std::printf("broker peak RSS %.1f MiB   target < 512 MiB %s\n", rss_mib,
                 rss_mib < 512 ? "met" : "MISSED");
   } else {

@@ -63,9 +63,15 @@ def broker(bench, sluice):
                        "fetch_only_vs_loopback_sendfile", "consume_vs_loopback_tcp_reno"], "ratios")
     if not 0 < j["raw"]["group_commit_floor_p99_ms"] <= j["raw"]["group_commit_floor_p99_9_ms"]:
         sys.exit(f"the group-commit floor is not a latency: {j['raw']}")
-    # With keys every request carries both partitions, so the floor syncs both files.
+    # With keys both partitions take messages at once, so the floor syncs both files.
     if j["raw"]["group_commit_floor_files"] != 2:
-        sys.exit(f"the floor's rounds do not cover a keyed request's partitions: {j['raw']}")
+        sys.exit(f"the floor's rounds do not cover a keyed run's partitions: {j['raw']}")
+    # CPU figures are cores busy, or null when a phase was too short to sample.
+    for k in ["broker_cpu_cores_produce", "broker_cpu_cores_consume", "broker_cpu_cores_fetch_only",
+              "client_cpu_cores_produce", "client_cpu_cores_consume",
+              "client_busiest_thread_cores_consume"]:
+        if k not in j or (j[k] is not None and j[k] < 0):
+            sys.exit(f"{k} is missing or not a CPU figure: {j.get(k)}")
     if j["catch_up_consumers"] != 2:
         sys.exit(f"the catch-up consumers were not read back: {j}")
     # reno is built into every Linux kernel and always allowed to every process.
