@@ -565,12 +565,10 @@ int run_broker(const broker_options& o) {
     e2e["p99"] = med(&run_result::e2e_p99);
     j["end_to_end_latency_ms"] = std::move(e2e);
     j["schedule_lag_max_ms"] = med(&run_result::schedule_lag_max_ms);
-    j["broker_cpu_cores_produce"] =
-        pid > 0 ? cores_json(med(&run_result::broker_cpu_produce)) : json();
-    j["broker_cpu_cores_consume"] =
-        pid > 0 ? cores_json(med(&run_result::broker_cpu_consume)) : json();
-    j["broker_cpu_cores_fetch_only"] =
-        pid > 0 ? cores_json(med(&run_result::broker_cpu_fetch_only)) : json();
+    // Without a broker pid these are -1 (no /proc entry), so null too.
+    j["broker_cpu_cores_produce"] = cores_json(med(&run_result::broker_cpu_produce));
+    j["broker_cpu_cores_consume"] = cores_json(med(&run_result::broker_cpu_consume));
+    j["broker_cpu_cores_fetch_only"] = cores_json(med(&run_result::broker_cpu_fetch_only));
     j["client_cpu_cores_produce"] = cores_json(med(&run_result::client_cpu_produce));
     j["client_cpu_cores_consume"] = cores_json(med(&run_result::client_cpu_consume));
     j["client_busiest_thread_cores_consume"] =
