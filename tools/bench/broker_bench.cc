@@ -25,12 +25,10 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
-#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -346,22 +344,6 @@ double ratio(double a, double b) {
   return b > 0 ? a / b : 0;
 }
 
-// Partitions that take messages at once in the run, so files whose syncs
-// a message waits among. With keys, every partition does, and the flusher
-// threads sync them all in turn (librdkafka 2.0.2 sends each partition's
-// batch in a request of its own; those wait side by side). Without keys,
-// librdkafka's partitioner sends every message to one partition for
-// sticky.partitioning.linger.ms (10 by default), so one partition is
-// synced at a time; at 0, each message goes to any partition, as with keys.
-int floor_files_of(const broker_options& o) {
-  if (o.keys) return o.partitions;
-  constexpr std::string_view sticky = "sticky.partitioning.linger.ms=";
-  for (const auto& p : o.producer_props)
-    if (p.starts_with(sticky) && std::strtol(p.c_str() + sticky.size(), nullptr, 10) == 0)
-      return o.partitions;
-  return 1;
-}
-
 // A CPU figure (cores busy; -1: not measured, as when a catch-up read ends
 // before two samples 50 ms apart) for the report and for the JSON.
 std::string cores_text(double cores) {
@@ -407,7 +389,7 @@ int run_broker(const broker_options& o) {
       raw_fsync_p99, raw_round_p50, raw_round_p99, raw_round_max, raw_floor_p99, raw_floor_p999;
   std::string reno_error;  // why a reno stream failed, if one did
   const std::string congestion = default_congestion_control();
-  const int floor_files = floor_files_of(o);
+  const int floor_files = partitions_taking_messages(o.partitions, o.keys, o.producer_props);
   uint64_t peak_rss = 0;
   std::atomic<bool> sampling{true};
   std::atomic<uint64_t> sampled_peak{0};

@@ -9,8 +9,10 @@
 // 8 bytes, so a consumer can measure end-to-end latency.
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -43,6 +45,25 @@ struct produce_stats {
 // Throws bench_error when the client cannot be made or produce() fails for
 // another reason than a full queue.
 produce_stats produce_phase(const produce_spec& spec);
+
+// How many of a topic's `partitions` take a producer's messages at once,
+// so how many logs' syncs a message waits among (the group-commit floor's
+// file count). With keys, every partition does, and the broker's flusher
+// syncs them all in turn (librdkafka 2.0.2 sends each partition's batch in a
+// request of its own; those wait side by side). Without keys, librdkafka's
+// partitioner sends every message to one partition for
+// sticky.partitioning.linger.ms (10 by default), so one partition is synced
+// at a time; set to 0 in `producer_props` (KEY=VALUE), each message goes to
+// any partition, as with keys.
+inline int partitions_taking_messages(int partitions, bool keys,
+                                      const std::vector<std::string>& producer_props) {
+  if (keys) return partitions;
+  constexpr std::string_view sticky = "sticky.partitioning.linger.ms=";
+  for (const auto& p : producer_props)
+    if (p.starts_with(sticky) && std::strtol(p.c_str() + sticky.size(), nullptr, 10) == 0)
+      return partitions;
+  return 1;
+}
 
 // CPU cores busy between two process_cpu_seconds readings; -1 if unknown.
 double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
