@@ -88,9 +88,10 @@ std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, do
 // The same for a produce that touches many partitions: each round writes
 // 4 KiB to each of `files` files and fdatasyncs every one of them, `threads`
 // threads sharing the work (as the broker's flusher threads do), and takes
-// as long as the slowest. No acks=all answer for a request carrying every
-// partition can come sooner. A round: when it began and ended (steady
-// clock, nanoseconds).
+// as long as the slowest. No acks=all answer for messages spread over
+// every partition can come sooner than such a round: each partition's sync
+// shares the threads and the disk with all the others. A round: when it
+// began and ended (steady clock, nanoseconds).
 struct fsync_round {
   int64_t start_ns = 0, end_ns = 0;
 };
@@ -105,8 +106,8 @@ std::vector<double> round_latencies_ms(const std::vector<fsync_round>& rounds);
 // messages arrive every `interval_ns` while `rounds` run back to back, and
 // each one is made durable by the first round that starts after it
 // arrives, as by a broker that syncs whatever has come in as soon as its
-// last sync ended. Unlike the rounds' own latencies, a stall then weighs as much as
-// the messages that pile up behind it. Milliseconds, sorted; empty with
+// last sync ended. Unlike the rounds' own latencies, a stall then weighs as
+// much as the messages that pile up behind it. Milliseconds, sorted; empty with
 // fewer than two rounds.
 // At most this many arrivals are taken (spaced wider when `interval_ns`
 // would give more), which bounds the memory of a high --rate.
