@@ -52,6 +52,21 @@ inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100
 // request asks (Kafka's default, 55 MiB, and its lower bound).
 inline constexpr int64_t default_fetch_max_bytes = 55ll << 20;
 inline constexpr int64_t min_fetch_max_bytes = 1024;
+// sluice.fetch.bytes.per.rtt.ms: a Fetch answer carries at most this many
+// bytes per millisecond of its connection's minimum round trip
+// (net/tcp_info.h), and never less than fetch_rtt_sized_floor_bytes.
+// librdkafka keeps one fetch in flight per broker and parses an answer only
+// once all of it has arrived, so the answer must cover a few round trips of
+// the path to keep it busy: 10 MiB per ms is about four round trips at
+// 20 Gbit/s. A larger answer adds nothing on that path; on a short one it
+// only falls out of the client's cache before it is parsed (on the 2-core
+// benchmark machine one consumer read loopback about twice as fast with
+// 1 MiB answers as with its default 16 MiB ones: tools/bench/README.md).
+inline constexpr int64_t default_fetch_bytes_per_rtt_ms = 10ll << 20;
+inline constexpr int64_t max_fetch_bytes_per_rtt_ms = 1ll << 40;
+// The smallest answer that sizing makes: librdkafka's and the Java client's
+// default max.partition.fetch.bytes, so a partition's whole share fits.
+inline constexpr int64_t fetch_rtt_sized_floor_bytes = 1ll << 20;
 inline constexpr int64_t default_connections_max_idle_ms = 10ll * 60 * 1000;
 inline constexpr int64_t default_max_connections = 10'000;
 inline constexpr int64_t default_max_inflight_requests_per_connection = 64;

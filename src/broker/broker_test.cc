@@ -463,6 +463,77 @@ TEST_F(FetchMaxBytesTest, FirstBatchLargerThanTheLimitStillComes) {
   EXPECT_EQ(record_bytes_in(r), batch_bytes);  // whole, so the consumer can progress
 }
 
+// sluice.fetch.bytes.per.rtt.ms: answers sized by the connection's minimum
+// round trip. With 1 byte per ms any real path sizes to the 1 MiB floor, so
+// these tests do not depend on how fast this machine's loopback is; the
+// arithmetic itself is fetch_sizing_test's.
+class FetchRttSizingTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--sluice.fetch.bytes.per.rtt.ms", per_ms_};
+    BrokerTest::SetUp();
+  }
+  // Three partitions of one ~440 KB batch each: two fit in 1 MiB, three do not.
+  uint64_t fill(client& c) {
+    create(c, "rtt", 3);
+    uint64_t batch_bytes = 0;
+    for (int p = 0; p < 3; ++p) {
+      auto b = make_batch(4000);
+      batch_bytes = b.size();
+      EXPECT_EQ(produce(c, "rtt", p, b).responses[0].partition_responses[0].error_code, 0);
+    }
+    EXPECT_LT(2 * batch_bytes, uint64_t{1} << 20);
+    EXPECT_GT(3 * batch_bytes, uint64_t{1} << 20);
+    return batch_bytes;
+  }
+  // librdkafka's shape: 50 MiB per answer, 1 MiB per partition.
+  protocol::fetch_response fetch_all(client& c, int32_t min_bytes = 1, int max_wait_ms = 0) {
+    auto f = fetch_req(0, -1, max_wait_ms);
+    f.max_bytes = 50 << 20;
+    f.min_bytes = min_bytes;
+    for (int p = 0; p < 3; ++p) add_partition(f, "rtt", p, 0);
+    return c.call<protocol::fetch_response>(f, 11);
+  }
+  const char* per_ms_ = "1";
+};
+
+TEST_F(FetchRttSizingTest, ShortPathGetsOneMebibyteAnswers) {
+  client c(b_->port());
+  const uint64_t batch_bytes = fill(c);
+  auto r = fetch_all(c);
+  EXPECT_EQ(partitions_in(r), 3u);
+  EXPECT_EQ(record_bytes_in(r), 2 * batch_bytes);
+  // The partition left out comes in the next answer.
+  auto f = fetch_req(0, -1);
+  add_partition(f, "rtt", 2, 0);
+  EXPECT_EQ(record_bytes_in(c.call<protocol::fetch_response>(f, 11)), batch_bytes);
+}
+
+TEST_F(FetchRttSizingTest, MinBytesAboveTheSizeIsStillServed) {
+  client c(b_->port());
+  const uint64_t batch_bytes = fill(c);
+  // min_bytes of 1.2 MiB lifts the limit: all three batches, at once
+  // rather than after max_wait_ms (20 s, which the deadline below catches).
+  const auto start = std::chrono::steady_clock::now();
+  auto r = fetch_all(c, static_cast<int32_t>(3 * batch_bytes), 20000);
+  EXPECT_EQ(record_bytes_in(r), 3 * batch_bytes);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+class FetchRttSizingOffTest : public FetchRttSizingTest {
+ protected:
+  void SetUp() override {
+    per_ms_ = "0";
+    FetchRttSizingTest::SetUp();
+  }
+};
+
+TEST_F(FetchRttSizingOffTest, AnswersFillWhatTheRequestAllows) {
+  client c(b_->port());
+  const uint64_t batch_bytes = fill(c);
+  EXPECT_EQ(record_bytes_in(fetch_all(c)), 3 * batch_bytes);
+}
+
 TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
   client c(b_->port());
   auto b = make_batch(1);

@@ -292,6 +292,7 @@ result<broker_config> make_broker_config(config_map static_values,
   }
   b.socket_request_max_bytes = i32("socket.request.max.bytes");
   b.fetch_max_bytes = i32("fetch.max.bytes");
+  b.fetch_bytes_per_rtt_ms = i64("sluice.fetch.bytes.per.rtt.ms");
   b.connections_max_idle_ms = i64("connections.max.idle.ms");
   b.max_connections = i32("max.connections");
   b.max_inflight_requests_per_connection = i32("sluice.max.inflight.requests.per.connection");

@@ -51,6 +51,7 @@ struct broker_config {
   int32_t num_io_threads = 0;     // resolved: 0 in the file means one per core
   int32_t socket_request_max_bytes = 0;
   int32_t fetch_max_bytes = 0;
+  int64_t fetch_bytes_per_rtt_ms = 0;  // sluice.fetch.bytes.per.rtt.ms; 0: off
   int64_t connections_max_idle_ms = 0;
   int32_t max_connections = 0;
   int32_t max_inflight_requests_per_connection = 0;

@@ -147,6 +147,7 @@ TEST(broker_config, defaults) {
   EXPECT_GE(b.num_io_threads, 1);
   EXPECT_EQ(b.socket_request_max_bytes, limits::default_socket_request_max_bytes);
   EXPECT_EQ(b.fetch_max_bytes, limits::default_fetch_max_bytes);
+  EXPECT_EQ(b.fetch_bytes_per_rtt_ms, limits::default_fetch_bytes_per_rtt_ms);
   EXPECT_EQ(b.connections_max_idle_ms, limits::default_connections_max_idle_ms);
   EXPECT_EQ(b.max_connections, limits::default_max_connections);
   EXPECT_EQ(b.max_inflight_requests_per_connection,
@@ -267,6 +268,9 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(load({"--log.segment.bytes", "1"}), "log.segment.bytes");
   expect_refused(load({"--socket.request.max.bytes", "2147483647"}), "socket.request.max.bytes");
   expect_refused(load({"--fetch.max.bytes", "1023"}), "fetch.max.bytes");
+  expect_refused(load({"--sluice.fetch.bytes.per.rtt.ms", "-1"}), "sluice.fetch.bytes.per.rtt.ms");
+  expect_refused(load({"--sluice.fetch.bytes.per.rtt.ms", "1099511627777"}),
+                 "sluice.fetch.bytes.per.rtt.ms");
   expect_refused(load({"--default.replication.factor", "3"}), "default.replication.factor");
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");

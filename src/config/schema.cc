@@ -146,6 +146,11 @@ std::vector<setting> make_schema() {
                       i32_max, false,
                       "Largest Fetch response, whatever the client asks; the first batch "
                       "returned may exceed it."));
+  s.push_back(int_row("sluice.fetch.bytes.per.rtt.ms", "", vt::int64, "10485760", 0,
+                      limits::max_fetch_bytes_per_rtt_ms, false,
+                      "A Fetch answer carries at most this many bytes per ms of the connection's "
+                      "minimum round trip, and at least 1 MiB; 0: answers fill fetch.max.bytes, "
+                      "as Kafka's do."));
   s.push_back(int_row("connections.max.idle.ms", "", vt::int64, "600000", 1, i64_max, false,
                       "Idle connections are closed after this long."));
   s.push_back(int_row("max.connections", "", vt::int32, "10000", 1,

@@ -77,6 +77,8 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
   }
   request req{std::move(hdr->header), std::move(frame), std::move(r), &svc_};
   if (const auto* st = static_cast<const connection_state*>(ctx.state.get())) req.client_host = st->client_host;
+  constexpr int16_t fetch_key = 1;
+  if (key == fetch_key) req.min_rtt = ctx.min_rtt();
   it->handle(std::move(req));
 }
 

@@ -9,12 +9,12 @@
 // (a durability callback, a long-poll). The frame lives as long as the
 // request, so record views stay valid until the answer is sent.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <chrono>
 
 #include "base/clock.h"
 #include "metrics/metrics.h"
@@ -75,6 +75,9 @@ struct request {
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
   // The connection's client_host (connection_state), for JoinGroup.
   std::string client_host;
+  // The connection's minimum round trip (net::connection_context::min_rtt),
+  // read for Fetch requests only, which size their answers by it.
+  std::optional<std::chrono::microseconds> min_rtt;
 
   int16_t api_key() const { return header.request_api_key; }
   int16_t version() const { return header.request_api_version; }

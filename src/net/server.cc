@@ -23,6 +23,7 @@
 #include "base/assert.h"
 #include "base/endian.h"
 #include "base/log.h"
+#include "net/tcp_info.h"
 
 namespace sluice::net {
 namespace detail {
@@ -262,6 +263,7 @@ connection::connection(server_impl& srv, io_thread& thr, tcp::socket sock, uint6
     : srv_(srv), thr_(thr), sock_(std::move(sock)), idle_timer_(thr.ctx) {
   ctx_.id = id;
   ctx_.peer = std::move(peer);
+  ctx_.socket_fd = sock_.native_handle();
 }
 
 void connection::start() {
@@ -876,6 +878,11 @@ void server_impl::stop() {
 }
 
 }  // namespace detail
+
+std::optional<std::chrono::microseconds> connection_context::min_rtt() const {
+  if (socket_fd < 0) return std::nullopt;
+  return tcp_min_rtt(socket_fd);
+}
 
 // ---- responder ------------------------------------------------------------------
 

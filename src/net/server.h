@@ -47,8 +47,10 @@
 // for the process, since sendfile(2) has no MSG_NOSIGNAL.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,14 @@ struct connection_context {
   // client id...). Starts empty; destroyed after on_connection_close, or
   // later if the broker kept a copy of the shared_ptr.
   std::shared_ptr<void> state;
+  // The connection's socket, set by the server (-1 in a context made by
+  // hand, as in tests). Handlers ask min_rtt() rather than use it.
+  int socket_fd = -1;
+
+  // The smallest round-trip time the kernel has seen on this connection
+  // (tcp_min_rtt, net/tcp_info.h), read at the call; nullopt when the
+  // kernel cannot tell or there is no socket.
+  std::optional<std::chrono::microseconds> min_rtt() const;
 
   // The state as a T, created (value-initialized) on first use. The broker
   // must always use the same T for a given server.

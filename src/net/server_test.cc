@@ -185,6 +185,7 @@ class test_handler : public request_handler {
   void on_request(connection_context& ctx, bytes frame, responder r) override {
     ++requests;
     EXPECT_NE(ctx.id, 0u);
+    if (ctx.min_rtt().has_value()) ++min_rtt_known;
     std::string s = to_string(frame);
     if (s.starts_with("close")) return r.close_connection();
     if (s.starts_with("drop")) return;  // r destroyed here
@@ -264,6 +265,7 @@ class test_handler : public request_handler {
   std::atomic<int> opened{0};
   std::atomic<int> closed{0};
   std::atomic<int> requests{0};
+  std::atomic<int> min_rtt_known{0};  // requests whose connection told its minimum RTT
   // When set, handles every request not caught above.
   std::function<void(bytes, responder)> custom;
 
@@ -307,6 +309,8 @@ TEST(NetServer, EchoSmallEmptyAndLargeFrames) {
 
   EXPECT_TRUE(wait_until([&] { return h.opened.load() == 1; }));
   EXPECT_GE(srv.metrics().requests.load(), 4u);
+  // A TCP connection on Linux always has a minimum RTT for its handler.
+  EXPECT_EQ(h.min_rtt_known.load(), h.requests.load());
   EXPECT_GE(srv.metrics().bytes_in.load(), big.size());
   c.close();
   EXPECT_TRUE(wait_until([&] { return srv.metrics().connections_active.load() == 0; }));

@@ -11,6 +11,7 @@
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
+#include "kafka/fetch_sizing.h"
 #include "kafka/handlers/handlers.h"
 
 namespace sluice::kafka {
@@ -39,10 +40,9 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::shared_ptr<fetch_session> session;  // null: sessionless
   bool incremental = false;
   int32_t response_session_id = 0;
-  // Bytes of records this answer may carry: the request's max_bytes and the
-  // broker's fetch.max.bytes, whichever is smaller. (Follower fetches, once
-  // replication lands, take replica.fetch.response.max.bytes instead, as in
-  // Kafka.)
+  // Bytes of records this answer may carry (fetch_answer_max_bytes,
+  // kafka/fetch_sizing.h). (Follower fetches, once replication lands, take
+  // replica.fetch.response.max.bytes instead, as in Kafka.)
   uint64_t max_total = 0;
   std::chrono::steady_clock::time_point deadline;
 
@@ -244,8 +244,9 @@ void handle_fetch(request req) {
                                svc.partitions->get(t.topic, p.partition), nullptr});
   }
   // max_bytes is in every version served (v4 and up, handlers.cc).
-  op->max_total = std::min(static_cast<uint64_t>(svc.partitions->broker_config()->fetch_max_bytes),
-                           static_cast<uint64_t>(std::max(body->max_bytes, 0)));
+  const auto bc = svc.partitions->broker_config();
+  op->max_total = fetch_answer_max_bytes(body->max_bytes, body->min_bytes, bc->fetch_max_bytes,
+                                         bc->fetch_bytes_per_rtt_ms, req.min_rtt);
   op->body = std::move(*body);
   op->req = std::move(req);
   if (!op->attempt(false)) op->park();
