@@ -191,6 +191,9 @@ struct run_result {
   double pub_p50 = 0, pub_p99 = 0, pub_p999 = 0, pub_max = 0;  // ms
   double e2e_p50 = 0, e2e_p99 = 0;                             // ms
   double consume_msgs = 0, consume_bytes = 0;                  // catch-up, per second
+  // The catch-up read again by one consumer, when the one above had more;
+  // 0 otherwise.
+  double consume_one_msgs = 0, consume_one_bytes = 0;
   double tail_msgs = 0;                                        // tailing consumer, per second
   double broker_cpu_produce = -1, broker_cpu_consume = -1;     // cores busy
   double client_cpu_produce = -1;
@@ -203,8 +206,78 @@ struct run_result {
   double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
 };
 
-run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t broker,
-                    const std::string& topic) {
+struct catch_up_result {
+  double msgs = 0;  // per second
+  // Cores busy (-1: not measured): the broker, the whole client process, and
+  // its busiest thread (librdkafka's fetch thread for the broker).
+  double broker_cpu = -1, client_cpu = -1, client_thread_max = -1;
+};
+
+// Reads the whole topic, `expected_msgs` messages, from the beginning with
+// `consumers` consumers sharing its partitions in ranges, each its own
+// client, so its own fetch thread.
+catch_up_result catch_up(const broker_options& o, int consumers, const std::string& bootstrap,
+                         pid_t broker, const std::string& topic, uint64_t expected_msgs) {
+  catch_up_result out;
+  std::atomic<uint64_t> expected{expected_msgs};
+  std::vector<consume_result> cus(static_cast<size_t>(consumers));
+  std::atomic<uint64_t> together{0};
+  std::atomic<bool> not_producing{false};
+  // CPU is sampled every 50 ms while the consumers run and figured between
+  // the first sample after the first message and the last one before the
+  // last message, so connecting, the first fetch and closing are left out.
+  // The consumers' threads end with them, so they are read here too.
+  struct cpu_sample {
+    int64_t at;
+    std::optional<double> broker, self;
+    std::map<pid_t, double> threads;
+  };
+  std::vector<cpu_sample> samples;
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      const int64_t at = now_ns();
+      samples.push_back({at, process_cpu_seconds(broker), process_cpu_seconds(::getpid()),
+                         thread_cpu_seconds(::getpid())});
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  {
+    const int64_t deadline = now_ns() + 120'000'000'000;
+    std::vector<std::thread> readers;
+    for (int i = 0; i < consumers; ++i)
+      readers.emplace_back([&, i] {
+        consume(o, bootstrap, topic, share_of(o.partitions, consumers, i), false, not_producing,
+                expected, deadline, cus[static_cast<size_t>(i)],
+                consumers > 1 ? &together : nullptr);
+      });
+    for (auto& t : readers) t.join();
+  }
+  const consume_result cu = merged(cus);
+  sampling = false;
+  sampler.join();
+  if (!cu.error.empty()) throw bench_error{"catch-up consumer: " + cu.error};
+  if (cu.messages < expected_msgs)
+    throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
+                      std::to_string(expected_msgs)};
+  out.msgs = consume_rate(cu);
+  const cpu_sample* from = nullptr;
+  const cpu_sample* to = nullptr;
+  for (const auto& sm : samples) {
+    if (!from && sm.at >= cu.first_ns) from = &sm;
+    if (sm.at <= cu.last_ns) to = &sm;
+  }
+  if (from && to && to->at > from->at) {  // else too short to tell: left at -1
+    out.broker_cpu = cores_between(from->broker, to->broker, from->at, to->at);
+    out.client_cpu = cores_between(from->self, to->self, from->at, to->at);
+    out.client_thread_max = busiest_thread_cores(from->threads, to->threads,
+                                                 static_cast<double>(to->at - from->at) / 1e9);
+  }
+  return out;
+}
+
+run_result run_once(const broker_options& o, int consumers, const std::string& bootstrap,
+                    pid_t broker, const std::string& topic) {
   create_topic(bootstrap, topic, o.partitions);
   run_result r;
 
@@ -265,61 +338,17 @@ run_result run_once(const broker_options& o, const std::string& bootstrap, pid_t
   r.e2e_p99 = percentile_sorted(tail.e2e_ms, 99);
   r.tail_msgs = consume_rate(tail);
 
-  // Catch-up read of everything, now in the page cache, by `o.consumers`
-  // consumers: each its own client, so its own fetch thread.
-  std::vector<consume_result> cus(static_cast<size_t>(o.consumers));
-  std::atomic<uint64_t> together{0};
-  std::atomic<bool> not_producing{false};
-  // CPU is sampled every 50 ms while the consumers run and figured between
-  // the first sample after the first message and the last one before the
-  // last message, so connecting, the first fetch and closing are left out.
-  // The consumers' threads end with them, so they are read here too.
-  struct cpu_sample {
-    int64_t at;
-    std::optional<double> broker, self;
-    std::map<pid_t, double> threads;
-  };
-  std::vector<cpu_sample> samples;
-  std::atomic<bool> sampling{true};
-  std::thread sampler([&] {
-    while (sampling.load()) {
-      const int64_t at = now_ns();
-      samples.push_back({at, process_cpu_seconds(broker), process_cpu_seconds(::getpid()),
-                         thread_cpu_seconds(::getpid())});
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
-  {
-    const int64_t deadline = now_ns() + 120'000'000'000;
-    std::vector<std::thread> readers;
-    for (int i = 0; i < o.consumers; ++i)
-      readers.emplace_back([&, i] {
-        consume(o, bootstrap, topic, share_of(o.partitions, o.consumers, i), false, not_producing,
-                expected, deadline, cus[static_cast<size_t>(i)],
-                o.consumers > 1 ? &together : nullptr);
-      });
-    for (auto& t : readers) t.join();
-  }
-  const consume_result cu = merged(cus);
-  sampling = false;
-  sampler.join();
-  if (!cu.error.empty()) throw bench_error{"catch-up consumer: " + cu.error};
-  if (cu.messages < r.acked)
-    throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
-                      std::to_string(r.acked)};
-  r.consume_msgs = consume_rate(cu);
+  // Catch-up read of everything, now in the page cache, by `consumers`
+  // consumers; and, when that is more than one, by one consumer alone.
+  const catch_up_result cu = catch_up(o, consumers, bootstrap, broker, topic, r.acked);
+  r.consume_msgs = cu.msgs;
   r.consume_bytes = r.consume_msgs * static_cast<double>(payload_bytes);
-  const cpu_sample* from = nullptr;
-  const cpu_sample* to = nullptr;
-  for (const auto& sm : samples) {
-    if (!from && sm.at >= cu.first_ns) from = &sm;
-    if (sm.at <= cu.last_ns) to = &sm;
-  }
-  if (from && to && to->at > from->at) {  // else too short to tell: left at -1
-    r.broker_cpu_consume = cores_between(from->broker, to->broker, from->at, to->at);
-    r.client_cpu_consume = cores_between(from->self, to->self, from->at, to->at);
-    r.client_thread_max_consume = busiest_thread_cores(
-        from->threads, to->threads, static_cast<double>(to->at - from->at) / 1e9);
+  r.broker_cpu_consume = cu.broker_cpu;
+  r.client_cpu_consume = cu.client_cpu;
+  r.client_thread_max_consume = cu.client_thread_max;
+  if (consumers != 1) {
+    r.consume_one_msgs = catch_up(o, 1, bootstrap, broker, topic, r.acked).msgs;
+    r.consume_one_bytes = r.consume_one_msgs * static_cast<double>(payload_bytes);
   }
 
   const auto fcpu0 = process_cpu_seconds(broker);
@@ -379,6 +408,11 @@ int run_broker(const broker_options& o) {
                  o.consumers, o.partitions);
     return 2;
   }
+  // 0: one per core, as many as the partitions allow.
+  const int consumers = o.consumers > 0
+                            ? o.consumers
+                            : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                                         std::min(o.partitions, max_catch_up_consumers));
   std::unique_ptr<broker_process> proc;
   removed_at_end raw_files;  // the raw writes' files, kept until every figure is measured
   std::string bootstrap = o.bootstrap;
@@ -473,7 +507,7 @@ int run_broker(const broker_options& o) {
       if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
       const std::string topic =
           "sluice-bench-" + std::to_string(::getpid()) + "-" + std::to_string(i);
-      runs.push_back(run_once(o, bootstrap, pid, topic));
+      runs.push_back(run_once(o, consumers, bootstrap, pid, topic));
     }
     if (pid > 0) peak_rss = process_status_bytes(pid, "VmHWM").value_or(0);
   } catch (const bench_error& e) {
@@ -500,7 +534,8 @@ int run_broker(const broker_options& o) {
   const double burst_mb = median(raw_sync_burst) / kMB;  // 0: the cap came first
   const double prod_mb = med(&run_result::produce_bytes) / kMB,
                cons_mb = med(&run_result::consume_bytes) / kMB,
-               fetch_mb = med(&run_result::fetch_only_bytes) / kMB;
+               cons_one_mb = med(&run_result::consume_one_bytes) / kMB,  // 0: not read
+      fetch_mb = med(&run_result::fetch_only_bytes) / kMB;
   const double rss_mib = static_cast<double>(peak_rss) / kMiB;
   uint64_t failed = 0;
   std::string perr;
@@ -525,7 +560,7 @@ int run_broker(const broker_options& o) {
     j["repeats"] = o.repeats;
     j["message_bytes"] = static_cast<uint64_t>(o.message_bytes);
     j["acks"] = o.acks;
-    j["catch_up_consumers"] = o.consumers;
+    j["catch_up_consumers"] = consumers;
     j["load_average_1m_before"] = load_before;
     j["load_average_1m_after"] = load_after;
     j["produce_msgs_per_s"] = med(&run_result::produce_msgs);
@@ -533,6 +568,8 @@ int run_broker(const broker_options& o) {
     j["produce_failed_messages"] = failed;
     j["consume_msgs_per_s"] = med(&run_result::consume_msgs);
     j["consume_mb_per_s"] = cons_mb;
+    // The same read by one consumer; null when the one above was one.
+    j["consume_one_consumer_mb_per_s"] = cons_one_mb > 0 ? json(cons_one_mb) : json();
     j["tailing_consume_msgs_per_s"] = med(&run_result::tail_msgs);
     j["fetch_only_msgs_per_s"] = med(&run_result::fetch_only_msgs);
     j["fetch_only_mb_per_s"] = fetch_mb;
@@ -578,6 +615,8 @@ int run_broker(const broker_options& o) {
     rat["produce_vs_fdatasync_write_first_256_mib"] =
         burst_mb > 0 ? json(ratio(prod_mb, burst_mb)) : json();
     rat["consume_vs_loopback_tcp"] = ratio(cons_mb, tcp_mb);
+    rat["consume_one_consumer_vs_loopback_tcp"] =
+        cons_one_mb > 0 ? json(ratio(cons_one_mb, tcp_mb)) : json();
     rat["consume_vs_loopback_tcp_reno"] = reno_mb > 0 ? json(ratio(cons_mb, reno_mb)) : json();
     rat["fetch_only_vs_loopback_tcp"] = ratio(fetch_mb, tcp_mb);
     rat["fetch_only_vs_loopback_sendfile"] = ratio(fetch_mb, sendfile_mb);
@@ -632,7 +671,13 @@ int run_broker(const broker_options& o) {
       "  (consume: catch-up read of the whole topic from cache by %d consumer%s; the tailing "
       "consumer\n   averaged %.0f msgs/s from its first message to its last, which can be after "
       "the producer stopped)\n",
-      o.consumers, o.consumers == 1 ? "" : "s sharing its partitions", med(&run_result::tail_msgs));
+      consumers, consumers == 1 ? "" : "s sharing its partitions", med(&run_result::tail_msgs));
+  if (cons_one_mb > 0)
+    std::printf(
+        "  (the same read by one consumer alone: %.1f MB/s, ratio %.2f; librdkafka fetches and "
+        "parses\n   for a broker on one thread, one fetch at a time, so the broker and that "
+        "thread take turns)\n",
+        cons_one_mb, ratio(cons_one_mb, tcp_mb));
   if (reno_mb > 0)
     std::printf(
         "  (raw loopback TCP under this machine's congestion control, %s, as the broker's sockets "

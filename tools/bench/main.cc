@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
   br->add_option("--consumer-prop", bo.consumer_props,
                  "KEY=VALUE librdkafka consumer property (repeatable)");
   br->add_option("--consumers", bo.consumers,
-                 "catch-up consumers sharing the partitions, each its own client")
-      ->check(CLI::Range(1, 64));
+                 "catch-up consumers sharing the partitions, each its own client; 0: one per "
+                 "core (with more than one, one consumer alone reads the topic again)")
+      ->check(CLI::Range(0, sluice::bench::max_catch_up_consumers));
   br->add_option("--raw-mib", bo.raw_sync_mib,
                  "MiB at most per raw fdatasync-write measurement (it runs --seconds; each "
                  "run's file is kept until the bench ends)")

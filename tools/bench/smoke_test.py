@@ -9,6 +9,7 @@ usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py maintenance SLUICE_BENCH SLUICE
 """
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,8 +49,9 @@ def broker(bench, sluice):
     with tempfile.TemporaryDirectory() as d:
         j = run([bench, "broker", "--start", "--sluice", sluice, "--dir", d, "--json",
                  "--partitions", "2", "--keys", "--rate", "2000", "--seconds", "0.5", "--repeats", "1",
-                 "--raw-mib", "4", "--tcp-seconds", "0.1", "--consumers", "2"])
+                 "--raw-mib", "4", "--tcp-seconds", "0.1"])
     need(j, ["catch_up_consumers", "produce_msgs_per_s", "produce_mb_per_s", "consume_msgs_per_s", "consume_mb_per_s",
+             "consume_one_consumer_mb_per_s",
              "fetch_only_msgs_per_s", "fetch_only_mb_per_s",
              "publish_latency_ms", "end_to_end_latency_ms", "broker_cpu_cores_produce",
              "broker_peak_rss_mib", "raw", "ratios", "targets_met"], "broker")
@@ -60,7 +62,8 @@ def broker(bench, sluice):
                     "fdatasync_4k_every_partition_round_max_ms", "group_commit_floor_p99_ms",
                     "group_commit_floor_p99_9_ms", "group_commit_floor_files"], "raw")
     need(j["ratios"], ["consume_vs_loopback_tcp", "fetch_only_vs_loopback_tcp",
-                       "fetch_only_vs_loopback_sendfile", "consume_vs_loopback_tcp_reno"], "ratios")
+                       "fetch_only_vs_loopback_sendfile", "consume_vs_loopback_tcp_reno",
+                       "consume_one_consumer_vs_loopback_tcp"], "ratios")
     if not 0 < j["raw"]["group_commit_floor_p99_ms"] <= j["raw"]["group_commit_floor_p99_9_ms"]:
         sys.exit(f"the group-commit floor is not a latency: {j['raw']}")
     # With keys both partitions take messages at once, so the floor syncs both files.
@@ -72,8 +75,16 @@ def broker(bench, sluice):
               "client_busiest_thread_cores_consume"]:
         if k not in j or (j[k] is not None and j[k] < 0):
             sys.exit(f"{k} is missing or not a CPU figure: {j.get(k)}")
-    if j["catch_up_consumers"] != 2:
-        sys.exit(f"the catch-up consumers were not read back: {j}")
+    # By default one catch-up consumer per core, at most one per partition (2 here).
+    per_core = max(1, min(os.cpu_count() or 1, 2))
+    if j["catch_up_consumers"] != per_core:
+        sys.exit(f"expected {per_core} catch-up consumers (one per core), got {j['catch_up_consumers']}")
+    # With more than one, one consumer alone reads the topic again.
+    one, one_ratio = j["consume_one_consumer_mb_per_s"], j["ratios"]["consume_one_consumer_vs_loopback_tcp"]
+    if per_core > 1 and not (one and one > 0 and one_ratio and one_ratio > 0):
+        sys.exit(f"the single consumer's read is missing: {one}, {one_ratio}")
+    if per_core == 1 and (one is not None or one_ratio is not None):
+        sys.exit(f"a single-consumer read was reported beside a single consumer: {one}")
     # reno is built into every Linux kernel and always allowed to every process.
     if not j["raw"]["loopback_tcp_congestion_control"] or not j["raw"]["loopback_tcp_reno_mb_per_s"]:
         sys.exit(f"the congestion controls of the raw streams are missing: {j['raw']}")
