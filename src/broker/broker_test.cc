@@ -395,11 +395,14 @@ TEST_F(FetchMaxBytesTest, BrokerLimitCapsWhatTheRequestAllows) {
       ASSERT_EQ(produce(c, "cap", p, b).responses[0].partition_responses[0].error_code, 0);
     }
   // The request allows 1 MiB (and 1 MiB per partition); the broker's 2048
-  // bytes win: two whole batches of the first partition, nothing more.
+  // bytes win: two whole batches of the first partition, nothing more. (A
+  // new connection each time: on one connection the next answer would start
+  // after the partition this one ended at.)
   for (int16_t version : {int16_t{4}, int16_t{11}}) {
+    client fresh(b_->port());
     auto f = fetch_req(0, -1);
     for (int p = 0; p < 3; ++p) add_partition(f, "cap", p, 0);
-    auto r = c.call<protocol::fetch_response>(f, version);
+    auto r = fresh.call<protocol::fetch_response>(f, version);
     EXPECT_EQ(partitions_in(r), 3u) << version;
     EXPECT_EQ(record_bytes_in(r), 2 * batch_bytes) << version;
     EXPECT_EQ(r.responses[0].partitions[0].records.size_bytes(), 2 * batch_bytes) << version;
@@ -518,6 +521,52 @@ TEST_F(FetchRttSizingTest, MinBytesAboveTheSizeIsStillServed) {
   auto r = fetch_all(c, static_cast<int32_t>(3 * batch_bytes), 20000);
   EXPECT_EQ(record_bytes_in(r), 3 * batch_bytes);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST_F(FetchRttSizingTest, SessionlessFetchesServePartitionsInTurn) {
+  client c(b_->port());
+  create(c, "turns", 3);
+  uint64_t batch_bytes = 0;
+  for (int p = 0; p < 3; ++p)
+    for (int i = 0; i < 4; ++i) {
+      auto b = make_batch(4000);
+      batch_bytes = b.size();
+      ASSERT_EQ(produce(c, "turns", p, b).responses[0].partition_responses[0].error_code, 0);
+    }
+  // Two batches fill a 1 MiB answer, so each answer serves one partition.
+  // The client names the partitions in the same order every time, and each
+  // always has more to give; without a session the connection's cursor
+  // still makes them take turns.
+  std::vector<int64_t> next(3, 0);
+  std::vector<int32_t> served;
+  for (int round = 0; round < 6; ++round) {
+    auto f = fetch_req(0, -1);
+    f.max_bytes = 50 << 20;
+    for (int p = 0; p < 3; ++p) add_partition(f, "turns", p, next[static_cast<size_t>(p)]);
+    auto r = c.call<protocol::fetch_response>(f, 11);
+    ASSERT_EQ(r.responses.size(), 1u);
+    ASSERT_EQ(r.responses[0].partitions.size(), 3u);
+    int32_t with_records = -1;
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& pd = r.responses[0].partitions[i];
+      EXPECT_EQ(pd.partition_index, static_cast<int32_t>(i)) << "listed in the request's order";
+      if (pd.records.size_bytes() == 0) continue;
+      EXPECT_EQ(with_records, -1) << "one partition per answer";
+      EXPECT_EQ(pd.records.size_bytes(), 2 * batch_bytes);
+      with_records = pd.partition_index;
+    }
+    ASSERT_GE(with_records, 0);
+    served.push_back(with_records);
+    next[static_cast<size_t>(with_records)] += 2 * 4000;
+  }
+  EXPECT_EQ(served, (std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+  // Another connection has its own cursor: it starts at the first partition.
+  client d(b_->port());
+  auto f = fetch_req(0, -1);
+  f.max_bytes = 50 << 20;
+  for (int p = 0; p < 3; ++p) add_partition(f, "turns", p, 0);
+  auto r = d.call<protocol::fetch_response>(f, 11);
+  EXPECT_GT(r.responses[0].partitions[0].records.size_bytes(), 0u);
 }
 
 class FetchRttSizingOffTest : public FetchRttSizingTest {

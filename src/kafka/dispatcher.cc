@@ -76,9 +76,13 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
     return;
   }
   request req{std::move(hdr->header), std::move(frame), std::move(r), &svc_};
-  if (const auto* st = static_cast<const connection_state*>(ctx.state.get())) req.client_host = st->client_host;
+  const auto* st = static_cast<const connection_state*>(ctx.state.get());
+  if (st) req.client_host = st->client_host;
   constexpr int16_t fetch_key = 1;
-  if (key == fetch_key) req.min_rtt = ctx.min_rtt();
+  if (key == fetch_key) {
+    req.min_rtt = ctx.min_rtt();
+    if (st) req.fetch_cursor = st->fetch_cursor;
+  }
   it->handle(std::move(req));
 }
 

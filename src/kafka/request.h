@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,10 +53,21 @@ struct services {
 };
 
 // Per-connection state kept in net::connection_context::state.
+// Where the last sessionless Fetch answer on a connection stopped: the last
+// partition that got records in it (handlers/fetch.cc starts the next scan
+// after it). Fetch attempts run on the I/O thread and the delayed-ops
+// thread, hence the lock.
+struct fetch_cursor {
+  std::mutex mu;
+  std::string topic;       // guarded by mu
+  int32_t partition = -1;  // guarded by mu; -1: no answer with records yet
+};
+
 struct connection_state {
   std::string client_id;
   // The client's address as Kafka shows it in DescribeGroups ("/127.0.0.1").
   std::string client_host;
+  std::shared_ptr<kafka::fetch_cursor> fetch_cursor = std::make_shared<kafka::fetch_cursor>();
 };
 
 // "/address" from a connection's "address:port" peer (IPv6 addresses keep
@@ -78,6 +90,8 @@ struct request {
   // The connection's minimum round trip (net::connection_context::min_rtt),
   // read for Fetch requests only, which size their answers by it.
   std::optional<std::chrono::microseconds> min_rtt;
+  // The connection's fetch_cursor, for Fetch requests only.
+  std::shared_ptr<kafka::fetch_cursor> fetch_cursor;
 
   int16_t api_key() const { return header.request_api_key; }
   int16_t version() const { return header.request_api_version; }

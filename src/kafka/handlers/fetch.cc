@@ -45,6 +45,10 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   // replica.fetch.response.max.bytes instead, as in Kafka.)
   uint64_t max_total = 0;
   std::chrono::steady_clock::time_point deadline;
+  // Sessionless: the connection's cursor, and the target the scan for
+  // records starts at (the one after where the last answer stopped).
+  std::shared_ptr<fetch_cursor> cursor;
+  size_t scan_start = 0;
 
   // Reads everything; answers if there is enough (or `final`). Returns true
   // when answered.
@@ -76,46 +80,69 @@ bool fetch_op::attempt(bool final) {
     bool records;
   };
   std::vector<told> told_session;
-  for (auto& t : targets) {
-    partition_data pd;
-    pd.partition_index = t.partition;
-    pd.records = protocol::records_field::empty();
-    if (!read_committed) pd.aborted_transactions.reset();
-    else pd.aborted_transactions.emplace();
+  // Records are read in scan order, from scan_start round the targets, so a
+  // full answer leaves out the partitions after it rather than always the
+  // same ones; the answer lists partitions in the request's order.
+  struct partition_read {
+    int16_t error = 0;
+    int64_t high_watermark = -1, log_start = -1;
+    std::optional<protocol::file_region> records;
+  };
+  std::vector<partition_read> reads(targets.size());
+  std::optional<size_t> last_served;
+  for (size_t k = 0; k < targets.size(); ++k) {
+    const size_t i = (scan_start + k) % targets.size();
+    const auto& t = targets[i];
+    auto& rd = reads[i];
     if (!t.part || t.part->closed()) {
       // Unknown, or deleted while this fetch waited.
-      pd.error_code = to_wire(error_code::unknown_topic_or_partition);
-      pd.high_watermark = -1;
-      pd.last_stable_offset = -1;
-      pd.log_start_offset = -1;
+      rd.error = to_wire(error_code::unknown_topic_or_partition);
       any_error = true;
-    } else {
-      const offset hw = t.part->high_watermark();
-      const offset start = t.part->log_start_offset();
-      pd.high_watermark = hw.value();
-      pd.last_stable_offset = hw.value();
-      pd.log_start_offset = start.value();
-      const offset at(t.fetch_offset);
-      if (at < start || at > hw) {
-        pd.error_code = to_wire(error_code::offset_out_of_range);
-        any_error = true;
-      } else if (at < hw && t.max_bytes > 0) {
-        // The first batch returned may be larger than the limits (KIP-74);
-        // after that, only batches that fit.
-        uint64_t budget = std::min<uint64_t>(static_cast<uint64_t>(t.max_bytes), max_total > total ? max_total - total : 0);
-        if (total == 0 || budget > 0) {
-          auto region = t.part->log().read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, hw);
-          if (!region.ok()) {
-            pd.error_code = to_wire(to_kafka_error(region.code()));
-            any_error = true;
-          } else if (region->len > 0 && (total == 0 || region->len <= budget)) {
-            const auto& f = region->file;
-            pd.records.append(protocol::file_region{f, f->native_handle(), region->pos, region->len});
-            total += region->len;
-          }
+      continue;
+    }
+    const offset hw = t.part->high_watermark();
+    const offset start = t.part->log_start_offset();
+    rd.high_watermark = hw.value();
+    rd.log_start = start.value();
+    const offset at(t.fetch_offset);
+    if (at < start || at > hw) {
+      rd.error = to_wire(error_code::offset_out_of_range);
+      any_error = true;
+    } else if (at < hw && t.max_bytes > 0) {
+      // The first batch returned may be larger than the limits (KIP-74);
+      // after that, only batches that fit.
+      uint64_t budget = std::min<uint64_t>(static_cast<uint64_t>(t.max_bytes),
+                                           max_total > total ? max_total - total : 0);
+      if (total == 0 || budget > 0) {
+        auto region =
+            t.part->log().read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, hw);
+        if (!region.ok()) {
+          rd.error = to_wire(to_kafka_error(region.code()));
+          any_error = true;
+        } else if (region->len > 0 && (total == 0 || region->len <= budget)) {
+          const auto& f = region->file;
+          rd.records = protocol::file_region{f, f->native_handle(), region->pos, region->len};
+          total += region->len;
+          last_served = i;
         }
       }
     }
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    const auto& rd = reads[i];
+    partition_data pd;
+    pd.partition_index = t.partition;
+    pd.records = protocol::records_field::empty();
+    if (!read_committed)
+      pd.aborted_transactions.reset();
+    else
+      pd.aborted_transactions.emplace();
+    pd.error_code = rd.error;
+    pd.high_watermark = rd.high_watermark;
+    pd.last_stable_offset = rd.high_watermark;
+    pd.log_start_offset = rd.log_start;
+    if (rd.records) pd.records.append(*rd.records);
     if (incremental && t.in_session) {
       // Only partitions with news go into an incremental answer.
       std::lock_guard g(session->mu);
@@ -146,6 +173,11 @@ bool fetch_op::attempt(bool final) {
       if (w.records) served.push_back(w.sp);
     }
     session->move_to_back(served);
+  }
+  if (cursor && last_served) {
+    std::lock_guard g(cursor->mu);
+    cursor->topic = targets[*last_served].topic;
+    cursor->partition = targets[*last_served].partition;
   }
   finish(std::move(resp));
   return true;
@@ -242,6 +274,20 @@ void handle_fetch(request req) {
       for (const auto& p : t.partitions)
         op->targets.push_back({t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                svc.partitions->get(t.topic, p.partition), nullptr});
+    // Without a session the broker keeps no order of its own; the
+    // connection's cursor makes the scan start after the partition that
+    // ended the last answer, so partitions take turns whatever order the
+    // client lists them in.
+    op->cursor = req.fetch_cursor;
+    if (op->cursor) {
+      std::lock_guard g(op->cursor->mu);
+      for (size_t i = 0; i < op->targets.size(); ++i)
+        if (op->targets[i].partition == op->cursor->partition &&
+            op->targets[i].topic == op->cursor->topic) {
+          op->scan_start = (i + 1) % op->targets.size();
+          break;
+        }
+    }
   }
   // max_bytes is in every version served (v4 and up, handlers.cc).
   const auto bc = svc.partitions->broker_config();
