@@ -52,7 +52,6 @@ struct services {
   std::string cluster_id;
 };
 
-// Per-connection state kept in net::connection_context::state.
 // Where the last sessionless Fetch answer on a connection stopped: the last
 // partition that got records in it (handlers/fetch.cc starts the next scan
 // after it). Fetch attempts run on the I/O thread and the delayed-ops
@@ -63,6 +62,7 @@ struct fetch_cursor {
   int32_t partition = -1;  // guarded by mu; -1: no answer with records yet
 };
 
+// Per-connection state kept in net::connection_context::state.
 struct connection_state {
   std::string client_id;
   // The client's address as Kafka shows it in DescribeGroups ("/127.0.0.1").
