@@ -126,7 +126,16 @@ class BrokerTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   void start() {
-    std::vector<std::string> argv{"--listeners", "127.0.0.1:0", "--log.dirs", dir_.string(), "--num.io.threads", "2"};
+    // No metrics endpoint: its default port is fixed, and tests bind only
+    // free ones.
+    std::vector<std::string> argv{"--listeners",
+                                  "127.0.0.1:0",
+                                  "--log.dirs",
+                                  dir_.string(),
+                                  "--num.io.threads",
+                                  "2",
+                                  "--sluice.metrics.listener",
+                                  ""};
     argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
     auto args = config::parse_serve_args(argv);
     ASSERT_TRUE(args.ok()) << args.err().message;

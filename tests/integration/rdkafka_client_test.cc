@@ -99,8 +99,16 @@ class broker_process {
   // Starts `sluice serve` with `extra` settings; true once it accepts connections.
   bool start(const std::vector<std::string>& extra) {
     if (dir_.empty() || port_ <= 0) return false;
-    std::vector<std::string> args = {sluice_bin(), "serve", "--listeners", bootstrap(), "--log.dirs",
-                                     (fs::path(dir_) / "data").string()};
+    // No metrics endpoint: its default port is fixed, and tests bind only
+    // free ones.
+    std::vector<std::string> args = {sluice_bin(),
+                                     "serve",
+                                     "--listeners",
+                                     bootstrap(),
+                                     "--log.dirs",
+                                     (fs::path(dir_) / "data").string(),
+                                     "--sluice.metrics.listener",
+                                     ""};
     args.insert(args.end(), extra.begin(), extra.end());
     const std::string log = log_path();
     pid_ = ::fork();

@@ -100,8 +100,11 @@ broker_process::broker_process(const std::string& binary, const std::string& par
   data_ = root_ + "/data";
   fs::create_directories(data_);
   port_ = free_port();
-  std::vector<std::string> argv = {
-      bin, "serve", "--listeners", "127.0.0.1:" + std::to_string(port_), "--log.dirs", data_};
+  std::vector<std::string> argv = {bin, "serve", "--listeners",
+                                   "127.0.0.1:" + std::to_string(port_), "--log.dirs", data_,
+                                   // No metrics endpoint on its fixed default port (the bench reads
+                                   // /proc); a --broker-arg given below still wins.
+                                   "--sluice.metrics.listener", ""};
   for (const auto& kv : args) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) throw bench_error{"--broker-arg " + kv + " is not KEY=VALUE"};
