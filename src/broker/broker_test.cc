@@ -431,9 +431,9 @@ TEST_F(FetchMaxBytesTest, SessionServesPartitionsInTurn) {
       auto b = make_batch(8);  // about 950 bytes: two fit in the 2048-byte limit
       ASSERT_EQ(produce(c, "turn", p, b).responses[0].partition_responses[0].error_code, 0);
     }
-  // Each answer is full after one partition. A partition that returned
-  // records goes to the back of the session, so the three take turns even
-  // though each always has more to give.
+  // Each answer is full after one partition. The session's next scan
+  // starts after the partition that returned records, so the three take
+  // turns even though each always has more to give.
   auto open = fetch_req(0, 0);
   for (int p = 0; p < 3; ++p) add_partition(open, "turn", p, 0);
   auto r = c.call<protocol::fetch_response>(open, 11);

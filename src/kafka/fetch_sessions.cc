@@ -1,8 +1,5 @@
 #include "kafka/fetch_sessions.h"
 
-#include <algorithm>
-#include <unordered_set>
-
 namespace sluice::kafka {
 
 void fetch_session::upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes) {
@@ -23,13 +20,6 @@ void fetch_session::forget(const std::string& topic, int32_t partition) {
   const session_partition* gone = it->second;
   index.erase(it);
   std::erase_if(partitions, [&](const auto& p) { return p.get() == gone; });
-}
-
-void fetch_session::move_to_back(const std::vector<const session_partition*>& served) {
-  if (served.empty()) return;
-  const std::unordered_set<const session_partition*> moved(served.begin(), served.end());
-  std::stable_partition(partitions.begin(), partitions.end(),
-                        [&](const auto& p) { return !moved.contains(p.get()); });
 }
 
 std::shared_ptr<fetch_session> fetch_session_cache::create() {

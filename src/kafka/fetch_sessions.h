@@ -34,6 +34,18 @@
 
 namespace sluice::kafka {
 
+// Where the last Fetch answer with records stopped: the last partition that
+// got records in it. The next answer's scan for records starts after it,
+// so when answers fill up, partitions take turns in whatever order they are
+// listed. A session keeps one; so does each connection, for fetches
+// without a session. Fetch attempts run on the I/O thread and the
+// delayed-ops thread, hence the lock.
+struct fetch_cursor {
+  std::mutex mu;
+  std::string topic;       // guarded by mu
+  int32_t partition = -1;  // guarded by mu; -1: no answer with records yet
+};
+
 struct session_partition {
   std::string topic;
   int32_t partition = 0;
@@ -49,24 +61,19 @@ struct fetch_session {
   int32_t id = 0;
   std::mutex mu;
   int32_t next_epoch = 1;
-  // In the order answers are filled: as the client first named them, except
-  // that a partition which returned records moves to the back, so that a
-  // response filled to its max_bytes by the first partitions does not starve
-  // the rest (Kafka does the same). Shared so that a fetch in
-  // progress keeps its entries even if a misbehaving client changes the
+  // In the order the client first named them; answers list them so, and
+  // `cursor` says where the scan for records starts. Shared so that a fetch
+  // in progress keeps its entries even if a misbehaving client changes the
   // session meanwhile; their fields are guarded by `mu`.
   std::vector<std::shared_ptr<session_partition>> partitions;
-  // By topic and partition; the entries of `partitions`, so that reordering
-  // them needs no update here.
+  // By topic and partition; the entries of `partitions`.
   std::map<std::pair<std::string, int32_t>, session_partition*> index;
 
   // Adds or updates a partition; removes one.
   void upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes);
   void forget(const std::string& topic, int32_t partition);
-  // Moves `served` (partitions that just returned records) to the back,
-  // keeping the order within both groups; entries no longer in the session
-  // are ignored.
-  void move_to_back(const std::vector<const session_partition*>& served);
+
+  std::shared_ptr<fetch_cursor> cursor = std::make_shared<fetch_cursor>();
 };
 
 class fetch_session_cache {

@@ -12,12 +12,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
+#include "kafka/fetch_sessions.h"
 #include "metrics/metrics.h"
 #include "net/response.h"
 #include "net/server.h"
@@ -52,16 +52,6 @@ struct services {
   std::string cluster_id;
 };
 
-// Where the last sessionless Fetch answer on a connection stopped: the last
-// partition that got records in it (handlers/fetch.cc starts the next scan
-// after it). Fetch attempts run on the I/O thread and the delayed-ops
-// thread, hence the lock.
-struct fetch_cursor {
-  std::mutex mu;
-  std::string topic;       // guarded by mu
-  int32_t partition = -1;  // guarded by mu; -1: no answer with records yet
-};
-
 // Per-connection state kept in net::connection_context::state.
 struct connection_state {
   std::string client_id;
@@ -90,7 +80,7 @@ struct request {
   // The connection's minimum round trip (net::connection_context::min_rtt),
   // read for Fetch requests only, which size their answers by it.
   std::optional<std::chrono::microseconds> min_rtt;
-  // The connection's fetch_cursor, for Fetch requests only.
+  // The connection's fetch_cursor, for sessionless Fetch requests.
   std::shared_ptr<kafka::fetch_cursor> fetch_cursor;
 
   int16_t api_key() const { return header.request_api_key; }

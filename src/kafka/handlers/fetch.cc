@@ -45,8 +45,9 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   // replica.fetch.response.max.bytes instead, as in Kafka.)
   uint64_t max_total = 0;
   std::chrono::steady_clock::time_point deadline;
-  // Sessionless: the connection's cursor, and the target the scan for
-  // records starts at (the one after where the last answer stopped).
+  // The session's cursor, or without a session the connection's; and the
+  // target the scan for records starts at (the one after where the last
+  // answer stopped).
   std::shared_ptr<fetch_cursor> cursor;
   size_t scan_start = 0;
 
@@ -77,7 +78,6 @@ bool fetch_op::attempt(bool final) {
   struct told {
     session_partition* sp;
     int64_t high_watermark, log_start;
-    bool records;
   };
   std::vector<told> told_session;
   // Records are read in scan order, from scan_start round the targets, so a
@@ -130,7 +130,7 @@ bool fetch_op::attempt(bool final) {
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     const auto& t = targets[i];
-    const auto& rd = reads[i];
+    auto& rd = reads[i];
     partition_data pd;
     pd.partition_index = t.partition;
     pd.records = protocol::records_field::empty();
@@ -142,7 +142,7 @@ bool fetch_op::attempt(bool final) {
     pd.high_watermark = rd.high_watermark;
     pd.last_stable_offset = rd.high_watermark;
     pd.log_start_offset = rd.log_start;
-    if (rd.records) pd.records.append(*rd.records);
+    if (rd.records) pd.records.append(std::move(*rd.records));
     if (incremental && t.in_session) {
       // Only partitions with news go into an incremental answer.
       std::lock_guard g(session->mu);
@@ -152,8 +152,7 @@ bool fetch_op::attempt(bool final) {
       if (!news) continue;
     }
     if (t.in_session)
-      told_session.push_back({t.in_session.get(), pd.high_watermark, pd.log_start_offset,
-                              pd.records.size_bytes() > 0});
+      told_session.push_back({t.in_session.get(), pd.high_watermark, pd.log_start_offset});
     auto* tr = resp.responses.empty() || resp.responses.back().topic != t.topic ? &resp.responses.emplace_back()
                                                                                   : &resp.responses.back();
     tr->topic = t.topic;
@@ -165,14 +164,11 @@ bool fetch_op::attempt(bool final) {
   // Record what the client is told, for the next incremental answer.
   if (session) {
     std::lock_guard g(session->mu);
-    std::vector<const session_partition*> served;
     for (const auto& w : told_session) {
       w.sp->sent = true;
       w.sp->last_high_watermark = w.high_watermark;
       w.sp->last_log_start = w.log_start;
-      if (w.records) served.push_back(w.sp);
     }
-    session->move_to_back(served);
   }
   if (cursor && last_served) {
     std::lock_guard g(cursor->mu);
@@ -274,20 +270,19 @@ void handle_fetch(request req) {
       for (const auto& p : t.partitions)
         op->targets.push_back({t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                svc.partitions->get(t.topic, p.partition), nullptr});
-    // Without a session the broker keeps no order of its own; the
-    // connection's cursor makes the scan start after the partition that
-    // ended the last answer, so partitions take turns whatever order the
-    // client lists them in.
-    op->cursor = req.fetch_cursor;
-    if (op->cursor) {
-      std::lock_guard g(op->cursor->mu);
-      for (size_t i = 0; i < op->targets.size(); ++i)
-        if (op->targets[i].partition == op->cursor->partition &&
-            op->targets[i].topic == op->cursor->topic) {
-          op->scan_start = (i + 1) % op->targets.size();
-          break;
-        }
-    }
+  }
+  // The scan for records starts after the partition that ended the last
+  // answer (the session's, or without one the connection's), so partitions
+  // take turns when answers fill up, whatever order they are listed in.
+  op->cursor = op->session ? op->session->cursor : req.fetch_cursor;
+  if (op->cursor) {
+    std::lock_guard g(op->cursor->mu);
+    for (size_t i = 0; i < op->targets.size(); ++i)
+      if (op->targets[i].partition == op->cursor->partition &&
+          op->targets[i].topic == op->cursor->topic) {
+        op->scan_start = (i + 1) % op->targets.size();
+        break;
+      }
   }
   // max_bytes is in every version served (v4 and up, handlers.cc).
   const auto bc = svc.partitions->broker_config();
