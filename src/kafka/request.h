@@ -35,7 +35,6 @@ class coordinator;
 namespace sluice::kafka {
 
 class delayed_ops;
-class fetch_session_cache;
 
 // What handlers reach. Built once by the broker; every member outlives the
 // server.
