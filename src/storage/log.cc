@@ -552,7 +552,17 @@ log_config log::config() const {
 std::vector<segment_info> log::segments() const {
   std::lock_guard g(mu_);
   std::vector<segment_info> out;
-  for (const auto& s : segments_) out.push_back({s->base(), s->next(), s->size(), s->max_timestamp()});
+  for (const auto& s : segments_) {
+    int64_t largest = s->max_timestamp();
+    if (largest < 0 && !s->empty()) {
+      // Rare (clients that write no timestamps): one fstat.
+      auto f = s->file();
+      auto m = f.ok() ? (*f)->modified_ms() : result<int64_t>(f.err());
+      if (m.ok()) largest = *m;
+      else SLUICE_LOG_WARN("{}: no modification time for {}: {}", name_, s->log_path(), m.err().message);
+    }
+    out.push_back({s->base(), s->next(), s->size(), s->max_timestamp(), largest});
+  }
   return out;
 }
 

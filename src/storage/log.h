@@ -139,7 +139,12 @@ struct segment_info {
   offset base;
   offset next;            // one past its last offset
   uint64_t size_bytes;
-  int64_t max_timestamp;  // -1 when empty
+  int64_t max_timestamp;  // -1 when empty or when no batch carries a timestamp
+  // Kafka's "largest timestamp" of a segment, which time retention goes by:
+  // max_timestamp, or the file's modification time when that is -1 (a
+  // segment whose records carry no timestamp is not expired for lacking
+  // one). -1 only for an empty segment or when the time cannot be read.
+  int64_t largest_time_ms;
 };
 
 // A cleaned copy of a run of closed segments being written by compaction
