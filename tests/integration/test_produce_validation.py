@@ -16,7 +16,9 @@ Requests are encoded by hand: Produce v7 (request header v1).
 
 import gzip
 import struct
+import threading
 import time
+import zlib
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -257,3 +259,46 @@ def test_max_timestamp_minus_one_is_worked_out_from_the_records(broker):
     msgs = read_all(broker.bootstrap, "go-client", 250)
     assert len(msgs) == 250
     assert msgs[7].timestamp()[1] == base_ts + 10 + 2
+
+
+def gzip_bomb(decompressed_bytes):
+    """A gzip stream of zeros, built in chunks so the test holds little."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip wrapper
+    chunk = b"\0" * (1 << 20)
+    out = [z.compress(chunk) for _ in range(decompressed_bytes >> 20)]
+    out.append(z.flush())
+    return b"".join(out)
+
+
+def peak_rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_concurrent_decompression_bombs_stay_within_the_bound(broker):
+    """16 gzip bombs of about 255 KB, each inflating to 256 MiB, sent at
+    once: each is refused once it passes max.message.bytes, so the broker's
+    peak memory grows by megabytes, not by the 1 GB they once took."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create(admin, "bombs")
+    _, ts = plain_records(1)
+    bomb = batch(gzip_bomb(256 << 20), 1000, ts, ts, attributes=1)
+    assert len(bomb) < 1 << 20
+    before = peak_rss_bytes(broker.proc.pid)
+    results = []
+
+    def send():
+        results.append(produce(broker.port, "bombs", bomb)[0])
+
+    threads = [threading.Thread(target=send) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [MESSAGE_TOO_LARGE] * 16
+    grown = peak_rss_bytes(broker.proc.pid) - before
+    assert grown < 128 << 20, f"peak resident memory grew by {grown >> 20} MiB"
+    assert watermarks(broker.bootstrap, "bombs") == (0, 0)
