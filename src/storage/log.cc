@@ -169,7 +169,7 @@ status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
 // Closes the active segment for writing and starts a new one at the log end
 // offset. The old segment's data and indexes are synced before the recovery
 // point moves past it, so a crash never trusts unsynced bytes.
-status log::roll() {
+status log::roll(bool move_recovery_point) {
   segment& old = active();
   const offset base(log_end_.load());
   auto fail = [&](const status& st) { return go_offline(st.err()); };
@@ -182,7 +182,9 @@ status log::roll() {
   if (!seg.ok()) return fail(seg.to_status());
   segments_.push_back(std::move(seg).value());
   note_active();
-  if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
+  if (move_recovery_point) {
+    if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
+  }
   if (cfg_.fsync && durable_.load() < base.value()) durable_ = base.value();
   SLUICE_LOG_DEBUG("{}: rolled to segment {}", name_, base.value());
   return {};

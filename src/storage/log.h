@@ -28,7 +28,11 @@
 // offline for writes (`errc::log_offline` from then on, one ERROR log line);
 // reads of what is already written keep working and nothing durable is
 // damaged. Bad bytes from a producer are refused (`errc::invalid_record`,
-// `corrupt_data`); bad bytes on disk are cut at recovery and logged.
+// `corrupt_data`). Bad bytes on disk (docs/log_format.md, "Damaged
+// batches"): a torn tail of the last segment is cut at recovery; a damaged
+// range with intact batches after it, found by recovery or by scrub(), is
+// never served again and is removed by a crash-safe rewrite, its offsets
+// left as a gap; both are logged.
 
 #include <atomic>
 #include <cstdint>
@@ -52,6 +56,7 @@ class file_cache;
 class file_deleter;
 class flusher;
 class segment;
+struct segment_damage;
 
 // Per-log settings (Kafka's topic configs of the same names). May be changed
 // at runtime with log::set_config; new values apply from the next append.
@@ -132,7 +137,24 @@ struct recovery_info {
   uint64_t bytes_dropped = 0;  // bytes removed from that file (later segments not counted)
   size_t segments_dropped = 0; // whole segments removed after the cut
   std::string reason;        // why the first dropped batch was refused
+  // Damaged ranges found with intact batches after them (kept), and their
+  // bytes (docs/log_format.md, "Damaged batches").
+  size_t damaged_ranges = 0;
+  uint64_t damaged_bytes = 0;
 };
+
+// Damage found in this log since it was opened, by recovery and scrub(),
+// for metrics. Counters only grow.
+struct damage_stats {
+  uint64_t ranges_found = 0;   // damaged ranges (one or more batches each)
+  uint64_t bytes_found = 0;    // their bytes
+  uint64_t bytes_removed = 0;  // bytes removed from segment files by rewrites
+  uint64_t bytes_scrubbed = 0; // bytes scrub() checked
+};
+
+// Called by scrub() with the bytes it read since the last call; returns
+// false to stop the scrub (shutdown). May block to pace the reading.
+using scrub_pace = std::function<bool(uint64_t bytes)>;
 
 // Summary of one segment, for retention policies and tools.
 struct segment_info {
@@ -298,6 +320,18 @@ class log : public std::enable_shared_from_this<log> {
   // What recovery found when the log was opened. Immutable after open.
   const recovery_info& recovery() const { return recovery_; }
 
+  // ---- Damage (docs/log_format.md, "Damaged batches") ---------------------
+  // Checks the CRC and header of every batch of every segment (the active
+  // one up to its size when reached), reading without the log's mutex and
+  // calling `pace` (may be empty) after each chunk. Damage is handled as
+  // recovery handles it: from the moment it is found reads skip it, the
+  // segment is rewritten without it (rolled first when active), and a WARN
+  // line names file, byte range and offsets. Returns the number of damaged
+  // ranges found; errc::shutting_down when `pace` or close() stopped it.
+  // One caller at a time (the scrubber thread, or a test).
+  result<size_t> scrub(const scrub_pace& pace);
+  damage_stats damage() const;
+
   // Syncs everything, writes index files and checkpoints and the
   // clean-shutdown marker. Afterwards every call fails with shutting_down
   // and pending durability waiters have been answered. Idempotent. A closed
@@ -327,6 +361,17 @@ class log : public std::enable_shared_from_this<log> {
   void load_checkpoints(std::optional<offset>& rp, std::optional<offset>& start);
   status recover_segments(std::vector<offset> bases, std::optional<offset> rp, bool clean);
   void report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why);
+
+  // Damage (log_damage.cc).
+  void report_damage(const std::string& file, const std::vector<segment_damage>& ds, const char* found_by);
+  // Makes the damage `ds` found in the segment `seg_id` (while the log's
+  // truncation counter was `truncations`) unreadable, then removes it.
+  // Damage that is already known, or a segment that changed meanwhile, is
+  // ignored: the next scrub looks again. Returns the ranges newly found.
+  result<size_t> handle_damage(uint64_t seg_id, uint64_t truncations, std::vector<segment_damage> ds);
+  // Rewrites the segment at `base` without its damaged ranges, through
+  // compaction's crash-safe swap; rolls first when it is the active one.
+  status remove_damage(offset base);
   status finish_recovery(std::optional<offset> rp_on_disk, std::optional<offset> start_on_disk,
                          const std::vector<epoch_entry>& epochs_on_disk, bool clean);
 
@@ -344,7 +389,9 @@ class log : public std::enable_shared_from_this<log> {
   result<append_result> append_locked(std::span<std::byte> batches,
                                       std::optional<leader_epoch> epoch, flush_ask& ask);
   status maybe_roll(size_t incoming_bytes, offset incoming_last);
-  status roll();
+  // `move_recovery_point` false keeps the recovery point at the segment
+  // being closed (remove_damage: a crash before its rewrite must rescan it).
+  status roll(bool move_recovery_point = true);
   status truncate_locked(offset o);
   status truncate_fully_locked(offset o);
   status advance_start_locked(offset o);
@@ -400,6 +447,7 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<bool> offline_{false};
   std::atomic<bool> closed_{false};
   std::atomic<bool> flush_timer_armed_{false};  // a flush.ms timer is queued with the flusher
+  std::atomic<uint64_t> damaged_ranges_{0}, damaged_bytes_{0}, damage_removed_bytes_{0}, scrubbed_bytes_{0};
 
   std::mutex flush_mu_;    // one sync of this log at a time; taken before mu_
   std::mutex waiters_mu_;  // taken after mu_ when both are held

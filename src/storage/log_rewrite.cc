@@ -81,6 +81,7 @@ result<file_region> log::read_segment(offset base, uint64_t pos, size_t max_byte
   if (segments_.empty() || i + 1 >= segments_.size() || segments_[i]->base() != base)
     return error{errc::not_found, name_ + ": no closed segment at " + std::to_string(base.value())};
   segment& seg = *segments_[i];
+  pos = seg.past_damage(pos);  // never a damaged range (docs/log_format.md, "Damaged batches")
   if (pos >= seg.size()) return file_region{nullptr, pos, 0, seg.next(), seg.next()};
   SLUICE_ASSIGN_OR_RETURN(uint64_t stop, seg.region_end_from(pos, max_bytes));
   SLUICE_ASSIGN_OR_RETURN(offset first, seg.offset_at(pos));
