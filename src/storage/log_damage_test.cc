@@ -5,13 +5,16 @@
 // them with a crash-safe rewrite; their offsets become a gap. A torn tail of
 // the last segment is still cut.
 
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "io/fault_fs.h"
 #include "storage/log.h"
+#include "storage/log_manager.h"
 #include "storage/segment.h"
 #include "storage/test_util.h"
 
@@ -366,6 +369,63 @@ TEST(LogDamage, ScrubStopsWhenPaceSaysSo) {
   append_n(*l, 40, 1, 100);
   auto r = l->scrub([](uint64_t) { return false; });
   EXPECT_EQ(r.code(), errc::shutting_down);
+}
+
+std::unique_ptr<log_manager> open_manager(const std::string& dir, int64_t scrub_rate) {
+  log_manager_config cfg;
+  cfg.data_dir = dir;
+  cfg.default_log = small_config();
+  cfg.scrub_bytes_per_second = scrub_rate;
+  auto m = log_manager::open(io::filesystem::posix(), clock::system(), cfg);
+  EXPECT_TRUE(m.ok()) << m.err().message;
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+// The log manager's scrubber thread finds damage left by a clean shutdown
+// on its own, in its first pass.
+TEST(LogDamage, ScrubberThreadFindsDamageAfterCleanShutdown) {
+  temp_dir tmp;
+  std::vector<written> ws;
+  std::string dir;
+  {
+    auto m = open_manager(tmp.path(), 0);
+    auto l = m->get_or_create({"t", 0});
+    ASSERT_TRUE(l.ok());
+    ws = append_n(**l, 60, 3, 100);
+    dir = (*l)->dir();
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  const size_t victim = 20;
+  flip(dir, ws[victim], 80);
+  auto m = open_manager(tmp.path(), 1ll << 30);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (m->scrubbing().passes == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(m->scrubbing().passes, 1u);
+  EXPECT_EQ(m->scrubbing().damaged_ranges, 1u);
+  EXPECT_GT(m->scrubbing().bytes, 0u);
+  auto l = m->get({"t", 0});
+  EXPECT_EQ(l->damage().ranges_found, 1u);
+  EXPECT_EQ(read_content(*l), model(ws, victim));
+}
+
+// At one byte per second the scrubber sleeps for ages after its first
+// segment; shutdown wakes it at once.
+TEST(LogDamage, ScrubberStopsPromptly) {
+  temp_dir tmp;
+  {
+    auto m = open_manager(tmp.path(), 0);
+    auto l = m->get_or_create({"t", 0});
+    ASSERT_TRUE(l.ok());
+    append_n(**l, 20, 3, 100);
+  }
+  auto m = open_manager(tmp.path(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(m->shutdown().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_GT(m->scrubbing().bytes, 0u);
+  EXPECT_EQ(m->scrubbing().passes, 0u);
 }
 
 }  // namespace
