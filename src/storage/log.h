@@ -55,6 +55,7 @@ namespace sluice::storage {
 class file_cache;
 class file_deleter;
 class flusher;
+class scrubber;
 class segment;
 struct segment_damage;
 
@@ -92,6 +93,9 @@ struct log_context {
   file_cache* files = nullptr;  // shared cap on open segment files
   flusher* flush = nullptr;     // shared group-commit threads
   file_deleter* deleter = nullptr;  // shared delayed removal of retired segment files
+  // Removes damaged ranges that reads found (docs/log_format.md, "Damaged
+  // batches"); optional: without it they are removed by the next scrub().
+  scrubber* scrub = nullptr;
 };
 
 struct append_result {
@@ -252,6 +256,10 @@ class log : public std::enable_shared_from_this<log> {
   // whole batches up to `max_bytes` (always at least one whole batch, even
   // if larger), all within one segment and all with last offset < `upper`
   // (default: the log end offset; pass the high watermark for consumers).
+  // Bytes that no scan of this process has checked (a segment trusted after
+  // a clean shutdown, not yet scrubbed) are read and checked first, CRC
+  // included, without the mutex; damage found is skipped from then on
+  // (docs/log_format.md, "Damaged batches"), so a region never holds it.
   // `o` == the end (or `upper`) gives an empty region (len 0, file null),
   // the answer a fetch at the high watermark waits on; `o` outside
   // [log start, log end] gives offset_out_of_range.
@@ -330,6 +338,9 @@ class log : public std::enable_shared_from_this<log> {
   // ranges found; errc::shutting_down when `pace` or close() stopped it.
   // One caller at a time (the scrubber thread, or a test).
   result<size_t> scrub(const scrub_pace& pace);
+  // Rewrites every segment that holds a known damaged range without it
+  // (the scrubber's thread, for ranges that reads found). First error.
+  status remove_known_damage();
   damage_stats damage() const;
 
   // Syncs everything, writes index files and checkpoints and the
@@ -363,7 +374,9 @@ class log : public std::enable_shared_from_this<log> {
   void report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why);
 
   // Damage (log_damage.cc).
-  void report_damage(const std::string& file, const std::vector<segment_damage>& ds, const char* found_by);
+  // One WARN line per range; `removal` says when it leaves the file.
+  void report_damage(const std::string& file, const std::vector<segment_damage>& ds, const char* found_by,
+                     const char* removal);
   // Makes the damage `ds` found in the segment `seg_id` (while the log's
   // truncation counter was `truncations`) unreadable, then removes it.
   // Damage that is already known, or a segment that changed meanwhile, is
@@ -420,6 +433,19 @@ class log : public std::enable_shared_from_this<log> {
   bool note_epoch_in_memory(leader_epoch e, offset start);
   bool truncate_epochs(offset end);
   bool truncate_epochs_from_start(offset start);
+
+  // Reading. A region of bytes no scan of this process has checked is
+  // checked before it is served (docs/log_format.md, "Damaged batches").
+  struct read_check {
+    bool needed = false;
+    uint64_t seg_id = 0, truncations = 0, seg_size = 0;
+    offset seg_base;
+  };
+  result<file_region> read_locked(offset o, size_t max_bytes, std::optional<offset> upper, read_check& check);
+  // Records a scan's outcome for the segment `seg_id`: `d` skipped by reads
+  // from now on (reported, removal left to the scrubber), or [from, to)
+  // checked. Nothing when the segment changed meanwhile.
+  void note_checked(const read_check& c, uint64_t from, uint64_t to, const std::optional<segment_damage>& d);
 
   // Durability.
   status sync_once();

@@ -23,7 +23,8 @@ damage_stats log::damage() const {
                       scrubbed_bytes_.load()};
 }
 
-void log::report_damage(const std::string& file, const std::vector<segment_damage>& ds, const char* found_by) {
+void log::report_damage(const std::string& file, const std::vector<segment_damage>& ds, const char* found_by,
+                        const char* removal) {
   for (const auto& d : ds) {
     damaged_ranges_ += 1;
     damaged_bytes_ += d.end - d.pos;
@@ -32,8 +33,8 @@ void log::report_damage(const std::string& file, const std::vector<segment_damag
                          : "offsets from " + std::to_string(d.first.value()) + " to the end of the segment";
     SLUICE_LOG_WARN(
         "{}: damaged data in {} at bytes [{}, {}) ({} bytes), found by {}: {}; {} are no longer served "
-        "(a gap), intact batches after it are kept, and the range is removed from the file",
-        name_, file, d.pos, d.end, d.end - d.pos, found_by, d.why, offsets);
+        "(a gap), intact batches around it are kept, and the range is removed from the file {}",
+        name_, file, d.pos, d.end, d.end - d.pos, found_by, d.why, offsets, removal);
   }
 }
 
@@ -55,7 +56,7 @@ result<size_t> log::handle_damage(uint64_t seg_id, uint64_t truncations, std::ve
       if (seg.add_damage(d)) added.push_back(std::move(d));
     }
     // From here on reads skip the new ranges, whatever happens to the rewrite.
-    report_damage(seg.log_path(), added, "the scrubber");
+    report_damage(seg.log_path(), added, "the scrubber", "now");
     fresh = added.size();
     base = seg.base();
   }
@@ -121,6 +122,21 @@ status log::remove_damage(offset base) {
   return {};
 }
 
+status log::remove_known_damage() {
+  std::vector<offset> bases;
+  {
+    std::lock_guard g(mu_);
+    for (const auto& s : segments_)
+      if (!s->damaged().empty()) bases.push_back(s->base());
+  }
+  status first;
+  for (offset b : bases) {
+    status st = remove_damage(b);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
 result<size_t> log::scrub(const scrub_pace& pace) {
   const scrub_pace counted = [&](uint64_t n) {
     scrubbed_bytes_ += n;
@@ -151,7 +167,10 @@ result<size_t> log::scrub(const scrub_pace& pace) {
       SLUICE_ASSIGN_OR_RETURN(f, seg.file());
     }
     SLUICE_ASSIGN_OR_RETURN(auto ds, segment::scan(*f, base, size, counted));
-    if (ds.empty()) continue;
+    if (ds.empty()) {
+      note_checked(read_check{true, id, truncations, size, base}, 0, size, std::nullopt);
+      continue;
+    }
     SLUICE_ASSIGN_OR_RETURN(size_t n, handle_damage(id, truncations, std::move(ds)));
     found += n;
   }

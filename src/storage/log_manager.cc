@@ -46,7 +46,9 @@ log_manager::log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_con
 
 log_manager::~log_manager() { shutdown().ignore(); }
 
-log_context log_manager::context() { return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get()}; }
+log_context log_manager::context() {
+  return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get(), scrubber_.get()};
+}
 
 result<std::unique_ptr<log_manager>> log_manager::open(io::filesystem& fs, sluice::clock& clk,
                                                        log_manager_config cfg) {

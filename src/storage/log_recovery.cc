@@ -162,7 +162,7 @@ status log::recover_segments(std::vector<offset> bases, std::optional<offset> rp
       if (!rec.damaged.empty()) {
         recovery_.damaged_ranges += rec.damaged.size();
         for (const auto& d : rec.damaged) recovery_.damaged_bytes += d.end - d.pos;
-        report_damage(seg->log_path(), rec.damaged, "recovery");
+        report_damage(seg->log_path(), rec.damaged, "recovery", "once the log is open");
       }
       if (i + 1 < bases.size() && !cut) {
         // A closed segment that was rescanned: make it as durable and

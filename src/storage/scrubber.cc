@@ -14,7 +14,8 @@ scrubber::scrubber(sluice::clock& clk, int64_t bytes_per_second,
 scrubber::~scrubber() { stop(); }
 
 void scrubber::start() {
-  if (bytes_per_second_ <= 0 || thread_.joinable()) return;
+  if (bytes_per_second_ <= 0 || running_) return;
+  running_ = true;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -27,6 +28,31 @@ void scrubber::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void scrubber::request_removal(std::shared_ptr<log> l) {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_ || !running_) return;
+    for (const auto& r : requests_)
+      if (r == l) return;
+    requests_.push_back(std::move(l));
+  }
+  cv_.notify_all();
+}
+
+void scrubber::remove_requested() {
+  std::vector<std::shared_ptr<log>> todo;
+  {
+    std::lock_guard g(mu_);
+    todo.swap(requests_);
+  }
+  for (const auto& l : todo) {
+    if (stopping_) return;
+    if (auto st = l->remove_known_damage(); !st.ok() && st.code() != errc::shutting_down)
+      SLUICE_LOG_WARN("scrubber: {}: could not remove damaged ranges: {}; reads keep skipping them", l->name(),
+                      st.err().message);
+  }
+}
+
 scrub_stats scrubber::stats() const { return scrub_stats{bytes_.load(), passes_.load(), ranges_.load()}; }
 
 void scrubber::run() {
@@ -34,10 +60,14 @@ void scrubber::run() {
     const int64_t started = clk_.monotonic_ms();
     if (!pass()) break;
     passes_ += 1;
-    const int64_t wait_ms = started + limits::scrub_pass_interval_ms - clk_.monotonic_ms();
-    if (wait_ms <= 0) continue;
-    std::unique_lock g(mu_);
-    cv_.wait_for(g, std::chrono::milliseconds(wait_ms), [this] { return stopping_.load(); });
+    for (;;) {
+      remove_requested();
+      const int64_t wait_ms = started + limits::scrub_pass_interval_ms - clk_.monotonic_ms();
+      if (wait_ms <= 0 || stopping_) break;
+      std::unique_lock g(mu_);
+      cv_.wait_for(g, std::chrono::milliseconds(wait_ms), [this] { return stopping_ || !requests_.empty(); });
+      if (requests_.empty()) break;  // time for the next pass (or stopping)
+    }
   }
 }
 
@@ -64,10 +94,15 @@ bool scrubber::pace(uint64_t n) {
   // When the pass should reach this many bytes at the configured rate.
   const int64_t due_ms =
       pass_start_ms_ + static_cast<int64_t>(pass_bytes_ * 1000 / static_cast<uint64_t>(bytes_per_second_));
-  const int64_t wait_ms = due_ms - clk_.monotonic_ms();
-  if (wait_ms > 0) {
+  for (;;) {
+    // Requests wait for no pass: the scan in progress checks its segment
+    // id before it acts, so a rewrite under it is safe.
+    remove_requested();
+    const int64_t wait_ms = due_ms - clk_.monotonic_ms();
+    if (wait_ms <= 0 || stopping_) break;
     std::unique_lock g(mu_);
-    cv_.wait_for(g, std::chrono::milliseconds(wait_ms), [this] { return stopping_.load(); });
+    cv_.wait_for(g, std::chrono::milliseconds(wait_ms), [this] { return stopping_ || !requests_.empty(); });
+    if (requests_.empty()) break;
   }
   return !stopping_;
 }

@@ -50,6 +50,11 @@ class scrubber {
   void start();
   void stop();
   scrub_stats stats() const;
+  // Asks the thread to remove the damaged ranges a read found in `l`
+  // (log::remove_known_damage), soon: at its next chunk or at once when
+  // idle. Any thread; never blocks on I/O. Nothing when the thread does not
+  // run (the ranges stay skipped and are removed after the next start).
+  void request_removal(std::shared_ptr<log> l);
 
  private:
   void run();
@@ -57,14 +62,18 @@ class scrubber {
   bool pass();
   // Called after each chunk: sleeps until the pass is within its budget.
   bool pace(uint64_t bytes);
+  // Handles the removal requests queued so far.
+  void remove_requested();
 
   sluice::clock& clk_;
   const int64_t bytes_per_second_;
   const std::function<std::vector<std::shared_ptr<log>>()> logs_;
 
-  std::mutex mu_;  // guards stopping_ for the condition variable
+  std::mutex mu_;  // guards stopping_ (for the condition variable) and requests_
   std::condition_variable cv_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> running_{false};  // the thread was started
+  std::vector<std::shared_ptr<log>> requests_;  // one entry per log at most
   std::thread thread_;
 
   // The pass in progress (scrubber thread only).

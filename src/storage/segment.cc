@@ -14,15 +14,19 @@ namespace {
 
 constexpr size_t kScanChunkBytes = limits::recovery_scan_chunk_bytes;
 
-// A forward reader over a file region with one reusable buffer.
+// A forward reader over a file region with one reusable buffer: its own, or
+// `shared` (kept by the caller across readers). Reads `chunk` bytes at a
+// time, or more for a larger request.
 class chunk_reader {
  public:
-  chunk_reader(io::file& f, uint64_t end) : f_(f), end_(end) {}
+  chunk_reader(io::file& f, uint64_t end, std::vector<std::byte>* shared = nullptr,
+               size_t chunk = kScanChunkBytes)
+      : f_(f), end_(end), buf_(shared ? *shared : own_), chunk_(std::max<size_t>(chunk, batch::header_bytes)) {}
   // Makes [pos, pos + n) available; returns nullptr when the file ends first.
   result<const std::byte*> get(uint64_t pos, size_t n) {
     if (pos >= start_ && pos + n <= start_ + len_) return buf_.data() + (pos - start_);
     if (pos + n > end_) return static_cast<const std::byte*>(nullptr);
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(n, kScanChunkBytes), end_ - pos));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(n, chunk_), end_ - pos));
     buf_.resize(want);
     SLUICE_ASSIGN_OR_RETURN(size_t got, f_.pread(buf_.data(), want, pos));
     start_ = pos;
@@ -30,11 +34,17 @@ class chunk_reader {
     if (got < n) return static_cast<const std::byte*>(nullptr);
     return buf_.data();
   }
+  // Gives a shared buffer back smaller when one large batch grew it.
+  void release() {
+    if (buf_.capacity() > 4 * kScanChunkBytes) std::vector<std::byte>().swap(buf_);
+  }
 
  private:
   io::file& f_;
   uint64_t end_;
-  std::vector<std::byte> buf_;
+  std::vector<std::byte> own_;
+  std::vector<std::byte>& buf_;
+  const size_t chunk_;
   uint64_t start_ = 0;
   size_t len_ = 0;
 };
@@ -245,6 +255,60 @@ uint64_t segment::damage_after(uint64_t pos) const {
   return size_;
 }
 
+result<std::optional<segment::damage>> segment::check_region(io::file& f, offset base, uint64_t from, uint64_t to,
+                                                            uint64_t file_end, offset min_base) {
+  // One buffer per thread: a catch-up consumer checks region after region,
+  // and fresh memory for each would cost more than the check.
+  thread_local std::vector<std::byte> buf;
+  // Reads the region in one go (the find_intact after damage reads on).
+  chunk_reader rd(f, file_end, &buf, static_cast<size_t>(std::min<uint64_t>(to - from, kScanChunkBytes)));
+  uint64_t pos = from;
+  while (pos < to) {
+    SLUICE_ASSIGN_OR_RETURN(probe p, probe_batch(rd, pos, file_end, min_base, base, true));
+    if (p.h) {
+      pos += p.h->size_bytes();
+      min_base = p.h->last_offset() + 1;
+      continue;
+    }
+    SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, pos, file_end, min_base, base));
+    rd.release();
+    return std::optional<damage>(
+        damage{pos, q ? q->first : file_end, min_base, q ? q->second.base : min_base, std::move(p.why)});
+  }
+  rd.release();
+  return std::optional<damage>();
+}
+
+bool segment::verified(uint64_t from, uint64_t to) const {
+  if (from >= to) return true;
+  for (const auto& [a, b] : verified_)
+    if (a <= from && to <= b) return true;
+  return false;
+}
+
+void segment::mark_verified(uint64_t from, uint64_t to) {
+  if (from >= to) return;
+  // Merge with every range it overlaps or touches.
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(verified_.size() + 1);
+  for (const auto& r : verified_) {
+    if (r.second < from || r.first > to) {
+      out.push_back(r);
+    } else {
+      from = std::min(from, r.first);
+      to = std::max(to, r.second);
+    }
+  }
+  out.insert(std::upper_bound(out.begin(), out.end(), std::pair(from, to)), {from, to});
+  if (out.size() > limits::max_verified_ranges_per_segment) {
+    auto smallest = std::min_element(out.begin(), out.end(), [](const auto& x, const auto& y) {
+      return x.second - x.first < y.second - y.first;
+    });
+    out.erase(smallest);
+  }
+  verified_ = std::move(out);
+}
+
 bool segment::add_damage(const damage& d) {
   for (const auto& k : damage_)
     if (k.pos == d.pos) return false;
@@ -287,6 +351,8 @@ result<bool> segment::load_trusted(offset min_base, int64_t interval_bytes, cons
   SLUICE_ASSIGN_OR_RETURN(auto end, walk(from, file_size, o));
   if (end.second.has_value()) return false;
   if (auto t = times_.last(); t && t->rel > last_batch_rel_) return false;
+  verified_.clear();
+  mark_verified(from, file_size);  // the part before `from` is trusted, unchecked
   return true;
 }
 
@@ -328,6 +394,8 @@ result<segment::recovered> segment::recover(offset min_base, int64_t interval_by
     o.min_base = first;
     bytes_since_index_ = interval_bytes;  // an index entry right after the range
   }
+  verified_.clear();
+  mark_verified(0, size_);  // damaged ranges inside it are skipped by reads anyway
   return out;
 }
 
@@ -373,6 +441,7 @@ status segment::append(std::span<const std::byte> data, std::span<const batch::h
     pos += h.size_bytes();
   }
   size_ = pos;
+  mark_verified(start, pos);  // the caller checked every batch, CRC included
   return {};
 }
 
@@ -442,6 +511,8 @@ status segment::truncate_at(const located& at) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_TRY(f->truncate(at.pos));
   std::erase_if(damage_, [&](const damage& d) { return d.pos >= at.pos; });
+  std::erase_if(verified_, [&](const auto& r) { return r.first >= at.pos; });
+  for (auto& r : verified_) r.second = std::min(r.second, at.pos);
   const int32_t rel = static_cast<int32_t>(std::max<int64_t>(at.h.base - base_, 0));
   offsets_.truncate_from(rel);
   times_.truncate_from(rel);

@@ -104,9 +104,23 @@ class segment {
   // the scrubber runs it without the log's mutex.
   static result<std::vector<damage>> scan(io::file& f, offset base, uint64_t to,
                                           const std::function<bool(uint64_t)>& pace);
+  // Checks the batches of [from, to), a read region starting at a batch
+  // whose base offset is `min_base` (header and CRC). nullopt when all are
+  // intact; otherwise the first damaged range, ending at the next intact
+  // batch before `file_end` or at `file_end`. Touches no segment: reads run
+  // it without the log's mutex.
+  static result<std::optional<damage>> check_region(io::file& f, offset base, uint64_t from, uint64_t to,
+                                                    uint64_t file_end, offset min_base);
   // Starts skipping a damaged range in reads (with the log's mutex held).
   // False when it is already known.
   bool add_damage(const damage& d);
+  // Byte ranges whose batches this process has checked, CRC included
+  // (appended, scanned at open, scrubbed, or checked by a read): reads of
+  // other ranges are checked before they are served (docs/log_format.md,
+  // "Damaged batches"). At most limits::max_verified_ranges_per_segment
+  // ranges are kept; forgetting one only costs a second check.
+  bool verified(uint64_t from, uint64_t to) const;
+  void mark_verified(uint64_t from, uint64_t to);
   const std::vector<damage>& damaged() const { return damage_; }
   // `pos`, or the end of the damaged range(s) starting at or covering it.
   uint64_t past_damage(uint64_t pos) const;
@@ -200,6 +214,7 @@ class segment {
   offset_index offsets_;
   time_index times_;
   std::vector<damage> damage_;  // ascending, disjoint; read paths skip them
+  std::vector<std::pair<uint64_t, uint64_t>> verified_;  // ascending, disjoint, not adjacent
   const uint64_t id_;
 };
 
