@@ -169,6 +169,11 @@ inline constexpr size_t max_decoded_array_elements = 1u << 18;
 // A record batch is decompressed into at most this many bytes; a larger
 // result is refused as corrupt (a compression bomb cannot grow memory).
 inline constexpr size_t max_decompressed_batch_bytes = 256ull << 20;
+// All produced batches being decompressed for validation at once hold at
+// most this many bytes (protocol/records/validate.h); each batch may
+// decompress to at most its topic's max.message.bytes, as Kafka bounds a
+// batch, so a compression bomb costs at most that.
+inline constexpr size_t max_produce_decompression_bytes = 128ull << 20;
 // Records fields (and other byte views) shorter than this are copied into the
 // response buffer instead of being referenced, so small fetches do not turn
 // into many tiny iovecs.

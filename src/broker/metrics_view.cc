@@ -73,6 +73,21 @@ std::string render_metrics(const metrics_sources& src) {
     header(out, "sluice_log_segments", "gauge", "Segment files, per partition.");
     for (const auto& r : rows)
       sample(out, "sluice_log_segments", r.labels, static_cast<double>(r.segments.size()));
+    header(out, "sluice_log_out_of_space", "gauge",
+           "1 while the partition's last write was refused for lack of disk space (writes resume by "
+           "themselves when space returns), per partition.");
+    for (const auto& r : rows)
+      sample(out, "sluice_log_out_of_space", r.labels, r.part->log().out_of_space() ? 1.0 : 0.0);
+    header(out, "sluice_log_out_of_space_errors_total", "counter",
+           "Writes refused for lack of disk space, per partition.");
+    for (const auto& r : rows)
+      sample(out, "sluice_log_out_of_space_errors_total", r.labels,
+             static_cast<double>(r.part->log().out_of_space_errors()));
+    header(out, "sluice_log_offline", "gauge",
+           "1 when the partition was taken offline for writes by an I/O error other than a full disk "
+           "(until a restart recovers it), per partition.");
+    for (const auto& r : rows)
+      sample(out, "sluice_log_offline", r.labels, r.part->log().offline() ? 1.0 : 0.0);
     // Damaged batches (docs/log_format.md, "Damaged batches"), found by
     // recovery or the scrubber since the broker started.
     std::vector<storage::damage_stats> damage;

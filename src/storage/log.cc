@@ -72,6 +72,14 @@ status log::go_offline(const error& e) {
   return status(e);
 }
 
+status log::write_failed(const error& e) {
+  if (e.code != errc::no_space) return go_offline(e);
+  out_of_space_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (!out_of_space_.exchange(true))
+    SLUICE_LOG_ERROR("partition {}: writes refused until disk space returns: {}", name_, e.message);
+  return status(e);
+}
+
 result<append_result> log::append(std::span<std::byte> batches, leader_epoch epoch) {
   return append_and_ask(batches, epoch);
 }
@@ -142,7 +150,8 @@ result<append_result> log::append_locked(std::span<std::byte> batches,
     if (!st.ok()) return go_offline(st.err()).err();
   }
   auto st = active().append(batches, hs, cfg_.index_interval_bytes);
-  if (!st.ok()) return go_offline(st.err()).err();
+  if (!st.ok()) return write_failed(st.err()).err();
+  if (out_of_space_.exchange(false)) SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
   log_end_ = last.value() + 1;
   if (!cfg_.fsync) {
     durable_ = log_end_.load();
@@ -173,9 +182,12 @@ status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
 status log::roll(bool move_recovery_point) {
   segment& old = active();
   const offset base(log_end_.load());
-  auto fail = [&](const status& st) { return go_offline(st.err()); };
+  // Writing the indexes, creating the new file and the checkpoint may meet
+  // a full disk and be tried again by the next append (a second pass over
+  // the same segment rewrites its indexes whole); a failed sync may not.
+  auto fail = [&](const status& st) { return write_failed(st.err()); };
   if (cfg_.fsync) {
-    if (auto st = old.sync(); !st.ok()) return fail(st);
+    if (auto st = old.sync(); !st.ok()) return go_offline(st.err());
   }
   old.seal_time_index();
   if (auto st = old.write_indexes(cfg_.fsync); !st.ok()) return fail(st);
@@ -592,7 +604,17 @@ log_config log::config() const {
 std::vector<segment_info> log::segments() const {
   std::lock_guard g(mu_);
   std::vector<segment_info> out;
-  for (const auto& s : segments_) out.push_back({s->base(), s->next(), s->size(), s->max_timestamp()});
+  for (const auto& s : segments_) {
+    int64_t largest = s->max_timestamp();
+    if (largest < 0 && !s->empty()) {
+      // Rare (clients that write no timestamps): one fstat.
+      auto f = s->file();
+      auto m = f.ok() ? (*f)->modified_ms() : result<int64_t>(f.err());
+      if (m.ok()) largest = *m;
+      else SLUICE_LOG_WARN("{}: no modification time for {}: {}", name_, s->log_path(), m.err().message);
+    }
+    out.push_back({s->base(), s->next(), s->size(), s->max_timestamp(), largest});
+  }
   return out;
 }
 

@@ -165,7 +165,12 @@ struct segment_info {
   offset base;
   offset next;            // one past its last offset
   uint64_t size_bytes;
-  int64_t max_timestamp;  // -1 when empty
+  int64_t max_timestamp;  // -1 when empty or when no batch carries a timestamp
+  // Kafka's "largest timestamp" of a segment, which time retention goes by:
+  // max_timestamp, or the file's modification time when that is -1 (a
+  // segment whose records carry no timestamp is not expired for lacking
+  // one). -1 only for an empty segment or when the time cannot be read.
+  int64_t largest_time_ms;
 };
 
 // A cleaned copy of a run of closed segments being written by compaction
@@ -321,6 +326,15 @@ class log : public std::enable_shared_from_this<log> {
   status set_config(const log_config& cfg);
   log_config config() const;
   bool offline() const { return offline_.load(); }
+  // True from an append refused for lack of disk space (ENOSPC, EDQUOT)
+  // until the next append succeeds. Unlike other write errors, a full disk
+  // does not take the log offline: the partial write is cut off, the
+  // producer gets errc::no_space (KAFKA_STORAGE_ERROR), and the next append
+  // tries again, so writes resume by themselves once space returns. A
+  // failed fdatasync still takes the log offline, since the page cache may
+  // then have dropped data that was already written.
+  bool out_of_space() const { return out_of_space_.load(); }
+  uint64_t out_of_space_errors() const { return out_of_space_errors_.load(); }
   std::vector<segment_info> segments() const;
   const std::string& dir() const { return dir_; }
   const std::string& name() const { return name_; }
@@ -413,6 +427,9 @@ class log : public std::enable_shared_from_this<log> {
   // removal of its files; the caller drops it from segments_ (with mu_ held).
   status retire_segment(segment& s);
   status go_offline(const error& e);
+  // A write failed: errc::no_space leaves the log writable (see
+  // out_of_space()); anything else takes it offline.
+  status write_failed(const error& e);
   status check_writable() const;
   size_t segment_index_for(offset o) const;
   segment& active() { return *segments_.back(); }
@@ -471,6 +488,8 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<int64_t> durable_{0};
   std::atomic<int64_t> active_base_{0};  // segments_.back()->base(), updated under mu_
   std::atomic<bool> offline_{false};
+  std::atomic<bool> out_of_space_{false};
+  std::atomic<uint64_t> out_of_space_errors_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> flush_timer_armed_{false};  // a flush.ms timer is queued with the flusher
   std::atomic<uint64_t> damaged_ranges_{0}, damaged_bytes_{0}, damage_removed_bytes_{0}, scrubbed_bytes_{0};

@@ -430,8 +430,11 @@ status segment::append(std::span<const std::byte> data, std::span<const batch::h
   const uint64_t start = size_;
   status st = f->append(data);
   if (!st.ok()) {
-    // Leave no partial batch behind if we can; recovery would cut it anyway.
-    f->truncate(start).ignore();
+    // Leave no partial batch behind, so the next append (after a full disk,
+    // say) writes where the segment ends. If even that fails, the file no
+    // longer matches the segment: an I/O error, which takes the log offline.
+    if (auto t = f->truncate(start); !t.ok())
+      return status(errc::io_error, st.err().message + "; cutting the partial write failed: " + t.err().message);
     return st;
   }
   walk_opts o{false, true, interval_bytes, offset(0), nullptr};

@@ -19,7 +19,8 @@ error corrupt(std::string_view codec, std::string_view what) {
 }
 
 error too_large(std::string_view codec, size_t max_bytes) {
-  return corrupt(codec, "decompressed data exceeds " + std::to_string(max_bytes) + " bytes");
+  return error{errc::message_too_large,
+               std::string(codec) + ": decompressed data exceeds " + std::to_string(max_bytes) + " bytes"};
 }
 
 // Output grows in steps so a small input never reserves max_bytes up front.
