@@ -498,10 +498,10 @@ void log::answer_waiters() {
 // ---- Reading -------------------------------------------------------------------
 
 result<file_region> log::read(offset o, size_t max_bytes, std::optional<offset> upper) {
-  // Each round either serves a checked region or makes a damaged range
-  // unreadable, so the next round's region ends before it or starts after
-  // it; a segment that changed under the check (a swap, a truncation) is
-  // simply read again.
+  // Each round either serves a checked region or makes the damaged ranges
+  // in it unreadable, so the next round's region ends before the first or
+  // starts after it; a segment that changed under the check (a swap, a
+  // truncation) is simply read again.
   for (int round = 0;; ++round) {
     read_check c;
     result<file_region> r = [&] {
@@ -511,25 +511,30 @@ result<file_region> log::read(offset o, size_t max_bytes, std::optional<offset> 
     if (!r.ok() || !c.needed) return r;
     if (round == 16) return error{errc::corrupt_data, name_ + ": offset " + std::to_string(o.value()) +
                                                           " could not be read intact"};
-    SLUICE_ASSIGN_OR_RETURN(auto d, segment::check_region(*r->file, c.seg_base, r->pos, r->pos + r->len,
-                                                          c.seg_size, r->first_offset));
-    note_checked(c, r->pos, r->pos + r->len, d);
-    if (!d) return r;
+    SLUICE_ASSIGN_OR_RETURN(auto ds, segment::check_region(*r->file, c.seg_base, r->pos, r->pos + r->len,
+                                                           c.seg_size, r->first_offset));
+    note_checked(c, r->pos, r->pos + r->len, ds);
+    if (ds.empty()) return r;
   }
 }
 
-void log::note_checked(const read_check& c, uint64_t from, uint64_t to, const std::optional<segment_damage>& d) {
-  std::lock_guard g(mu_);
-  if (closed_ || c.truncations != truncations_) return;
-  auto it = std::find_if(segments_.begin(), segments_.end(),
-                         [&](const std::unique_ptr<segment>& s) { return s->id() == c.seg_id; });
-  if (it == segments_.end()) return;
-  if (!d) {
-    (*it)->mark_verified(from, to);
-    return;
+void log::note_checked(const read_check& c, uint64_t from, uint64_t to, const std::vector<segment_damage>& ds) {
+  {
+    std::lock_guard g(mu_);
+    if (closed_ || c.truncations != truncations_) return;
+    auto it = std::find_if(segments_.begin(), segments_.end(),
+                           [&](const std::unique_ptr<segment>& s) { return s->id() == c.seg_id; });
+    if (it == segments_.end()) return;
+    if (ds.empty()) {
+      (*it)->mark_verified(from, to);
+      return;
+    }
+    std::vector<segment_damage> added;
+    for (const auto& d : ds)
+      if ((*it)->add_damage(d)) added.push_back(d);
+    if (added.empty()) return;
+    report_damage((*it)->log_path(), added, "a read", ctx_.scrub ? "by the scrubber's thread" : "by the next scrub");
   }
-  if (!(*it)->add_damage(*d)) return;
-  report_damage((*it)->log_path(), {*d}, "a read", ctx_.scrub ? "by the scrubber's thread" : "by the next scrub");
   // The rewrite copies a whole segment: the scrubber's work, not a fetch's.
   if (ctx_.scrub) ctx_.scrub->request_removal(shared_from_this());
 }

@@ -209,6 +209,7 @@ class segment_rewrite {
   offset next_;
   const int64_t interval_bytes_;
   std::vector<std::pair<offset, uint64_t>> run_;  // base and size of each segment replaced
+  std::vector<uint64_t> run_ids_;                 // and its segment::id(): a replaced one never matches
   uint64_t truncations_ = 0;                      // the log's counter at begin_rewrite
 };
 
@@ -285,7 +286,9 @@ class log : public std::enable_shared_from_this<log> {
   // `end` is the base offset of the segment that follows them (the active
   // segment at most: it is never replaced). errc::not_found when the log has
   // no such run.
-  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end);
+  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end) {
+    return begin_rewrite(base, end, "cleaned");
+  }
   // Replaces the run with the cleaned copy, crash-safe (steps 1-5), holding
   // the log's mutex only from step 2 on (renames, directory syncs, two small
   // index files). errc::not_found when the run changed since begin_rewrite
@@ -399,6 +402,11 @@ class log : public std::enable_shared_from_this<log> {
   // Rewrites the segment at `base` without its damaged ranges, through
   // compaction's crash-safe swap; rolls first when it is the active one.
   status remove_damage(offset base);
+  // begin_rewrite with the copy at "<base>.<end>.<ext>": damage removal
+  // writes "repair" copies, so a clean of the same segment running at the
+  // same time (the cleaner thread) never writes into its file; the swap
+  // itself is serialised by the mutex and refuses a run that changed.
+  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end, const char* ext);
   status finish_recovery(std::optional<offset> rp_on_disk, std::optional<offset> start_on_disk,
                          const std::vector<epoch_entry>& epochs_on_disk, bool clean);
 
@@ -459,10 +467,11 @@ class log : public std::enable_shared_from_this<log> {
     offset seg_base;
   };
   result<file_region> read_locked(offset o, size_t max_bytes, std::optional<offset> upper, read_check& check);
-  // Records a scan's outcome for the segment `seg_id`: `d` skipped by reads
-  // from now on (reported, removal left to the scrubber), or [from, to)
-  // checked. Nothing when the segment changed meanwhile.
-  void note_checked(const read_check& c, uint64_t from, uint64_t to, const std::optional<segment_damage>& d);
+  // Records a check's outcome for the segment `c.seg_id`: the damaged
+  // ranges `ds` skipped by reads from now on (reported, their removal left
+  // to the scrubber), or, when there are none, [from, to) checked. Nothing
+  // when the segment changed meanwhile.
+  void note_checked(const read_check& c, uint64_t from, uint64_t to, const std::vector<segment_damage>& ds);
 
   // Durability.
   status sync_once();

@@ -93,7 +93,7 @@ status log::remove_damage(offset base) {
   }
   // The copy reads through read_segment, which skips damaged ranges, and
   // runs without the mutex like a clean.
-  SLUICE_ASSIGN_OR_RETURN(auto rw, begin_rewrite(base, end));
+  SLUICE_ASSIGN_OR_RETURN(auto rw, begin_rewrite(base, end, "repair"));
   std::vector<std::byte> buf;
   uint64_t pos = 0;
   for (;;) {
@@ -168,7 +168,7 @@ result<size_t> log::scrub(const scrub_pace& pace) {
     }
     SLUICE_ASSIGN_OR_RETURN(auto ds, segment::scan(*f, base, size, counted));
     if (ds.empty()) {
-      note_checked(read_check{true, id, truncations, size, base}, 0, size, std::nullopt);
+      note_checked(read_check{true, id, truncations, size, base}, 0, size, {});
       continue;
     }
     SLUICE_ASSIGN_OR_RETURN(size_t n, handle_damage(id, truncations, std::move(ds)));

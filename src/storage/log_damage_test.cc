@@ -408,6 +408,33 @@ TEST(LogDamage, ReadChecksBytesNoScanHasChecked) {
   EXPECT_EQ(l->damage().ranges_found, 0u);
 }
 
+// Two damaged batches in one read region are both found by one check.
+TEST(LogDamage, ReadFindsEveryDamagedRangeOfItsRegion) {
+  temp_dir tmp;
+  const std::string dir = tmp.sub("p");
+  log_config cfg;
+  cfg.index_interval_bytes = 256;
+  std::vector<written> ws;
+  {
+    log_env env;
+    auto l = open_log(env, dir, cfg);
+    ws = append_n(*l, 12, 17, 100);
+    ASSERT_TRUE(l->close().ok());
+  }
+  flip(dir, ws[3], 90);
+  const std::byte garbage[4] = {std::byte{0x7f}, std::byte{0}, std::byte{0}, std::byte{0}};
+  patch(dir, ws[6], batch::length_pos, garbage);
+  log_env env;
+  auto l = open_log(env, dir, cfg);
+  auto r = l->read(ws[0].base, 1 << 20);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->next_offset, ws[4].base);
+  EXPECT_EQ(l->damage().ranges_found, 2u);
+  auto want = model(ws, 3);
+  want.erase(ws[6].base.value());
+  EXPECT_EQ(read_content(*l), want);
+}
+
 // The cost of that check on a catch-up read: every byte of a log written
 // before a clean restart read once in 1 MiB regions (as fetches would, the
 // bytes copied out as sendfile would), first unchecked (each region checked

@@ -38,8 +38,9 @@ result<std::vector<offset>> log::list_segment_bases() {
   std::vector<offset> bases;
   for (const auto& n : names) {
     // An unfinished checkpoint, a retired segment whose delayed removal a
-    // stop cut short, an unfinished cleaned copy (docs/log_format.md).
-    if (ends_with(n, ".tmp") || ends_with(n, ".deleted") || ends_with(n, ".cleaned")) {
+    // stop cut short, an unfinished cleaned or repaired copy
+    // (docs/log_format.md).
+    if (ends_with(n, ".tmp") || ends_with(n, ".deleted") || ends_with(n, ".cleaned") || ends_with(n, ".repair")) {
       ctx_.fs->remove(io::join(dir_, n)).ignore();
       continue;
     }

@@ -91,7 +91,7 @@ result<file_region> log::read_segment(offset base, uint64_t pos, size_t max_byte
   return file_region{std::move(f), pos, stop - pos, first, next};
 }
 
-result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset end) {
+result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset end, const char* ext) {
   std::lock_guard g(mu_);
   SLUICE_TRY(check_writable());
   const size_t first = segment_index_for(base);
@@ -106,11 +106,13 @@ result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset 
   if (after >= segments_.size() || segments_[after]->base() != end) return no_run();
   SLUICE_ASSIGN_OR_RETURN(auto seg,
                           segment::create_staged(*ctx_.fs, *ctx_.files, dir_, base,
-                                                 rewrite_path(dir_, base, end, "cleaned")));
+                                                 rewrite_path(dir_, base, end, ext)));
   std::unique_ptr<segment_rewrite> rw(
       new segment_rewrite(*ctx_.fs, std::move(seg), base, end, cfg_.index_interval_bytes));
-  for (size_t i = first; i < after; ++i)
+  for (size_t i = first; i < after; ++i) {
     rw->run_.push_back({segments_[i]->base(), segments_[i]->size()});
+    rw->run_ids_.push_back(segments_[i]->id());
+  }
   rw->truncations_ = truncations_;
   return rw;
 }
@@ -122,7 +124,8 @@ std::optional<size_t> log::find_run(const segment_rewrite& rw) const {
   if (after >= segments_.size()) return std::nullopt;  // the active segment must follow the run
   for (size_t i = 0; i < rw.run_.size(); ++i) {
     const segment& s = *segments_[first + i];
-    if (s.base() != rw.run_[i].first || s.size() != rw.run_[i].second) return std::nullopt;
+    if (s.base() != rw.run_[i].first || s.size() != rw.run_[i].second || s.id() != rw.run_ids_[i])
+      return std::nullopt;
   }
   if (segments_[after]->base() != rw.end_) return std::nullopt;
   return first;

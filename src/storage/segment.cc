@@ -255,28 +255,37 @@ uint64_t segment::damage_after(uint64_t pos) const {
   return size_;
 }
 
-result<std::optional<segment::damage>> segment::check_region(io::file& f, offset base, uint64_t from, uint64_t to,
-                                                            uint64_t file_end, offset min_base) {
+result<std::vector<segment::damage>> segment::check_region(io::file& f, offset base, uint64_t from, uint64_t to,
+                                                          uint64_t file_end, offset min_base) {
   // One buffer per thread: a catch-up consumer checks region after region,
   // and fresh memory for each would cost more than the check.
   thread_local std::vector<std::byte> buf;
   // Reads the region in one go (the find_intact after damage reads on).
   chunk_reader rd(f, file_end, &buf, static_cast<size_t>(std::min<uint64_t>(to - from, kScanChunkBytes)));
+  std::vector<damage> out;
   uint64_t pos = from;
   while (pos < to) {
-    SLUICE_ASSIGN_OR_RETURN(probe p, probe_batch(rd, pos, file_end, min_base, base, true));
-    if (p.h) {
-      pos += p.h->size_bytes();
-      min_base = p.h->last_offset() + 1;
+    auto p = probe_batch(rd, pos, file_end, min_base, base, true);
+    if (!p.ok()) {
+      rd.release();
+      return p.err();
+    }
+    if (p->h) {
+      pos += p->h->size_bytes();
+      min_base = p->h->last_offset() + 1;
       continue;
     }
-    SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, pos, file_end, min_base, base));
-    rd.release();
-    return std::optional<damage>(
-        damage{pos, q ? q->first : file_end, min_base, q ? q->second.base : min_base, std::move(p.why)});
+    auto q = find_intact(rd, pos, file_end, min_base, base);
+    if (!q.ok()) {
+      rd.release();
+      return q.err();
+    }
+    out.push_back(damage{pos, *q ? (*q)->first : file_end, min_base, *q ? (*q)->second.base : min_base,
+                         std::move(p->why)});
+    pos = out.back().end;
   }
   rd.release();
-  return std::optional<damage>();
+  return out;
 }
 
 bool segment::verified(uint64_t from, uint64_t to) const {

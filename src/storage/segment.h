@@ -105,12 +105,12 @@ class segment {
   static result<std::vector<damage>> scan(io::file& f, offset base, uint64_t to,
                                           const std::function<bool(uint64_t)>& pace);
   // Checks the batches of [from, to), a read region starting at a batch
-  // whose base offset is `min_base` (header and CRC). nullopt when all are
-  // intact; otherwise the first damaged range, ending at the next intact
-  // batch before `file_end` or at `file_end`. Touches no segment: reads run
-  // it without the log's mutex.
-  static result<std::optional<damage>> check_region(io::file& f, offset base, uint64_t from, uint64_t to,
-                                                    uint64_t file_end, offset min_base);
+  // whose base offset is `min_base` (header and CRC). Returns the damaged
+  // ranges that start in it (none when all is intact), each ending at the
+  // next intact batch before `file_end` or at `file_end`. Touches no
+  // segment: reads run it without the log's mutex.
+  static result<std::vector<damage>> check_region(io::file& f, offset base, uint64_t from, uint64_t to,
+                                                  uint64_t file_end, offset min_base);
   // Starts skipping a damaged range in reads (with the log's mutex held).
   // False when it is already known.
   bool add_damage(const damage& d);
