@@ -361,6 +361,84 @@ TEST(LogDamage, ScrubFindsDamageInTheActiveSegment) {
   EXPECT_EQ(r->base, ws.back().last + 1);
 }
 
+// A crash at every step of a damage removal (the files through fault_fs,
+// then power loss): whatever step it hits, the next open serves every
+// intact batch at its offset and never the damaged one, the log end offset
+// stays, and no copy is left behind. First the removal recovery starts
+// after a crash (damage in the active segment: roll, copy, swap), then the
+// one the scrubber starts after a clean shutdown (a closed segment).
+TEST(LogDamage, CrashAtEveryStepOfARemoval) {
+  for (bool scrub : {false, true}) {
+    SCOPED_TRACE(scrub ? "scrubber" : "recovery");
+    temp_dir tmp;
+    const std::string seed_dir = tmp.sub("seed");
+    std::vector<written> ws;
+    {
+      log_env env;
+      auto l = open_log(env, seed_dir, small_config());
+      ws = append_n(*l, 40, 31, 100);
+      if (scrub) {
+        ASSERT_TRUE(l->close().ok());
+      }
+    }
+    size_t victim = scrub ? ws.size() / 2 : ws.size() - 3;
+    while (ws[victim - 1].segment != ws[victim].segment || ws[victim + 1].segment != ws[victim].segment)
+      scrub ? ++victim : --victim;
+    ASSERT_EQ(ws[victim].segment == ws.back().segment, !scrub);
+    flip(seed_dir, ws[victim], 75);
+    int finished = 0, crashed = 0;
+    for (uint64_t n = 0;; ++n) {
+      SCOPED_TRACE("crash after " + std::to_string(n) + " ops");
+      const std::string dir = tmp.sub("run-" + std::to_string(n));
+      std::filesystem::copy(seed_dir, dir);
+      bool done = false;
+      {
+        io::fault_fs ffs(io::filesystem::posix());
+        ffs.simulate_syncs(true);
+        log_env env(ffs);
+        if (!scrub) ffs.crash_after_ops(n);
+        auto r = log::open(env.ctx(), dir, "d-0", small_config());
+        if (scrub && r.ok()) {
+          ffs.crash_after_ops(n);
+          auto found = (*r)->scrub({});
+          EXPECT_TRUE(!found.ok() || *found == 1u);
+        }
+        done = !ffs.crashed();
+        if (r.ok()) r->reset();  // the crash: no close
+        ffs.crash_after_ops(std::nullopt);
+        ASSERT_TRUE(ffs.drop_unsynced().ok());
+      }
+      (done ? finished : crashed) += 1;
+      log_env env;
+      auto l = open_log(env, dir, small_config());
+      ASSERT_TRUE(l);
+      EXPECT_EQ(l->log_end_offset(), ws.back().last + 1);
+      EXPECT_EQ(read_content(*l), model(ws, victim));
+      for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        EXPECT_EQ(name.find(".repair"), std::string::npos) << name;
+        EXPECT_EQ(name.find(".swap"), std::string::npos) << name;
+      }
+      // Whatever is still on disk goes with one more scrub, for good.
+      ASSERT_TRUE(l->scrub({}).ok());
+      EXPECT_EQ(read_content(*l), model(ws, victim));
+      ASSERT_TRUE(l->close().ok());
+      {
+        log_env env2;
+        auto again = open_log(env2, dir, small_config());
+        auto found = again->scrub({});
+        ASSERT_TRUE(found.ok());
+        EXPECT_EQ(*found, 0u);
+      }
+      std::filesystem::remove_all(dir);
+      if (done) break;
+      ASSERT_LT(n, 1000u);
+    }
+    EXPECT_EQ(finished, 1);
+    EXPECT_GT(crashed, 5);
+  }
+}
+
 // Before the scrubber gets to a segment trusted after a clean shutdown, a
 // read checks the bytes it is about to serve: the damaged batch is never
 // served, the intact ones around it are, and the scrubber's next pass
