@@ -278,7 +278,9 @@ class log : public std::enable_shared_from_this<log> {
   // Reads the closed segment whose base offset is `base` from byte position
   // `pos` (0, or the end of a region this returned): whole batches, at most
   // `max_bytes` unless the first batch is larger, with first_offset and
-  // next_offset set from them; len 0 at the segment's end. Batches below the
+  // next_offset set from them; len 0 at the segment's end. Checked and
+  // skipping damage as read() is, so the region may start after `pos`:
+  // continue from its pos + len. Batches below the
   // log start offset are included (the cleaner decides). errc::not_found
   // when the log has no closed segment at `base` (any more).
   result<file_region> read_segment(offset base, uint64_t pos, size_t max_bytes);
@@ -467,6 +469,7 @@ class log : public std::enable_shared_from_this<log> {
     offset seg_base;
   };
   result<file_region> read_locked(offset o, size_t max_bytes, std::optional<offset> upper, read_check& check);
+  result<file_region> read_segment_locked(offset base, uint64_t pos, size_t max_bytes, read_check& check);
   // Records a check's outcome for the segment `c.seg_id`: the damaged
   // ranges `ds` skipped by reads from now on (reported, their removal left
   // to the scrubber), or, when there are none, [from, to) checked. Nothing

@@ -75,7 +75,26 @@ status segment_rewrite::append(std::span<const std::byte> batches) {
 // ---- log ----------------------------------------------------------------------
 
 result<file_region> log::read_segment(offset base, uint64_t pos, size_t max_bytes) {
-  std::lock_guard g(mu_);
+  // Checked like read(): the cleaner decodes and may rebuild what it reads
+  // (with a fresh CRC), so damaged bytes must never reach it.
+  for (int round = 0;; ++round) {
+    read_check c;
+    result<file_region> r = [&] {
+      std::lock_guard g(mu_);
+      return read_segment_locked(base, pos, max_bytes, c);
+    }();
+    if (!r.ok() || !c.needed) return r;
+    if (round == 16)
+      return error{errc::corrupt_data, name_ + ": segment " + std::to_string(base.value()) + " at byte " +
+                                           std::to_string(pos) + " could not be read intact"};
+    SLUICE_ASSIGN_OR_RETURN(auto ds, segment::check_region(*r->file, c.seg_base, r->pos, r->pos + r->len,
+                                                           c.seg_size, r->first_offset));
+    note_checked(c, r->pos, r->pos + r->len, ds);
+    if (ds.empty()) return r;
+  }
+}
+
+result<file_region> log::read_segment_locked(offset base, uint64_t pos, size_t max_bytes, read_check& check) {
   if (closed_) return error{errc::shutting_down, name_ + " is closed"};
   const size_t i = segment_index_for(base);
   if (segments_.empty() || i + 1 >= segments_.size() || segments_[i]->base() != base)
@@ -88,6 +107,7 @@ result<file_region> log::read_segment(offset base, uint64_t pos, size_t max_byte
   SLUICE_ASSIGN_OR_RETURN(offset next,
                           seg.offset_at(stop));  // the next batch's base, or the segment's next
   SLUICE_ASSIGN_OR_RETURN(auto f, seg.file());
+  if (!seg.verified(pos, stop)) check = read_check{true, seg.id(), truncations_, seg.size(), seg.base()};
   return file_region{std::move(f), pos, stop - pos, first, next};
 }
 
