@@ -69,7 +69,7 @@ result<size_t> log::handle_damage(uint64_t seg_id, uint64_t truncations, std::ve
 
 status log::remove_damage(offset base) {
   offset end;
-  uint64_t damaged_bytes = 0;
+  uint64_t seg_id = 0;
   std::string file;
   {
     std::lock_guard g(mu_);
@@ -77,7 +77,7 @@ status log::remove_damage(offset base) {
     const size_t i = segment_index_for(base);
     if (segments_.empty() || segments_[i]->base() != base || segments_[i]->damaged().empty()) return {};
     segment& seg = *segments_[i];
-    for (const auto& d : seg.damaged()) damaged_bytes += d.end - d.pos;
+    seg_id = seg.id();
     file = seg.log_path();
     if (i + 1 == segments_.size()) {
       // Only closed segments are rewritten. The recovery point stays at
@@ -106,6 +106,15 @@ status log::remove_damage(offset base) {
     pos = r.pos + r.len;
   }
   const uint64_t kept = rw->size_bytes();
+  // The copy's own reads may have found more damage (bytes no scan had
+  // checked): count every range the copy left out.
+  uint64_t damaged_bytes = 0;
+  {
+    std::lock_guard g(mu_);
+    for (const auto& sp : segments_)
+      if (sp->id() == seg_id)
+        for (const auto& d : sp->damaged()) damaged_bytes += d.end - d.pos;
+  }
   status st = replace_segments(std::move(rw));
   if (st.code() == errc::not_found) return {};  // compaction, retention or truncation got there first
   SLUICE_TRY(st);
