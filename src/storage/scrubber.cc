@@ -78,10 +78,11 @@ bool scrubber::pass() {
   for (const auto& l : logs_()) {
     if (stopping_) return false;
     auto r = l->scrub(pace);
+    // shutting_down: the log was closed (a deleted topic) or we are
+    // stopping; neither needs a word.
     if (r.ok()) {
       ranges_ += *r;
     } else if (r.code() != errc::shutting_down) {
-      // The log is closed (deleted topic) or stopped by us: neither needs a word.
       SLUICE_LOG_WARN("scrubber: {}: {}", l->name(), r.err().message);
     }
   }
