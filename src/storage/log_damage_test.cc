@@ -699,7 +699,10 @@ TEST(LogDamage, ScrubberStopsPromptly) {
     append_n(**l, 20, 3, 100);
   }
   auto m = open_manager(tmp.path(), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (m->scrubbing().bytes == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep by now
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(m->shutdown().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
