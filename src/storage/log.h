@@ -280,9 +280,9 @@ class log : public std::enable_shared_from_this<log> {
   // `max_bytes` unless the first batch is larger, with first_offset and
   // next_offset set from them; len 0 at the segment's end. Checked and
   // skipping damage as read() is, so the region may start after `pos`:
-  // continue from its pos + len. Batches below the
-  // log start offset are included (the cleaner decides). errc::not_found
-  // when the log has no closed segment at `base` (any more).
+  // continue from its pos + len. Batches below the log start offset are
+  // included (the cleaner decides). errc::not_found when the log has no
+  // closed segment at `base` (any more).
   result<file_region> read_segment(offset base, uint64_t pos, size_t max_bytes);
   // Starts a cleaned copy of the closed segments from `base` to `end`, where
   // `end` is the base offset of the segment that follows them (the active
