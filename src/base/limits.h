@@ -174,6 +174,10 @@ inline constexpr size_t max_decompressed_batch_bytes = 256ull << 20;
 // decompress to at most its topic's max.message.bytes, as Kafka bounds a
 // batch, so a compression bomb costs at most that.
 inline constexpr size_t max_produce_decompression_bytes = 128ull << 20;
+// A thread that validates produced batches keeps its decompression buffer
+// for the next batch while it is at most this large (a default topic's
+// batch fits), outside the budget above: I/O threads times this.
+inline constexpr size_t max_retained_decompression_buffer_bytes = 2ull << 20;
 // Records fields (and other byte views) shorter than this are copied into the
 // response buffer instead of being referenced, so small fetches do not turn
 // into many tiny iovecs.

@@ -48,4 +48,12 @@ result<std::vector<uint8_t>> compress(compression c, std::span<const uint8_t> in
 result<std::vector<uint8_t>> decompress(compression c, std::span<const uint8_t> in,
                                         size_t max_bytes = limits::max_decompressed_batch_bytes);
 
+// The same, for a caller that decompresses often on one thread (produce
+// validation on the broker's I/O threads): the output goes into `buffer`,
+// whose capacity is reused (its size() is what was ever touched, not the
+// output's), and the codec contexts are kept per thread, so once warm a
+// call allocates nothing. The returned view points into `buffer`.
+result<std::span<const uint8_t>> decompress_reusing(compression c, std::span<const uint8_t> in, size_t max_bytes,
+                                                    std::vector<uint8_t>& buffer);
+
 }  // namespace sluice::protocol::records

@@ -94,13 +94,16 @@ result<batch_facts> validate_records(std::span<const uint8_t> batch, const valid
   if (h.records_count == 0 && payload.empty()) return walk(h, payload, o);
   std::optional<decompression_budget::lease> held;
   if (budget) held.emplace(budget->acquire(o.max_decompressed_bytes + 1));
-  auto plain = decompress(h.codec(), payload, o.max_decompressed_bytes);
-  if (!plain.ok()) {
-    if (plain.code() == errc::message_too_large) return plain.err();
+  // Each thread keeps its output buffer while it stays small (limits.h), so
+  // the common batch decompresses into memory that is already mapped.
+  thread_local std::vector<uint8_t> buffer;
+  auto plain = decompress_reusing(h.codec(), payload, o.max_decompressed_bytes, buffer);
+  auto facts = plain.ok() ? walk(h, *plain, o) : result<batch_facts>(plain.err());
+  if (buffer.size() > limits::max_retained_decompression_buffer_bytes) std::vector<uint8_t>().swap(buffer);
+  if (!facts.ok() && !plain.ok() && plain.code() != errc::message_too_large)
     return error{errc::corrupt_data, std::string(compression_name(h.codec())) +
                                          " payload does not decompress: " + plain.err().message};
-  }
-  return walk(h, *plain, o);
+  return facts;
 }
 
 }  // namespace sluice::protocol::records
