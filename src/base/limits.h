@@ -40,6 +40,19 @@ inline constexpr size_t max_checkpoint_file_bytes = 16ll << 20;
 // freed after the scan; a batch larger than this gets a buffer of its size).
 inline constexpr size_t recovery_scan_chunk_bytes = 1 << 20;
 
+// The scrubber (docs/log_format.md, "Damaged batches"): it reads every
+// segment at sluice.log.scrub.bytes.per.second (default 16 MiB/s, a small
+// share of a disk; 0 turns it off), one pass at start-up and then at most
+// one pass per interval, so small data directories are not reread (and
+// their file handles not churned) over and over.
+inline constexpr int64_t default_scrub_bytes_per_second = 16ll << 20;
+inline constexpr int64_t max_scrub_bytes_per_second = 1ll << 40;
+inline constexpr int64_t scrub_pass_interval_ms = 3'600'000;
+// Checked byte ranges remembered per segment (reads check the batches of a
+// range no scan has checked before serving them). One catch-up consumer
+// grows one range; a range forgotten beyond this is only checked again.
+inline constexpr size_t max_verified_ranges_per_segment = 64;
+
 // Threads of the group-commit flusher. A sync blocks its thread, not a core;
 // several let the fdatasyncs of different partitions overlap in the device
 // queue, so an acks=all produce waits for its own partition's sync rather

@@ -88,7 +88,30 @@ std::string render_metrics(const metrics_sources& src) {
            "(until a restart recovers it), per partition.");
     for (const auto& r : rows)
       sample(out, "sluice_log_offline", r.labels, r.part->log().offline() ? 1.0 : 0.0);
+    // Damaged batches (docs/log_format.md, "Damaged batches"), found by
+    // recovery or the scrubber since the broker started.
+    std::vector<storage::damage_stats> damage;
+    for (const auto& r : rows) damage.push_back(r.part->log().damage());
+    header(out, "sluice_log_damaged_ranges_total", "counter",
+           "Damaged ranges (one or more batches failing their CRC or header check) found, per partition.");
+    for (size_t i = 0; i < rows.size(); ++i)
+      sample(out, "sluice_log_damaged_ranges_total", rows[i].labels, static_cast<double>(damage[i].ranges_found));
+    header(out, "sluice_log_damaged_bytes_total", "counter", "Bytes of the damaged ranges found, per partition.");
+    for (size_t i = 0; i < rows.size(); ++i)
+      sample(out, "sluice_log_damaged_bytes_total", rows[i].labels, static_cast<double>(damage[i].bytes_found));
+    header(out, "sluice_log_damaged_bytes_removed_total", "counter",
+           "Damaged bytes removed from segment files by a rewrite, per partition.");
+    for (size_t i = 0; i < rows.size(); ++i)
+      sample(out, "sluice_log_damaged_bytes_removed_total", rows[i].labels,
+             static_cast<double>(damage[i].bytes_removed));
     if (src.watch) src.watch->render(out, rows);
+  }
+  if (src.logs) {
+    const auto sc = src.logs->scrubbing();
+    header(out, "sluice_log_scrub_bytes_total", "counter", "Bytes the scrubber read and checked.");
+    sample(out, "sluice_log_scrub_bytes_total", "", static_cast<double>(sc.bytes));
+    header(out, "sluice_log_scrub_passes_total", "counter", "Passes the scrubber finished over every log.");
+    sample(out, "sluice_log_scrub_passes_total", "", static_cast<double>(sc.passes));
   }
   return out;
 }

@@ -234,6 +234,9 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("sluice.max.open.segment.files", "", vt::int32, "1024", 1,
                       limits::max_open_segment_files_upper_bound, false,
                       "Open segment files; idle ones are closed beyond this."));
+  s.push_back(int_row("sluice.log.scrub.bytes.per.second", "", vt::int64, "16777216", 0,
+                      limits::max_scrub_bytes_per_second, false,
+                      "Read rate of the scrubber that checks every segment's CRCs; 0: off."));
   s.push_back(bool_row("log.cleaner.enable", "", "true", false, "Run the log cleaner."));
   s.push_back(int_row("log.cleaner.threads", "", vt::int32, "1", 0, limits::max_cleaner_threads,
                       false, "Log cleaner threads."));
