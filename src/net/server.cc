@@ -66,9 +66,6 @@ struct completion {
   response resp;
 };
 
-// Shared by all responders of one connection. Holds the connection weakly:
-// outstanding responders never keep a closed connection (its socket, its
-// buffers) alive.
 // The server-wide bound on request frame bytes (queued.max.request.bytes;
 // the contract is at the top of server.h). Shared by every I/O thread and by
 // responders, which may outlive the server: hence shared_ptr, and the
@@ -149,6 +146,9 @@ class request_budget {
   size_t large_waiters_ = 0;
 };
 
+// Shared by all responders of one connection. Holds the connection weakly:
+// outstanding responders never keep a closed connection (its socket, its
+// buffers) alive.
 class completion_link {
  public:
   completion_link(std::shared_ptr<gate> g, std::shared_ptr<request_budget> budget,
@@ -379,7 +379,8 @@ bool request_budget::acquire_or_wait(uint64_t n, bool small,
 void request_budget::admit_waiters_locked() {
   bool large_blocked = false;
   for (auto it = waiters_.begin(); it != waiters_.end() && used_ < limit_bytes_;) {
-    if (!(it->small || !large_blocked) || used_ + it->need > limit_for(it->small)) {
+    const bool behind_large = !it->small && large_blocked;
+    if (behind_large || used_ + it->need > limit_for(it->small)) {
       if (!it->small) large_blocked = true;
       ++it;
       continue;
@@ -565,15 +566,14 @@ void connection::on_budget_granted(uint64_t n) {
   }
   SLUICE_ASSERT(n == frame_need_ && !frame_admitted_, "budget granted for another frame");
   budget_waiting_ = false;
-  last_activity_ = steady::now();
   begin_frame(n);
   process_input();
 }
 
 // The frame is admitted with `charge` bytes of the budget: its body may be
-// read, and its read deadline starts now. `last_activity_` is the time of
-// the read that brought its length (or of the admission), so this costs no
-// clock read.
+// read, and its read deadline starts now. Now, not the time of the read that
+// brought its length: those bytes may have waited in rbuf_ while the
+// connection was paused at its own bounds, which must not count.
 void connection::begin_frame(uint64_t charge) {
   frame_admitted_ = true;
   frame_charge_ = charge;
@@ -581,7 +581,7 @@ void connection::begin_frame(uint64_t charge) {
   // Grow with the bytes that arrive, never to the declared length up front:
   // the budget counts the declared length, but memory is what arrived.
   frame_.reserve(std::min(frame_need_, frame_reserve_bytes));
-  frame_started_ = last_activity_;
+  frame_started_ = steady::now();
   // If armed, it is for an earlier frame and fires sooner; on_read_timer
   // then re-arms for this one.
   if (!read_timer_armed_) arm_read_timer();

@@ -1033,6 +1033,42 @@ TEST(NetServer, PartialFrameClosedAfterReadTimeout) {
   srv.stop();
 }
 
+// The deadline of a frame runs from its admission: bytes of it that waited
+// in the read buffer while the connection was paused at its own in-flight
+// bound do not count.
+TEST(NetServer, ReadDeadlineStartsAtAdmission) {
+  test_handler h(test_handler::mode::hold);
+  auto cfg = test_config();
+  cfg.request_read_timeout_ms = 300;
+  cfg.max_inflight_requests_per_connection = 1;
+  server srv(cfg, h);
+  ASSERT_TRUE(srv.start().ok());
+
+  client c(srv.port());
+  const std::string large(200 << 10, 'L');
+  bytes second(4 + large.size());
+  store_be<int32_t>(second.data(), static_cast<int32_t>(large.size()));
+  std::memcpy(second.data() + 4, large.data(), large.size());
+  // One send, so that one read brings the first frame and the next length.
+  const std::string first = "noresp first";
+  bytes both(4 + first.size() + 1000);
+  store_be<int32_t>(both.data(), static_cast<int32_t>(first.size()));
+  std::memcpy(both.data() + 4, first.data(), first.size());
+  std::memcpy(both.data() + 4 + first.size(), second.data(), 1000);
+  ASSERT_TRUE(c.send_raw(both.data(), both.size()));
+  ASSERT_TRUE(wait_until([&] { return h.held() == 1; }));
+  std::this_thread::sleep_for(600ms);  // paused, with the next length in rbuf_
+  h.set_mode(test_handler::mode::immediate);
+  h.complete_held();  // no response, so no write marks the connection active
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(c.send_raw(second.data() + 1000, second.size() - 1000));
+  auto r = c.read_string();
+  ASSERT_TRUE(r.has_value()) << "closed at the read deadline";
+  EXPECT_TRUE(*r == large);
+  EXPECT_EQ(srv.metrics().connections_closed_read_timeout.load(), 0u);
+  srv.stop();
+}
+
 // Connections that go away mid-frame, while waiting for admission, or with
 // requests still held by the handler give every byte back, the last ones
 // when the handler lets go of the responders.
