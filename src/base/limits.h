@@ -151,7 +151,7 @@ inline constexpr int64_t max_socket_request_max_bytes = 1ll << 30;     // 1 GiB 
 inline constexpr int64_t max_io_threads = 256;
 inline constexpr int64_t max_connections_upper_bound = 1'000'000;
 inline constexpr int64_t max_inflight_requests_per_connection = 1024;
-inline constexpr int64_t max_queued_max_request_bytes = 64ll << 30;     // 64 GiB
+inline constexpr int64_t max_queued_max_request_bytes = 64ll << 30;         // 64 GiB
 inline constexpr int64_t max_request_read_timeout_ms = 24ll * 3600 * 1000;  // a day
 inline constexpr int64_t max_partitions_per_topic = 10'000;
 // Partitions one broker holds, over all topics (auto-creation included), so

@@ -44,7 +44,8 @@ std::string render_metrics(const metrics_sources& src) {
            static_cast<double>(s.connections_waiting_on_budget.load()));
     header(out, "sluice_request_budget_waits_total", "counter",
            "Request frames that waited for room under queued.max.request.bytes.");
-    sample(out, "sluice_request_budget_waits_total", "", static_cast<double>(s.budget_waits.load()));
+    sample(out, "sluice_request_budget_waits_total", "",
+           static_cast<double>(s.budget_waits.load()));
     header(out, "sluice_connections_closed_read_timeout_total", "counter",
            "Connections closed because a request frame did not arrive whole within "
            "sluice.request.read.timeout.ms.");

@@ -547,8 +547,7 @@ void connection::process_input() {
 // length stay in rbuf_ and no read is outstanding: the client's sends stall
 // in TCP, and the connection holds nothing of the budget.
 bool connection::admit_frame() {
-  const bool small =
-      frame_need_ <= static_cast<size_t>(limits::request_budget_small_frame_bytes);
+  const bool small = frame_need_ <= static_cast<size_t>(limits::request_budget_small_frame_bytes);
   if (!srv_.budget_->acquire_or_wait(frame_need_, small, shared_from_this())) {
     budget_waiting_ = true;
     srv_.metrics_.budget_waits.fetch_add(1, std::memory_order_relaxed);
@@ -1183,7 +1182,8 @@ responder::~responder() {
 
 void responder::respond(response r) {
   SLUICE_ASSERT(link_, "responder completed twice");
-  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::respond, std::move(r)}, frame_bytes_);
+  std::exchange(link_, nullptr)
+      ->deliver(seq_, {detail::completion_kind::respond, std::move(r)}, frame_bytes_);
 }
 
 void responder::no_response() {

@@ -242,7 +242,7 @@ struct server_metrics {
   // Declared bytes of the frames admitted and not yet answered.
   std::atomic<uint64_t> request_bytes_held{0};
   std::atomic<uint64_t> connections_waiting_on_budget{0};  // frames waiting for admission now
-  std::atomic<uint64_t> budget_waits{0};  // frames that had to wait for admission
+  std::atomic<uint64_t> budget_waits{0};                   // frames that had to wait for admission
   // Closed because a frame did not arrive whole within request_read_timeout_ms.
   std::atomic<uint64_t> connections_closed_read_timeout{0};
 };

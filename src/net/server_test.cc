@@ -1113,7 +1113,8 @@ TEST(NetServer, BudgetAccountingReturnsToZeroWhenConnectionsCloseMidFrame) {
 TEST(NetServer, StartRefusesABudgetSmallerThanOneLargestFrame) {
   test_handler h;
   auto cfg = budget_config();
-  cfg.queued_max_request_bytes = cfg.socket_request_max_bytes + cfg.request_budget_reserve_bytes - 1;
+  cfg.queued_max_request_bytes =
+      cfg.socket_request_max_bytes + cfg.request_budget_reserve_bytes - 1;
   server srv(cfg, h);
   EXPECT_EQ(srv.start().code(), errc::invalid_argument);
 }
