@@ -35,6 +35,22 @@ std::string render_metrics(const metrics_sources& src) {
     sample(out, "sluice_network_bytes_in_total", "", static_cast<double>(s.bytes_in.load()));
     header(out, "sluice_network_bytes_out_total", "counter", "Bytes written to clients.");
     sample(out, "sluice_network_bytes_out_total", "", static_cast<double>(s.bytes_out.load()));
+    header(out, "sluice_request_bytes_held", "gauge",
+           "Bytes of request frames admitted under queued.max.request.bytes and not yet answered.");
+    sample(out, "sluice_request_bytes_held", "", static_cast<double>(s.request_bytes_held.load()));
+    header(out, "sluice_request_budget_waiting_connections", "gauge",
+           "Connections whose next request waits for room under queued.max.request.bytes.");
+    sample(out, "sluice_request_budget_waiting_connections", "",
+           static_cast<double>(s.connections_waiting_on_budget.load()));
+    header(out, "sluice_request_budget_waits_total", "counter",
+           "Request frames that waited for room under queued.max.request.bytes.");
+    sample(out, "sluice_request_budget_waits_total", "",
+           static_cast<double>(s.budget_waits.load()));
+    header(out, "sluice_connections_closed_read_timeout_total", "counter",
+           "Connections closed because a request frame did not arrive whole within "
+           "sluice.request.read.timeout.ms.");
+    sample(out, "sluice_connections_closed_read_timeout_total", "",
+           static_cast<double>(s.connections_closed_read_timeout.load()));
   }
   if (src.requests) src.requests->render(out, api_name);
 
