@@ -9,8 +9,11 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 REPO = Path(__file__).resolve().parents[2]
 SLUICE_BIN = os.environ.get("SLUICE_BIN", str(REPO / "build" / "bin" / "sluice"))
@@ -113,6 +116,14 @@ class Broker:
                     return int(line.split()[1]) * 1024
         return 0
 
+    def peak_rss_bytes(self) -> int:
+        """The broker's peak resident memory so far (VmHWM)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
     def close(self):
         try:
             self.stop()
@@ -128,3 +139,107 @@ class Broker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# ------------------------------------------------------------ wire helpers
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def varint(n):
+    z = (n << 1) ^ (n >> 63)  # zigzag
+    out = b""
+    while True:
+        if z < 0x80:
+            return out + bytes([z])
+        out += bytes([(z & 0x7F) | 0x80])
+        z >>= 7
+
+
+class GoodClient(threading.Thread):
+    """Produces rounds of 20 numbered messages with acks=all and reads each
+    round back, recording what went wrong; for tests that attack the broker
+    while it must keep serving others. `timeout` bounds each round's flush
+    and read, in seconds."""
+
+    def __init__(self, bootstrap, timeout=10):
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.stop_flag = threading.Event()
+        self.rounds = 0
+        self.errors = []
+
+    def run(self):
+        topic = "well-behaved"
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 1,
+                      "message.timeout.ms": int(self.timeout * 1000)})
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused-good",
+                      "enable.auto.commit": False})
+        next_offset = 0
+        n = 0
+        try:
+            while not self.stop_flag.is_set():
+                reports = []
+                for _ in range(20):
+                    p.produce(topic, value=b"good-%d" % n, partition=0,
+                              on_delivery=lambda e, m: reports.append((e, m.offset(), m.value())))
+                    n += 1
+                if p.flush(self.timeout) != 0 or any(e for e, _, _ in reports) or len(reports) != 20:
+                    self.errors.append(f"produce round {self.rounds}: {reports[:2]}")
+                    return
+                if next_offset == 0:
+                    c.assign([TopicPartition(topic, 0, 0)])
+                got = []
+                deadline = time.monotonic() + self.timeout
+                while len(got) < 20 and time.monotonic() < deadline:
+                    m = c.poll(0.2)
+                    if m is None:
+                        continue
+                    if m.error():
+                        self.errors.append(f"consume: {m.error()}")
+                        return
+                    got.append((m.offset(), m.value()))
+                want = sorted((o, v) for _, o, v in reports)
+                if got != want or want[0][0] != next_offset:
+                    self.errors.append(f"round {self.rounds}: consumed {got[:3]}..., acked {want[:3]}...")
+                    return
+                next_offset += 20
+                self.rounds += 1
+        except Exception as e:  # noqa: BLE001 - any exception is a failure to report
+            self.errors.append(repr(e))
+        finally:
+            c.close()
+
+    def finish(self):
+        self.stop_flag.set()
+        self.join(timeout=30)
+        return self.rounds, self.errors
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_fds_at_most(pid, limit, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while fd_count(pid) > limit and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return fd_count(pid)

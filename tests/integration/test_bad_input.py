@@ -23,7 +23,7 @@ import kafka.errors as kerr
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sluice_harness import Broker
+from sluice_harness import Broker, GoodClient, crc32c, varint
 
 SEED = int(os.environ.get("SLUICE_BAD_INPUT_SEED", "20261202"))
 
@@ -134,76 +134,6 @@ def create_topics_v0(s, corr, names):
     r = Reader(recv_response(s))
     assert r.take(">i") == corr
     return {r.string(): r.take(">h") for _ in range(r.take(">i"))}
-
-
-# ------------------------------------------------------- well-behaved client
-
-class GoodClient(threading.Thread):
-    """Produces numbered messages with acks=all and reads each round back."""
-
-    def __init__(self, bootstrap):
-        super().__init__(daemon=True)
-        self.bootstrap = bootstrap
-        self.stop_flag = threading.Event()
-        self.rounds = 0
-        self.errors = []
-
-    def run(self):
-        topic = "well-behaved"
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 1,
-                      "message.timeout.ms": 10000})
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused-good",
-                      "enable.auto.commit": False})
-        next_offset = 0
-        n = 0
-        try:
-            while not self.stop_flag.is_set():
-                reports = []
-                for _ in range(20):
-                    p.produce(topic, value=b"good-%d" % n, partition=0,
-                              on_delivery=lambda e, m: reports.append((e, m.offset(), m.value())))
-                    n += 1
-                if p.flush(10) != 0 or any(e for e, _, _ in reports) or len(reports) != 20:
-                    self.errors.append(f"produce round {self.rounds}: {reports[:2]}")
-                    return
-                if next_offset == 0:
-                    c.assign([TopicPartition(topic, 0, 0)])
-                got = []
-                deadline = time.monotonic() + 10
-                while len(got) < 20 and time.monotonic() < deadline:
-                    m = c.poll(0.2)
-                    if m is None:
-                        continue
-                    if m.error():
-                        self.errors.append(f"consume: {m.error()}")
-                        return
-                    got.append((m.offset(), m.value()))
-                want = sorted((o, v) for _, o, v in reports)
-                if got != want or want[0][0] != next_offset:
-                    self.errors.append(f"round {self.rounds}: consumed {got[:3]}..., acked {want[:3]}...")
-                    return
-                next_offset += 20
-                self.rounds += 1
-        except Exception as e:  # noqa: BLE001 - any exception is a failure to report
-            self.errors.append(repr(e))
-        finally:
-            c.close()
-
-    def finish(self):
-        self.stop_flag.set()
-        self.join(timeout=30)
-        return self.rounds, self.errors
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def wait_fds_at_most(pid, limit, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while fd_count(pid) > limit and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return fd_count(pid)
 
 
 # ------------------------------------------------------------------- tests
@@ -396,37 +326,18 @@ def test_random_bytes_and_dropped_connections(running):
     assert rss_after < rss_before + 64 * 2**20, f"RSS grew from {rss_before} to {rss_after}"
 
 
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_fds_at_most(pid, limit, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while fd_count(pid) > limit and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return fd_count(pid)
+
+
 # ------------------------------------------------------ corrupt batches
-
-def _crc32c_table():
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-CRC32C_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def varint(n):
-    z = (n << 1) ^ (n >> 63)  # zigzag
-    out = b""
-    while True:
-        if z < 0x80:
-            return out + bytes([z])
-        out += bytes([(z & 0x7F) | 0x80])
-        z >>= 7
-
 
 def record_batch(values, magic=2, count=None, corrupt_crc=False, pid=-1, epoch=-1, seq=-1):
     """A v2 record batch of uncompressed records with null keys."""

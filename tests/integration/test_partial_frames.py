@@ -22,72 +22,12 @@ import select
 import socket
 import struct
 import sys
-import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sluice_harness import Broker  # noqa: E402
+from sluice_harness import Broker, GoodClient  # noqa: E402
 
 MiB = 1 << 20
-
-
-class GoodClient(threading.Thread):
-    """Produces rounds of 20 messages with acks=all and reads each round back."""
-
-    def __init__(self, bootstrap):
-        super().__init__(daemon=True)
-        self.bootstrap = bootstrap
-        self.stop_flag = threading.Event()
-        self.rounds = 0
-        self.errors = []
-
-    def run(self):
-        topic = "well-behaved"
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 1,
-                      "message.timeout.ms": 20000})
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused-good",
-                      "enable.auto.commit": False})
-        n = 0
-        next_offset = 0
-        try:
-            while not self.stop_flag.is_set():
-                reports = []
-                for _ in range(20):
-                    p.produce(topic, value=b"good-%d" % n, partition=0,
-                              on_delivery=lambda e, m: reports.append((e, m.offset(), m.value())))
-                    n += 1
-                if p.flush(20) != 0 or any(e for e, _, _ in reports) or len(reports) != 20:
-                    self.errors.append(f"produce round {self.rounds}: {reports[:2]}")
-                    return
-                if next_offset == 0:
-                    c.assign([TopicPartition(topic, 0, 0)])
-                got = []
-                deadline = time.monotonic() + 20
-                while len(got) < 20 and time.monotonic() < deadline:
-                    m = c.poll(0.2)
-                    if m is None:
-                        continue
-                    if m.error():
-                        self.errors.append(f"consume: {m.error()}")
-                        return
-                    got.append((m.offset(), m.value()))
-                want = sorted((o, v) for _, o, v in reports)
-                if got != want or want[0][0] != next_offset:
-                    self.errors.append(f"round {self.rounds}: consumed {got[:3]}, acked {want[:3]}")
-                    return
-                next_offset += 20
-                self.rounds += 1
-        except Exception as e:  # noqa: BLE001 - any exception is a failure to report
-            self.errors.append(repr(e))
-        finally:
-            c.close()
-
-    def finish(self):
-        self.stop_flag.set()
-        self.join(timeout=30)
-        return self.rounds, self.errors
 
 
 def open_partial_frames(port, count, declared, fraction=0.99, stall_s=2.0):
@@ -162,7 +102,7 @@ def test_partial_frames_stay_under_the_bound_while_clients_are_served(broker_fac
                                  "queued.max.request.bytes": BOUND,
                                  "sluice.request.read.timeout.ms": READ_TIMEOUT_MS})
     b.start()
-    good = GoodClient(b.bootstrap)
+    good = GoodClient(b.bootstrap, timeout=20)
     good.start()
     socks = []
     try:
@@ -220,7 +160,7 @@ def measure(binary, frames, declared, hold_s):
     with Broker() as b:
         time.sleep(1.0)
         idle = b.rss_bytes()
-        good = GoodClient(b.bootstrap)
+        good = GoodClient(b.bootstrap, timeout=20)
         good.start()
         wait_for(lambda: good.rounds >= 3 or good.errors, 30)
         base = b.rss_bytes()

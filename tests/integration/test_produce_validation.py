@@ -24,49 +24,14 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice_harness import Broker
+from sluice_harness import Broker, crc32c, varint
 from test_bad_input import connect, recv_exact, request
 
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE = 2, 10, 18
 UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD = 76, 87
 
 
-# ------------------------------------------------------------ CRC-32C
-
-def _crc_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-_CRC = _crc_table()
-
-
-def crc32c(b):
-    c = 0xFFFFFFFF
-    for x in b:
-        c = _CRC[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
 # ------------------------------------------------------------ batches
-
-def varint(n):
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = u & 0x7F
-        u >>= 7
-        if u:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
 
 def record(i, value, key=None, ts_delta=0, offset_delta=None):
     body = b"\x00" + varint(ts_delta) + varint(i if offset_delta is None else offset_delta)
@@ -270,14 +235,6 @@ def gzip_bomb(decompressed_bytes):
     return b"".join(out)
 
 
-def peak_rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def test_concurrent_decompression_bombs_stay_within_the_bound(broker):
     """16 gzip bombs of about 255 KB, each inflating to 256 MiB, sent at
     once: each is refused once it passes max.message.bytes, so the broker's
@@ -287,7 +244,7 @@ def test_concurrent_decompression_bombs_stay_within_the_bound(broker):
     _, ts = plain_records(1)
     bomb = batch(gzip_bomb(256 << 20), 1000, ts, ts, attributes=1)
     assert len(bomb) < 1 << 20
-    before = peak_rss_bytes(broker.proc.pid)
+    before = broker.peak_rss_bytes()
     results = []
 
     def send():
@@ -299,6 +256,6 @@ def test_concurrent_decompression_bombs_stay_within_the_bound(broker):
     for t in threads:
         t.join()
     assert results == [MESSAGE_TOO_LARGE] * 16
-    grown = peak_rss_bytes(broker.proc.pid) - before
+    grown = broker.peak_rss_bytes() - before
     assert grown < 128 << 20, f"peak resident memory grew by {grown >> 20} MiB"
     assert watermarks(broker.bootstrap, "bombs") == (0, 0)
