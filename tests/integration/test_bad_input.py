@@ -23,7 +23,7 @@ import kafka.errors as kerr
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sluice_harness import Broker, GoodClient, crc32c, varint
+from sluice_harness import Broker, GoodClient, crc32c, fd_count, varint, wait_fds_at_most
 
 SEED = int(os.environ.get("SLUICE_BAD_INPUT_SEED", "20261202"))
 
@@ -324,17 +324,6 @@ def test_random_bytes_and_dropped_connections(running):
     rss_after = running.rss_bytes()
     print(f"RSS {rss_before / 2**20:.1f} MiB -> {rss_after / 2**20:.1f} MiB; fds {fds_before} -> {fds_after}")
     assert rss_after < rss_before + 64 * 2**20, f"RSS grew from {rss_before} to {rss_after}"
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def wait_fds_at_most(pid, limit, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while fd_count(pid) > limit and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return fd_count(pid)
 
 
 # ------------------------------------------------------ corrupt batches
