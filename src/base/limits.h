@@ -81,9 +81,14 @@ inline constexpr int64_t default_max_queued_response_bytes_per_connection = 64ll
 inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
 
 // ---- Topics (broker/) -----------------------------------------------------
-// Kafka's limit on a topic name's length (so "<topic>-<partition>" fits a
-// file name).
+// Kafka's limit on a topic name's length. "<topic>-<partition>" does not
+// always fit a file name with it (249 + 1 + 10 digits > 255): see
+// storage::topic_partition::dir_name for the names that do not.
 inline constexpr size_t max_topic_name_bytes = 249;
+// NAME_MAX of every file system Linux brokers run on (ext4, xfs, tmpfs,
+// btrfs): the longest name of one directory entry. Partition directories,
+// their "-delete" renames and the producer snapshots' names stay within it.
+inline constexpr size_t max_file_name_bytes = 255;
 
 // Idempotent producers remembered per partition; the least recently active
 // are forgotten beyond this (Kafka bounds them by producer.id.expiration.ms).

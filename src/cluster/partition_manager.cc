@@ -20,32 +20,57 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
   return m;
 }
 
+namespace {
+
+// A producer snapshot is written atomically through "<name>.tmp", so its
+// name leaves room for that suffix.
+constexpr size_t snapshot_name_max_bytes = limits::max_file_name_bytes - 4;
+
+std::string snapshot_name(const std::string& topic, int32_t p) {
+  return storage::topic_partition{topic, p}.dir_name(snapshot_name_max_bytes);
+}
+
+}  // namespace
+
 std::string partition_manager::snapshot_path(const std::string& topic, int32_t p) const {
-  return io::join(io::join(io::join(data_dir_, "meta"), "producers"),
-                  topic + "-" + std::to_string(p));
+  return io::join(io::join(io::join(data_dir_, "meta"), "producers"), snapshot_name(topic, p));
 }
 
 status partition_manager::load() {
   const std::string meta = io::join(data_dir_, "meta");
-  SLUICE_TRY(fs_.create_dirs(io::join(meta, "producers")));
+  const std::string producers = io::join(meta, "producers");
+  SLUICE_TRY(fs_.create_dirs(producers));
   SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta));
   SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
 
-  std::set<storage::topic_partition> wanted;
+  std::set<std::string> wanted_dirs, wanted_snapshots;
   for (const auto& t : table_->list()) {
     auto& parts = partitions_[t.name];
     for (int32_t p = 0; p < t.partitions; ++p) {
-      wanted.insert({t.name, p});
+      wanted_dirs.insert(storage::topic_partition{t.name, p}.dir_name());
+      wanted_snapshots.insert(snapshot_name(t.name, p));
       SLUICE_ASSIGN_OR_RETURN(auto part, open_partition(t, p));
       parts.push_back(std::move(part));
     }
   }
-  // Logs of topics that are not in the table were being deleted.
-  for (const auto& tp : logs_.partitions()) {
-    if (wanted.count(tp)) continue;
-    SLUICE_LOG_WARN("removing partition {} left over from an interrupted topic deletion", tp.dir_name());
-    SLUICE_TRY(logs_.remove(tp));
-    if (fs_.exists(snapshot_path(tp.topic, tp.partition))) fs_.remove(snapshot_path(tp.topic, tp.partition)).ignore();
+  // What a topic deletion interrupted at any step leaves behind (the topic
+  // is already gone from the table): partition directories and producer
+  // snapshots. Removing them is housekeeping; failing to is logged and
+  // never keeps the broker from starting (the next start tries again).
+  for (const auto& name : logs_.dir_names()) {
+    if (wanted_dirs.count(name)) continue;
+    SLUICE_LOG_WARN("removing partition {} left over from an interrupted topic deletion", name);
+    if (auto s = logs_.remove_dir(name); !s.ok()) {
+      SLUICE_LOG_ERROR("could not remove leftover partition {}: {}", name, s.err().message);
+    }
+  }
+  if (auto names = fs_.list(producers); names.ok()) {
+    for (const auto& n : *names) {
+      if (wanted_snapshots.count(n)) continue;
+      if (auto s = fs_.remove(io::join(producers, n)); !s.ok()) {
+        SLUICE_LOG_WARN("could not remove leftover producer snapshot {}: {}", n, s.err().message);
+      }
+    }
   }
   return {};
 }
@@ -63,6 +88,18 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {
   std::lock_guard g(cfg_mu_);
   return cfg_;
+}
+
+std::optional<std::string> partition_manager::hashed_dir_collision(const std::string& name) const {
+  // Only names long enough to take the hashed form somewhere can collide.
+  if (name.size() <= storage::hashed_dir_topic_prefix_bytes) return std::nullopt;
+  const std::string stem = storage::hashed_dir_stem(name);
+  for (const auto& t : table_->list()) {
+    if (t.name != name && t.name.size() > storage::hashed_dir_topic_prefix_bytes &&
+        storage::hashed_dir_stem(t.name) == stem)
+      return t.name;
+  }
+  return std::nullopt;
 }
 
 int64_t partition_manager::total_partitions() const {
@@ -106,6 +143,10 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
 
   std::lock_guard change(change_mu_);
   if (table_->get(name)) return create_error{error_code::topic_already_exists, "topic '" + name + "' already exists"};
+  if (auto other = hashed_dir_collision(name)) {
+    return create_error{error_code::invalid_topic_exception,
+                        "topic '" + name + "' would share partition directories with topic '" + *other + "'"};
+  }
   if (total_partitions() + partitions > limits::max_partitions_per_broker) {
     return create_error{error_code::policy_violation, "this broker already holds " + std::to_string(total_partitions()) +
                                                           " partitions; the limit is " +

@@ -43,7 +43,8 @@ class partition_manager {
  public:
   // Opens the topic table under <data_dir>/meta, opens every partition of
   // every topic (creating logs that are missing) and deletes log directories
-  // of topics that no longer exist (leftovers of an interrupted deletion).
+  // and producer snapshots of topics that no longer exist (leftovers of an
+  // interrupted deletion; a failure to delete them is logged, not returned).
   static result<std::unique_ptr<partition_manager>> open(io::filesystem& fs, sluice::clock& clk,
                                                          std::shared_ptr<const config::broker_config> cfg,
                                                          storage::log_manager& logs);
@@ -128,6 +129,9 @@ class partition_manager {
   status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
   // Partitions of every topic; called with change_mu_ held.
   int64_t total_partitions() const;
+  // An existing topic whose hashed directory names (storage::topic_partition::
+  // dir_name) would equal those of `name`; called with change_mu_ held.
+  std::optional<std::string> hashed_dir_collision(const std::string& name) const;
 
   io::filesystem& fs_;
   sluice::clock& clk_;

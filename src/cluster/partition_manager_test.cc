@@ -1,0 +1,218 @@
+// The partition manager on a real (or fault-injecting) file system: topic
+// names at Kafka's length limit, deletions cut short at every step, and
+// what a restart makes of what they leave behind.
+
+#include "cluster/partition_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "config/dynamic.h"
+#include "io/fault_fs.h"
+#include "storage/test_util.h"
+
+namespace sluice::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kLongest(limits::max_topic_name_bytes, 'L');
+
+class PartitionManagerTest : public ::testing::Test {
+ protected:
+  void TearDown() override { close(); }
+
+  // A log manager and a partition manager on `fsys`; null (with the failure
+  // recorded) when either cannot open.
+  partition_manager* open(io::filesystem& fsys,
+                          std::vector<std::pair<std::string, std::string>> settings = {}) {
+    const auto s = static_config(std::move(settings));
+    storage::log_manager_config lcfg;
+    lcfg.data_dir = logs_dir();
+    lcfg.default_log = to_log_config(s.topic_defaults);
+    auto logs = storage::log_manager::open(fsys, sluice::clock::system(), lcfg);
+    EXPECT_TRUE(logs.ok()) << logs.err().message;
+    if (!logs.ok()) return nullptr;
+    logs_ = std::move(logs).value();
+    auto pm = partition_manager::open(fsys, sluice::clock::system(),
+                                      std::make_shared<const config::broker_config>(s), *logs_);
+    EXPECT_TRUE(pm.ok()) << pm.err().message;
+    if (!pm.ok()) return nullptr;
+    pm_ = std::move(pm).value();
+    return pm_.get();
+  }
+
+  // The broker's stop: partitions (producer snapshots), then the logs.
+  void close() {
+    if (pm_) pm_->shutdown();
+    pm_.reset();
+    if (logs_) logs_->shutdown().ignore();
+    logs_.reset();
+  }
+
+  config::broker_config static_config(std::vector<std::pair<std::string, std::string>> settings) {
+    config::config_map m;
+    m.set("log.dirs", std::vector<std::string>{tmp_.path()});
+    for (auto& [k, v] : settings) {
+      auto parsed = config::parse_value(*config::find_broker_setting(k), k, v);
+      EXPECT_TRUE(parsed.ok()) << k;
+      m.set(k, std::move(parsed).value());
+    }
+    auto b = config::make_broker_config(std::move(m));
+    EXPECT_TRUE(b.ok()) << b.err().message;
+    return std::move(b).value();
+  }
+
+  std::string logs_dir() const { return tmp_.sub("logs"); }
+  std::string meta_dir(const std::string& sub) const { return tmp_.sub("meta/" + sub); }
+
+  static std::set<std::string> names_in(const std::string& dir) {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+    return out;
+  }
+  // Entries of `dir` whose name starts with the first 200 bytes of `topic`
+  // (both directory name forms and every "-delete" rename of them).
+  static std::set<std::string> names_of(const std::string& dir, const std::string& topic) {
+    std::set<std::string> out;
+    for (const auto& n : names_in(dir))
+      if (n.compare(0, 200, topic.substr(0, 200)) == 0) out.insert(n);
+    return out;
+  }
+
+  void append(const std::string& topic, int32_t p, int32_t records) {
+    auto part = pm_->get(topic, p);
+    ASSERT_NE(part, nullptr) << topic << "-" << p;
+    auto b = storage::testing::make_batch(records, 10, 1);
+    auto out = part->append(b, 1'700'000'000'000);
+    ASSERT_EQ(out.error, kafka::error_code::none) << out.message;
+  }
+
+  storage::testing::temp_dir tmp_;
+  std::unique_ptr<storage::log_manager> logs_;
+  std::unique_ptr<partition_manager> pm_;
+};
+
+// Issue 16 item 6: a topic with a 249-character name, legal in Kafka, is
+// created, written, survives a restart, is deleted without a trace, and the
+// broker starts again afterwards.
+TEST_F(PartitionManagerTest, LongestTopicNameLivesAndDies) {
+  const int32_t n = 12;  // two-digit partitions: "<249>-10.tmp" is 256 bytes
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  ASSERT_FALSE(pm_->create_topic(kLongest, n, 1, {}, false));
+  for (int32_t p = 0; p < n; ++p) append(kLongest, p, 3);
+  close();
+  // Every partition's producer snapshot was written at shutdown.
+  EXPECT_EQ(names_of(meta_dir("producers"), kLongest).size(), static_cast<size_t>(n));
+
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  for (int32_t p = 0; p < n; ++p) {
+    ASSERT_NE(pm_->get(kLongest, p), nullptr);
+    EXPECT_EQ(pm_->get(kLongest, p)->log_end_offset(), offset(3));
+  }
+  ASSERT_FALSE(pm_->delete_topic(kLongest));
+  EXPECT_TRUE(names_in(logs_dir()).empty());
+  EXPECT_TRUE(names_in(meta_dir("producers")).empty());
+  close();
+
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  EXPECT_FALSE(pm_->topic(kLongest));
+  ASSERT_FALSE(pm_->create_topic(kLongest, 1, 1, {}, false));
+  EXPECT_EQ(pm_->get(kLongest, 0)->log_end_offset(), offset(0));
+}
+
+// A directory left by a deletion that a crash (or an older version that
+// could not rename it) cut short, and one whose name was never a valid
+// rename target, never keep the broker from starting.
+TEST_F(PartitionManagerTest, DeletionLeftoversFoundAtStartAreRemoved) {
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  ASSERT_FALSE(pm_->create_topic("keep", 1, 1, {}, false));
+  ASSERT_FALSE(pm_->create_topic(kLongest, 2, 1, {}, false));
+  append("keep", 0, 2);
+  append(kLongest, 1, 2);
+  close();
+  // After the deletion, put back what a crash right after the table was
+  // written would have left: a partition directory, a producer snapshot and
+  // the overrides file; plus a half-removed old-style "-delete" directory
+  // and a torn snapshot write.
+  fs::copy(logs_dir() + "/" + kLongest + "-1", tmp_.sub("saved"), fs::copy_options::recursive);
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  ASSERT_FALSE(pm_->delete_topic(kLongest));
+  close();
+  fs::rename(tmp_.sub("saved"), logs_dir() + "/" + kLongest + "-1");
+  fs::create_directories(logs_dir() + "/keep-0.3-delete/sub");  // an old-style rename, half removed
+  std::ofstream(meta_dir("producers") + "/" + kLongest + "-0") << "stale";
+  std::ofstream(meta_dir("producers") + "/keep-0.tmp") << "torn";
+  std::ofstream(meta_dir("configs") + "/" + kLongest) << "retention.ms=1\n";
+
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  EXPECT_EQ(names_in(logs_dir()), std::set<std::string>{"keep-0"});
+  EXPECT_EQ(names_in(meta_dir("producers")), std::set<std::string>{"keep-0"});
+  EXPECT_TRUE(names_in(meta_dir("configs")).empty());
+  EXPECT_EQ(pm_->get("keep", 0)->log_end_offset(), offset(2));
+  // A topic created again under the name starts empty and with no overrides.
+  ASSERT_FALSE(pm_->create_topic(kLongest, 2, 1, {}, false));
+  EXPECT_TRUE(pm_->topic(kLongest)->overrides.empty());
+  EXPECT_EQ(pm_->get(kLongest, 1)->log_end_offset(), offset(0));
+}
+
+// A deletion cut short by a crash at each of its steps in turn (table,
+// overrides file, each partition's close, rename, directory sync, removal,
+// snapshot): the next start succeeds, the other topic is intact, and the
+// deleted topic is either still whole (the table was not yet written) or
+// gone without a trace after that start.
+TEST_F(PartitionManagerTest, DeletionCutShortAtEveryStepStillStarts) {
+  const int32_t n = 3;
+  auto setup = [&](io::fault_fs& ffs) {
+    ASSERT_NE(open(ffs), nullptr);
+    std::vector<config::config_entry> cfg{{"retention.ms", "86400000"}};
+    ASSERT_FALSE(pm_->create_topic("keep", 1, 1, {}, false));
+    ASSERT_FALSE(pm_->create_topic(kLongest, n, 1, cfg, false));
+    append("keep", 0, 2);
+    for (int32_t p = 0; p < n; ++p) append(kLongest, p, 2);
+  };
+  // A dry run counts the steps.
+  uint64_t steps = 0;
+  {
+    io::fault_fs ffs(io::filesystem::posix());
+    ffs.simulate_syncs(true);
+    setup(ffs);
+    const uint64_t before = ffs.ops();
+    ASSERT_FALSE(pm_->delete_topic(kLongest));
+    steps = ffs.ops() - before;
+    close();
+  }
+  ASSERT_GT(steps, 10u);
+  bool gone = false;  // once the table is written the topic stays deleted
+  for (uint64_t k = 0; k <= steps; ++k) {
+    SCOPED_TRACE("crash after " + std::to_string(k) + " of " + std::to_string(steps) + " steps");
+    fs::remove_all(logs_dir());
+    fs::remove_all(tmp_.sub("meta"));
+    {
+      io::fault_fs ffs(io::filesystem::posix());
+      ffs.simulate_syncs(true);
+      setup(ffs);
+      ffs.crash_after_ops(k);
+      pm_->delete_topic(kLongest);  // answers whatever it answers
+      close();
+    }
+    ASSERT_NE(open(io::filesystem::posix()), nullptr);
+    EXPECT_EQ(pm_->get("keep", 0)->log_end_offset(), offset(2));
+    if (pm_->topic(kLongest)) {
+      EXPECT_FALSE(gone) << "the topic came back";
+      for (int32_t p = 0; p < n; ++p) EXPECT_EQ(pm_->get(kLongest, p)->log_end_offset(), offset(2));
+    } else {
+      gone = true;
+      EXPECT_EQ(names_in(logs_dir()), std::set<std::string>{"keep-0"});
+      EXPECT_TRUE(names_of(meta_dir("producers"), kLongest).empty());
+      EXPECT_TRUE(names_in(meta_dir("configs")).empty());
+    }
+    close();
+  }
+}
+
+}  // namespace
+}  // namespace sluice::cluster
