@@ -9,7 +9,11 @@
 // checkpoints and the clean-shutdown marker.
 //
 // One broker per data directory: open() takes an exclusive lock on
-// <data_dir>/.lock and fails if another process holds it.
+// <data_dir>/.lock (writing its pid into it) and fails with "in use by
+// another sluice process (pid N)" only when another broker holds that lock.
+// A data directory that cannot be created, is not a directory, or whose
+// lock file cannot be opened for writing (read-only file system, no
+// permission) fails with a message naming the step and the OS error.
 
 #include <memory>
 

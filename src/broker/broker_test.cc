@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "base/endian.h"
@@ -590,6 +591,56 @@ TEST_F(FetchRttSizingOffTest, AnswersFillWhatTheRequestAllows) {
   client c(b_->port());
   const uint64_t batch_bytes = fill(c);
   EXPECT_EQ(record_bytes_in(fetch_all(c)), 3 * batch_bytes);
+}
+
+// A broker on `dir` as `sluice serve --log.dirs dir` would open it.
+result<std::unique_ptr<broker>> open_on(const std::filesystem::path& dir) {
+  std::vector<std::string> argv{"--listeners", "127.0.0.1:0", "--log.dirs", dir.string(),
+                                "--sluice.metrics.listener", ""};
+  auto args = config::parse_serve_args(argv);
+  EXPECT_TRUE(args.ok());
+  auto cfg = config::load_broker_config(*args);
+  EXPECT_TRUE(cfg.ok());
+  return broker::open(std::make_shared<const config::broker_config>(std::move(*cfg)));
+}
+
+// Issue 16 item 11: only a lock held by another broker is reported as one;
+// a data directory that cannot be used says what failed, with the OS error.
+TEST_F(BrokerTest, SecondBrokerOnTheDirectoryIsRefusedWithTheHoldersPid) {
+  auto second = open_on(dir_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.err().message.find("in use by another sluice process (pid " + std::to_string(::getpid()) + ")"),
+            std::string::npos)
+      << second.err().message;
+}
+
+TEST_F(BrokerTest, UnusableDataDirectoryNamesTheOsError) {
+  ASSERT_TRUE(b_->stop().ok());
+  b_.reset();
+  // The lock file cannot be opened for writing: EISDIR, which a root test
+  // can produce where a read-only directory would still be writable.
+  std::filesystem::remove(dir_ / ".lock");
+  std::filesystem::create_directory(dir_ / ".lock");
+  auto r = open_on(dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.err().message.find("in use"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find("Is a directory (EISDIR)"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find(".lock"), std::string::npos) << r.err().message;
+
+  // A file where the data directory should be.
+  const auto file = dir_ / "not-a-dir";
+  std::ofstream(file) << "x";
+  r = open_on(file);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.err().message.find("in use"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find("not-a-dir exists and is not a directory"), std::string::npos) << r.err().message;
+
+  // A data directory below a file: ENOTDIR from mkdir.
+  r = open_on(file / "data");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.err().message.find("in use"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find("Not a directory"), std::string::npos) << r.err().message;
+  std::filesystem::remove_all(dir_);
 }
 
 TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
