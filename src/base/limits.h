@@ -45,6 +45,11 @@ inline constexpr size_t recovery_scan_chunk_bytes = 1 << 20;
 // queue, so an acks=all produce waits for its own partition's sync rather
 // than for every partition queued ahead of it.
 inline constexpr int flusher_threads = 4;
+// Threads that close partition logs and write producer snapshots at
+// shutdown (and open logs at start). Like the flusher's, they overlap the
+// syncs of different partitions in the device queue and the file system's
+// journal; a few are enough to keep a device busy.
+inline constexpr size_t shutdown_threads = 8;
 
 // ---- Network ----------------------------------------------------------------
 inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100 MiB
@@ -137,6 +142,11 @@ inline constexpr int64_t max_partitions_per_topic = 10'000;
 // Partitions one broker holds, over all topics (auto-creation included), so
 // clients cannot grow open logs and memory without bound.
 inline constexpr int64_t max_partitions_per_broker = 100'000;
+// The log manager's clean-shutdown record names every log that closed
+// cleanly: at most this many bytes (every partition a broker may hold, each
+// name at its longest, plus the header and checksum lines).
+inline constexpr size_t max_clean_shutdown_record_bytes =
+    static_cast<size_t>(max_partitions_per_broker) * (max_file_name_bytes + 1) + 4096;
 // A single-node broker: replication factors above 1 are refused until
 // replication lands.
 inline constexpr int64_t max_replication_factor = 1;

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,9 +84,18 @@ class log_manager {
   // Directory names of every log held, sorted.
   std::vector<std::string> dir_names() const;
 
-  // Closes every log cleanly (sync, indexes, checkpoints, clean-shutdown
-  // marker) and stops the flusher. Returns the first error. Idempotent.
+  // Closes every log (sync, indexes; nothing for a log unchanged since a
+  // clean open) on a few threads, then writes the clean-shutdown record
+  // naming every log that closed cleanly, atomically and synced once, and
+  // stops the flusher. Returns the first error. Idempotent.
   status shutdown();
+
+  // "<data_dir>/.clean-shutdown" (docs/log_format.md): the logs that the
+  // last shutdown closed cleanly. open() reads it, removes it durably, then
+  // opens those logs without a scan; a log it does not name is recovered
+  // as after a crash. Per-log "clean-shutdown" markers (written by
+  // log::close, and by earlier versions at shutdown) are honoured as well.
+  static constexpr const char* kCleanShutdownRecord = ".clean-shutdown";
 
   file_cache& files() { return *files_; }
   file_deleter& deleter() { return *deleter_; }
@@ -93,6 +103,10 @@ class log_manager {
  private:
   log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_config cfg);
   status load_all();
+  // Reads the clean-shutdown record (an empty set when there is none or it
+  // is damaged) and removes it, synced, before any log is opened.
+  result<std::set<std::string>> take_clean_shutdown_record();
+  status write_clean_shutdown_record(const std::vector<std::string>& clean);
   log_context context();
 
   io::filesystem& fs_;

@@ -113,6 +113,54 @@ TEST(LogManager, CreateFindRemoveReopen) {
   EXPECT_FALSE(std::filesystem::exists(tmp.sub("old-0.9-delete")));
 }
 
+// The clean-shutdown record (one per data directory) replaced the per-log
+// markers at shutdown: it is read and removed at open, a damaged one trusts
+// nothing, and a data directory with an earlier version's per-log markers
+// still opens without scans.
+TEST(LogManager, CleanShutdownRecordAndOldMarkers) {
+  temp_dir tmp;
+  const std::string record = tmp.sub(log_manager::kCleanShutdownRecord);
+  {
+    auto m = open_manager(tmp.path());
+    for (int p = 0; p < 3; ++p) {
+      auto b = make_batch(2, 10, 1);
+      ASSERT_TRUE((*m->get_or_create({"r", p}))->append(b, leader_epoch(0)).ok());
+    }
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(record));
+  EXPECT_FALSE(std::filesystem::exists(tmp.sub("r-0/clean-shutdown")));
+  {
+    auto m = open_manager(tmp.path());
+    EXPECT_FALSE(std::filesystem::exists(record));  // removed before any append could follow
+    for (int p = 0; p < 3; ++p) EXPECT_TRUE(m->get({"r", p})->recovery().clean_shutdown) << p;
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  // Damaged: nothing is trusted, everything is still there.
+  {
+    std::fstream f(record, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('#');
+  }
+  {
+    auto m = open_manager(tmp.path());
+    EXPECT_FALSE(std::filesystem::exists(record));
+    for (int p = 0; p < 3; ++p) {
+      EXPECT_FALSE(m->get({"r", p})->recovery().clean_shutdown) << p;
+      EXPECT_EQ(m->get({"r", p})->log_end_offset(), offset(2));
+    }
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  // An earlier version's shutdown: per-log markers and no record.
+  std::filesystem::remove(record);
+  for (int p = 0; p < 3; ++p) std::ofstream(tmp.sub("r-" + std::to_string(p) + "/clean-shutdown"));
+  auto m = open_manager(tmp.path());
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_TRUE(m->get({"r", p})->recovery().clean_shutdown) << p;
+    EXPECT_FALSE(std::filesystem::exists(tmp.sub("r-" + std::to_string(p) + "/clean-shutdown")));
+  }
+}
+
 TEST(LogManager, ConcurrentGetOrCreateYieldsOneLog) {
   temp_dir tmp;
   auto m = open_manager(tmp.path());
