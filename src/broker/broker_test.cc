@@ -643,6 +643,100 @@ TEST_F(BrokerTest, UnusableDataDirectoryNamesTheOsError) {
   std::filesystem::remove_all(dir_);
 }
 
+// One I/O thread, so that every client shares the thread a CreateTopics
+// handler runs on.
+class OneIoThreadTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--num.io.threads", "1"};
+    BrokerTest::SetUp();
+  }
+  protocol::metadata_response metadata(client& c, const std::string& topic) {
+    protocol::metadata_request req;
+    req.topics.emplace().emplace_back().name = topic;
+    req.allow_auto_topic_creation = false;
+    return c.call<protocol::metadata_response>(req, 4);
+  }
+};
+
+// Issue 16 item 8: a CreateTopics of 5,000 partitions is answered within
+// its timeout_ms (the topic is recorded; the logs follow), and another
+// client on the same I/O thread keeps getting produce and metadata answers
+// while the logs are created; a partition not yet created answers with
+// retriable errors, and every one of them exists in the end.
+TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
+  using clk = std::chrono::steady_clock;
+  const int32_t n = 5000;
+  client a(b_->port()), other(b_->port());
+  create(other, "other", 1);
+
+  protocol::create_topics_request req;
+  auto& t = req.topics.emplace_back();
+  t.name = "big";
+  t.num_partitions = n;
+  t.replication_factor = 1;
+  req.timeout_ms = 1'000;  // wait at most a second for the logs, then answer
+  const auto sent = clk::now();
+  a.send(req, 4);
+  double create_answered_s = -1;
+  std::thread answer([&] {
+    auto resp = a.receive<protocol::create_topics_response>(4);
+    create_answered_s = std::chrono::duration<double>(clk::now() - sent).count();
+    ASSERT_EQ(resp.topics.size(), 1u);
+    EXPECT_EQ(resp.topics[0].error_code, 0) << resp.topics[0].error_message.value_or("");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the create is under way
+  double slowest_s = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto s = clk::now();
+    auto batch = make_batch(1);
+    auto pr = produce(other, "other", 0, batch, 1);
+    EXPECT_EQ(pr.responses[0].partition_responses[0].error_code, 0);
+    auto md = metadata(other, "other");
+    ASSERT_EQ(md.topics.size(), 1u);
+    EXPECT_EQ(md.topics[0].error_code, 0);
+    slowest_s = std::max(slowest_s, std::chrono::duration<double>(clk::now() - s).count());
+  }
+  answer.join();
+  std::printf("create of %d partitions answered in %.3f s; other client's slowest produce+metadata %.3f s\n", n,
+              create_answered_s, slowest_s);
+  // Generous: a round trip takes milliseconds, the answer waits at most
+  // timeout_ms; creating the logs takes seconds.
+  EXPECT_LT(slowest_s, 3.0);
+  EXPECT_LT(create_answered_s, 4.0);
+
+  // While logs are still being created: retriable answers only.
+  auto last = make_batch(1);
+  const int16_t early = produce(other, "big", n - 1, last, 1).responses[0].partition_responses[0].error_code;
+  EXPECT_TRUE(early == 0 || early == 6) << early;  // NOT_LEADER_OR_FOLLOWER
+  // Until every partition has a leader.
+  const auto deadline = clk::now() + std::chrono::minutes(5);
+  int32_t led = 0;
+  while (clk::now() < deadline) {
+    auto md = metadata(other, "big");
+    ASSERT_EQ(md.topics.size(), 1u);
+    ASSERT_EQ(md.topics[0].error_code, 0);
+    ASSERT_EQ(md.topics[0].partitions.size(), static_cast<size_t>(n));
+    led = 0;
+    for (const auto& p : md.topics[0].partitions) {
+      if (p.error_code == 0) {
+        EXPECT_EQ(p.leader_id, 0);
+        ++led;
+      } else {
+        EXPECT_EQ(p.error_code, 5);  // LEADER_NOT_AVAILABLE
+        EXPECT_EQ(p.leader_id, -1);
+      }
+    }
+    if (led == n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(led, n);
+  std::printf("every partition led %.1f s after the request\n",
+              std::chrono::duration<double>(clk::now() - sent).count());
+  auto b = make_batch(1);
+  EXPECT_EQ(produce(other, "big", n - 1, b, 1).responses[0].partition_responses[0].error_code, 0);
+}
+
 TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
   client c(b_->port());
   auto b = make_batch(1);

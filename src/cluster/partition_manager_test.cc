@@ -8,7 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
+#include <thread>
 
 #include "config/dynamic.h"
 #include "io/fault_fs.h"
@@ -78,8 +80,9 @@ class PartitionManagerTest : public ::testing::Test {
   // (both directory name forms and every "-delete" rename of them).
   static std::set<std::string> names_of(const std::string& dir, const std::string& topic) {
     std::set<std::string> out;
+    const std::string prefix = topic.substr(0, 200);
     for (const auto& n : names_in(dir))
-      if (n.compare(0, 200, topic.substr(0, 200)) == 0) out.insert(n);
+      if (n.compare(0, prefix.size(), prefix) == 0) out.insert(n);
     return out;
   }
 
@@ -89,6 +92,17 @@ class PartitionManagerTest : public ::testing::Test {
     auto b = storage::testing::make_batch(records, 10, 1);
     auto out = part->append(b, 1'700'000'000'000);
     ASSERT_EQ(out.error, kafka::error_code::none) << out.message;
+  }
+
+  // Real files with simulated syncs, for tests about many partitions that
+  // are not about durability: they run at memory speed.
+  static io::fault_fs& fast_fs() {
+    static io::fault_fs* f = [] {
+      auto* ffs = new io::fault_fs(io::filesystem::posix());
+      ffs->simulate_syncs(true);
+      return ffs;
+    }();
+    return *f;
   }
 
   storage::testing::temp_dir tmp_;
@@ -275,6 +289,83 @@ TEST_F(PartitionManagerTest, RecordLeavesOutALogThatDidNotCloseCleanly) {
   EXPECT_FALSE(pm_->get("t", 1)->log().recovery().clean_shutdown);
   EXPECT_TRUE(pm_->get("t", 2)->log().recovery().clean_shutdown);
   for (int32_t p = 0; p < 3; ++p) EXPECT_EQ(pm_->get("t", p)->log_end_offset(), offset(2));
+}
+
+// Issue 16 item 8: create_mode::background records the topic and returns;
+// the logs follow on the background thread, and until then a partition
+// answers NOT_LEADER_OR_FOLLOWER.
+TEST_F(PartitionManagerTest, BackgroundCreationFinishesAndAppliesLaterConfig) {
+  const int32_t n = 2000;
+  ASSERT_NE(open(fast_fs()), nullptr);
+  using mode = partition_manager::create_mode;
+  ASSERT_FALSE(pm_->create_topic("bg", n, 1, {}, false, mode::background));
+  ASSERT_TRUE(pm_->topic("bg"));
+  EXPECT_EQ(pm_->topic("bg")->partitions, n);
+  // An alter while logs are still being made reaches every partition.
+  config::config_map ov;
+  ov.set("retention.ms", int64_t{123'456});
+  ASSERT_TRUE(pm_->set_topic_overrides("bg", ov).ok());
+  if (!pm_->get("bg", n - 1)) {
+    EXPECT_EQ(pm_->missing_partition_error("bg", n - 1), kafka::error_code::not_leader_or_follower);
+  }
+  EXPECT_EQ(pm_->missing_partition_error("bg", n), kafka::error_code::unknown_topic_or_partition);
+  EXPECT_EQ(pm_->missing_partition_error("none", 0), kafka::error_code::unknown_topic_or_partition);
+  std::promise<void> created;
+  pm_->when_created("bg", [&] { created.set_value(); });
+  ASSERT_EQ(created.get_future().wait_for(std::chrono::minutes(5)), std::future_status::ready);
+  pm_->wait_for_creations();
+  for (int32_t p = 0; p < n; ++p) {
+    auto part = pm_->get("bg", p);
+    ASSERT_NE(part, nullptr) << p;
+    EXPECT_EQ(part->config().retention_ms, 123'456) << p;
+  }
+  // add_partitions in the background too.
+  ASSERT_FALSE(pm_->add_partitions("bg", n + 10, false, mode::background));
+  pm_->wait_for_creations();
+  for (int32_t p = n; p < n + 10; ++p) ASSERT_NE(pm_->get("bg", p), nullptr) << p;
+  EXPECT_EQ(names_of(logs_dir(), "bg-").size(), static_cast<size_t>(n + 10));
+}
+
+// A topic deleted while its logs are being created: no log of it is made
+// or left afterwards, and the name can be used again at once.
+TEST_F(PartitionManagerTest, DeleteDuringBackgroundCreationLeavesNothing) {
+  ASSERT_NE(open(fast_fs()), nullptr);
+  using mode = partition_manager::create_mode;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_FALSE(pm_->create_topic("gone", 1500, 1, {}, false, mode::background));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * round));
+    ASSERT_FALSE(pm_->delete_topic("gone"));
+    pm_->wait_for_creations();
+    EXPECT_FALSE(pm_->topic("gone"));
+    EXPECT_EQ(pm_->get("gone", 0), nullptr);
+    EXPECT_TRUE(names_of(logs_dir(), "gone-").empty()) << round;
+  }
+  ASSERT_FALSE(pm_->create_topic("gone", 30, 1, {}, false, mode::background));
+  pm_->wait_for_creations();
+  EXPECT_EQ(names_of(logs_dir(), "gone-").size(), 30u);
+  EXPECT_EQ(pm_->get("gone", 29)->log_end_offset(), offset(0));
+}
+
+// A stop before every log exists: the next start finishes the job from the
+// topic table.
+TEST_F(PartitionManagerTest, RestartFinishesAnInterruptedCreation) {
+  const int32_t n = 3000;
+  ASSERT_NE(open(fast_fs()), nullptr);
+  ASSERT_FALSE(pm_->create_topic("half", n, 1, {}, false, partition_manager::create_mode::background));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::promise<void> told;  // a waiting CreateTopics is answered at the stop
+  pm_->when_created("half", [&] { told.set_value(); });
+  close();  // stops the background thread wherever it is
+  ASSERT_EQ(told.get_future().wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  const size_t made = names_of(logs_dir(), "half-").size();
+  std::printf("%zu of %d logs existed at the stop\n", made, n);
+  ASSERT_NE(open(fast_fs()), nullptr);
+  pm_->wait_for_creations();
+  for (int32_t p = 0; p < n; ++p) ASSERT_NE(pm_->get("half", p), nullptr) << p;
+  append("half", n - 1, 2);
+  close();
+  ASSERT_NE(open(fast_fs()), nullptr);
+  EXPECT_EQ(pm_->get("half", n - 1)->log_end_offset(), offset(2));
 }
 
 }  // namespace
