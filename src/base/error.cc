@@ -20,6 +20,7 @@ std::string_view errc_name(errc e) {
     case errc::malformed: return "malformed";
     case errc::unsupported_version: return "unsupported_version";
     case errc::shutting_down: return "shutting_down";
+    case errc::unsupported_compression: return "unsupported_compression";
   }
   return "unknown";
 }

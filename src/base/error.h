@@ -25,6 +25,7 @@ enum class errc : int16_t {
   invalid_record,     // a record batch with a bad header (magic, count, lengths)
   unsupported_format, // an older message format (magic 0 or 1)
   message_too_large,  // a batch larger than message.max.bytes
+  unsupported_compression,  // a record batch codec Kafka does not define (5-7)
   invalid_config,     // a configuration key or value that is refused
   // Protocol decoding.
   malformed,          // a request that cannot be decoded

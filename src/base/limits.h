@@ -40,6 +40,19 @@ inline constexpr size_t max_checkpoint_file_bytes = 16ll << 20;
 // freed after the scan; a batch larger than this gets a buffer of its size).
 inline constexpr size_t recovery_scan_chunk_bytes = 1 << 20;
 
+// The scrubber (docs/log_format.md, "Damaged batches"): it reads every
+// segment at sluice.log.scrub.bytes.per.second (default 16 MiB/s, a small
+// share of a disk; 0 turns it off), one pass at start-up and then at most
+// one pass per interval, so small data directories are not reread (and
+// their file handles not churned) over and over.
+inline constexpr int64_t default_scrub_bytes_per_second = 16ll << 20;
+inline constexpr int64_t max_scrub_bytes_per_second = 1ll << 40;
+inline constexpr int64_t scrub_pass_interval_ms = 3'600'000;
+// Checked byte ranges remembered per segment (reads check the batches of a
+// range no scan has checked before serving them). One catch-up consumer
+// grows one range; a range forgotten beyond this is only checked again.
+inline constexpr size_t max_verified_ranges_per_segment = 64;
+
 // Threads of the group-commit flusher. A sync blocks its thread, not a core;
 // several let the fdatasyncs of different partitions overlap in the device
 // queue, so an acks=all produce waits for its own partition's sync rather
@@ -84,6 +97,29 @@ inline constexpr int64_t default_max_inflight_request_bytes_per_connection = 64l
 inline constexpr int64_t default_max_queued_response_bytes_per_connection = 64ll << 20;  // 64 MiB
 // How long a graceful stop waits for in-flight requests to be answered.
 inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
+// queued.max.request.bytes: bytes of request frames the whole server holds
+// at once, being read or handed to the broker and not yet answered, counted
+// by declared length from when a frame's length arrives; a frame that does
+// not fit waits, unread, until some are freed (net/server.h). Kafka's
+// default is -1 (unbounded): 30 connections each sending 99 MiB of a
+// 100 MiB frame then hold 3 GB. Must be at least socket.request.max.bytes
+// plus request_budget_reserve_bytes, so one largest frame always fits.
+inline constexpr int64_t default_queued_max_request_bytes = 256ll << 20;  // 256 MiB
+// Frames declaring at most this many bytes are "small": they may use the
+// whole bound, including the reserve below that larger frames cannot
+// touch, and do not queue behind larger frames. Metadata, heartbeats,
+// offset commits and fetch requests are small, so they keep being served
+// while large frames hold the rest.
+inline constexpr int64_t request_budget_small_frame_bytes = 64ll << 10;  // 64 KiB
+// The part of queued.max.request.bytes only small frames may use.
+inline constexpr int64_t request_budget_reserve_bytes = 16ll << 20;  // 16 MiB
+// sluice.request.read.timeout.ms: once a request frame is admitted under
+// queued.max.request.bytes, the whole frame must arrive within this, or the
+// connection is closed and the frame's share freed. Clients give up on a
+// request after their request.timeout.ms (30 s by default) anyway; this
+// stops a client that stalls or trickles mid-frame (slowloris), or declares
+// a large frame and sends nothing, from holding its share for longer.
+inline constexpr int64_t default_request_read_timeout_ms = 30'000;
 
 // ---- Topics (broker/) -----------------------------------------------------
 // Kafka's limit on a topic name's length. "<topic>-<partition>" does not
@@ -138,6 +174,8 @@ inline constexpr int64_t max_socket_request_max_bytes = 1ll << 30;     // 1 GiB 
 inline constexpr int64_t max_io_threads = 256;
 inline constexpr int64_t max_connections_upper_bound = 1'000'000;
 inline constexpr int64_t max_inflight_requests_per_connection = 1024;
+inline constexpr int64_t max_queued_max_request_bytes = 64ll << 30;         // 64 GiB
+inline constexpr int64_t max_request_read_timeout_ms = 24ll * 3600 * 1000;  // a day
 inline constexpr int64_t max_partitions_per_topic = 10'000;
 // Partitions one broker holds, over all topics (auto-creation included), so
 // clients cannot grow open logs and memory without bound.
@@ -171,6 +209,15 @@ inline constexpr size_t max_decoded_array_elements = 1u << 18;
 // A record batch is decompressed into at most this many bytes; a larger
 // result is refused as corrupt (a compression bomb cannot grow memory).
 inline constexpr size_t max_decompressed_batch_bytes = 256ull << 20;
+// All produced batches being decompressed for validation at once hold at
+// most this many bytes (protocol/records/validate.h); each batch may
+// decompress to at most its topic's max.message.bytes, as Kafka bounds a
+// batch, so a compression bomb costs at most that.
+inline constexpr size_t max_produce_decompression_bytes = 128ull << 20;
+// A thread that validates produced batches keeps its decompression buffer
+// for the next batch while it is at most this large (a default topic's
+// batch fits), outside the budget above: I/O threads times this.
+inline constexpr size_t max_retained_decompression_buffer_bytes = 2ull << 20;
 // Records fields (and other byte views) shorter than this are copied into the
 // response buffer instead of being referenced, so small fetches do not turn
 // into many tiny iovecs.

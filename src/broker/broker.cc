@@ -148,6 +148,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   storage::log_manager_config lcfg;
   lcfg.data_dir = io::join(dir, "logs");
   lcfg.max_open_segment_files = static_cast<size_t>(cfg->max_open_segment_files);
+  lcfg.scrub_bytes_per_second = cfg->log_scrub_bytes_per_second;
   lcfg.default_log = cluster::to_log_config(cfg->topic_defaults);
   SLUICE_ASSIGN_OR_RETURN(i->logs, storage::log_manager::open(i->fs, i->clk, lcfg));
   SLUICE_ASSIGN_OR_RETURN(i->partitions, cluster::partition_manager::open(i->fs, i->clk, cfg, *i->logs));
@@ -185,6 +186,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   scfg.connections_max_idle_ms = cfg->connections_max_idle_ms;
   scfg.max_connections = cfg->max_connections;
   scfg.max_inflight_requests_per_connection = cfg->max_inflight_requests_per_connection;
+  scfg.queued_max_request_bytes = cfg->queued_max_request_bytes;
+  scfg.request_read_timeout_ms = cfg->request_read_timeout_ms;
   i->server = std::make_unique<net::server>(scfg, *i->dispatch);
   {
     // What a broker config change tells the parts that copied a setting at
@@ -203,7 +206,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
       return render_metrics(
-          {raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get()});
+          {raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(), raw->logs.get()});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);

@@ -35,6 +35,22 @@ std::string render_metrics(const metrics_sources& src) {
     sample(out, "sluice_network_bytes_in_total", "", static_cast<double>(s.bytes_in.load()));
     header(out, "sluice_network_bytes_out_total", "counter", "Bytes written to clients.");
     sample(out, "sluice_network_bytes_out_total", "", static_cast<double>(s.bytes_out.load()));
+    header(out, "sluice_request_bytes_held", "gauge",
+           "Bytes of request frames admitted under queued.max.request.bytes and not yet answered.");
+    sample(out, "sluice_request_bytes_held", "", static_cast<double>(s.request_bytes_held.load()));
+    header(out, "sluice_request_budget_waiting_connections", "gauge",
+           "Connections whose next request waits for room under queued.max.request.bytes.");
+    sample(out, "sluice_request_budget_waiting_connections", "",
+           static_cast<double>(s.connections_waiting_on_budget.load()));
+    header(out, "sluice_request_budget_waits_total", "counter",
+           "Request frames that waited for room under queued.max.request.bytes.");
+    sample(out, "sluice_request_budget_waits_total", "",
+           static_cast<double>(s.budget_waits.load()));
+    header(out, "sluice_connections_closed_read_timeout_total", "counter",
+           "Connections closed because a request frame did not arrive whole within "
+           "sluice.request.read.timeout.ms.");
+    sample(out, "sluice_connections_closed_read_timeout_total", "",
+           static_cast<double>(s.connections_closed_read_timeout.load()));
   }
   if (src.requests) src.requests->render(out, api_name);
 
@@ -73,7 +89,45 @@ std::string render_metrics(const metrics_sources& src) {
     header(out, "sluice_log_segments", "gauge", "Segment files, per partition.");
     for (const auto& r : rows)
       sample(out, "sluice_log_segments", r.labels, static_cast<double>(r.segments.size()));
+    header(out, "sluice_log_out_of_space", "gauge",
+           "1 while the partition's last write was refused for lack of disk space (writes resume by "
+           "themselves when space returns), per partition.");
+    for (const auto& r : rows)
+      sample(out, "sluice_log_out_of_space", r.labels, r.part->log().out_of_space() ? 1.0 : 0.0);
+    header(out, "sluice_log_out_of_space_errors_total", "counter",
+           "Writes refused for lack of disk space, per partition.");
+    for (const auto& r : rows)
+      sample(out, "sluice_log_out_of_space_errors_total", r.labels,
+             static_cast<double>(r.part->log().out_of_space_errors()));
+    header(out, "sluice_log_offline", "gauge",
+           "1 when the partition was taken offline for writes by an I/O error other than a full disk "
+           "(until a restart recovers it), per partition.");
+    for (const auto& r : rows)
+      sample(out, "sluice_log_offline", r.labels, r.part->log().offline() ? 1.0 : 0.0);
+    // Damaged batches (docs/log_format.md, "Damaged batches"), found by
+    // recovery or the scrubber since the broker started.
+    std::vector<storage::damage_stats> damage;
+    for (const auto& r : rows) damage.push_back(r.part->log().damage());
+    header(out, "sluice_log_damaged_ranges_total", "counter",
+           "Damaged ranges (one or more batches failing their CRC or header check) found, per partition.");
+    for (size_t i = 0; i < rows.size(); ++i)
+      sample(out, "sluice_log_damaged_ranges_total", rows[i].labels, static_cast<double>(damage[i].ranges_found));
+    header(out, "sluice_log_damaged_bytes_total", "counter", "Bytes of the damaged ranges found, per partition.");
+    for (size_t i = 0; i < rows.size(); ++i)
+      sample(out, "sluice_log_damaged_bytes_total", rows[i].labels, static_cast<double>(damage[i].bytes_found));
+    header(out, "sluice_log_damaged_bytes_removed_total", "counter",
+           "Damaged bytes removed from segment files by a rewrite, per partition.");
+    for (size_t i = 0; i < rows.size(); ++i)
+      sample(out, "sluice_log_damaged_bytes_removed_total", rows[i].labels,
+             static_cast<double>(damage[i].bytes_removed));
     if (src.watch) src.watch->render(out, rows);
+  }
+  if (src.logs) {
+    const auto sc = src.logs->scrubbing();
+    header(out, "sluice_log_scrub_bytes_total", "counter", "Bytes the scrubber read and checked.");
+    sample(out, "sluice_log_scrub_bytes_total", "", static_cast<double>(sc.bytes));
+    header(out, "sluice_log_scrub_passes_total", "counter", "Passes the scrubber finished over every log.");
+    sample(out, "sluice_log_scrub_passes_total", "", static_cast<double>(sc.passes));
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "cluster/partition_manager.h"
 #include "metrics/metrics.h"
 #include "net/server.h"
+#include "storage/log_manager.h"
 
 namespace sluice::broker {
 
@@ -18,6 +19,7 @@ struct metrics_sources {
   const net::server_metrics* server = nullptr;
   const metrics::request_metrics* requests = nullptr;
   retention_watch* watch = nullptr;  // groups against retention, disk against retention
+  const storage::log_manager* logs = nullptr;  // the scrubber's progress
 };
 
 std::string render_metrics(const metrics_sources& src);

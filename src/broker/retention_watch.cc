@@ -304,7 +304,7 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
             after += s.size_bytes;
           } else if (s.next.value() > l.committed) {
             found = true;
-            pos.segment_max_timestamp_ms = s.max_timestamp;
+            pos.segment_max_timestamp_ms = s.largest_time_ms;
           }
         }
         if (found) pos.bytes_after_segment = static_cast<int64_t>(after);

@@ -283,10 +283,10 @@ TEST_F(Compaction, AnIdempotentProducersLastBatchStaysEmptied) {
 }
 
 TEST(CompactionDirtiness, RespectsMinLagAndNeverTheActiveSegment) {
-  std::vector<storage::segment_info> s = {{offset(0), offset(10), 1000, 100},
-                                          {offset(10), offset(20), 1000, 200},
-                                          {offset(20), offset(30), 1000, 900},
-                                          {offset(30), offset(35), 500, 950}};
+  std::vector<storage::segment_info> s = {{offset(0), offset(10), 1000, 100, 100},
+                                          {offset(10), offset(20), 1000, 200, 200},
+                                          {offset(20), offset(30), 1000, 900, 900},
+                                          {offset(30), offset(35), 500, 950, 950}};
   auto d = measure_dirtiness(s, offset(10), 1000, 0, INT64_MAX);
   EXPECT_EQ(d.cleanable_end, offset(30));
   EXPECT_EQ(d.dirty_bytes, 2000u);

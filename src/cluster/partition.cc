@@ -5,6 +5,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "protocol/records/record_batch.h"
+#include "protocol/records/validate.h"
 #include "storage/record_batch.h"
 
 namespace sluice::cluster {
@@ -75,6 +76,9 @@ status partition::load_producers() {
   return {};
 }
 
+// Kafka's order (its Log.analyzeAndValidateRecords, then LogValidator): the
+// size limits first, then the header, the CRC, and every record. Each
+// failure stores nothing and names the partition's error.
 produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   produce_outcome out;
   auto fail = [&](kafka::error_code e, std::string msg) {
@@ -82,54 +86,73 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     out.message = std::move(msg);
     return out;
   };
-  if (bytes.size() < batch::header_bytes) {
-    return fail(kafka::error_code::corrupt_message, "record set shorter than a batch header");
-  }
-  batch::header h = batch::parse(bytes.data());
-  if (auto s = batch::check(h, bytes.size(), batch::strictness::leader); !s.ok()) {
-    return fail(s.code() == errc::unsupported_format ? kafka::error_code::invalid_record
-                                                     : kafka::error_code::corrupt_message,
-                s.err().message);
-  }
-  if (h.size_bytes() != bytes.size()) {
-    return fail(kafka::error_code::invalid_record, "a produce request must hold exactly one record batch per partition");
-  }
   const config::topic_config cfg = config();
   if (static_cast<int64_t>(bytes.size()) > cfg.max_message_bytes) {
     return fail(kafka::error_code::message_too_large,
                 "batch of " + std::to_string(bytes.size()) + " bytes is larger than max.message.bytes " +
                     std::to_string(cfg.max_message_bytes));
   }
+  if (static_cast<int64_t>(bytes.size()) > cfg.segment_bytes) {
+    return fail(kafka::error_code::record_list_too_large,
+                "batch of " + std::to_string(bytes.size()) + " bytes is larger than segment.bytes " +
+                    std::to_string(cfg.segment_bytes));
+  }
+  if (bytes.size() < batch::header_bytes) {
+    return fail(kafka::error_code::corrupt_message, "record set shorter than a batch header");
+  }
+  batch::header h = batch::parse(bytes.data());
+  if (auto s = batch::check(h, bytes.size(), batch::strictness::leader); !s.ok()) {
+    return fail(s.code() == errc::unsupported_format || s.code() == errc::invalid_record
+                    ? kafka::error_code::invalid_record
+                    : kafka::error_code::corrupt_message,
+                s.err().message);
+  }
+  if (h.size_bytes() != bytes.size()) {
+    return fail(kafka::error_code::invalid_record, "a produce request must hold exactly one record batch per partition");
+  }
   const auto pb = producer_batch::from_header(bytes.data());
   if (pb.transactional) {
     return fail(kafka::error_code::invalid_txn_state, "transactions are not supported yet");
   }
-  if ((h.attributes & 0x20) != 0) {
+  if ((h.attributes & protocol::records::attr::control) != 0) {
     return fail(kafka::error_code::invalid_record, "producers may not send control batches");
   }
   // The CRC is checked before anything else looks at the batch.
   if (auto s = batch::check_crc(h, bytes); !s.ok()) {
     return fail(kafka::error_code::corrupt_message, s.err().message);
   }
-  if (cfg.cleanup_compact) {
-    // Kafka's LogValidator: compaction keeps the newest record per key, so
-    // a record without a key has no place in a compacted topic.
-    auto d = protocol::records::decode_batch(
-        std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-    if (!d.ok()) return fail(kafka::error_code::corrupt_message, d.err().message);
-    for (const auto& r : d->records) {
-      if (!r.key) return fail(kafka::error_code::invalid_record, "compacted topic cannot accept a record without a key");
-    }
+  const std::span<const uint8_t> u8(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  protocol::records::validation_options vo;
+  vo.max_decompressed_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  // Kafka's LogValidator: compaction keeps the newest record per key, so a
+  // record without a key has no place in a compacted topic.
+  vo.require_keys = cfg.cleanup_compact;
+  auto facts = protocol::records::validate_records(u8, vo, &protocol::records::produce_decompression_budget());
+  if (!facts.ok()) {
+    const errc c = facts.code();
+    return fail(c == errc::corrupt_data              ? kafka::error_code::corrupt_message
+                : c == errc::message_too_large       ? kafka::error_code::message_too_large
+                : c == errc::unsupported_compression ? kafka::error_code::unsupported_compression_type
+                                                     : kafka::error_code::invalid_record,
+                facts.err().message);
   }
+  // The header's max timestamp is what the time index and retention trust,
+  // so the broker writes it as Kafka does: the broker's time for
+  // LogAppendTime (with the attribute bit), else the largest record
+  // timestamp, whatever the client put there (some write -1). Both fields
+  // are inside the CRC.
+  int16_t attrs = h.attributes;
+  int64_t max_ts = facts->max_timestamp;
   if (cfg.message_timestamp_type == config::timestamp_type::log_append_time) {
-    // Kafka's LogAppendTime: the batch says so in its attributes and carries
-    // the broker's time as max timestamp; both are inside the CRC.
-    int16_t attrs = static_cast<int16_t>(h.attributes | 0x08);
+    attrs = static_cast<int16_t>(attrs | protocol::records::attr::log_append_time);
+    max_ts = now_ms;
+    out.log_append_time_ms = now_ms;
+  }
+  if (attrs != h.attributes || max_ts != h.max_timestamp) {
     store_be<int16_t>(bytes.data() + batch::attributes_pos, attrs);
-    store_be<int64_t>(bytes.data() + batch::max_timestamp_pos, now_ms);
+    store_be<int64_t>(bytes.data() + batch::max_timestamp_pos, max_ts);
     uint32_t crc = crc32c(bytes.data() + batch::attributes_pos, bytes.size() - batch::attributes_pos);
     store_be<uint32_t>(bytes.data() + batch::crc_pos, crc);
-    out.log_append_time_ms = now_ms;
   }
 
   bool rolled = false;

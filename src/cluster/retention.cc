@@ -16,8 +16,9 @@ std::optional<offset> retention_cutoff(const std::vector<storage::segment_info>&
   if (retention_ms >= 0) {
     for (size_t i = 0; i < closed; ++i) {
       const auto& s = segments[i];
-      // An empty segment has no timestamp; it goes with the ones around it.
-      if (s.max_timestamp >= 0 && s.max_timestamp >= now_ms - retention_ms) break;
+      // An empty segment has no time; it goes with the ones around it. A
+      // segment whose time cannot be read is kept, never taken as expired.
+      if (s.size_bytes > 0 && (s.largest_time_ms < 0 || s.largest_time_ms >= now_ms - retention_ms)) break;
       cut = std::max(cut, s.next);
     }
   }

@@ -7,8 +7,21 @@ namespace {
 
 std::vector<storage::segment_info> segs(std::initializer_list<std::tuple<int64_t, int64_t, uint64_t, int64_t>> l) {
   std::vector<storage::segment_info> v;
-  for (auto [base, next, size, ts] : l) v.push_back({offset(base), offset(next), size, ts});
+  for (auto [base, next, size, ts] : l) v.push_back({offset(base), offset(next), size, ts, ts});
   return v;
+}
+
+TEST(Retention, ASegmentWithoutTimestampsGoesByItsFileTime) {
+  // Records that carry no timestamp (-1) leave max_timestamp -1; the
+  // segment's file time stands in, as in Kafka. Before, such a segment was
+  // deleted on the first pass whatever retention.ms said.
+  std::vector<storage::segment_info> s = {{offset(0), offset(50), 100, -1, 7000},
+                                          {offset(50), offset(60), 100, -1, 7500}};
+  EXPECT_FALSE(retention_cutoff(s, offset(0), 8000, 4000, -1).has_value());
+  EXPECT_EQ(retention_cutoff(s, offset(0), 12000, 4000, -1), offset(50));
+  // A file time that could not be read keeps the segment.
+  s[0].largest_time_ms = -1;
+  EXPECT_FALSE(retention_cutoff(s, offset(0), 1'000'000, 4000, -1).has_value());
 }
 
 TEST(Retention, ActiveSegmentIsNeverDeleted) {

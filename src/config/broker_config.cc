@@ -296,6 +296,8 @@ result<broker_config> make_broker_config(config_map static_values,
   b.connections_max_idle_ms = i64("connections.max.idle.ms");
   b.max_connections = i32("max.connections");
   b.max_inflight_requests_per_connection = i32("sluice.max.inflight.requests.per.connection");
+  b.queued_max_request_bytes = i64("queued.max.request.bytes");
+  b.request_read_timeout_ms = i64("sluice.request.read.timeout.ms");
   b.auto_create_topics_enable = flag("auto.create.topics.enable");
   b.num_partitions = i32("num.partitions");
   b.default_replication_factor = static_cast<int16_t>(i64("default.replication.factor"));
@@ -303,6 +305,7 @@ result<broker_config> make_broker_config(config_map static_values,
   b.log_retention_check_interval_ms = i64("log.retention.check.interval.ms");
   b.log_flush_offset_checkpoint_interval_ms = i64("log.flush.offset.checkpoint.interval.ms");
   b.max_open_segment_files = i32("sluice.max.open.segment.files");
+  b.log_scrub_bytes_per_second = i64("sluice.log.scrub.bytes.per.second");
   b.log_cleaner_enable = flag("log.cleaner.enable");
   b.log_cleaner_threads = i32("log.cleaner.threads");
   b.log_cleaner_dedupe_buffer_bytes = i64("log.cleaner.dedupe.buffer.size");
@@ -319,6 +322,15 @@ result<broker_config> make_broker_config(config_map static_values,
   b.retention_headroom_alert_ms = i64("sluice.retention.headroom.alert.ms");
   b.write_rate_window_ms = i64("sluice.metrics.write.rate.window.ms");
 
+  // One frame of the largest size must fit beside the small frames'
+  // reserve, or it could never be read (net/server.h).
+  if (b.queued_max_request_bytes <
+      int64_t{b.socket_request_max_bytes} + limits::request_budget_reserve_bytes) {
+    return bad("queued.max.request.bytes: " + std::to_string(b.queued_max_request_bytes) +
+               " is below socket.request.max.bytes " + std::to_string(b.socket_request_max_bytes) +
+               " plus the " + std::to_string(limits::request_budget_reserve_bytes) +
+               " bytes reserved for small requests");
+  }
   if (b.group_min_session_timeout_ms > b.group_max_session_timeout_ms) {
     return bad("group.min.session.timeout.ms: " + std::to_string(b.group_min_session_timeout_ms) +
                " is above group.max.session.timeout.ms " +

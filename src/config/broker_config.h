@@ -55,6 +55,8 @@ struct broker_config {
   int64_t connections_max_idle_ms = 0;
   int32_t max_connections = 0;
   int32_t max_inflight_requests_per_connection = 0;
+  int64_t queued_max_request_bytes = 0;  // >= socket_request_max_bytes + the small-frame reserve
+  int64_t request_read_timeout_ms = 0;   // sluice.request.read.timeout.ms
   bool auto_create_topics_enable = true;
   int32_t num_partitions = 0;
   int16_t default_replication_factor = 0;
@@ -62,6 +64,7 @@ struct broker_config {
   int64_t log_retention_check_interval_ms = 0;
   int64_t log_flush_offset_checkpoint_interval_ms = 0;
   int32_t max_open_segment_files = 0;
+  int64_t log_scrub_bytes_per_second = 0;  // sluice.log.scrub.bytes.per.second; 0: no scrubber
   bool log_cleaner_enable = true;
   int32_t log_cleaner_threads = 0;
   int64_t log_cleaner_dedupe_buffer_bytes = 0;  // log.cleaner.dedupe.buffer.size

@@ -152,6 +152,8 @@ TEST(broker_config, defaults) {
   EXPECT_EQ(b.max_connections, limits::default_max_connections);
   EXPECT_EQ(b.max_inflight_requests_per_connection,
             limits::default_max_inflight_requests_per_connection);
+  EXPECT_EQ(b.queued_max_request_bytes, limits::default_queued_max_request_bytes);
+  EXPECT_EQ(b.request_read_timeout_ms, limits::default_request_read_timeout_ms);
   EXPECT_TRUE(b.auto_create_topics_enable);
   EXPECT_EQ(b.num_partitions, 1);
   EXPECT_EQ(b.default_replication_factor, 1);
@@ -280,6 +282,15 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(
       load({"--group.min.session.timeout.ms", "60000", "--group.max.session.timeout.ms", "1000"}),
       "group.min.session.timeout.ms");
+  // Kafka's -1 (unbounded) is not accepted, nor a bound one largest frame
+  // and the small requests' reserve cannot fit in.
+  expect_refused(load({"--queued.max.request.bytes", "-1"}), "queued.max.request.bytes");
+  expect_refused(load({"--queued.max.request.bytes", "104857600"}), "queued.max.request.bytes");
+  expect_refused(load({"--socket.request.max.bytes", "268435456"}), "queued.max.request.bytes");
+  EXPECT_TRUE(
+      load({"--socket.request.max.bytes", "1048576", "--queued.max.request.bytes", "17825792"})
+          .ok());
+  expect_refused(load({"--sluice.request.read.timeout.ms", "0"}), "sluice.request.read.timeout.ms");
   expect_refused(load({"--log.cleaner.min.compaction.lag.ms", "10",
                        "--log.cleaner.max.compaction.lag.ms", "5"}),
                  "log.cleaner.min.compaction.lag.ms");
@@ -537,6 +548,7 @@ TEST(broker_dynamic, which_settings_are_dynamic) {
   // __consumer_offsets.
   for (const char* key : {"node.id", "listeners", "advertised.listeners", "log.dirs",
                           "num.io.threads", "socket.request.max.bytes", "fetch.max.bytes",
+                          "queued.max.request.bytes", "sluice.request.read.timeout.ms",
                           "offsets.topic.num.partitions", "sluice.metrics.listener"}) {
     ASSERT_NE(find_broker_setting(key), nullptr) << key;
     EXPECT_FALSE(find_broker_setting(key)->dynamic) << key;

@@ -159,6 +159,16 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("sluice.max.inflight.requests.per.connection", "", vt::int32, "64", 1,
                       limits::max_inflight_requests_per_connection, false,
                       "Requests in flight per connection past which reading it pauses."));
+  s.push_back(int_row("queued.max.request.bytes", "", vt::int64, "268435456",
+                      limits::request_budget_reserve_bytes + 1,
+                      limits::max_queued_max_request_bytes, false,
+                      "Bytes of request frames held at once, being read or awaiting their "
+                      "answer, by declared size; a frame that does not fit waits unread. At "
+                      "least socket.request.max.bytes plus 16 MiB (Kafka: -1, unbounded)."));
+  s.push_back(int_row("sluice.request.read.timeout.ms", "", vt::int64, "30000", 1,
+                      limits::max_request_read_timeout_ms, false,
+                      "A request frame must arrive whole within this of its admission under "
+                      "queued.max.request.bytes, or its connection is closed."));
   // ---- Topics.
   s.push_back(bool_row("auto.create.topics.enable", "", "true", true,
                        "Create unknown topics on Metadata and Produce."));
@@ -234,6 +244,9 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("sluice.max.open.segment.files", "", vt::int32, "1024", 1,
                       limits::max_open_segment_files_upper_bound, false,
                       "Open segment files; idle ones are closed beyond this."));
+  s.push_back(int_row("sluice.log.scrub.bytes.per.second", "", vt::int64, "16777216", 0,
+                      limits::max_scrub_bytes_per_second, false,
+                      "Read rate of the scrubber that checks every segment's CRCs; 0: off."));
   s.push_back(bool_row("log.cleaner.enable", "", "true", false, "Run the log cleaner."));
   s.push_back(int_row("log.cleaner.threads", "", vt::int32, "1", 0, limits::max_cleaner_threads,
                       false, "Log cleaner threads."));

@@ -44,6 +44,7 @@ class fault_file final : public file {
   }
 
   result<uint64_t> size() override { return base_->size(); }
+  result<int64_t> modified_ms() override { return base_->modified_ms(); }
   int native_handle() const override { return base_->native_handle(); }
 
  private:

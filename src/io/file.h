@@ -37,6 +37,10 @@ class file {
   virtual status truncate(uint64_t size) = 0;
   // Current size in bytes (the append position).
   virtual result<uint64_t> size() = 0;
+  // When the file's data last changed, in ms since the Unix epoch (its
+  // mtime): what retention goes by for a segment whose batches carry no
+  // timestamp, as Kafka does.
+  virtual result<int64_t> modified_ms() = 0;
   // The OS descriptor for zero-copy sends (sendfile), or -1 when the file is
   // not backed by one (test doubles).
   virtual int native_handle() const = 0;

@@ -66,6 +66,11 @@ class posix_file final : public file {
   }
 
   result<uint64_t> size() override { return size_; }
+  result<int64_t> modified_ms() override {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return os_error("fstat", path_, errno);
+    return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+  }
   int native_handle() const override { return fd_; }
 
   void advise_dontneed(uint64_t pos, uint64_t len) override {

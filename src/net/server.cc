@@ -66,17 +66,101 @@ struct completion {
   response resp;
 };
 
+// The server-wide bound on request frame bytes (queued.max.request.bytes;
+// the contract is at the top of server.h). Shared by every I/O thread and by
+// responders, which may outlive the server: hence shared_ptr, and the
+// metrics it updates are shared too.
+//
+// A frame is admitted whole: once its length has arrived, its declared size
+// is taken from the budget before any byte of its body is read, and given
+// back when its responder completes (or its connection closes before it was
+// dispatched). Why whole frames, not bytes as they arrive: counting arrived
+// bytes lets every large frame in progress take a part of the budget, and
+// when their remaining parts add up to more than is free, none of them can
+// ever finish (three 100 MiB produce requests under a 256 MiB bound would
+// each hold 80 MiB and wait until their read deadlines close them all, and
+// again after the clients retry). An admitted frame can always be read to
+// its end, so the only waits are for frames to be answered, which handlers
+// promise. The cost: four bytes declaring 100 MiB take 100 MiB of the
+// budget (not of memory: a frame's buffer grows with the bytes that
+// arrive) until request_read_timeout_ms closes a client that sends no more.
+// Kafka's memory pool does the same (NetworkReceive allocates the declared
+// size from it before reading the body).
+//
+// Fairness: frames above limits::request_budget_small_frame_bytes are
+// admitted strictly in the order they asked, so a 100 MiB frame is not
+// starved by a stream of 1 MiB ones; small frames skip that queue and may
+// use the reserve, so they are never stuck behind large ones.
+//
+// Locking: the count changes under mu_ (an admission or a release per
+// request costs nothing next to reading the frame), which makes "does not
+// fit, so wait" and "freed, so admit the waiters" exclusive: no wake-up is
+// lost. A waiter is admitted by release() itself (its bytes are taken
+// there, then its connection is told on its thread), so nothing can take
+// the room between the wake-up and the waiter's turn. Lock order: the
+// gate's shared lock, then mu_; nothing takes them the other way round.
+class request_budget {
+ public:
+  request_budget(uint64_t limit_bytes, uint64_t reserve_bytes,
+                 std::shared_ptr<server_metrics> metrics, std::shared_ptr<gate> g)
+      : limit_bytes_(limit_bytes),
+        reserve_bytes_(reserve_bytes),
+        metrics_(std::move(metrics)),
+        gate_(std::move(g)) {}
+
+  // Takes n bytes for a frame (small: it declared at most
+  // request_budget_small_frame_bytes) and returns true, or queues `waiter`
+  // and returns false; later waiter->on_budget_granted(n) runs on its
+  // thread with the n bytes already taken. The waiter's thread only.
+  bool acquire_or_wait(uint64_t n, bool small, const std::shared_ptr<connection>& waiter);
+  // Gives back n bytes and admits the waiters that now fit. Any thread.
+  void release(uint64_t n);
+  // Forgets `c` if it waits (it is closing). Its thread only.
+  void cancel_wait(const connection* c);
+
+ private:
+  struct waiter {
+    std::weak_ptr<connection> conn;
+    const connection* key = nullptr;
+    uint64_t need = 0;
+    bool small = false;
+  };
+  uint64_t limit_for(bool small) const {
+    return small ? limit_bytes_ : limit_bytes_ - reserve_bytes_;
+  }
+  // Admits waiters in order while they fit; a large one that does not fit
+  // holds back the large ones behind it. Needs mu_ and the gate open.
+  void admit_waiters_locked();
+  void publish_locked() {
+    metrics_->request_bytes_held.store(used_, std::memory_order_relaxed);
+    metrics_->connections_waiting_on_budget.store(waiters_.size(), std::memory_order_relaxed);
+  }
+
+  const uint64_t limit_bytes_;
+  const uint64_t reserve_bytes_;  // <= limit_bytes_, checked by server_impl::start
+  std::shared_ptr<server_metrics> metrics_;
+  std::shared_ptr<gate> gate_;
+  std::mutex mu_;
+  uint64_t used_ = 0;
+  std::deque<waiter> waiters_;
+  size_t large_waiters_ = 0;
+};
+
 // Shared by all responders of one connection. Holds the connection weakly:
 // outstanding responders never keep a closed connection (its socket, its
 // buffers) alive.
 class completion_link {
  public:
-  completion_link(std::shared_ptr<gate> g, std::weak_ptr<connection> c)
-      : gate_(std::move(g)), conn_(std::move(c)) {}
-  void deliver(uint64_t seq, completion c);
+  completion_link(std::shared_ptr<gate> g, std::shared_ptr<request_budget> budget,
+                  std::weak_ptr<connection> c)
+      : gate_(std::move(g)), budget_(std::move(budget)), conn_(std::move(c)) {}
+  // Frees the request's `frame_bytes` from the budget, whatever becomes of
+  // the connection, then hands `c` to the connection if it is still there.
+  void deliver(uint64_t seq, completion c, uint64_t frame_bytes);
 
  private:
   std::shared_ptr<gate> gate_;
+  std::shared_ptr<request_budget> budget_;
   std::weak_ptr<connection> conn_;
 };
 
@@ -103,6 +187,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void begin_drain();
   void close(const char* why);
   void on_completion(uint64_t seq, completion c);
+  // The budget admitted the frame this connection waits on: its `n` bytes
+  // are taken.
+  void on_budget_granted(uint64_t n);
   asio::io_context::executor_type executor() { return thr_.ctx.get_executor(); }
 
  private:
@@ -144,11 +231,21 @@ class connection : public std::enable_shared_from_this<connection> {
   void after_progress();
   void arm_idle_timer(steady::time_point at);
   void on_idle_timer();
+  bool admit_frame();
+  void begin_frame(uint64_t charge);
+  void arm_read_timer();
+  void on_read_timer();
 
   server_impl& srv_;
   io_thread& thr_;
   tcp::socket sock_;
   asio::steady_timer idle_timer_;
+  // Enforces request_read_timeout_ms on the frame being read. Armed when a
+  // frame begins and no earlier arming is pending; when it fires it checks
+  // the frame in progress and re-arms for it, so a frame costs no timer
+  // operation, only a flag test.
+  asio::steady_timer read_timer_;
+  bool read_timer_armed_ = false;
   connection_context ctx_;
   std::shared_ptr<completion_link> link_;
   steady::time_point last_activity_;
@@ -164,10 +261,20 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<std::byte> rbuf_;
   size_t rbeg_ = 0;
   size_t rend_ = 0;
+  // A frame is in progress from its first length byte (len_have_ > 0)
+  // until it is dispatched; once its length is known it waits to be
+  // admitted by the server's budget, then its body is read.
   std::array<std::byte, 4> len_buf_{};
   size_t len_have_ = 0;
   size_t frame_need_ = 0;
   std::vector<std::byte> frame_;
+  bool frame_admitted_ = false;
+  steady::time_point frame_started_;  // when the frame in progress was admitted
+  // Bytes taken from the server's budget for the frame being read (its
+  // declared length once admitted); they pass to its responder at dispatch.
+  uint64_t frame_charge_ = 0;
+  // Waiting for the budget to admit the frame; it calls on_budget_granted.
+  bool budget_waiting_ = false;
 
   // Ordering: requests get sequence numbers next_seq_++; window_[i] is the
   // slot of request head_seq_ + i, filled when the handler completes it.
@@ -199,7 +306,13 @@ class server_impl {
   server_impl(server_config cfg, request_handler& handler)
       : cfg_(std::move(cfg)),
         handler_(handler),
+        metrics_ptr_(std::make_shared<server_metrics>()),
+        metrics_(*metrics_ptr_),
         gate_(std::make_shared<gate>()),
+        budget_(std::make_shared<request_budget>(
+            static_cast<uint64_t>(std::max<int64_t>(0, cfg_.queued_max_request_bytes)),
+            static_cast<uint64_t>(std::max<int64_t>(0, cfg_.request_budget_reserve_bytes)),
+            metrics_ptr_, gate_)),
         max_connections_(cfg_.max_connections) {}
   ~server_impl() { stop(); }
 
@@ -209,8 +322,11 @@ class server_impl {
 
   const server_config cfg_;
   request_handler& handler_;
-  server_metrics metrics_;
+  // Shared with the budget, which responders may keep past the server.
+  std::shared_ptr<server_metrics> metrics_ptr_;
+  server_metrics& metrics_;
   std::shared_ptr<gate> gate_;
+  std::shared_ptr<request_budget> budget_;
   std::atomic<bool> stopping_{false};
   // max.connections as it is now: cfg_'s value until set_max_connections.
   std::atomic<int64_t> max_connections_;
@@ -245,7 +361,70 @@ class server_impl {
 
 // ---- completion_link ----------------------------------------------------------
 
-void completion_link::deliver(uint64_t seq, completion c) {
+bool request_budget::acquire_or_wait(uint64_t n, bool small,
+                                     const std::shared_ptr<connection>& waiter) {
+  std::lock_guard lock(mu_);
+  const bool queue_ahead = !small && large_waiters_ > 0;
+  if (!queue_ahead && used_ + n <= limit_for(small)) {
+    used_ += n;
+    publish_locked();
+    return true;
+  }
+  waiters_.push_back({waiter, waiter.get(), n, small});
+  if (!small) ++large_waiters_;
+  publish_locked();
+  return false;
+}
+
+void request_budget::admit_waiters_locked() {
+  bool large_blocked = false;
+  for (auto it = waiters_.begin(); it != waiters_.end() && used_ < limit_bytes_;) {
+    const bool behind_large = !it->small && large_blocked;
+    if (behind_large || used_ + it->need > limit_for(it->small)) {
+      if (!it->small) large_blocked = true;
+      ++it;
+      continue;
+    }
+    if (auto c = it->conn.lock()) {
+      used_ += it->need;
+      auto ex = c->executor();
+      asio::post(ex, [c = std::move(c), n = it->need] { c->on_budget_granted(n); });
+    }
+    if (!it->small) --large_waiters_;
+    it = waiters_.erase(it);
+  }
+}
+
+void request_budget::release(uint64_t n) {
+  if (n == 0) return;
+  std::shared_lock gate_lock(gate_->mu);
+  std::lock_guard lock(mu_);
+  SLUICE_ASSERT(n <= used_, "request budget released more than it holds");
+  used_ -= n;
+  // Once the gate is closed no connection waits any more (stop closed
+  // them all first), and none could be told.
+  if (gate_->open) admit_waiters_locked();
+  publish_locked();
+}
+
+void request_budget::cancel_wait(const connection* c) {
+  std::shared_lock gate_lock(gate_->mu);
+  std::lock_guard lock(mu_);
+  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+    if (it->key == c) {
+      if (!it->small) --large_waiters_;
+      waiters_.erase(it);
+      break;
+    }
+  }
+  // A large waiter at the head may have held back others that fit.
+  if (gate_->open) admit_waiters_locked();
+  publish_locked();
+}
+
+void completion_link::deliver(uint64_t seq, completion c, uint64_t frame_bytes) {
+  // Before the gate: release() takes the gate itself to wake waiters.
+  budget_->release(frame_bytes);
   std::shared_lock lock(gate_->mu);
   if (!gate_->open) return;
   std::shared_ptr<connection> conn = conn_.lock();
@@ -260,14 +439,14 @@ void completion_link::deliver(uint64_t seq, completion c) {
 
 connection::connection(server_impl& srv, io_thread& thr, tcp::socket sock, uint64_t id,
                        std::string peer)
-    : srv_(srv), thr_(thr), sock_(std::move(sock)), idle_timer_(thr.ctx) {
+    : srv_(srv), thr_(thr), sock_(std::move(sock)), idle_timer_(thr.ctx), read_timer_(thr.ctx) {
   ctx_.id = id;
   ctx_.peer = std::move(peer);
   ctx_.socket_fd = sock_.native_handle();
 }
 
 void connection::start() {
-  link_ = std::make_shared<completion_link>(srv_.gate_, weak_from_this());
+  link_ = std::make_shared<completion_link>(srv_.gate_, srv_.budget_, weak_from_this());
   if (srv_.stopping_.load()) {
     close("server stopping");
     return;
@@ -308,13 +487,23 @@ bool connection::can_accept_request() const {
 }
 
 void connection::process_input() {
-  while (!closed_ && !draining_ && !closing_) {
-    if (!can_accept_request()) {
+  while (!closed_ && !draining_ && !closing_ && !budget_waiting_) {
+    // The per-connection bounds are checked between frames only: a frame
+    // that has begun is read to its end, so its read deadline never runs
+    // while the connection waits on its own earlier requests, and the
+    // bounds grow by one frame at most (the contract in server.h always
+    // allowed that).
+    if (len_have_ == 0 && !can_accept_request()) {
       if (!paused_) {
         paused_ = true;
         srv_.metrics_.read_pauses.fetch_add(1, std::memory_order_relaxed);
       }
       return;
+    }
+    if (len_have_ == 4 && !frame_admitted_) {
+      if (!admit_frame()) return;
+      if (frame_need_ == 0) dispatch();
+      continue;
     }
     if (rbeg_ == rend_) {
       start_read();
@@ -338,19 +527,88 @@ void connection::process_input() {
         return;
       }
       frame_need_ = static_cast<size_t>(len);
-      frame_.clear();
-      // Grow with the bytes that arrive, never to a declared length up front:
-      // four bytes from a client must not make us allocate 100 MiB.
-      frame_.reserve(std::min(frame_need_, frame_reserve_bytes));
-      if (frame_need_ == 0) dispatch();
-      continue;
+      continue;  // to admission
     }
     size_t k = std::min(frame_need_ - frame_.size(), avail);
+    if (frame_.capacity() < frame_.size() + k) {
+      // Double, as insert would, but never past the declared length: the
+      // buffer's address space stays within what the budget admitted.
+      frame_.reserve(std::min(frame_need_, std::max(frame_.size() + k, 2 * frame_.capacity())));
+    }
     frame_.insert(frame_.end(), rbuf_.begin() + static_cast<ptrdiff_t>(rbeg_),
                   rbuf_.begin() + static_cast<ptrdiff_t>(rbeg_ + k));
     rbeg_ += k;
     if (frame_.size() == frame_need_) dispatch();
   }
+}
+
+// Takes the frame's declared length from the server's budget, or queues for
+// it; true when the frame may be read. While it waits, the bytes after the
+// length stay in rbuf_ and no read is outstanding: the client's sends stall
+// in TCP, and the connection holds nothing of the budget.
+bool connection::admit_frame() {
+  const bool small = frame_need_ <= static_cast<size_t>(limits::request_budget_small_frame_bytes);
+  if (!srv_.budget_->acquire_or_wait(frame_need_, small, shared_from_this())) {
+    budget_waiting_ = true;
+    srv_.metrics_.budget_waits.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  begin_frame(frame_need_);
+  return true;
+}
+
+void connection::on_budget_granted(uint64_t n) {
+  if (closed_ || !budget_waiting_) {
+    // Closed after release() admitted us: nobody else will give it back.
+    srv_.budget_->release(n);
+    return;
+  }
+  SLUICE_ASSERT(n == frame_need_ && !frame_admitted_, "budget granted for another frame");
+  budget_waiting_ = false;
+  begin_frame(n);
+  process_input();
+}
+
+// The frame is admitted with `charge` bytes of the budget: its body may be
+// read, and its read deadline starts now. Now, not the time of the read that
+// brought its length: those bytes may have waited in rbuf_ while the
+// connection was paused at its own bounds, which must not count.
+void connection::begin_frame(uint64_t charge) {
+  frame_admitted_ = true;
+  frame_charge_ = charge;
+  frame_.clear();
+  // Grow with the bytes that arrive, never to the declared length up front:
+  // the budget counts the declared length, but memory is what arrived.
+  frame_.reserve(std::min(frame_need_, frame_reserve_bytes));
+  frame_started_ = steady::now();
+  // If armed, it is for an earlier frame and fires sooner; on_read_timer
+  // then re-arms for this one.
+  if (!read_timer_armed_) arm_read_timer();
+}
+
+void connection::arm_read_timer() {
+  read_timer_armed_ = true;
+  read_timer_.expires_at(frame_started_ +
+                         std::chrono::milliseconds(srv_.cfg_.request_read_timeout_ms));
+  read_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (!ec) self->on_read_timer();
+  });
+}
+
+void connection::on_read_timer() {
+  read_timer_armed_ = false;
+  if (closed_ || !frame_admitted_) return;  // no frame holds budget; the next one arms
+  const auto timeout = std::chrono::milliseconds(srv_.cfg_.request_read_timeout_ms);
+  if (steady::now() - frame_started_ < timeout) {
+    arm_read_timer();  // a later frame than the one this was armed for
+    return;
+  }
+  SLUICE_LOG_WARN(
+      "closing connection {} from {}: request frame not complete {} ms after it was admitted "
+      "({} of {} bytes arrived; sluice.request.read.timeout.ms)",
+      ctx_.id, ctx_.peer, srv_.cfg_.request_read_timeout_ms, frame_.size(), frame_need_);
+  srv_.metrics_.connections_closed_read_timeout.fetch_add(1, std::memory_order_relaxed);
+  close("request read timeout");
 }
 
 void connection::start_read() {
@@ -382,7 +640,11 @@ void connection::on_read(const asio::error_code& ec, size_t n) {
 }
 
 void connection::dispatch() {
+  SLUICE_ASSERT(frame_admitted_ && frame_charge_ == frame_.size(),
+                "dispatching a frame the budget did not admit");
   len_have_ = 0;
+  frame_admitted_ = false;
+  const uint64_t charge = std::exchange(frame_charge_, 0);
   uint64_t seq = next_seq_++;
   window_.push_back(slot{frame_.size(), std::nullopt});
   inflight_request_bytes_ += frame_.size();
@@ -392,7 +654,7 @@ void connection::dispatch() {
   std::vector<std::byte> frame = std::move(frame_);
   frame_ = {};
   try {
-    srv_.handler_.on_request(ctx_, std::move(frame), responder(link_, seq));
+    srv_.handler_.on_request(ctx_, std::move(frame), responder(link_, seq, charge));
   } catch (const std::exception& e) {
     SLUICE_LOG_ERROR("connection {} from {}: on_request threw: {}", ctx_.id, ctx_.peer, e.what());
     close("handler threw");
@@ -645,12 +907,18 @@ void connection::close(const char* why) {
   asio::error_code ec;
   sock_.close(ec);
   idle_timer_.cancel();
+  read_timer_.cancel();
   // Free what the connection holds now (file keepalives, buffers), even if
   // async operations still reference this object for a moment.
   window_.clear();
   wq_.clear();
   std::vector<std::byte>().swap(rbuf_);
   std::vector<std::byte>().swap(frame_);
+  // The partial frame's share goes back to the budget; frames already
+  // handed to the handler stay counted until their responders complete.
+  if (budget_waiting_) srv_.budget_->cancel_wait(this);
+  budget_waiting_ = false;
+  srv_.budget_->release(std::exchange(frame_charge_, 0));
   if (opened_) {
     try {
       srv_.handler_.on_connection_close(ctx_);
@@ -677,8 +945,18 @@ status server_impl::start() {
   if (cfg_.socket_request_max_bytes < 0 || cfg_.max_connections < 0 ||
       cfg_.max_inflight_requests_per_connection < 1 ||
       cfg_.max_inflight_request_bytes_per_connection < 1 ||
-      cfg_.max_queued_response_bytes_per_connection < 1)
+      cfg_.max_queued_response_bytes_per_connection < 1 || cfg_.request_read_timeout_ms < 1 ||
+      cfg_.request_budget_reserve_bytes < 0)
     return status(errc::invalid_argument, "server_config: limits must be positive");
+  // One frame of the largest size must always fit beside the small frames'
+  // reserve, or it could never be read whole.
+  if (cfg_.queued_max_request_bytes <
+      cfg_.socket_request_max_bytes + cfg_.request_budget_reserve_bytes)
+    return status(errc::invalid_argument,
+                  fmt::format("queued.max.request.bytes {} is below socket.request.max.bytes {} "
+                              "plus the {} bytes reserved for small requests",
+                              cfg_.queued_max_request_bytes, cfg_.socket_request_max_bytes,
+                              cfg_.request_budget_reserve_bytes));
 
   uint32_t n = cfg_.io_threads;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
@@ -888,36 +1166,40 @@ std::optional<std::chrono::microseconds> connection_context::min_rtt() const {
 
 responder& responder::operator=(responder&& other) noexcept {
   if (this != &other) {
-    if (link_) std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::dropped, {}});
+    if (link_)
+      std::exchange(link_, nullptr)
+          ->deliver(seq_, {detail::completion_kind::dropped, {}}, frame_bytes_);
     link_ = std::move(other.link_);
     seq_ = other.seq_;
+    frame_bytes_ = other.frame_bytes_;
   }
   return *this;
 }
 
 responder::~responder() {
-  if (link_) link_->deliver(seq_, {detail::completion_kind::dropped, {}});
+  if (link_) link_->deliver(seq_, {detail::completion_kind::dropped, {}}, frame_bytes_);
 }
 
 void responder::respond(response r) {
   SLUICE_ASSERT(link_, "responder completed twice");
-  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::respond, std::move(r)});
+  std::exchange(link_, nullptr)
+      ->deliver(seq_, {detail::completion_kind::respond, std::move(r)}, frame_bytes_);
 }
 
 void responder::no_response() {
   SLUICE_ASSERT(link_, "responder completed twice");
-  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::none, {}});
+  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::none, {}}, frame_bytes_);
 }
 
 void responder::respond_and_close(response r) {
   SLUICE_ASSERT(link_, "responder completed twice");
   std::exchange(link_, nullptr)
-      ->deliver(seq_, {detail::completion_kind::respond_then_close, std::move(r)});
+      ->deliver(seq_, {detail::completion_kind::respond_then_close, std::move(r)}, frame_bytes_);
 }
 
 void responder::close_connection() {
   SLUICE_ASSERT(link_, "responder completed twice");
-  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::close, {}});
+  std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::close, {}}, frame_bytes_);
 }
 
 // ---- server -----------------------------------------------------------------------

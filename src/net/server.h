@@ -33,9 +33,32 @@
 // of a frame grows with the bytes that actually arrived, never to the
 // declared length up front. So memory per connection is bounded by those
 // limits plus one socket_request_max_bytes frame and a 64 KiB read buffer.
-// (There is no server-wide byte bound yet; per connection times
-// max_connections is the bound.) A connection paused at a bound notices its
+// These per-connection bounds are checked between frames: a frame whose
+// first byte has arrived is read to its end (once the server-wide bound
+// below admits it), so a frame's read deadline never runs while the
+// connection waits on its own earlier requests. A connection paused at a bound notices its
 // client leaving only when it next reads or writes.
+//
+// Server-wide memory bound (Kafka's queued.max.request.bytes,
+// server_config::queued_max_request_bytes): once a frame's length has
+// arrived, the frame is admitted only if its declared length fits in what
+// the bound has left; its bytes then count from admission until the frame's
+// responder is completed (or destroyed), on whatever connection and thread,
+// or until its connection closes before the frame was read whole. A frame
+// that does not fit waits, holding nothing, with reading stopped (its
+// connection's unparsed bytes wait in the 64 KiB read buffer, the client's
+// in TCP); waiting frames are admitted as bytes are freed, larger frames
+// strictly in the order they asked. An admitted frame can always be read to
+// its end, so the waits are only for frames to be answered. Frames
+// declaring more than limits::request_budget_small_frame_bytes may use the
+// bound less request_budget_reserve_bytes; small frames may use all of it
+// and skip the large frames' queue, so clients' small requests keep being
+// served while large frames hold the rest. An admitted frame must arrive
+// whole within request_read_timeout_ms, or its connection is closed and its
+// share freed: no client holds budget it does not use for longer, whether
+// it stalls or trickles. So request frames in memory stay under
+// queued_max_request_bytes, and the server's memory under that plus, per
+// connection, the read buffer and the queued responses.
 //
 // Errors. Nothing a client sends crashes the server: a frame length above
 // socket_request_max_bytes or negative, a reset, a handler reporting
@@ -136,11 +159,14 @@ class responder {
 
  private:
   friend class detail::connection;
-  responder(std::shared_ptr<detail::completion_link> link, uint64_t seq)
-      : link_(std::move(link)), seq_(seq) {}
+  responder(std::shared_ptr<detail::completion_link> link, uint64_t seq, uint64_t frame_bytes)
+      : link_(std::move(link)), seq_(seq), frame_bytes_(frame_bytes) {}
 
   std::shared_ptr<detail::completion_link> link_;
   uint64_t seq_ = 0;
+  // The request frame's bytes, counted against queued_max_request_bytes
+  // until this responder is completed or destroyed.
+  uint64_t frame_bytes_ = 0;
 };
 
 // The broker's side. Callbacks run on the connection's I/O thread and must
@@ -184,6 +210,17 @@ struct server_config {
       limits::default_max_inflight_request_bytes_per_connection;
   int64_t max_queued_response_bytes_per_connection =
       limits::default_max_queued_response_bytes_per_connection;
+  // queued.max.request.bytes: the server-wide bound on request bytes held
+  // (see the top of this file). At least socket_request_max_bytes plus
+  // request_budget_reserve_bytes, else start() fails.
+  int64_t queued_max_request_bytes = limits::default_queued_max_request_bytes;
+  // The part of that bound only frames of at most
+  // limits::request_budget_small_frame_bytes may use. Not an operator
+  // setting; tests shrink it with the bound.
+  int64_t request_budget_reserve_bytes = limits::request_budget_reserve_bytes;
+  // sluice.request.read.timeout.ms: a frame must arrive whole within this
+  // of its admission, or the connection is closed. At least 1.
+  int64_t request_read_timeout_ms = limits::default_request_read_timeout_ms;
   // How long stop() waits for in-flight requests to be answered.
   int64_t shutdown_drain_timeout_ms = limits::default_shutdown_drain_timeout_ms;
   int listen_backlog = 1024;
@@ -201,6 +238,13 @@ struct server_metrics {
   std::atomic<uint64_t> requests{0};     // frames handed to the handler
   std::atomic<uint64_t> responses{0};    // response frames fully written
   std::atomic<uint64_t> read_pauses{0};  // times a connection stopped reading (backpressure)
+  // The server-wide bound (queued_max_request_bytes). Gauges first.
+  // Declared bytes of the frames admitted and not yet answered.
+  std::atomic<uint64_t> request_bytes_held{0};
+  std::atomic<uint64_t> connections_waiting_on_budget{0};  // frames waiting for admission now
+  std::atomic<uint64_t> budget_waits{0};                   // frames that had to wait for admission
+  // Closed because a frame did not arrive whole within request_read_timeout_ms.
+  std::atomic<uint64_t> connections_closed_read_timeout{0};
 };
 
 // Lifecycle: construct, start(), ..., stop() (or destroy, which stops).

@@ -132,11 +132,41 @@ class client {
     if (!f) return std::nullopt;
     return to_string(*f);
   }
+  // Sends what the socket takes without blocking, up to n bytes, and
+  // stops once it has taken nothing for `stall`; returns the bytes sent.
+  // For clients that send part of a frame to a server that stops reading.
+  size_t send_until_stalled(const void* p, size_t n, std::chrono::milliseconds stall = 300ms) {
+    const char* c = static_cast<const char*>(p);
+    size_t sent = 0;
+    while (sent < n) {
+      ssize_t w = ::send(fd_, c + sent, n - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        sent += static_cast<size_t>(w);
+        continue;
+      }
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd pfd{fd_, POLLOUT, 0};
+        if (::poll(&pfd, 1, static_cast<int>(stall.count())) == 0) break;
+        continue;
+      }
+      break;
+    }
+    return sent;
+  }
+  // Sends the length prefix of a frame of `declared` bytes and the first
+  // `body` bytes of it (filled with 'z'), as far as the server reads them.
+  size_t send_partial_frame(int32_t declared, size_t body) {
+    bytes f(4 + body, std::byte{'z'});
+    store_be<int32_t>(f.data(), declared);
+    return send_until_stalled(f.data(), f.size());
+  }
+
   // True once the server has closed the connection (EOF or reset); any
   // data still arriving is discarded.
-  bool wait_closed() {
+  bool wait_closed(std::chrono::milliseconds limit = wait_deadline) {
     char buf[4096];
-    auto end = std::chrono::steady_clock::now() + wait_deadline;
+    auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
       ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
       if (r == 0) return true;
@@ -834,6 +864,259 @@ TEST(NetServer, StartFailsOnPortInUse) {
   b.stop();  // nothing running: a no-op
   a.stop();
   a.stop();  // idempotent
+}
+
+// ---- The server-wide bound on request bytes (queued_max_request_bytes) ----
+
+// A bound of 1.5 MiB with 256 KiB reserved for small frames: frames above
+// 64 KiB may hold 1.25 MiB between them, so one 1 MiB frame fits and a
+// second does not while the first is held.
+server_config budget_config() {
+  auto c = test_config();
+  c.socket_request_max_bytes = 1 << 20;
+  c.request_budget_reserve_bytes = 256 << 10;
+  c.queued_max_request_bytes = (1 << 20) + (512 << 10);
+  return c;
+}
+
+constexpr uint64_t large_frame_room = (1 << 20) + (256 << 10);
+
+TEST(NetServer, BudgetPausesReadingWhenExhaustedAndResumesWhenFreed) {
+  test_handler h(test_handler::mode::hold);
+  server srv(budget_config(), h);
+  ASSERT_TRUE(srv.start().ok());
+  const auto& m = srv.metrics();
+  const std::string body(1 << 20, 'a');
+
+  client a(srv.port());
+  ASSERT_TRUE(a.send_frame(body));
+  ASSERT_TRUE(wait_until([&] { return h.held() == 1; }));
+  // A frame handed to the handler counts until its responder completes.
+  EXPECT_EQ(m.request_bytes_held.load(), body.size());
+
+  // A second 1 MiB frame does not fit: it waits, and nothing of it is read
+  // beyond the read buffer.
+  client b(srv.port());
+  std::jthread sender([&] { EXPECT_TRUE(b.send_frame(body)); });
+  ASSERT_TRUE(wait_until([&] { return m.connections_waiting_on_budget.load() == 1; }, 10s));
+  const uint64_t in_before = m.bytes_in.load();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(h.requests.load(), 1);
+  EXPECT_EQ(m.connections_waiting_on_budget.load(), 1u);
+  EXPECT_EQ(m.request_bytes_held.load(), body.size());
+  EXPECT_EQ(m.bytes_in.load(), in_before);
+  EXPECT_LT(m.bytes_in.load(), body.size() + (256 << 10));
+  EXPECT_EQ(m.budget_waits.load(), 1u);
+  // Small requests of other clients go on meanwhile.
+  client c(srv.port());
+  h.set_mode(test_handler::mode::immediate);
+  EXPECT_TRUE(c.echo_ok("small"));
+  h.set_mode(test_handler::mode::hold);
+
+  // Answering the first frees its bytes; the second is admitted and read.
+  h.complete_held();
+  auto r = a.read_string();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->size(), body.size());
+  ASSERT_TRUE(wait_until([&] { return h.held() == 1; }, 10s));
+  sender.join();
+  EXPECT_EQ(m.connections_waiting_on_budget.load(), 0u);
+  EXPECT_EQ(m.request_bytes_held.load(), body.size());
+  h.complete_held();
+  r = b.read_string();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(*r == body);
+  EXPECT_TRUE(wait_until([&] { return m.request_bytes_held.load() == 0; }, 10s));
+  srv.stop();
+}
+
+// Clients holding large partial frames take all the budget large frames
+// may have; clients with small requests are served all the while. When
+// the holders leave, the waiting large frames are admitted in turn.
+TEST(NetServer, SmallRequestsServedWhileLargePartialFramesHoldTheBudget) {
+  test_handler h;
+  server srv(budget_config(), h);
+  ASSERT_TRUE(srv.start().ok());
+  const auto& m = srv.metrics();
+
+  std::vector<std::unique_ptr<client>> attackers;
+  for (int i = 0; i < 4; ++i) {
+    attackers.push_back(std::make_unique<client>(srv.port()));
+    attackers.back()->send_partial_frame(600 << 10, (600 << 10) - 1000);
+  }
+  // Two 600 KiB frames fit in the 1.25 MiB of large frames; two wait.
+  ASSERT_TRUE(wait_until([&] { return m.connections_waiting_on_budget.load() == 2; }, 10s));
+  EXPECT_EQ(m.request_bytes_held.load(), 2u * (600 << 10));
+  EXPECT_LE(m.request_bytes_held.load(), large_frame_room);
+
+  client good(srv.port());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(good.echo_ok("small " + std::to_string(i)));
+  // A small frame is one that declares at most 64 KiB, whatever arrives.
+  std::string small_max(static_cast<size_t>(limits::request_budget_small_frame_bytes), 's');
+  std::jthread sender([&] { EXPECT_TRUE(good.send_frame(small_max)); });
+  auto r = good.read_string();
+  sender.join();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(*r == small_max);
+  EXPECT_EQ(h.requests.load(), 51);
+  // A large frame of a well-behaved client waits its turn.
+  client patient(srv.port());
+  const std::string large(200 << 10, 'L');
+  std::jthread large_sender([&] { EXPECT_TRUE(patient.send_frame(large)); });
+  ASSERT_TRUE(wait_until([&] { return m.connections_waiting_on_budget.load() == 3; }, 10s));
+
+  // The attackers leave: the admitted ones see it at once, the waiting ones
+  // once admitted; every byte is freed and the patient frame is served.
+  attackers.clear();
+  r = patient.read_string();
+  large_sender.join();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(*r == large);
+  EXPECT_TRUE(wait_until([&] { return m.request_bytes_held.load() == 0; }, 10s));
+  EXPECT_EQ(m.connections_waiting_on_budget.load(), 0u);
+  EXPECT_EQ(m.connections_closed_read_timeout.load(), 0u);
+  srv.stop();
+}
+
+TEST(NetServer, PartialFrameClosedAfterReadTimeout) {
+  test_handler h;
+  auto cfg = budget_config();
+  cfg.request_read_timeout_ms = 300;
+  server srv(cfg, h);
+  ASSERT_TRUE(srv.start().ok());
+  const auto& m = srv.metrics();
+
+  // Stalls mid-frame.
+  client stalled(srv.port());
+  stalled.send_partial_frame(1000, 500);
+  // Declares 1 MiB and sends nothing more: holds most of the budget.
+  client big(srv.port());
+  big.send_partial_frame(1 << 20, 0);
+  ASSERT_TRUE(wait_until([&] { return m.request_bytes_held.load() == 1000 + (1 << 20); }, 10s));
+  // Waits for admission behind `big` (its wait does not count), then stalls.
+  client big2(srv.port());
+  big2.send_partial_frame(1 << 20, 1000);
+  // Trickles a byte every 50 ms (slowloris): progress, but never done in time.
+  client trickle(srv.port());
+  std::atomic<bool> trickling{true};
+  std::jthread trickler([&] {
+    bytes f(4);
+    store_be<int32_t>(f.data(), 1000);
+    if (!trickle.send_raw(f.data(), f.size())) return;
+    for (int i = 0; i < 1000 && trickling.load(); ++i) {
+      if (!trickle.send_raw("t", 1)) return;
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  // Stalls inside a length prefix: holds no budget, so is left alone.
+  client half_length(srv.port());
+  ASSERT_TRUE(half_length.send_raw("\0\0", 2));
+  // Sends whole frames with pauses between them: never timed out.
+  client polite(srv.port());
+  ASSERT_TRUE(polite.echo_ok("before"));
+
+  EXPECT_TRUE(stalled.wait_closed(10s));
+  EXPECT_TRUE(big.wait_closed(10s));
+  EXPECT_TRUE(big2.wait_closed(10s));
+  EXPECT_TRUE(trickle.wait_closed(10s));
+  trickling = false;
+  trickler.join();
+  EXPECT_EQ(m.connections_closed_read_timeout.load(), 4u);
+  EXPECT_TRUE(wait_until([&] { return m.request_bytes_held.load() == 0; }, 10s));
+  std::this_thread::sleep_for(400ms);  // longer than the timeout, between frames
+  EXPECT_TRUE(polite.echo_ok("after"));
+  ASSERT_TRUE(half_length.send_raw("\0\5hello", 7));
+  auto r = half_length.read_string();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, "hello");
+  EXPECT_EQ(m.connections_closed_read_timeout.load(), 4u);
+  srv.stop();
+}
+
+// The deadline of a frame runs from its admission: bytes of it that waited
+// in the read buffer while the connection was paused at its own in-flight
+// bound do not count.
+TEST(NetServer, ReadDeadlineStartsAtAdmission) {
+  test_handler h(test_handler::mode::hold);
+  auto cfg = test_config();
+  cfg.request_read_timeout_ms = 300;
+  cfg.max_inflight_requests_per_connection = 1;
+  server srv(cfg, h);
+  ASSERT_TRUE(srv.start().ok());
+
+  client c(srv.port());
+  const std::string large(200 << 10, 'L');
+  bytes second(4 + large.size());
+  store_be<int32_t>(second.data(), static_cast<int32_t>(large.size()));
+  std::memcpy(second.data() + 4, large.data(), large.size());
+  // One send, so that one read brings the first frame and the next length.
+  const std::string first = "noresp first";
+  bytes both(4 + first.size() + 1000);
+  store_be<int32_t>(both.data(), static_cast<int32_t>(first.size()));
+  std::memcpy(both.data() + 4, first.data(), first.size());
+  std::memcpy(both.data() + 4 + first.size(), second.data(), 1000);
+  ASSERT_TRUE(c.send_raw(both.data(), both.size()));
+  ASSERT_TRUE(wait_until([&] { return h.held() == 1; }));
+  std::this_thread::sleep_for(600ms);  // paused, with the next length in rbuf_
+  h.set_mode(test_handler::mode::immediate);
+  h.complete_held();  // no response, so no write marks the connection active
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(c.send_raw(second.data() + 1000, second.size() - 1000));
+  auto r = c.read_string();
+  ASSERT_TRUE(r.has_value()) << "closed at the read deadline";
+  EXPECT_TRUE(*r == large);
+  EXPECT_EQ(srv.metrics().connections_closed_read_timeout.load(), 0u);
+  srv.stop();
+}
+
+// Connections that go away mid-frame, while waiting for admission, or with
+// requests still held by the handler give every byte back, the last ones
+// when the handler lets go of the responders.
+TEST(NetServer, BudgetAccountingReturnsToZeroWhenConnectionsCloseMidFrame) {
+  test_handler h(test_handler::mode::hold);
+  auto cfg = budget_config();
+  server srv(cfg, h);
+  ASSERT_TRUE(srv.start().ok());
+  const auto& m = srv.metrics();
+
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(std::make_unique<client>(srv.port()));
+    client& c = *clients.back();
+    ASSERT_TRUE(c.send_frame(std::string(1000, 'h')));  // held by the handler
+    // Four large frames of 400 KiB and four small ones of 10 KiB: in
+    // whatever order they come, three large ones fit and one waits.
+    if (i % 2 == 0)
+      c.send_partial_frame(400 << 10, 30 << 10);
+    else
+      c.send_partial_frame(10 << 10, 5 << 10);
+  }
+  ASSERT_TRUE(wait_until([&] { return h.held() == 8; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return m.connections_waiting_on_budget.load() == 1; }, 10s));
+  EXPECT_EQ(m.request_bytes_held.load(), 8u * 1000 + 3 * (400 << 10) + 4 * (10 << 10));
+  for (size_t i = 0; i < clients.size(); ++i) {
+    if (i % 2 == 0)
+      clients[i]->reset();
+    else
+      clients[i]->close();
+  }
+  clients.clear();
+  ASSERT_TRUE(wait_until([&] { return m.connections_active.load() == 0; }, 10s));
+  // The handler still holds the 8 whole frames.
+  EXPECT_EQ(m.request_bytes_held.load(), 8u * 1000);
+  EXPECT_EQ(m.connections_waiting_on_budget.load(), 0u);
+  h.drop_held();
+  EXPECT_EQ(m.request_bytes_held.load(), 0u);
+  srv.stop();
+}
+
+TEST(NetServer, StartRefusesABudgetSmallerThanOneLargestFrame) {
+  test_handler h;
+  auto cfg = budget_config();
+  cfg.queued_max_request_bytes =
+      cfg.socket_request_max_bytes + cfg.request_budget_reserve_bytes - 1;
+  server srv(cfg, h);
+  EXPECT_EQ(srv.start().code(), errc::invalid_argument);
 }
 
 }  // namespace

@@ -170,6 +170,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::invalid_record: return error_code::corrupt_message;
     case errc::unsupported_format: return error_code::invalid_record;
     case errc::message_too_large: return error_code::message_too_large;
+    case errc::unsupported_compression: return error_code::unsupported_compression_type;
     case errc::invalid_config: return error_code::invalid_config;
     case errc::malformed: return error_code::invalid_request;
     case errc::unsupported_version: return error_code::unsupported_version;

@@ -13,6 +13,7 @@
 #include "storage/file_deleter.h"
 #include "storage/flusher.h"
 #include "storage/record_batch.h"
+#include "storage/scrubber.h"
 #include "storage/segment.h"
 
 namespace sluice::storage {
@@ -70,6 +71,14 @@ status log::go_offline(const error& e) {
   std::lock_guard g(waiters_mu_);
   for (auto& w : waiters_) doomed_.push_back({std::move(w), e});
   waiters_.clear();
+  return status(e);
+}
+
+status log::write_failed(const error& e) {
+  if (e.code != errc::no_space) return go_offline(e);
+  out_of_space_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (!out_of_space_.exchange(true))
+    SLUICE_LOG_ERROR("partition {}: writes refused until disk space returns: {}", name_, e.message);
   return status(e);
 }
 
@@ -144,7 +153,8 @@ result<append_result> log::append_locked(std::span<std::byte> batches,
   }
   files_unchanged_ = false;
   auto st = active().append(batches, hs, cfg_.index_interval_bytes);
-  if (!st.ok()) return go_offline(st.err()).err();
+  if (!st.ok()) return write_failed(st.err()).err();
+  if (out_of_space_.exchange(false)) SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
   log_end_ = last.value() + 1;
   if (!cfg_.fsync) {
     durable_ = log_end_.load();
@@ -172,13 +182,16 @@ status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
 // Closes the active segment for writing and starts a new one at the log end
 // offset. The old segment's data and indexes are synced before the recovery
 // point moves past it, so a crash never trusts unsynced bytes.
-status log::roll() {
+status log::roll(bool move_recovery_point) {
   files_unchanged_ = false;
   segment& old = active();
   const offset base(log_end_.load());
-  auto fail = [&](const status& st) { return go_offline(st.err()); };
+  // Writing the indexes, creating the new file and the checkpoint may meet
+  // a full disk and be tried again by the next append (a second pass over
+  // the same segment rewrites its indexes whole); a failed sync may not.
+  auto fail = [&](const status& st) { return write_failed(st.err()); };
   if (cfg_.fsync) {
-    if (auto st = old.sync(); !st.ok()) return fail(st);
+    if (auto st = old.sync(); !st.ok()) return go_offline(st.err());
   }
   old.seal_time_index();
   if (auto st = old.write_indexes(cfg_.fsync); !st.ok()) return fail(st);
@@ -186,7 +199,9 @@ status log::roll() {
   if (!seg.ok()) return fail(seg.to_status());
   segments_.push_back(std::move(seg).value());
   note_active();
-  if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
+  if (move_recovery_point) {
+    if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
+  }
   if (cfg_.fsync && durable_.load() < base.value()) durable_ = base.value();
   SLUICE_LOG_DEBUG("{}: rolled to segment {}", name_, base.value());
   return {};
@@ -489,7 +504,48 @@ void log::answer_waiters() {
 // ---- Reading -------------------------------------------------------------------
 
 result<file_region> log::read(offset o, size_t max_bytes, std::optional<offset> upper) {
-  std::lock_guard g(mu_);
+  // Each round either serves a checked region or makes the damaged ranges
+  // in it unreadable, so the next round's region ends before the first or
+  // starts after it; a segment that changed under the check (a swap, a
+  // truncation) is simply read again.
+  for (int round = 0;; ++round) {
+    read_check c;
+    result<file_region> r = [&] {
+      std::lock_guard g(mu_);
+      return read_locked(o, max_bytes, upper, c);
+    }();
+    if (!r.ok() || !c.needed) return r;
+    if (round == 16) return error{errc::corrupt_data, name_ + ": offset " + std::to_string(o.value()) +
+                                                          " could not be read intact"};
+    SLUICE_ASSIGN_OR_RETURN(auto ds, segment::check_region(*r->file, c.seg_base, r->pos, r->pos + r->len,
+                                                           c.seg_size, r->first_offset));
+    note_checked(c, r->pos, r->pos + r->len, ds);
+    if (ds.empty()) return r;
+  }
+}
+
+void log::note_checked(const read_check& c, uint64_t from, uint64_t to, const std::vector<segment_damage>& ds) {
+  {
+    std::lock_guard g(mu_);
+    if (closed_ || c.truncations != truncations_) return;
+    auto it = std::find_if(segments_.begin(), segments_.end(),
+                           [&](const std::unique_ptr<segment>& s) { return s->id() == c.seg_id; });
+    if (it == segments_.end()) return;
+    if (ds.empty()) {
+      (*it)->mark_verified(from, to);
+      return;
+    }
+    std::vector<segment_damage> added;
+    for (const auto& d : ds)
+      if ((*it)->add_damage(d)) added.push_back(d);
+    if (added.empty()) return;
+    report_damage((*it)->log_path(), added, "a read", ctx_.scrub ? "by the scrubber's thread" : "by the next scrub");
+  }
+  // The rewrite copies a whole segment: the scrubber's work, not a fetch's.
+  if (ctx_.scrub) ctx_.scrub->request_removal(shared_from_this());
+}
+
+result<file_region> log::read_locked(offset o, size_t max_bytes, std::optional<offset> upper, read_check& check) {
   if (closed_) return error{errc::shutting_down, name_ + " is closed"};
   const offset start(log_start_.load()), end(log_end_.load());
   if (o < start || o > end)
@@ -508,6 +564,7 @@ result<file_region> log::read(offset o, size_t max_bytes, std::optional<offset> 
     if (stop == loc->pos) return none;
     SLUICE_ASSIGN_OR_RETURN(offset next, seg.offset_at(stop));
     SLUICE_ASSIGN_OR_RETURN(auto f, seg.file());
+    if (!seg.verified(loc->pos, stop)) check = read_check{true, seg.id(), truncations_, seg.size(), seg.base()};
     return file_region{std::move(f), loc->pos, stop - loc->pos, loc->h.base, next};
   }
   return none;
@@ -558,7 +615,17 @@ log_config log::config() const {
 std::vector<segment_info> log::segments() const {
   std::lock_guard g(mu_);
   std::vector<segment_info> out;
-  for (const auto& s : segments_) out.push_back({s->base(), s->next(), s->size(), s->max_timestamp()});
+  for (const auto& s : segments_) {
+    int64_t largest = s->max_timestamp();
+    if (largest < 0 && !s->empty()) {
+      // Rare (clients that write no timestamps): one fstat.
+      auto f = s->file();
+      auto m = f.ok() ? (*f)->modified_ms() : result<int64_t>(f.err());
+      if (m.ok()) largest = *m;
+      else SLUICE_LOG_WARN("{}: no modification time for {}: {}", name_, s->log_path(), m.err().message);
+    }
+    out.push_back({s->base(), s->next(), s->size(), s->max_timestamp(), largest});
+  }
   return out;
 }
 

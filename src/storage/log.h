@@ -28,7 +28,11 @@
 // offline for writes (`errc::log_offline` from then on, one ERROR log line);
 // reads of what is already written keep working and nothing durable is
 // damaged. Bad bytes from a producer are refused (`errc::invalid_record`,
-// `corrupt_data`); bad bytes on disk are cut at recovery and logged.
+// `corrupt_data`). Bad bytes on disk (docs/log_format.md, "Damaged
+// batches"): a torn tail of the last segment is cut at recovery; a damaged
+// range with intact batches after it, found by recovery or by scrub(), is
+// never served again and is removed by a crash-safe rewrite, its offsets
+// left as a gap; both are logged.
 
 #include <atomic>
 #include <cstdint>
@@ -51,7 +55,9 @@ namespace sluice::storage {
 class file_cache;
 class file_deleter;
 class flusher;
+class scrubber;
 class segment;
+struct segment_damage;
 
 // Per-log settings (Kafka's topic configs of the same names). May be changed
 // at runtime with log::set_config; new values apply from the next append.
@@ -87,6 +93,9 @@ struct log_context {
   file_cache* files = nullptr;  // shared cap on open segment files
   flusher* flush = nullptr;     // shared group-commit threads
   file_deleter* deleter = nullptr;  // shared delayed removal of retired segment files
+  // Removes damaged ranges that reads found (docs/log_format.md, "Damaged
+  // batches"); optional: without it they are removed by the next scrub().
+  scrubber* scrub = nullptr;
 };
 
 struct append_result {
@@ -132,14 +141,36 @@ struct recovery_info {
   uint64_t bytes_dropped = 0;  // bytes removed from that file (later segments not counted)
   size_t segments_dropped = 0; // whole segments removed after the cut
   std::string reason;        // why the first dropped batch was refused
+  // Damaged ranges found with intact batches after them (kept), and their
+  // bytes (docs/log_format.md, "Damaged batches").
+  size_t damaged_ranges = 0;
+  uint64_t damaged_bytes = 0;
 };
+
+// Damage found in this log since it was opened, by recovery and scrub(),
+// for metrics. Counters only grow.
+struct damage_stats {
+  uint64_t ranges_found = 0;   // damaged ranges (one or more batches each)
+  uint64_t bytes_found = 0;    // their bytes
+  uint64_t bytes_removed = 0;  // bytes removed from segment files by rewrites
+  uint64_t bytes_scrubbed = 0; // bytes scrub() checked
+};
+
+// Called by scrub() with the bytes it read since the last call; returns
+// false to stop the scrub (shutdown). May block to pace the reading.
+using scrub_pace = std::function<bool(uint64_t bytes)>;
 
 // Summary of one segment, for retention policies and tools.
 struct segment_info {
   offset base;
   offset next;            // one past its last offset
   uint64_t size_bytes;
-  int64_t max_timestamp;  // -1 when empty
+  int64_t max_timestamp;  // -1 when empty or when no batch carries a timestamp
+  // Kafka's "largest timestamp" of a segment, which time retention goes by:
+  // max_timestamp, or the file's modification time when that is -1 (a
+  // segment whose records carry no timestamp is not expired for lacking
+  // one). -1 only for an empty segment or when the time cannot be read.
+  int64_t largest_time_ms;
 };
 
 // A cleaned copy of a run of closed segments being written by compaction
@@ -178,6 +209,7 @@ class segment_rewrite {
   offset next_;
   const int64_t interval_bytes_;
   std::vector<std::pair<offset, uint64_t>> run_;  // base and size of each segment replaced
+  std::vector<uint64_t> run_ids_;                 // and its segment::id(): a replaced one never matches
   uint64_t truncations_ = 0;                      // the log's counter at begin_rewrite
 };
 
@@ -236,6 +268,10 @@ class log : public std::enable_shared_from_this<log> {
   // whole batches up to `max_bytes` (always at least one whole batch, even
   // if larger), all within one segment and all with last offset < `upper`
   // (default: the log end offset; pass the high watermark for consumers).
+  // Bytes that no scan of this process has checked (a segment trusted after
+  // a clean shutdown, not yet scrubbed) are read and checked first, CRC
+  // included, without the mutex; damage found is skipped from then on
+  // (docs/log_format.md, "Damaged batches"), so a region never holds it.
   // `o` == the end (or `upper`) gives an empty region (len 0, file null),
   // the answer a fetch at the high watermark waits on; `o` outside
   // [log start, log end] gives offset_out_of_range.
@@ -248,15 +284,19 @@ class log : public std::enable_shared_from_this<log> {
   // Reads the closed segment whose base offset is `base` from byte position
   // `pos` (0, or the end of a region this returned): whole batches, at most
   // `max_bytes` unless the first batch is larger, with first_offset and
-  // next_offset set from them; len 0 at the segment's end. Batches below the
-  // log start offset are included (the cleaner decides). errc::not_found
-  // when the log has no closed segment at `base` (any more).
+  // next_offset set from them; len 0 at the segment's end. Checked and
+  // skipping damage as read() is, so the region may start after `pos`:
+  // continue from its pos + len. Batches below the log start offset are
+  // included (the cleaner decides). errc::not_found when the log has no
+  // closed segment at `base` (any more).
   result<file_region> read_segment(offset base, uint64_t pos, size_t max_bytes);
   // Starts a cleaned copy of the closed segments from `base` to `end`, where
   // `end` is the base offset of the segment that follows them (the active
   // segment at most: it is never replaced). errc::not_found when the log has
   // no such run.
-  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end);
+  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end) {
+    return begin_rewrite(base, end, "cleaned");
+  }
   // Replaces the run with the cleaned copy, crash-safe (steps 1-5), holding
   // the log's mutex only from step 2 on (renames, directory syncs, two small
   // index files). errc::not_found when the run changed since begin_rewrite
@@ -297,12 +337,36 @@ class log : public std::enable_shared_from_this<log> {
   status set_config(const log_config& cfg);
   log_config config() const;
   bool offline() const { return offline_.load(); }
+  // True from an append refused for lack of disk space (ENOSPC, EDQUOT)
+  // until the next append succeeds. Unlike other write errors, a full disk
+  // does not take the log offline: the partial write is cut off, the
+  // producer gets errc::no_space (KAFKA_STORAGE_ERROR), and the next append
+  // tries again, so writes resume by themselves once space returns. A
+  // failed fdatasync still takes the log offline, since the page cache may
+  // then have dropped data that was already written.
+  bool out_of_space() const { return out_of_space_.load(); }
+  uint64_t out_of_space_errors() const { return out_of_space_errors_.load(); }
   std::vector<segment_info> segments() const;
   const std::string& dir() const { return dir_; }
   const std::string& name() const { return name_; }
 
   // What recovery found when the log was opened. Immutable after open.
   const recovery_info& recovery() const { return recovery_; }
+
+  // ---- Damage (docs/log_format.md, "Damaged batches") ---------------------
+  // Checks the CRC and header of every batch of every segment (the active
+  // one up to its size when reached), reading without the log's mutex and
+  // calling `pace` (may be empty) after each chunk. Damage is handled as
+  // recovery handles it: from the moment it is found reads skip it, the
+  // segment is rewritten without it (rolled first when active), and a WARN
+  // line names file, byte range and offsets. Returns the number of damaged
+  // ranges found; errc::shutting_down when `pace` or close() stopped it.
+  // One caller at a time (the scrubber thread, or a test).
+  result<size_t> scrub(const scrub_pace& pace);
+  // Rewrites every segment that holds a known damaged range without it
+  // (the scrubber's thread, for ranges that reads found). First error.
+  status remove_known_damage();
+  damage_stats damage() const;
 
   // Syncs everything, writes index files and checkpoints and the
   // clean-shutdown marker. Afterwards every call fails with shutting_down
@@ -340,6 +404,24 @@ class log : public std::enable_shared_from_this<log> {
   void load_checkpoints(std::optional<offset>& rp, std::optional<offset>& start);
   status recover_segments(std::vector<offset> bases, std::optional<offset> rp, bool clean);
   void report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why);
+
+  // Damage (log_damage.cc).
+  // One WARN line per range; `removal` says when it leaves the file.
+  void report_damage(const std::string& file, const std::vector<segment_damage>& ds, const char* found_by,
+                     const char* removal);
+  // Makes the damage `ds` found in the segment `seg_id` (while the log's
+  // truncation counter was `truncations`) unreadable, then removes it.
+  // Damage that is already known, or a segment that changed meanwhile, is
+  // ignored: the next scrub looks again. Returns the ranges newly found.
+  result<size_t> handle_damage(uint64_t seg_id, uint64_t truncations, std::vector<segment_damage> ds);
+  // Rewrites the segment at `base` without its damaged ranges, through
+  // compaction's crash-safe swap; rolls first when it is the active one.
+  status remove_damage(offset base);
+  // begin_rewrite with the copy at "<base>.<end>.<ext>": damage removal
+  // writes "repair" copies, so a clean of the same segment running at the
+  // same time (the cleaner thread) never writes into its file; the swap
+  // itself is serialised by the mutex and refuses a run that changed.
+  result<std::unique_ptr<segment_rewrite>> begin_rewrite(offset base, offset end, const char* ext);
   status finish_recovery(std::optional<offset> rp_on_disk, std::optional<offset> start_on_disk,
                          const std::vector<epoch_entry>& epochs_on_disk, bool clean);
 
@@ -357,7 +439,9 @@ class log : public std::enable_shared_from_this<log> {
   result<append_result> append_locked(std::span<std::byte> batches,
                                       std::optional<leader_epoch> epoch, flush_ask& ask);
   status maybe_roll(size_t incoming_bytes, offset incoming_last);
-  status roll();
+  // `move_recovery_point` false keeps the recovery point at the segment
+  // being closed (remove_damage: a crash before its rewrite must rescan it).
+  status roll(bool move_recovery_point = true);
   status truncate_locked(offset o);
   status truncate_fully_locked(offset o);
   status advance_start_locked(offset o);
@@ -366,6 +450,9 @@ class log : public std::enable_shared_from_this<log> {
   // removal of its files; the caller drops it from segments_ (with mu_ held).
   status retire_segment(segment& s);
   status go_offline(const error& e);
+  // A write failed: errc::no_space leaves the log writable (see
+  // out_of_space()); anything else takes it offline.
+  status write_failed(const error& e);
   status check_writable() const;
   size_t segment_index_for(offset o) const;
   segment& active() { return *segments_.back(); }
@@ -386,6 +473,21 @@ class log : public std::enable_shared_from_this<log> {
   bool note_epoch_in_memory(leader_epoch e, offset start);
   bool truncate_epochs(offset end);
   bool truncate_epochs_from_start(offset start);
+
+  // Reading. A region of bytes no scan of this process has checked is
+  // checked before it is served (docs/log_format.md, "Damaged batches").
+  struct read_check {
+    bool needed = false;
+    uint64_t seg_id = 0, truncations = 0, seg_size = 0;
+    offset seg_base;
+  };
+  result<file_region> read_locked(offset o, size_t max_bytes, std::optional<offset> upper, read_check& check);
+  result<file_region> read_segment_locked(offset base, uint64_t pos, size_t max_bytes, read_check& check);
+  // Records a check's outcome for the segment `c.seg_id`: the damaged
+  // ranges `ds` skipped by reads from now on (reported, their removal left
+  // to the scrubber), or, when there are none, [from, to) checked. Nothing
+  // when the segment changed meanwhile.
+  void note_checked(const read_check& c, uint64_t from, uint64_t to, const std::vector<segment_damage>& ds);
 
   // Durability.
   status sync_once();
@@ -418,8 +520,11 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<int64_t> durable_{0};
   std::atomic<int64_t> active_base_{0};  // segments_.back()->base(), updated under mu_
   std::atomic<bool> offline_{false};
+  std::atomic<bool> out_of_space_{false};
+  std::atomic<uint64_t> out_of_space_errors_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> flush_timer_armed_{false};  // a flush.ms timer is queued with the flusher
+  std::atomic<uint64_t> damaged_ranges_{0}, damaged_bytes_{0}, damage_removed_bytes_{0}, scrubbed_bytes_{0};
 
   std::mutex flush_mu_;    // one sync of this log at a time; taken before mu_
   std::mutex waiters_mu_;  // taken after mu_ when both are held

@@ -95,18 +95,29 @@ log_manager::log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_con
       cfg_(std::move(cfg)),
       files_(std::make_unique<file_cache>(fs, cfg_.max_open_segment_files)),
       flusher_(std::make_unique<flusher>()),
-      deleter_(std::make_unique<file_deleter>(fs, clk)) {}
+      deleter_(std::make_unique<file_deleter>(fs, clk)),
+      scrubber_(std::make_unique<scrubber>(clk, cfg_.scrub_bytes_per_second, [this] {
+        std::vector<std::shared_ptr<log>> out;
+        std::lock_guard g(mu_);
+        for (const auto& [tp, l] : logs_) out.push_back(l);
+        return out;
+      })) {}
 
 log_manager::~log_manager() { shutdown().ignore(); }
 
-log_context log_manager::context() { return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get()}; }
+log_context log_manager::context() {
+  return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get(), scrubber_.get()};
+}
 
 result<std::unique_ptr<log_manager>> log_manager::open(io::filesystem& fs, sluice::clock& clk,
                                                        log_manager_config cfg) {
   SLUICE_TRY(cfg.default_log.validate());
+  if (cfg.scrub_bytes_per_second < 0 || cfg.scrub_bytes_per_second > limits::max_scrub_bytes_per_second)
+    return error{errc::invalid_config, "sluice.log.scrub.bytes.per.second out of range"};
   SLUICE_TRY(fs.create_dirs(cfg.data_dir));
   std::unique_ptr<log_manager> m(new log_manager(fs, clk, std::move(cfg)));
   SLUICE_TRY(m->load_all());
+  m->scrubber_->start();
   return m;
 }
 
@@ -235,6 +246,7 @@ std::vector<std::string> log_manager::dir_names() const {
 }
 
 status log_manager::shutdown() {
+  scrubber_->stop();  // before the logs close: it would only be told shutting_down
   std::vector<std::pair<std::string, std::shared_ptr<log>>> logs;
   {
     std::lock_guard g(mu_);

@@ -1,8 +1,8 @@
 #pragma once
 
 // The log manager: owns every partition log under one data directory, the
-// shared flusher thread (group commit) and the shared cap on open segment
-// files. The broker creates one at start-up and calls shutdown() at exit.
+// shared flusher thread (group commit), the scrubber thread and the shared
+// cap on open segment files. The broker creates one at start-up and calls shutdown() at exit.
 //
 // Thread safety: every method is thread-safe. Logs are handed out as
 // shared_ptr; a log removed with remove() stays usable by holders until they
@@ -22,6 +22,7 @@
 #include "base/limits.h"
 #include "storage/file_deleter.h"
 #include "storage/log.h"
+#include "storage/scrubber.h"
 
 namespace sluice::storage {
 
@@ -58,6 +59,10 @@ struct log_manager_config {
   std::string data_dir;
   log_config default_log;  // for logs found on disk at open and for create() without a config
   size_t max_open_segment_files = limits::default_max_open_segment_files;
+  // The scrubber's read rate (sluice.log.scrub.bytes.per.second); 0, the
+  // default here, runs none (tests); the broker's default is
+  // limits::default_scrub_bytes_per_second.
+  int64_t scrub_bytes_per_second = 0;
 };
 
 class log_manager {
@@ -84,10 +89,11 @@ class log_manager {
   // Directory names of every log held, sorted.
   std::vector<std::string> dir_names() const;
 
-  // Closes every log (sync, indexes; nothing for a log unchanged since a
-  // clean open) on a few threads, then writes the clean-shutdown record
-  // naming every log that closed cleanly, atomically and synced once, and
-  // stops the flusher. Returns the first error. Idempotent.
+  // Stops the scrubber, closes every log (sync, indexes; nothing for a log
+  // unchanged since a clean open) on a few threads, then writes the
+  // clean-shutdown record naming every log that closed cleanly, atomically
+  // and synced once, and stops the flusher. Returns the first error.
+  // Idempotent.
   status shutdown();
 
   // "<data_dir>/.clean-shutdown" (docs/log_format.md): the logs that the
@@ -96,6 +102,9 @@ class log_manager {
   // as after a crash. Per-log "clean-shutdown" markers (written by
   // log::close, and by earlier versions at shutdown) are honoured as well.
   static constexpr const char* kCleanShutdownRecord = ".clean-shutdown";
+
+  // The scrubber's counters (zeros when it does not run).
+  scrub_stats scrubbing() const { return scrubber_->stats(); }
 
   file_cache& files() { return *files_; }
   file_deleter& deleter() { return *deleter_; }
@@ -115,6 +124,7 @@ class log_manager {
   std::unique_ptr<file_cache> files_;
   std::unique_ptr<flusher> flusher_;
   std::unique_ptr<file_deleter> deleter_;
+  std::unique_ptr<scrubber> scrubber_;
 
   mutable std::mutex mu_;  // guards logs_ and shut_down_
   std::map<std::string, std::shared_ptr<log>> logs_;  // by directory name

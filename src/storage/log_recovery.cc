@@ -38,8 +38,9 @@ result<std::vector<offset>> log::list_segment_bases() {
   std::vector<offset> bases;
   for (const auto& n : names) {
     // An unfinished checkpoint, a retired segment whose delayed removal a
-    // stop cut short, an unfinished cleaned copy (docs/log_format.md).
-    if (ends_with(n, ".tmp") || ends_with(n, ".deleted") || ends_with(n, ".cleaned")) {
+    // stop cut short, an unfinished cleaned or repaired copy
+    // (docs/log_format.md).
+    if (ends_with(n, ".tmp") || ends_with(n, ".deleted") || ends_with(n, ".cleaned") || ends_with(n, ".repair")) {
       ctx_.fs->remove(io::join(dir_, n)).ignore();
       continue;
     }
@@ -96,7 +97,18 @@ status log::recover() {
   } else {
     SLUICE_TRY(recover_segments(std::move(bases), rp, clean));
   }
-  return finish_recovery(rp, start, epochs_on_disk, clean);
+  SLUICE_TRY(finish_recovery(rp, start, epochs_on_disk, clean));
+  // Damaged ranges are skipped by reads already; now remove them from the
+  // files (log_damage.cc). Nobody else holds the log yet.
+  std::vector<offset> damaged;
+  for (const auto& s : segments_)
+    if (!s->damaged().empty()) damaged.push_back(s->base());
+  for (offset b : damaged) {
+    if (auto st = remove_damage(b); !st.ok())
+      SLUICE_LOG_WARN("{}: could not remove the damaged ranges of segment {}: {}; reads skip them", name_,
+                      b.value(), st.err().message);
+  }
+  return {};
 }
 
 void log::report_cut(const std::string& file, uint64_t pos, uint64_t bytes, size_t later, const std::string& why) {
@@ -145,7 +157,15 @@ status log::recover_segments(std::vector<offset> bases, std::optional<offset> rp
     }
     std::optional<segment::cut> cut;
     if (!trusted) {
-      SLUICE_ASSIGN_OR_RETURN(cut, seg->recover(bases[i], interval, visit));
+      // Only the last segment can have a torn tail; damage anywhere else
+      // leaves intact batches (in this segment or later ones) to keep.
+      SLUICE_ASSIGN_OR_RETURN(auto rec, seg->recover(bases[i], interval, visit, i + 1 == bases.size()));
+      cut = std::move(rec.tail);
+      if (!rec.damaged.empty()) {
+        recovery_.damaged_ranges += rec.damaged.size();
+        for (const auto& d : rec.damaged) recovery_.damaged_bytes += d.end - d.pos;
+        report_damage(seg->log_path(), rec.damaged, "recovery", "once the log is open");
+      }
       if (i + 1 < bases.size() && !cut) {
         // A closed segment that was rescanned: make it as durable and
         // indexed as the recovery point will claim.

@@ -75,22 +75,43 @@ status segment_rewrite::append(std::span<const std::byte> batches) {
 // ---- log ----------------------------------------------------------------------
 
 result<file_region> log::read_segment(offset base, uint64_t pos, size_t max_bytes) {
-  std::lock_guard g(mu_);
+  // Checked like read(): the cleaner decodes and may rebuild what it reads
+  // (with a fresh CRC), so damaged bytes must never reach it.
+  for (int round = 0;; ++round) {
+    read_check c;
+    result<file_region> r = [&] {
+      std::lock_guard g(mu_);
+      return read_segment_locked(base, pos, max_bytes, c);
+    }();
+    if (!r.ok() || !c.needed) return r;
+    if (round == 16)
+      return error{errc::corrupt_data, name_ + ": segment " + std::to_string(base.value()) + " at byte " +
+                                           std::to_string(pos) + " could not be read intact"};
+    SLUICE_ASSIGN_OR_RETURN(auto ds, segment::check_region(*r->file, c.seg_base, r->pos, r->pos + r->len,
+                                                           c.seg_size, r->first_offset));
+    note_checked(c, r->pos, r->pos + r->len, ds);
+    if (ds.empty()) return r;
+  }
+}
+
+result<file_region> log::read_segment_locked(offset base, uint64_t pos, size_t max_bytes, read_check& check) {
   if (closed_) return error{errc::shutting_down, name_ + " is closed"};
   const size_t i = segment_index_for(base);
   if (segments_.empty() || i + 1 >= segments_.size() || segments_[i]->base() != base)
     return error{errc::not_found, name_ + ": no closed segment at " + std::to_string(base.value())};
   segment& seg = *segments_[i];
+  pos = seg.past_damage(pos);  // never a damaged range (docs/log_format.md, "Damaged batches")
   if (pos >= seg.size()) return file_region{nullptr, pos, 0, seg.next(), seg.next()};
   SLUICE_ASSIGN_OR_RETURN(uint64_t stop, seg.region_end_from(pos, max_bytes));
   SLUICE_ASSIGN_OR_RETURN(offset first, seg.offset_at(pos));
   SLUICE_ASSIGN_OR_RETURN(offset next,
                           seg.offset_at(stop));  // the next batch's base, or the segment's next
   SLUICE_ASSIGN_OR_RETURN(auto f, seg.file());
+  if (!seg.verified(pos, stop)) check = read_check{true, seg.id(), truncations_, seg.size(), seg.base()};
   return file_region{std::move(f), pos, stop - pos, first, next};
 }
 
-result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset end) {
+result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset end, const char* ext) {
   std::lock_guard g(mu_);
   SLUICE_TRY(check_writable());
   const size_t first = segment_index_for(base);
@@ -105,11 +126,13 @@ result<std::unique_ptr<segment_rewrite>> log::begin_rewrite(offset base, offset 
   if (after >= segments_.size() || segments_[after]->base() != end) return no_run();
   SLUICE_ASSIGN_OR_RETURN(auto seg,
                           segment::create_staged(*ctx_.fs, *ctx_.files, dir_, base,
-                                                 rewrite_path(dir_, base, end, "cleaned")));
+                                                 rewrite_path(dir_, base, end, ext)));
   std::unique_ptr<segment_rewrite> rw(
       new segment_rewrite(*ctx_.fs, std::move(seg), base, end, cfg_.index_interval_bytes));
-  for (size_t i = first; i < after; ++i)
+  for (size_t i = first; i < after; ++i) {
     rw->run_.push_back({segments_[i]->base(), segments_[i]->size()});
+    rw->run_ids_.push_back(segments_[i]->id());
+  }
   rw->truncations_ = truncations_;
   return rw;
 }
@@ -121,7 +144,8 @@ std::optional<size_t> log::find_run(const segment_rewrite& rw) const {
   if (after >= segments_.size()) return std::nullopt;  // the active segment must follow the run
   for (size_t i = 0; i < rw.run_.size(); ++i) {
     const segment& s = *segments_[first + i];
-    if (s.base() != rw.run_[i].first || s.size() != rw.run_[i].second) return std::nullopt;
+    if (s.base() != rw.run_[i].first || s.size() != rw.run_[i].second || s.id() != rw.run_ids_[i])
+      return std::nullopt;
   }
   if (segments_[after]->base() != rw.end_) return std::nullopt;
   return first;

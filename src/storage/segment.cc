@@ -1,25 +1,32 @@
 #include "storage/segment.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
 #include <vector>
+
+#include "base/endian.h"
 
 namespace sluice::storage {
 namespace {
 
 constexpr size_t kScanChunkBytes = limits::recovery_scan_chunk_bytes;
 
-// A forward reader over a file region with one reusable buffer.
+// A forward reader over a file region with one reusable buffer: its own, or
+// `shared` (kept by the caller across readers). Reads `chunk` bytes at a
+// time, or more for a larger request.
 class chunk_reader {
  public:
-  chunk_reader(io::file& f, uint64_t end) : f_(f), end_(end) {}
+  chunk_reader(io::file& f, uint64_t end, std::vector<std::byte>* shared = nullptr,
+               size_t chunk = kScanChunkBytes)
+      : f_(f), end_(end), buf_(shared ? *shared : own_), chunk_(std::max<size_t>(chunk, batch::header_bytes)) {}
   // Makes [pos, pos + n) available; returns nullptr when the file ends first.
   result<const std::byte*> get(uint64_t pos, size_t n) {
     if (pos >= start_ && pos + n <= start_ + len_) return buf_.data() + (pos - start_);
     if (pos + n > end_) return static_cast<const std::byte*>(nullptr);
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(n, kScanChunkBytes), end_ - pos));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(std::max(n, chunk_), end_ - pos));
     buf_.resize(want);
     SLUICE_ASSIGN_OR_RETURN(size_t got, f_.pread(buf_.data(), want, pos));
     start_ = pos;
@@ -27,14 +34,92 @@ class chunk_reader {
     if (got < n) return static_cast<const std::byte*>(nullptr);
     return buf_.data();
   }
+  // Gives a shared buffer back smaller when one large batch grew it.
+  void release() {
+    if (buf_.capacity() > 4 * kScanChunkBytes) std::vector<std::byte>().swap(buf_);
+  }
 
  private:
   io::file& f_;
   uint64_t end_;
-  std::vector<std::byte> buf_;
+  std::vector<std::byte> own_;
+  std::vector<std::byte>& buf_;
+  const size_t chunk_;
   uint64_t start_ = 0;
   size_t len_ = 0;
 };
+
+std::atomic<uint64_t> next_segment_id{1};
+
+// What is at a position of a segment file: an intact batch (its header) or
+// why not.
+struct probe {
+  std::optional<batch::header> h;
+  std::string why;
+};
+
+// Checks the batch at `pos` of [.., to): a whole header that passes
+// batch::check, a base offset of at least `min_base`, offsets within
+// `seg_base` + 2^31 - 1 (invariants 1, 2, 4, 5, 6 of docs/log_format.md)
+// and, with `verify_crc`, the CRC (invariant 3).
+result<probe> probe_batch(chunk_reader& rd, uint64_t pos, uint64_t to, offset min_base, offset seg_base,
+                          bool verify_crc) {
+  SLUICE_ASSIGN_OR_RETURN(const std::byte* hp, rd.get(pos, batch::header_bytes));
+  if (!hp) return probe{std::nullopt, "partial batch header"};
+  const batch::header h = batch::parse(hp);
+  if (status st = batch::check(h, to - pos, batch::strictness::stored); !st.ok())
+    return probe{std::nullopt, st.err().message};
+  if (h.base < min_base)
+    return probe{std::nullopt,
+                 "base offset " + std::to_string(h.base.value()) + " below " + std::to_string(min_base.value())};
+  if (h.base < seg_base || h.last_offset() - seg_base > INT32_MAX)
+    return probe{std::nullopt, "offset too far from the segment base"};
+  if (verify_crc) {
+    SLUICE_ASSIGN_OR_RETURN(const std::byte* bp, rd.get(pos, h.size_bytes()));
+    if (!bp) return probe{std::nullopt, "partial batch"};
+    if (status c = batch::check_crc(h, std::span(bp, h.size_bytes())); !c.ok())
+      return probe{std::nullopt, c.err().message};
+  }
+  return probe{h, {}};
+}
+
+// The first intact batch after a bad one at `bad` in [.., to), with a base
+// offset of at least `min_base` (one past the last good batch): first where
+// the bad batch's length says the next one starts, when that is plausible
+// (a flipped bit in the records leaves the length intact, and trying there
+// first keeps a batch that happens to sit inside the damaged batch's
+// records from being taken for a real one); then at every byte after
+// `bad`. A candidate must be fully intact, CRC included; the offset rule
+// (a base at least `min_base` and within the segment's 2^31 offsets) alone
+// rules out nearly every position in random bytes, so few CRCs are
+// computed. nullopt when nothing intact follows: a torn tail.
+result<std::optional<std::pair<uint64_t, batch::header>>> find_intact(chunk_reader& rd, uint64_t bad, uint64_t to,
+                                                                      offset min_base, offset seg_base) {
+  using found = std::optional<std::pair<uint64_t, batch::header>>;
+  auto intact = [&](uint64_t q) -> result<found> {
+    SLUICE_ASSIGN_OR_RETURN(probe p, probe_batch(rd, q, to, min_base, seg_base, true));
+    if (!p.h) return found();
+    return found(std::pair(q, *p.h));
+  };
+  SLUICE_ASSIGN_OR_RETURN(const std::byte* hp, rd.get(bad, batch::length_field_end));
+  if (hp) {
+    const int64_t declared =
+        static_cast<int64_t>(batch::length_field_end) + load_be<int32_t>(hp + batch::length_pos);
+    if (declared >= static_cast<int64_t>(batch::header_bytes) &&
+        static_cast<uint64_t>(declared) < to - bad) {
+      SLUICE_ASSIGN_OR_RETURN(found f, intact(bad + static_cast<uint64_t>(declared)));
+      if (f) return f;
+    }
+  }
+  for (uint64_t q = bad + 1; q + batch::header_bytes <= to; ++q) {
+    SLUICE_ASSIGN_OR_RETURN(const std::byte* p, rd.get(q, batch::header_bytes));
+    if (!p) break;
+    if (p[batch::magic_pos] != std::byte{2}) continue;  // the cheap filter first
+    SLUICE_ASSIGN_OR_RETURN(found f, intact(q));
+    if (f) return f;
+  }
+  return found();
+}
 
 }  // namespace
 
@@ -64,7 +149,8 @@ segment::segment(io::filesystem& fs, file_cache& files, const std::string& dir, 
       index_path_(segment_path(dir, base, "index")),
       time_index_path_(segment_path(dir, base, "timeindex")),
       next_(base),
-      created_ms_(now_ms) {}
+      created_ms_(now_ms),
+      id_(next_segment_id.fetch_add(1)) {}
 
 result<std::unique_ptr<segment>> segment::create(io::filesystem& fs, file_cache& files,
                                                  const std::string& dir, offset base, int64_t now_ms) {
@@ -135,24 +221,17 @@ result<std::pair<uint64_t, std::optional<error>>> segment::walk(uint64_t from, u
   chunk_reader rd(*f, to);
   uint64_t pos = from;
   offset min_base = o.min_base;
-  auto stop = [&](std::string why) {
-    return std::pair<uint64_t, std::optional<error>>(pos, error{errc::corrupt_data, std::move(why)});
-  };
   while (pos < to) {
-    SLUICE_ASSIGN_OR_RETURN(const std::byte* hp, rd.get(pos, batch::header_bytes));
-    if (!hp) return stop("partial batch header");
-    batch::header h = batch::parse(hp);
-    status st = batch::check(h, to - pos, batch::strictness::stored);
-    if (!st.ok()) return stop(st.err().message);
-    if (h.base < min_base) return stop("base offset " + std::to_string(h.base.value()) + " below " +
-                                       std::to_string(min_base.value()));
-    if (h.last_offset() - base_ > INT32_MAX) return stop("offset too far from the segment base");
-    if (o.verify_crc) {
-      SLUICE_ASSIGN_OR_RETURN(const std::byte* bp, rd.get(pos, h.size_bytes()));
-      if (!bp) return stop("partial batch");
-      status c = batch::check_crc(h, std::span(bp, h.size_bytes()));
-      if (!c.ok()) return stop(c.err().message);
+    if (const uint64_t past = past_damage(pos); past != pos) {
+      // A known damaged range (truncate_at walks over them): the batch
+      // after it gets an index entry, so lookups need not cross it.
+      pos = past;
+      bytes_since_index_ = o.interval_bytes;
+      continue;
     }
+    SLUICE_ASSIGN_OR_RETURN(probe p, probe_batch(rd, pos, to, min_base, base_, o.verify_crc));
+    if (!p.h) return std::pair<uint64_t, std::optional<error>>(pos, error{errc::corrupt_data, std::move(p.why)});
+    const batch::header& h = *p.h;
     if (o.visit) (*o.visit)(h);
     index_batch(pos, h, o);
     pos += h.size_bytes();
@@ -160,6 +239,92 @@ result<std::pair<uint64_t, std::optional<error>>> segment::walk(uint64_t from, u
     min_base = h.last_offset() + 1;
   }
   return std::pair<uint64_t, std::optional<error>>(pos, std::nullopt);
+}
+
+uint64_t segment::past_damage(uint64_t pos) const {
+  for (const auto& d : damage_) {
+    if (d.pos > pos) break;
+    if (pos < d.end) pos = d.end;  // ranges may abut: keep going
+  }
+  return pos;
+}
+
+uint64_t segment::damage_after(uint64_t pos) const {
+  for (const auto& d : damage_)
+    if (d.pos >= pos) return d.pos;
+  return size_;
+}
+
+result<std::vector<segment::damage>> segment::check_region(io::file& f, offset base, uint64_t from, uint64_t to,
+                                                          uint64_t file_end, offset min_base) {
+  // One buffer per thread: a catch-up consumer checks region after region,
+  // and fresh memory for each would cost more than the check.
+  thread_local std::vector<std::byte> buf;
+  // Reads the region in one go (the find_intact after damage reads on).
+  chunk_reader rd(f, file_end, &buf, static_cast<size_t>(std::min<uint64_t>(to - from, kScanChunkBytes)));
+  std::vector<damage> out;
+  uint64_t pos = from;
+  while (pos < to) {
+    auto p = probe_batch(rd, pos, file_end, min_base, base, true);
+    if (!p.ok()) {
+      rd.release();
+      return p.err();
+    }
+    if (p->h) {
+      pos += p->h->size_bytes();
+      min_base = p->h->last_offset() + 1;
+      continue;
+    }
+    auto q = find_intact(rd, pos, file_end, min_base, base);
+    if (!q.ok()) {
+      rd.release();
+      return q.err();
+    }
+    out.push_back(damage{pos, *q ? (*q)->first : file_end, min_base, *q ? (*q)->second.base : min_base,
+                         std::move(p->why)});
+    pos = out.back().end;
+  }
+  rd.release();
+  return out;
+}
+
+bool segment::verified(uint64_t from, uint64_t to) const {
+  if (from >= to) return true;
+  for (const auto& [a, b] : verified_)
+    if (a <= from && to <= b) return true;
+  return false;
+}
+
+void segment::mark_verified(uint64_t from, uint64_t to) {
+  if (from >= to) return;
+  // Merge with every range it overlaps or touches.
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(verified_.size() + 1);
+  for (const auto& r : verified_) {
+    if (r.second < from || r.first > to) {
+      out.push_back(r);
+    } else {
+      from = std::min(from, r.first);
+      to = std::max(to, r.second);
+    }
+  }
+  out.insert(std::upper_bound(out.begin(), out.end(), std::pair(from, to)), {from, to});
+  if (out.size() > limits::max_verified_ranges_per_segment) {
+    auto smallest = std::min_element(out.begin(), out.end(), [](const auto& x, const auto& y) {
+      return x.second - x.first < y.second - y.first;
+    });
+    out.erase(smallest);
+  }
+  verified_ = std::move(out);
+}
+
+bool segment::add_damage(const damage& d) {
+  for (const auto& k : damage_)
+    if (k.pos == d.pos) return false;
+  auto it = std::upper_bound(damage_.begin(), damage_.end(), d.pos,
+                             [](uint64_t p, const damage& x) { return p < x.pos; });
+  damage_.insert(it, d);
+  return true;
 }
 
 result<std::vector<std::byte>> segment::read_index_file(const std::string& path) {
@@ -195,23 +360,77 @@ result<bool> segment::load_trusted(offset min_base, int64_t interval_bytes, cons
   SLUICE_ASSIGN_OR_RETURN(auto end, walk(from, file_size, o));
   if (end.second.has_value()) return false;
   if (auto t = times_.last(); t && t->rel > last_batch_rel_) return false;
+  verified_.clear();
+  mark_verified(from, file_size);  // the part before `from` is trusted, unchecked
   return true;
 }
 
-result<std::optional<segment::cut>> segment::recover(offset min_base, int64_t interval_bytes,
-                                                     const batch_visitor& visit) {
+result<segment::recovered> segment::recover(offset min_base, int64_t interval_bytes, const batch_visitor& visit,
+                                            bool last) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_ASSIGN_OR_RETURN(uint64_t file_size, f->size());
   offsets_.clear();
   times_.clear();
+  damage_.clear();
   reset_to_start();
   size_ = 0;
   walk_opts o{true, true, interval_bytes, min_base, &visit};
-  SLUICE_ASSIGN_OR_RETURN(auto end, walk(0, file_size, o));
-  if (!end.second) return std::optional<cut>();
-  SLUICE_TRY(f->truncate(end.first));
-  size_ = end.first;
-  return std::optional<cut>(cut{end.first, file_size - end.first, std::move(*end.second)});
+  recovered out;
+  uint64_t from = 0;
+  for (;;) {
+    SLUICE_ASSIGN_OR_RETURN(auto end, walk(from, file_size, o));
+    if (!end.second) break;
+    const uint64_t bad = end.first;
+    // One past the last good batch; the first batch may start anywhere
+    // from `min_base` on.
+    const offset first = last_batch_rel_ >= 0 ? next_ : min_base;
+    chunk_reader rd(*f, file_size);
+    SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, bad, file_size, first, base_));
+    if (!q && last) {
+      SLUICE_TRY(f->truncate(bad));
+      size_ = bad;
+      out.tail = cut{bad, file_size - bad, std::move(*end.second)};
+      break;
+    }
+    damage d{bad, q ? q->first : file_size, first, q ? q->second.base : first, std::move(end.second->message)};
+    damage_.push_back(d);
+    out.damaged.push_back(std::move(d));
+    if (!q) {
+      size_ = file_size;  // the damaged end stays until the rewrite; reads skip it
+      break;
+    }
+    from = q->first;
+    o.min_base = first;
+    bytes_since_index_ = interval_bytes;  // an index entry right after the range
+  }
+  verified_.clear();
+  mark_verified(0, size_);  // damaged ranges inside it are skipped by reads anyway
+  return out;
+}
+
+result<std::vector<segment::damage>> segment::scan(io::file& f, offset base, uint64_t to,
+                                                   const std::function<bool(uint64_t)>& pace) {
+  chunk_reader rd(f, to);
+  std::vector<damage> out;
+  uint64_t pos = 0, paced = 0;
+  offset min_base = base;
+  while (pos < to) {
+    if (pace && pos - paced >= kScanChunkBytes) {
+      if (!pace(pos - paced)) return error{errc::shutting_down, "scan stopped"};
+      paced = pos;
+    }
+    SLUICE_ASSIGN_OR_RETURN(probe p, probe_batch(rd, pos, to, min_base, base, true));
+    if (p.h) {
+      pos += p.h->size_bytes();
+      min_base = p.h->last_offset() + 1;
+      continue;
+    }
+    SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, pos, to, min_base, base));
+    out.push_back(damage{pos, q ? q->first : to, min_base, q ? q->second.base : min_base, std::move(p.why)});
+    pos = q ? q->first : to;
+  }
+  if (pace && pos > paced && !pace(pos - paced)) return error{errc::shutting_down, "scan stopped"};
+  return out;
 }
 
 status segment::append(std::span<const std::byte> data, std::span<const batch::header> hs,
@@ -220,8 +439,11 @@ status segment::append(std::span<const std::byte> data, std::span<const batch::h
   const uint64_t start = size_;
   status st = f->append(data);
   if (!st.ok()) {
-    // Leave no partial batch behind if we can; recovery would cut it anyway.
-    f->truncate(start).ignore();
+    // Leave no partial batch behind, so the next append (after a full disk,
+    // say) writes where the segment ends. If even that fails, the file no
+    // longer matches the segment: an I/O error, which takes the log offline.
+    if (auto t = f->truncate(start); !t.ok())
+      return status(errc::io_error, st.err().message + "; cutting the partial write failed: " + t.err().message);
     return st;
   }
   walk_opts o{false, true, interval_bytes, offset(0), nullptr};
@@ -231,6 +453,7 @@ status segment::append(std::span<const std::byte> data, std::span<const batch::h
     pos += h.size_bytes();
   }
   size_ = pos;
+  mark_verified(start, pos);  // the caller checked every batch, CRC included
   return {};
 }
 
@@ -239,7 +462,7 @@ result<std::optional<segment::located>> segment::locate(offset o) {
   const int64_t rel = std::clamp<int64_t>(o - base_, 0, INT32_MAX);
   if (auto e = offsets_.floor_offset(static_cast<int32_t>(rel))) pos = static_cast<uint64_t>(e->pos);
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
-  while (pos < size_) {
+  while ((pos = past_damage(pos)) < size_) {
     SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
     if (h.last_offset() >= o) return std::optional<located>(located{pos, h});
     pos += h.size_bytes();
@@ -253,6 +476,9 @@ result<uint64_t> segment::region_end(const located& start, size_t max_bytes, off
     SLUICE_ASSIGN_OR_RETURN(auto u, locate(upper));
     if (u) limit = u->pos;
   }
+  // A region never reaches into a damaged range: it ends before it, and
+  // the next read starts after it (offset_at skips it).
+  limit = std::min(limit, damage_after(start.pos));
   if (limit <= start.pos) return start.pos;  // the first batch reaches `upper`
   if (limit - start.pos <= max_bytes) return limit;
   const uint64_t first_end = start.pos + start.h.size_bytes();
@@ -271,6 +497,7 @@ result<uint64_t> segment::region_end(const located& start, size_t max_bytes, off
 }
 
 result<offset> segment::offset_at(uint64_t pos) {
+  pos = past_damage(pos);
   if (pos >= size_) return next_;
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
@@ -284,7 +511,7 @@ result<std::optional<segment::located>> segment::locate_time(int64_t ts, offset 
     if (auto e = offsets_.floor_offset(t->rel)) pos = static_cast<uint64_t>(e->pos);
   }
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
-  while (pos < size_) {
+  while ((pos = past_damage(pos)) < size_) {
     SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
     if (h.max_timestamp >= ts && h.last_offset() >= from) return std::optional<located>(located{pos, h});
     pos += h.size_bytes();
@@ -295,6 +522,9 @@ result<std::optional<segment::located>> segment::locate_time(int64_t ts, offset 
 status segment::truncate_at(const located& at) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_TRY(f->truncate(at.pos));
+  std::erase_if(damage_, [&](const damage& d) { return d.pos >= at.pos; });
+  std::erase_if(verified_, [&](const auto& r) { return r.first >= at.pos; });
+  for (auto& r : verified_) r.second = std::min(r.second, at.pos);
   const int32_t rel = static_cast<int32_t>(std::max<int64_t>(at.h.base - base_, 0));
   offsets_.truncate_from(rel);
   times_.truncate_from(rel);
@@ -355,6 +585,7 @@ status segment::rename_log(const std::string& to) {
 
 result<uint64_t> segment::region_end_from(uint64_t pos, size_t max_bytes) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  SLUICE_ASSERT(past_damage(pos) == pos, "region_end_from inside a damaged range");
   SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
   return region_end(located{pos, h}, max_bytes, next_);
 }

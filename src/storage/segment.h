@@ -31,6 +31,18 @@ std::string segment_path(const std::string& dir, offset base, const char* ext);
 // Parses "<20 digits>.log"; nullopt for any other name.
 std::optional<offset> parse_segment_name(const std::string& name);
 
+// A byte range of a .log file that holds no intact batch
+// (docs/log_format.md, "Damaged batches"): a batch whose CRC or header is
+// wrong, up to the next intact batch or the end of the file. Reads skip it;
+// log::remove_damage rewrites the segment without it.
+struct segment_damage {
+  uint64_t pos = 0;  // first damaged byte (a batch boundary)
+  uint64_t end = 0;  // an intact batch starts here, or the scanned part ends
+  offset first;      // the lowest offset the range may have held: one past the batch before it
+  offset next;       // base offset of the batch at `end`; == first when the range runs to the end
+  std::string why;   // what the check found at `pos`
+};
+
 class segment {
  public:
   // A batch found in the segment: its header and byte position.
@@ -43,6 +55,14 @@ class segment {
     uint64_t pos = 0;
     uint64_t bytes_dropped = 0;
     error reason;
+  };
+  using damage = segment_damage;
+  // What a recovery scan found: damaged ranges it skipped (each followed by
+  // an intact batch, or at the end of a segment that is not the last) and
+  // the torn tail it cut from the last segment.
+  struct recovered {
+    std::vector<damage> damaged;
+    std::optional<cut> tail;
   };
   using batch_visitor = std::function<void(const batch::header&)>;
 
@@ -67,10 +87,46 @@ class segment {
   // checks) only the batches after the last index entry. Returns false when
   // anything is off, in which case the caller runs recover().
   result<bool> load_trusted(offset min_base, int64_t interval_bytes, const batch_visitor& visit);
-  // Unclean path: reads and checks every batch, rebuilding the indexes, and
-  // cuts the file at the first partial or invalid batch. `min_base` is the
-  // lowest base offset the first batch may have. Reports the cut, if any.
-  result<std::optional<cut>> recover(offset min_base, int64_t interval_bytes, const batch_visitor& visit);
+  // Unclean path: reads and checks every batch (header and CRC), rebuilding
+  // the indexes. At a partial or invalid batch it looks for the next intact
+  // batch in the file (find_intact): when there is one, the bytes up to it
+  // are a damaged range, skipped by reads from now on, and the scan goes on
+  // there; when there is none the rest of the file is a torn tail, cut when
+  // `last` (the log's last segment: what a crash leaves) and otherwise a
+  // damaged range too (later segments hold acknowledged data). `min_base`
+  // is the lowest base offset the first batch may have.
+  result<recovered> recover(offset min_base, int64_t interval_bytes, const batch_visitor& visit, bool last);
+  // Checks every batch of [0, to) of the segment file `f` whose base offset
+  // is `base` (header and CRC), reading it through one buffer and calling
+  // `pace` with the bytes read after each chunk; `pace` returning false ends
+  // the scan with errc::shutting_down. Returns the damaged ranges, found as
+  // recover() finds them (a damaged end runs to `to`). Touches no segment:
+  // the scrubber runs it without the log's mutex.
+  static result<std::vector<damage>> scan(io::file& f, offset base, uint64_t to,
+                                          const std::function<bool(uint64_t)>& pace);
+  // Checks the batches of [from, to), a read region starting at a batch
+  // whose base offset is `min_base` (header and CRC). Returns the damaged
+  // ranges that start in it (none when all is intact), each ending at the
+  // next intact batch before `file_end` or at `file_end`. Touches no
+  // segment: reads run it without the log's mutex.
+  static result<std::vector<damage>> check_region(io::file& f, offset base, uint64_t from, uint64_t to,
+                                                  uint64_t file_end, offset min_base);
+  // Starts skipping a damaged range in reads (with the log's mutex held).
+  // False when it is already known.
+  bool add_damage(const damage& d);
+  // Byte ranges whose batches this process has checked, CRC included
+  // (appended, scanned at open, scrubbed, or checked by a read): reads of
+  // other ranges are checked before they are served (docs/log_format.md,
+  // "Damaged batches"). At most limits::max_verified_ranges_per_segment
+  // ranges are kept; forgetting one only costs a second check.
+  bool verified(uint64_t from, uint64_t to) const;
+  void mark_verified(uint64_t from, uint64_t to);
+  const std::vector<damage>& damaged() const { return damage_; }
+  // `pos`, or the end of the damaged range(s) starting at or covering it.
+  uint64_t past_damage(uint64_t pos) const;
+  // Process-unique, never reused: tells a segment apart from one that
+  // replaced it at the same base offset.
+  uint64_t id() const { return id_; }
 
   // Appends whole, validated batches (headers in `hs`, in order).
   status append(std::span<const std::byte> data, std::span<const batch::header> hs,
@@ -138,6 +194,8 @@ class segment {
   // batch that is partial or invalid (== `to` when all are good) and why.
   result<std::pair<uint64_t, std::optional<error>>> walk(uint64_t from, uint64_t to, const walk_opts& o);
   result<batch::header> read_header(io::file& f, uint64_t pos, uint64_t end);
+  // The start of the first damaged range at or after `pos`, or size_.
+  uint64_t damage_after(uint64_t pos) const;
   void index_batch(uint64_t pos, const batch::header& h, const walk_opts& o);
   void reset_to_start();
   result<std::vector<std::byte>> read_index_file(const std::string& path);
@@ -155,6 +213,9 @@ class segment {
   int32_t last_batch_rel_ = -1;
   offset_index offsets_;
   time_index times_;
+  std::vector<damage> damage_;  // ascending, disjoint; read paths skip them
+  std::vector<std::pair<uint64_t, uint64_t>> verified_;  // ascending, disjoint, not adjacent
+  const uint64_t id_;
 };
 
 }  // namespace sluice::storage

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <mutex>
 
+#include "base/endian.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "protocol/records/record_batch.h"
 
 namespace sluice::kafka {
 
@@ -34,6 +36,13 @@ std::span<std::byte> mutable_view(request& req, std::span<const uint8_t> v) {
   auto* base = reinterpret_cast<const uint8_t*>(req.frame.data());
   size_t off = static_cast<size_t>(v.data() - base);
   return {req.frame.data() + off, v.size()};
+}
+
+bool uses_zstd(std::span<const uint8_t> batch) {
+  namespace rec = protocol::records;
+  if (batch.size() < rec::batch_header_bytes) return false;
+  const int16_t attributes = load_be<int16_t>(batch.data() + rec::attributes_offset);
+  return static_cast<rec::compression>(attributes & rec::attr::compression_mask) == rec::compression::zstd;
 }
 
 }  // namespace
@@ -90,6 +99,12 @@ void handle_produce(request req) {
       }
       if (pd.records.is_null() || pd.records.size_bytes() == 0) {
         set_error(error_code::corrupt_message, "no record batch");
+        continue;
+      }
+      if (req.version() < 7 && uses_zstd(pd.records.view())) {
+        // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
+        // read it back, so it is refused from them.
+        set_error(error_code::unsupported_compression_type, "zstd needs Produce v7 or later");
         continue;
       }
       auto out = part->append(mutable_view(req, pd.records.view()), now);

@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -19,7 +20,8 @@ error corrupt(std::string_view codec, std::string_view what) {
 }
 
 error too_large(std::string_view codec, size_t max_bytes) {
-  return corrupt(codec, "decompressed data exceeds " + std::to_string(max_bytes) + " bytes");
+  return error{errc::message_too_large,
+               std::string(codec) + ": decompressed data exceeds " + std::to_string(max_bytes) + " bytes"};
 }
 
 // Output grows in steps so a small input never reserves max_bytes up front.
@@ -27,6 +29,45 @@ size_t next_capacity(size_t have, size_t in_size, size_t max_bytes) {
   const size_t want = have == 0 ? std::max<size_t>(in_size * 4, 4096) : have * 2;
   return std::min(want, max_bytes + 1);  // +1 so "exactly full" is detectable
 }
+
+// Where decompressed bytes go: buf[0, used). buf.size() is the capacity
+// already touched: std::vector zero-fills only growth, so a buffer reused
+// across calls costs no fill and no page faults once it has grown.
+struct sink {
+  std::vector<uint8_t>& buf;
+  size_t max_bytes;
+  size_t in_size;
+  size_t used = 0;
+
+  // Output may reach max_bytes + 1, so "more than max_bytes" is detectable.
+  size_t limit() const { return std::min(buf.size(), max_bytes + 1); }
+  uint8_t* tail() { return buf.data() + used; }
+  size_t room() const { return limit() - used; }
+  // Makes room for more output; false once max_bytes + 1 is reached.
+  bool grow() {
+    if (limit() == max_bytes + 1) return false;
+    buf.resize(next_capacity(buf.size(), in_size, max_bytes));
+    return true;
+  }
+};
+
+// Codec state that decompress_reusing keeps per thread. Creating a zstd
+// stream allocates its window (up to 8 MiB for the levels clients use) and
+// a gzip one 40 KiB, every time; reset, they are reused.
+struct codec_contexts {
+  ZSTD_DCtx* zstd = nullptr;
+  LZ4F_dctx* lz4 = nullptr;
+  z_stream zs{};
+  bool zs_ready = false;
+  codec_contexts() = default;
+  codec_contexts(const codec_contexts&) = delete;
+  codec_contexts& operator=(const codec_contexts&) = delete;
+  ~codec_contexts() {
+    if (zstd) ZSTD_freeDCtx(zstd);
+    if (lz4) LZ4F_freeDecompressionContext(lz4);
+    if (zs_ready) inflateEnd(&zs);
+  }
+};
 
 // ---- gzip -------------------------------------------------------------------
 
@@ -48,25 +89,25 @@ result<std::vector<uint8_t>> gzip_compress(std::span<const uint8_t> in) {
   return out;
 }
 
-result<std::vector<uint8_t>> gzip_decompress(std::span<const uint8_t> in, size_t max_bytes) {
-  z_stream zs{};
+status gzip_decompress(std::span<const uint8_t> in, sink& out, codec_contexts& ctx) {
+  z_stream& zs = ctx.zs;
   // 15 + 32: accept gzip or zlib headers.
-  if (inflateInit2(&zs, 15 + 32) != Z_OK) return error{errc::io_error, "gzip: inflateInit2 failed"};
-  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, inflateEnd);
-  std::vector<uint8_t> out;
-  size_t used = 0;
+  if (!ctx.zs_ready) {
+    zs = z_stream{};
+    if (inflateInit2(&zs, 15 + 32) != Z_OK) return status(errc::io_error, "gzip: inflateInit2 failed");
+    ctx.zs_ready = true;
+  } else if (inflateReset(&zs) != Z_OK) {
+    return status(errc::io_error, "gzip: inflateReset failed");
+  }
   zs.next_in = const_cast<Bytef*>(in.data());
   zs.avail_in = static_cast<uInt>(in.size());
   while (true) {
-    if (used == out.size()) {
-      if (out.size() > max_bytes) return too_large("gzip", max_bytes);
-      out.resize(next_capacity(out.size(), in.size(), max_bytes));
-    }
-    zs.next_out = out.data() + used;
-    zs.avail_out = static_cast<uInt>(out.size() - used);
+    if (out.room() == 0 && !out.grow()) return too_large("gzip", out.max_bytes);
+    zs.next_out = out.tail();
+    zs.avail_out = static_cast<uInt>(out.room());
     const int rc = inflate(&zs, Z_NO_FLUSH);
-    used = out.size() - zs.avail_out;
-    if (used > max_bytes) return too_large("gzip", max_bytes);
+    out.used = out.limit() - zs.avail_out;
+    if (out.used > out.max_bytes) return too_large("gzip", out.max_bytes);
     if (rc == Z_STREAM_END) {
       if (zs.avail_in == 0) break;
       // Another gzip member follows.
@@ -76,8 +117,7 @@ result<std::vector<uint8_t>> gzip_decompress(std::span<const uint8_t> in, size_t
     if (rc == Z_BUF_ERROR && zs.avail_in == 0) return corrupt("gzip", "truncated stream");
     if (rc != Z_OK && rc != Z_BUF_ERROR) return corrupt("gzip", zs.msg ? zs.msg : "inflate failed");
   }
-  out.resize(used);
-  return out;
+  return {};
 }
 
 // ---- snappy -------------------------------------------------------------------
@@ -105,23 +145,22 @@ result<std::vector<uint8_t>> snappy_compress_framed(std::span<const uint8_t> in)
   return out;
 }
 
-status snappy_raw_append(std::span<const uint8_t> block, std::vector<uint8_t>& out, size_t max_bytes) {
+status snappy_raw_append(std::span<const uint8_t> block, sink& out) {
   size_t n = 0;
   if (snappy_uncompressed_length(reinterpret_cast<const char*>(block.data()), block.size(), &n) != SNAPPY_OK)
     return corrupt("snappy", "bad block header");
-  if (n > max_bytes || out.size() + n > max_bytes) return too_large("snappy", max_bytes);
-  const size_t at = out.size();
-  out.resize(at + n);
+  if (n > out.max_bytes || out.used + n > out.max_bytes) return too_large("snappy", out.max_bytes);
+  while (out.room() < n) out.grow();
   size_t got = n;
   if (snappy_uncompress(reinterpret_cast<const char*>(block.data()), block.size(),
-                        reinterpret_cast<char*>(out.data() + at), &got) != SNAPPY_OK ||
+                        reinterpret_cast<char*>(out.tail()), &got) != SNAPPY_OK ||
       got != n)
     return corrupt("snappy", "damaged block");
+  out.used += n;
   return {};
 }
 
-result<std::vector<uint8_t>> snappy_decompress(std::span<const uint8_t> in, size_t max_bytes) {
-  std::vector<uint8_t> out;
+status snappy_decompress(std::span<const uint8_t> in, sink& out) {
   if (in.size() >= sizeof xerial_magic && std::memcmp(in.data(), xerial_magic, sizeof xerial_magic) == 0) {
     if (in.size() < xerial_header_bytes) return corrupt("snappy", "truncated xerial header");
     size_t pos = xerial_header_bytes;
@@ -130,13 +169,12 @@ result<std::vector<uint8_t>> snappy_decompress(std::span<const uint8_t> in, size
       const int32_t len = load_be<int32_t>(in.data() + pos);
       pos += 4;
       if (len < 0 || static_cast<size_t>(len) > in.size() - pos) return corrupt("snappy", "bad xerial block length");
-      SLUICE_TRY(snappy_raw_append(in.subspan(pos, static_cast<size_t>(len)), out, max_bytes));
+      SLUICE_TRY(snappy_raw_append(in.subspan(pos, static_cast<size_t>(len)), out));
       pos += static_cast<size_t>(len);
     }
-    return out;
+    return {};
   }
-  SLUICE_TRY(snappy_raw_append(in, out, max_bytes));
-  return out;
+  return snappy_raw_append(in, out);
 }
 
 // ---- lz4 --------------------------------------------------------------------
@@ -153,27 +191,27 @@ result<std::vector<uint8_t>> lz4_compress(std::span<const uint8_t> in) {
   return out;
 }
 
-result<std::vector<uint8_t>> lz4_decompress(std::span<const uint8_t> in, size_t max_bytes) {
-  LZ4F_dctx* dctx = nullptr;
-  if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
-    return error{errc::io_error, "lz4: cannot create a context"};
-  std::unique_ptr<LZ4F_dctx, LZ4F_errorCode_t (*)(LZ4F_dctx*)> guard(dctx, LZ4F_freeDecompressionContext);
-  std::vector<uint8_t> out;
-  size_t used = 0;
+status lz4_decompress(std::span<const uint8_t> in, sink& out, codec_contexts& ctx) {
+  if (!ctx.lz4) {
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx.lz4, LZ4F_VERSION))) {
+      ctx.lz4 = nullptr;
+      return status(errc::io_error, "lz4: cannot create a context");
+    }
+  } else {
+    LZ4F_resetDecompressionContext(ctx.lz4);
+  }
+  LZ4F_dctx* dctx = ctx.lz4;
   size_t pos = 0;
   size_t hint = 1;
   while (pos < in.size()) {
-    if (used == out.size()) {
-      if (out.size() > max_bytes) return too_large("lz4", max_bytes);
-      out.resize(next_capacity(out.size(), in.size(), max_bytes));
-    }
-    size_t dst = out.size() - used;
+    if (out.room() == 0 && !out.grow()) return too_large("lz4", out.max_bytes);
+    size_t dst = out.room();
     size_t src = in.size() - pos;
-    hint = LZ4F_decompress(dctx, out.data() + used, &dst, in.data() + pos, &src, nullptr);
+    hint = LZ4F_decompress(dctx, out.tail(), &dst, in.data() + pos, &src, nullptr);
     if (LZ4F_isError(hint)) return corrupt("lz4", LZ4F_getErrorName(hint));
-    used += dst;
+    out.used += dst;
     pos += src;
-    if (used > max_bytes) return too_large("lz4", max_bytes);
+    if (out.used > out.max_bytes) return too_large("lz4", out.max_bytes);
     if (hint == 0 && pos < in.size()) {
       // A frame ended and another one follows; the context resets itself.
       continue;
@@ -182,20 +220,16 @@ result<std::vector<uint8_t>> lz4_decompress(std::span<const uint8_t> in, size_t 
   }
   // Drain output still buffered inside the context.
   while (hint != 0) {
-    if (used == out.size()) {
-      if (out.size() > max_bytes) return too_large("lz4", max_bytes);
-      out.resize(next_capacity(out.size(), in.size(), max_bytes));
-    }
-    size_t dst = out.size() - used;
+    if (out.room() == 0 && !out.grow()) return too_large("lz4", out.max_bytes);
+    size_t dst = out.room();
     size_t src = 0;
-    hint = LZ4F_decompress(dctx, out.data() + used, &dst, nullptr, &src, nullptr);
+    hint = LZ4F_decompress(dctx, out.tail(), &dst, nullptr, &src, nullptr);
     if (LZ4F_isError(hint)) return corrupt("lz4", LZ4F_getErrorName(hint));
-    used += dst;
-    if (used > max_bytes) return too_large("lz4", max_bytes);
+    out.used += dst;
+    if (out.used > out.max_bytes) return too_large("lz4", out.max_bytes);
     if (dst == 0 && hint != 0) return corrupt("lz4", "truncated frame");
   }
-  out.resize(used);
-  return out;
+  return {};
 }
 
 // ---- zstd -------------------------------------------------------------------
@@ -208,28 +242,44 @@ result<std::vector<uint8_t>> zstd_compress(std::span<const uint8_t> in) {
   return out;
 }
 
-result<std::vector<uint8_t>> zstd_decompress(std::span<const uint8_t> in, size_t max_bytes) {
-  std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> ds(ZSTD_createDStream(), ZSTD_freeDStream);
-  if (!ds) return error{errc::io_error, "zstd: cannot create a stream"};
-  ZSTD_initDStream(ds.get());
-  std::vector<uint8_t> out;
+status zstd_decompress(std::span<const uint8_t> in, sink& out, codec_contexts& ctx) {
+  if (!ctx.zstd) {
+    ctx.zstd = ZSTD_createDCtx();
+    if (!ctx.zstd) return status(errc::io_error, "zstd: cannot create a context");
+  } else {
+    ZSTD_DCtx_reset(ctx.zstd, ZSTD_reset_session_only);
+  }
   ZSTD_inBuffer ib{in.data(), in.size(), 0};
   size_t last = 1;
   while (true) {
     if (ib.pos == ib.size && last == 0) break;
-    if (out.size() > max_bytes) return too_large("zstd", max_bytes);
-    const size_t used = out.size();
-    out.resize(next_capacity(used, in.size(), max_bytes));
-    ZSTD_outBuffer ob{out.data(), out.size(), used};
-    const size_t before_in = ib.pos;
-    last = ZSTD_decompressStream(ds.get(), &ob, &ib);
+    if (out.room() == 0 && !out.grow()) return too_large("zstd", out.max_bytes);
+    ZSTD_outBuffer ob{out.buf.data(), out.limit(), out.used};
+    const size_t before_in = ib.pos, before_out = out.used;
+    last = ZSTD_decompressStream(ctx.zstd, &ob, &ib);
     if (ZSTD_isError(last)) return corrupt("zstd", ZSTD_getErrorName(last));
-    out.resize(ob.pos);
-    if (ob.pos > max_bytes) return too_large("zstd", max_bytes);
-    if (ib.pos == ib.size && last != 0 && ob.pos == used && before_in == ib.pos)
+    out.used = ob.pos;
+    if (out.used > out.max_bytes) return too_large("zstd", out.max_bytes);
+    if (ib.pos == ib.size && last != 0 && out.used == before_out && before_in == ib.pos)
       return corrupt("zstd", "truncated frame");
   }
-  return out;
+  return {};
+}
+
+status decompress_to(compression c, std::span<const uint8_t> in, sink& out, codec_contexts& ctx) {
+  switch (c) {
+    case compression::none:
+      if (in.size() > out.max_bytes) return too_large("none", out.max_bytes);
+      while (out.room() < in.size()) out.grow();
+      std::memcpy(out.tail(), in.data(), in.size());
+      out.used = in.size();
+      return {};
+    case compression::gzip: return gzip_decompress(in, out, ctx);
+    case compression::snappy: return snappy_decompress(in, out);
+    case compression::lz4: return lz4_decompress(in, out, ctx);
+    case compression::zstd: return zstd_decompress(in, out, ctx);
+  }
+  return status(errc::invalid_argument, "unknown compression codec " + std::to_string(static_cast<int>(c)));
 }
 
 }  // namespace
@@ -257,16 +307,20 @@ result<std::vector<uint8_t>> compress(compression c, std::span<const uint8_t> in
 }
 
 result<std::vector<uint8_t>> decompress(compression c, std::span<const uint8_t> in, size_t max_bytes) {
-  switch (c) {
-    case compression::none:
-      if (in.size() > max_bytes) return too_large("none", max_bytes);
-      return std::vector<uint8_t>(in.begin(), in.end());
-    case compression::gzip: return gzip_decompress(in, max_bytes);
-    case compression::snappy: return snappy_decompress(in, max_bytes);
-    case compression::lz4: return lz4_decompress(in, max_bytes);
-    case compression::zstd: return zstd_decompress(in, max_bytes);
-  }
-  return error{errc::invalid_argument, "unknown compression codec " + std::to_string(static_cast<int>(c))};
+  std::vector<uint8_t> buf;
+  sink out{buf, max_bytes, in.size()};
+  codec_contexts ctx;
+  SLUICE_TRY(decompress_to(c, in, out, ctx));
+  buf.resize(out.used);
+  return buf;
+}
+
+result<std::span<const uint8_t>> decompress_reusing(compression c, std::span<const uint8_t> in, size_t max_bytes,
+                                                    std::vector<uint8_t>& buffer) {
+  thread_local codec_contexts ctx;
+  sink out{buffer, max_bytes, in.size()};
+  SLUICE_TRY(decompress_to(c, in, out, ctx));
+  return std::span<const uint8_t>(buffer.data(), out.used);
 }
 
 }  // namespace sluice::protocol::records

@@ -21,7 +21,7 @@
 //   zstd    one or more zstd frames, content size optional.
 //
 // Decompression is bounded: output larger than `max_bytes` is refused with
-// errc::corrupt_data, so a compression bomb cannot exhaust memory. Thread
+// errc::message_too_large, so a compression bomb cannot exhaust memory. Thread
 // safe: no shared state.
 
 #include <cstdint>
@@ -41,10 +41,19 @@ std::string_view compression_name(compression c);
 // Compresses `in`. Fails only for an unknown codec (errc::invalid_argument).
 result<std::vector<uint8_t>> compress(compression c, std::span<const uint8_t> in);
 
-// Decompresses `in`, producing at most max_bytes. Damaged, truncated or
-// oversized input is errc::corrupt_data; an unknown codec is
+// Decompresses `in`, producing at most max_bytes. Damaged or truncated
+// input is errc::corrupt_data, output past max_bytes
+// errc::message_too_large; an unknown codec is
 // errc::invalid_argument.
 result<std::vector<uint8_t>> decompress(compression c, std::span<const uint8_t> in,
                                         size_t max_bytes = limits::max_decompressed_batch_bytes);
+
+// The same, for a caller that decompresses often on one thread (produce
+// validation on the broker's I/O threads): the output goes into `buffer`,
+// whose capacity is reused (its size() is what was ever touched, not the
+// output's), and the codec contexts are kept per thread, so once warm a
+// call allocates nothing. The returned view points into `buffer`.
+result<std::span<const uint8_t>> decompress_reusing(compression c, std::span<const uint8_t> in, size_t max_bytes,
+                                                    std::vector<uint8_t>& buffer);
 
 }  // namespace sluice::protocol::records

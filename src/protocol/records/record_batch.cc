@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "base/crc32c.h"
 #include "base/endian.h"
@@ -99,42 +100,52 @@ result<std::vector<std::span<const uint8_t>>> split_batches(std::span<const uint
   return out;
 }
 
-result<std::vector<record>> decode_records(std::span<const uint8_t> bytes, int32_t count) {
+status for_each_record(std::span<const uint8_t> bytes, int32_t count, bool with_headers,
+                       const std::function<status(int32_t, record&)>& fn) {
   if (count < 0) return corrupt("negative record count");
   if (static_cast<size_t>(count) > bytes.size() / min_record_bytes)
     return corrupt("record count " + std::to_string(count) + " cannot fit in " + std::to_string(bytes.size()) +
                    " bytes");
-  std::vector<record> out;
-  out.reserve(static_cast<size_t>(count));
   reader r(bytes);
+  record rec;
   for (int32_t i = 0; i < count; ++i) {
     const int32_t len = r.read_varint();
     if (!r.ok()) break;
     if (len < static_cast<int32_t>(min_record_bytes - 1) || static_cast<size_t>(len) > r.remaining())
       return corrupt("record " + std::to_string(i) + " has length " + std::to_string(len));
     reader rr(r.read_raw(static_cast<size_t>(len)));
-    record& rec = out.emplace_back();
     rec.attributes = rr.read_int8();
     rec.timestamp_delta = rr.read_varlong();
     rec.offset_delta = rr.read_varint();
     rec.key = read_varbytes(rr);
     rec.value = read_varbytes(rr);
+    rec.headers.clear();
     const int32_t header_count = rr.read_varint();
     if (rr.ok() && (header_count < 0 || static_cast<size_t>(header_count) > rr.remaining() / 2))
       return corrupt("record " + std::to_string(i) + " has " + std::to_string(header_count) + " headers");
-    rec.headers.reserve(rr.ok() ? static_cast<size_t>(header_count) : 0);
+    if (with_headers && rr.ok()) rec.headers.reserve(static_cast<size_t>(header_count));
     for (int32_t j = 0; j < header_count && rr.ok(); ++j) {
-      record_header& h = rec.headers.emplace_back();
       auto k = read_varbytes(rr);
-      if (rr.ok() && !k) return corrupt("null header key");
-      if (k) h.key = *k;
-      h.value = read_varbytes(rr);
+      if (rr.ok() && !k) return corrupt("record " + std::to_string(i) + " has a null header key");
+      auto v = read_varbytes(rr);
+      if (with_headers && rr.ok()) rec.headers.push_back(record_header{*k, v});
     }
     if (!rr.ok()) return corrupt("record " + std::to_string(i) + ": " + rr.to_status().err().message);
     if (rr.remaining() != 0) return corrupt("record " + std::to_string(i) + " is longer than its fields");
+    SLUICE_TRY(fn(i, rec));
   }
   if (!r.ok()) return corrupt(r.to_status().err().message);
   if (r.remaining() != 0) return corrupt(std::to_string(r.remaining()) + " bytes after the last record");
+  return {};
+}
+
+result<std::vector<record>> decode_records(std::span<const uint8_t> bytes, int32_t count) {
+  std::vector<record> out;
+  SLUICE_TRY(for_each_record(bytes, count, true, [&](int32_t, record& rec) {
+    if (out.empty()) out.reserve(static_cast<size_t>(count));
+    out.push_back(std::move(rec));
+    return status{};
+  }));
   return out;
 }
 

@@ -21,6 +21,7 @@
 // decoded_batch that owns the decompressed bytes); keep it alive.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -119,6 +120,14 @@ struct decoded_batch {
 // errc::corrupt_data (or unsupported_format for old magic).
 result<decoded_batch> decode_batch(std::span<const uint8_t> batch,
                                    size_t max_decompressed_bytes = limits::max_decompressed_batch_bytes);
+
+// Walks `count` records of uncompressed record bytes, calling fn(index,
+// record) for each; the record's views point into `bytes`, and its headers
+// are decoded only `with_headers` (else only checked). Stops at fn's first
+// error and returns it. Malformed bytes are errc::corrupt_data, naming the
+// record.
+status for_each_record(std::span<const uint8_t> bytes, int32_t count, bool with_headers,
+                       const std::function<status(int32_t, record&)>& fn);
 
 // Decodes `count` records from uncompressed record bytes.
 result<std::vector<record>> decode_records(std::span<const uint8_t> bytes, int32_t count);

@@ -1,0 +1,96 @@
+// libFuzzer targets for the broker's validation of produced record batches
+// (protocol/records/validate.h), built twice from this file:
+//   fuzz_record_batch      the input is the uncompressed records of a batch;
+//   fuzz_compressed_batch  the input is a compressed payload under a codec
+//                          the input picks (0-7, so unknown codecs too).
+// Input layout: byte 0 = record count (low 6 bits) and "compacted topic"
+// (bit 6); with FUZZ_COMPRESSED, byte 1 = codec; the rest is the payload.
+// The harness wraps it in a v2 header with a correct CRC, as a producer
+// would, so the fuzzer's time goes to the records rather than the CRC.
+//
+// Besides "never crash, never over-allocate" (ASan, the RSS limit), the
+// properties: whatever validation accepts, the full decoder accepts too,
+// with records_count records, offset deltas 0..n-1 and the largest
+// timestamp validation reported; no accepted batch decompresses past the
+// cap; and the decompression budget is back to zero after every call.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "base/crc32c.h"
+#include "base/endian.h"
+#include "protocol/records/record_batch.h"
+#include "protocol/records/validate.h"
+
+using namespace sluice;
+using namespace sluice::protocol::records;
+
+namespace {
+
+constexpr size_t fuzz_decompress_cap = 1 << 20;
+
+void check(bool cond, const char* what) {
+  if (!cond) {
+    std::fprintf(stderr, "fuzz property violated: %s\n", what);
+    std::abort();
+  }
+}
+
+std::vector<uint8_t> wrap(int16_t attributes, int32_t count, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> b(batch_header_bytes);
+  store_be<int64_t>(b.data(), 0);
+  store_be<int32_t>(b.data() + batch_length_offset, static_cast<int32_t>(batch_header_bytes - 12 + payload.size()));
+  store_be<int32_t>(b.data() + 12, -1);
+  b[16] = static_cast<uint8_t>(current_magic);
+  store_be<int16_t>(b.data() + attributes_offset, attributes);
+  store_be<int32_t>(b.data() + 23, count == 0 ? 0 : count - 1);
+  store_be<int64_t>(b.data() + 27, 1'700'000'000'000);
+  store_be<int64_t>(b.data() + 35, -1);
+  store_be<int64_t>(b.data() + 43, -1);
+  store_be<int16_t>(b.data() + 51, -1);
+  store_be<int32_t>(b.data() + 53, -1);
+  store_be<int32_t>(b.data() + 57, count);
+  b.insert(b.end(), payload.begin(), payload.end());
+  store_be<uint32_t>(b.data() + crc_offset, compute_crc(b));
+  return b;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+#ifdef FUZZ_COMPRESSED
+  constexpr size_t prefix = 2;
+#else
+  constexpr size_t prefix = 1;
+#endif
+  if (size < prefix) return 0;
+  const int32_t count = data[0] & 0x3f;
+  validation_options o;
+  o.max_decompressed_bytes = fuzz_decompress_cap;
+  o.require_keys = (data[0] & 0x40) != 0;
+  int16_t attributes = 0;
+#ifdef FUZZ_COMPRESSED
+  attributes = static_cast<int16_t>(data[1] & 0x07);
+#endif
+  const auto batch = wrap(attributes, count, std::span<const uint8_t>(data + prefix, size - prefix));
+  static decompression_budget budget(4 * fuzz_decompress_cap);
+  auto facts = validate_records(batch, o, &budget);
+  check(budget.in_use_bytes() == 0, "the budget is released");
+  if (!facts.ok()) return 0;
+  auto d = decode_batch(batch, fuzz_decompress_cap);
+  check(d.ok(), "a validated batch decodes");
+  check(d->records.size() == static_cast<size_t>(count), "records_count records");
+  int64_t max_ts = -1;
+  for (size_t i = 0; i < d->records.size(); ++i) {
+    const record& r = d->records[i];
+    check(r.offset_delta == static_cast<int32_t>(i), "offset deltas count up");
+    check(!o.require_keys || r.key.has_value(), "keys where required");
+    max_ts = i == 0 ? d->header.base_timestamp + r.timestamp_delta
+                    : std::max(max_ts, d->header.base_timestamp + r.timestamp_delta);
+  }
+  check(facts->max_timestamp == max_ts, "the largest timestamp");
+  check(d->decompressed.size() <= fuzz_decompress_cap, "decompressed within the cap");
+  return 0;
+}
