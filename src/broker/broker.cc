@@ -1,14 +1,13 @@
 #include "broker/broker.h"
 
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -81,9 +80,11 @@ result<int> lock_data_dir(const std::string& dir) {
     }
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return error{errc::io_error, "data directory " + dir + " is in use by another sluice process" + holder};
+      return error{errc::io_error,
+                   "data directory " + dir + " is in use by another sluice process" + holder};
     }
-    return error{errc::io_error, "data directory " + dir + ": locking " + path + " failed: " + os_error_text(err)};
+    return error{errc::io_error,
+                 "data directory " + dir + ": locking " + path + " failed: " + os_error_text(err)};
   }
   // Best effort: the pid only improves the next refusal's message.
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -125,7 +126,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   auto i = std::make_unique<impl>();
   i->cfg = cfg;
   const std::string dir = cfg->data_dir;  // a copy: cfg is replaced below
-  if (struct stat st {}; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+  if (struct stat st{}; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return error{errc::io_error, "data directory " + dir + " exists and is not a directory"};
   }
   if (auto s = i->fs.create_dirs(dir); !s.ok()) {

@@ -4,16 +4,16 @@
 
 #include "broker/broker.h"
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include "base/endian.h"
 #include "protocol/frame.h"
@@ -595,8 +595,8 @@ TEST_F(FetchRttSizingOffTest, AnswersFillWhatTheRequestAllows) {
 
 // A broker on `dir` as `sluice serve --log.dirs dir` would open it.
 result<std::unique_ptr<broker>> open_on(const std::filesystem::path& dir) {
-  std::vector<std::string> argv{"--listeners", "127.0.0.1:0", "--log.dirs", dir.string(),
-                                "--sluice.metrics.listener", ""};
+  std::vector<std::string> argv{
+      "--listeners", "127.0.0.1:0", "--log.dirs", dir.string(), "--sluice.metrics.listener", ""};
   auto args = config::parse_serve_args(argv);
   EXPECT_TRUE(args.ok());
   auto cfg = config::load_broker_config(*args);
@@ -609,7 +609,8 @@ result<std::unique_ptr<broker>> open_on(const std::filesystem::path& dir) {
 TEST_F(BrokerTest, SecondBrokerOnTheDirectoryIsRefusedWithTheHoldersPid) {
   auto second = open_on(dir_);
   ASSERT_FALSE(second.ok());
-  EXPECT_NE(second.err().message.find("in use by another sluice process (pid " + std::to_string(::getpid()) + ")"),
+  EXPECT_NE(second.err().message.find("in use by another sluice process (pid " +
+                                      std::to_string(::getpid()) + ")"),
             std::string::npos)
       << second.err().message;
 }
@@ -633,7 +634,8 @@ TEST_F(BrokerTest, UnusableDataDirectoryNamesTheOsError) {
   r = open_on(file);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.err().message.find("in use"), std::string::npos) << r.err().message;
-  EXPECT_NE(r.err().message.find("not-a-dir exists and is not a directory"), std::string::npos) << r.err().message;
+  EXPECT_NE(r.err().message.find("not-a-dir exists and is not a directory"), std::string::npos)
+      << r.err().message;
 
   // A data directory below a file: ENOTDIR from mkdir.
   r = open_on(file / "data");
@@ -698,8 +700,10 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
     slowest_s = std::max(slowest_s, std::chrono::duration<double>(clk::now() - s).count());
   }
   answer.join();
-  std::printf("create of %d partitions answered in %.3f s; other client's slowest produce+metadata %.3f s\n", n,
-              create_answered_s, slowest_s);
+  std::printf(
+      "create of %d partitions answered in %.3f s; other client's slowest produce+metadata %.3f "
+      "s\n",
+      n, create_answered_s, slowest_s);
   // Generous: a round trip takes milliseconds, the answer waits at most
   // timeout_ms; creating the logs takes seconds.
   EXPECT_LT(slowest_s, 3.0);
@@ -707,7 +711,8 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
 
   // While logs are still being created: retriable answers only.
   auto last = make_batch(1);
-  const int16_t early = produce(other, "big", n - 1, last, 1).responses[0].partition_responses[0].error_code;
+  const int16_t early =
+      produce(other, "big", n - 1, last, 1).responses[0].partition_responses[0].error_code;
   EXPECT_TRUE(early == 0 || early == 6) << early;  // NOT_LEADER_OR_FOLLOWER
   // Until every partition has a leader.
   const auto deadline = clk::now() + std::chrono::minutes(5);

@@ -242,7 +242,8 @@ status partition::snapshot_producers_if_changed() {
     std::lock_guard g(append_mu_);
     const offset end = log_->log_end_offset();
     if (snapshot_offset_ == end) return {};
-    if (producers_.producer_count() == 0 && end == log_->log_start_offset() && !fs_.exists(snapshot_path_))
+    if (producers_.producer_count() == 0 && end == log_->log_start_offset() &&
+        !fs_.exists(snapshot_path_))
       return {};
   }
   return snapshot_producers();

@@ -118,7 +118,8 @@ class partition {
   std::mutex append_mu_;  // guards producers_ and active_base_
   producer_state producers_;
   offset active_base_{-1};  // base offset of the active segment at the last snapshot check
-  offset snapshot_offset_{-1};  // next_offset of the snapshot on disk, if this process loaded or wrote it
+  offset snapshot_offset_{
+      -1};  // next_offset of the snapshot on disk, if this process loaded or wrote it
 
   std::atomic<bool> closed_{false};
   std::atomic<uint64_t> bytes_appended_{0};

@@ -131,17 +131,19 @@ std::shared_ptr<partition> partition_manager::get(const std::string& topic, int3
   return it->second[static_cast<size_t>(p)];
 }
 
-kafka::error_code partition_manager::missing_partition_error(const std::string& topic, int32_t p) const {
+kafka::error_code partition_manager::missing_partition_error(const std::string& topic,
+                                                             int32_t p) const {
   if (!validate_topic_name(topic).ok()) return error_code::invalid_topic_exception;
   std::shared_lock g(mu_);
   auto it = partitions_.find(topic);
   if (it == partitions_.end() || p < 0 || static_cast<size_t>(p) >= it->second.size())
     return error_code::unknown_topic_or_partition;
   return it->second[static_cast<size_t>(p)] ? error_code::unknown_topic_or_partition
-                                             : error_code::not_leader_or_follower;
+                                            : error_code::not_leader_or_follower;
 }
 
-void partition_manager::install(const std::string& topic, int32_t p, std::shared_ptr<partition> part) {
+void partition_manager::install(const std::string& topic, int32_t p,
+                                std::shared_ptr<partition> part) {
   std::unique_lock g(mu_);
   auto it = partitions_.find(topic);
   SLUICE_ASSERT(it != partitions_.end() && p >= 0 && static_cast<size_t>(p) < it->second.size(),
@@ -178,8 +180,9 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
   std::lock_guard change(change_mu_);
   if (table_->get(name)) return create_error{error_code::topic_already_exists, "topic '" + name + "' already exists"};
   if (auto other = hashed_dir_collision(name)) {
-    return create_error{error_code::invalid_topic_exception,
-                        "topic '" + name + "' would share partition directories with topic '" + *other + "'"};
+    return create_error{
+        error_code::invalid_topic_exception,
+        "topic '" + name + "' would share partition directories with topic '" + *other + "'"};
   }
   if (total_partitions() + partitions > limits::max_partitions_per_broker) {
     return create_error{error_code::policy_violation, "this broker already holds " + std::to_string(total_partitions()) +
@@ -249,9 +252,8 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic(c
   return std::nullopt;
 }
 
-std::optional<partition_manager::create_error> partition_manager::add_partitions(const std::string& name,
-                                                                                 int32_t total, bool validate_only,
-                                                                                 create_mode mode) {
+std::optional<partition_manager::create_error> partition_manager::add_partitions(
+    const std::string& name, int32_t total, bool validate_only, create_mode mode) {
   std::lock_guard change(change_mu_);
   auto t = table_->get(name);
   if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
@@ -491,9 +493,11 @@ void partition_manager::create_logs(creation_job& job) {
     install(job.topic, p, std::move(part).value());
     ++made;
   }
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
-  SLUICE_LOG_INFO("topic {}: created {} of {} partition logs in {} ms", job.topic, made, job.partitions.size(), ms);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+  SLUICE_LOG_INFO("topic {}: created {} of {} partition logs in {} ms", job.topic, made,
+                  job.partitions.size(), ms);
 }
 
 void partition_manager::start_cleaner() {
@@ -527,8 +531,8 @@ void partition_manager::shutdown() {
     partition& p = *all[i];
     p.close();
     if (auto s = p.snapshot_producers_if_changed(); !s.ok()) {
-      SLUICE_LOG_WARN("{}-{}: producer state snapshot at shutdown failed: {}", p.id().topic, p.id().partition,
-                      s.err().message);
+      SLUICE_LOG_WARN("{}-{}: producer state snapshot at shutdown failed: {}", p.id().topic,
+                      p.id().partition, s.err().message);
     }
   });
 }

@@ -95,13 +95,15 @@ class partition_manager {
   };
   std::optional<create_error> create_topic(const std::string& name, int32_t partitions,
                                            int16_t replication_factor,
-                                           std::span<const config::config_entry> configs, bool validate_only,
+                                           std::span<const config::config_entry> configs,
+                                           bool validate_only,
                                            create_mode mode = create_mode::wait);
   // Deletes a topic and all its data (partitions still being created are
   // not created).
   std::optional<create_error> delete_topic(const std::string& name);
   // Raises the partition count to `total`.
-  std::optional<create_error> add_partitions(const std::string& name, int32_t total, bool validate_only,
+  std::optional<create_error> add_partitions(const std::string& name, int32_t total,
+                                             bool validate_only,
                                              create_mode mode = create_mode::wait);
   // Calls `fn` once no log of `topic` waits to be created: at once, on the
   // calling thread, when none does; otherwise on the background thread when

@@ -4,13 +4,13 @@
 
 #include "cluster/partition_manager.h"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "config/dynamic.h"
 #include "io/fault_fs.h"
@@ -253,7 +253,8 @@ TEST_F(PartitionManagerTest, ShutdownSyncsPerWrittenPartitionNotPerPartition) {
   before = ffs.syncs();
   ASSERT_NE(open(ffs), nullptr);
   const uint64_t start_syncs = ffs.syncs() - before;
-  std::printf("start with %d partitions: %llu syncs\n", n, static_cast<unsigned long long>(start_syncs));
+  std::printf("start with %d partitions: %llu syncs\n", n,
+              static_cast<unsigned long long>(start_syncs));
   EXPECT_LT(start_syncs, 100u);
   for (int32_t p = 0; p < n; ++p) {
     auto part = pm_->get("many", p);
@@ -351,7 +352,8 @@ TEST_F(PartitionManagerTest, DeleteDuringBackgroundCreationLeavesNothing) {
 TEST_F(PartitionManagerTest, RestartFinishesAnInterruptedCreation) {
   const int32_t n = 3000;
   ASSERT_NE(open(fast_fs()), nullptr);
-  ASSERT_FALSE(pm_->create_topic("half", n, 1, {}, false, partition_manager::create_mode::background));
+  ASSERT_FALSE(
+      pm_->create_topic("half", n, 1, {}, false, partition_manager::create_mode::background));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::promise<void> told;  // a waiting CreateTopics is answered at the stop
   pm_->when_created("half", [&] { told.set_value(); });

@@ -33,8 +33,13 @@ status log_config::validate() const {
   return {};
 }
 
-log::log(const log_context& ctx, std::string dir, std::string name, log_config cfg, bool closed_cleanly)
-    : ctx_(ctx), dir_(std::move(dir)), name_(std::move(name)), cfg_(cfg), closed_cleanly_(closed_cleanly) {}
+log::log(const log_context& ctx, std::string dir, std::string name, log_config cfg,
+         bool closed_cleanly)
+    : ctx_(ctx),
+      dir_(std::move(dir)),
+      name_(std::move(name)),
+      cfg_(cfg),
+      closed_cleanly_(closed_cleanly) {}
 
 log::~log() {
   // A closed log already dropped its handles (and its manager may be gone).
@@ -50,7 +55,8 @@ result<std::shared_ptr<log>> log::open(const log_context& ctx, std::string dir, 
   std::shared_ptr<log> l(new log(ctx, std::move(dir), std::move(name), cfg, closed_cleanly));
   SLUICE_TRY(l->recover());
   // A recovery that cut or scanned left files a clean close would rewrite.
-  l->files_unchanged_ = l->recovery_.created || (l->recovery_.clean_shutdown && !l->recovery_.truncated);
+  l->files_unchanged_ =
+      l->recovery_.created || (l->recovery_.clean_shutdown && !l->recovery_.truncated);
   return l;
 }
 
@@ -629,9 +635,13 @@ std::vector<segment_info> log::segments() const {
   return out;
 }
 
-status log::close() { return close_files(true); }
+status log::close() {
+  return close_files(true);
+}
 
-status log::close_without_marker() { return close_files(false); }
+status log::close_without_marker() {
+  return close_files(false);
+}
 
 status log::close_files(bool write_marker) {
   status result_st;

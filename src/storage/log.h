@@ -223,8 +223,9 @@ class log : public std::enable_shared_from_this<log> {
   // if it had found its clean-shutdown marker. Only a caller that removed
   // that record durably before this call may pass true, so that a crash
   // after appends never trusts unsynced bytes.
-  static result<std::shared_ptr<log>> open(const log_context& ctx, std::string dir, std::string name,
-                                           log_config cfg, bool closed_cleanly = false);
+  static result<std::shared_ptr<log>> open(const log_context& ctx, std::string dir,
+                                           std::string name, log_config cfg,
+                                           bool closed_cleanly = false);
   // Destroying a log without close() is like a crash: no clean-shutdown
   // marker, so the next open runs recovery.
   ~log();
@@ -389,7 +390,8 @@ class log : public std::enable_shared_from_this<log> {
   void flush_on_timer();
 
  private:
-  log(const log_context& ctx, std::string dir, std::string name, log_config cfg, bool closed_cleanly);
+  log(const log_context& ctx, std::string dir, std::string name, log_config cfg,
+      bool closed_cleanly);
   status close_files(bool write_marker);
 
   struct waiter {
@@ -507,7 +509,7 @@ class log : public std::enable_shared_from_this<log> {
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
   int64_t unflushed_messages_ = 0;  // offsets appended since the last sync began (flush.messages)
   recovery_info recovery_;
-  const bool closed_cleanly_;  // open()'s argument, read by recover()
+  const bool closed_cleanly_;        // open()'s argument, read by recover()
   bool clean_marker_found_ = false;  // recover() found the per-log marker (and removes it)
   // The files on disk are exactly what a clean close would leave: the log
   // was created, or opened after a clean shutdown with nothing cut, and

@@ -86,7 +86,8 @@ bool topic_partition::is_dir_name(const std::string& name) {
 std::optional<topic_partition> topic_partition::parse(const std::string& name) {
   const size_t dash = partition_suffix_at(name);
   if (dash == std::string::npos || name.find('~') < dash) return std::nullopt;
-  return topic_partition{name.substr(0, dash), static_cast<int32_t>(std::stoll(name.substr(dash + 1)))};
+  return topic_partition{name.substr(0, dash),
+                         static_cast<int32_t>(std::stoll(name.substr(dash + 1)))};
 }
 
 log_manager::log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_config cfg)
@@ -127,16 +128,18 @@ result<std::set<std::string>> log_manager::take_clean_shutdown_record() {
   std::set<std::string> clean;
   if (!fs_.exists(path)) return clean;
   auto bytes = fs_.read_all(path, limits::max_clean_shutdown_record_bytes);
-  const std::string text = bytes.ok() ? std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size())
-                                      : std::string();
+  const std::string text =
+      bytes.ok() ? std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size())
+                 : std::string();
   // The last line is "crc32c <8 hex>" over every byte before it; anything
   // else means no log is known clean (each is then scanned, which is safe).
   const auto crc_at = text.rfind("crc32c ");
   unsigned stored = 0;
-  const bool valid = bytes.ok() && crc_at != std::string::npos && (crc_at == 0 || text[crc_at - 1] == '\n') &&
-                     std::sscanf(text.c_str() + crc_at, "crc32c %8x", &stored) == 1 &&
-                     crc32c(text.data(), crc_at) == stored &&
-                     text.compare(0, kCleanRecordHeader.size() + 1, std::string(kCleanRecordHeader) + "\n") == 0;
+  const bool valid =
+      bytes.ok() && crc_at != std::string::npos && (crc_at == 0 || text[crc_at - 1] == '\n') &&
+      std::sscanf(text.c_str() + crc_at, "crc32c %8x", &stored) == 1 &&
+      crc32c(text.data(), crc_at) == stored &&
+      text.compare(0, kCleanRecordHeader.size() + 1, std::string(kCleanRecordHeader) + "\n") == 0;
   if (valid) {
     size_t pos = kCleanRecordHeader.size() + 1;
     while (pos < crc_at) {
@@ -175,7 +178,8 @@ status log_manager::load_all() {
       // topic is gone from the table, so only the bytes are left to free.
       // Failing to free them is no reason to keep the broker down.
       if (auto s = fs_.remove_all(path); !s.ok())
-        SLUICE_LOG_WARN("{} left over from a topic deletion could not be removed: {}", path, s.err().message);
+        SLUICE_LOG_WARN("{} left over from a topic deletion could not be removed: {}", path,
+                        s.err().message);
       continue;
     }
     if (!topic_partition::is_dir_name(n)) continue;
@@ -217,7 +221,9 @@ result<std::shared_ptr<log>> log_manager::get_or_create(const topic_partition& t
   return l;
 }
 
-status log_manager::remove(const topic_partition& tp) { return remove_dir(tp.dir_name()); }
+status log_manager::remove(const topic_partition& tp) {
+  return remove_dir(tp.dir_name());
+}
 
 status log_manager::remove_dir(const std::string& dir_name) {
   std::string doomed;
@@ -275,12 +281,15 @@ status log_manager::shutdown() {
   // log it does not name (or every log, if a crash comes first) is scanned
   // at the next start, as its missing marker used to make it.
   if (auto st = write_clean_shutdown_record(clean); !st.ok()) {
-    SLUICE_LOG_ERROR("clean-shutdown record not written ({}); every partition will be recovered at start",
-                     st.err().message);
+    SLUICE_LOG_ERROR(
+        "clean-shutdown record not written ({}); every partition will be recovered at start",
+        st.err().message);
     if (first.ok()) first = st;
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  SLUICE_LOG_INFO("closed {} partition logs ({} cleanly) in {} ms", logs.size(), clean.size(), ms.count());
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  SLUICE_LOG_INFO("closed {} partition logs ({} cleanly) in {} ms", logs.size(), clean.size(),
+                  ms.count());
   flusher_->stop();
   deleter_->stop();  // no reader is left: pending retired files go now
   return first;

@@ -126,7 +126,7 @@ class log_manager {
   std::unique_ptr<file_deleter> deleter_;
   std::unique_ptr<scrubber> scrubber_;
 
-  mutable std::mutex mu_;  // guards logs_ and shut_down_
+  mutable std::mutex mu_;                             // guards logs_ and shut_down_
   std::map<std::string, std::shared_ptr<log>> logs_;  // by directory name
   bool shut_down_ = false;
 };

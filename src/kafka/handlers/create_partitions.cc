@@ -35,9 +35,8 @@ void handle_create_partitions(request req) {
   const int32_t timeout_ms = body->timeout_ms;
   answer_when_created(*req.svc, std::move(grown), timeout_ms,
                       [r = std::make_shared<request>(std::move(req)),
-                       a = std::make_shared<protocol::create_partitions_response>(std::move(resp))] {
-                        r->respond(*a);
-                      });
+                       a = std::make_shared<protocol::create_partitions_response>(
+                           std::move(resp))] { r->respond(*a); });
 }
 
 }  // namespace sluice::kafka

@@ -36,7 +36,8 @@ void answer_when_created(services& svc, std::vector<std::string> topics, int32_t
   };
   {
     std::lock_guard g(w->mu);
-    w->timer = svc.delayed->after(std::chrono::milliseconds(timeout_ms), [finish](bool) { finish(); });
+    w->timer =
+        svc.delayed->after(std::chrono::milliseconds(timeout_ms), [finish](bool) { finish(); });
   }
   auto* delayed = svc.delayed;
   for (const auto& t : topics) {
@@ -125,7 +126,9 @@ void handle_create_topics(request req) {
   const int32_t timeout_ms = body->timeout_ms;
   answer_when_created(*req.svc, std::move(created), timeout_ms,
                       [r = std::make_shared<request>(std::move(req)),
-                       a = std::make_shared<protocol::create_topics_response>(std::move(resp))] { r->respond(*a); });
+                       a = std::make_shared<protocol::create_topics_response>(std::move(resp))] {
+                        r->respond(*a);
+                      });
 }
 
 }  // namespace sluice::kafka

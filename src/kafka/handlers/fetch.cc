@@ -96,8 +96,9 @@ bool fetch_op::attempt(bool final) {
     auto& rd = reads[i];
     if (!t.part || t.part->closed()) {
       // Unknown, being created, or deleted while this fetch waited.
-      rd.error = to_wire(t.part ? error_code::unknown_topic_or_partition
-                                : req.svc->partitions->missing_partition_error(t.topic, t.partition));
+      rd.error =
+          to_wire(t.part ? error_code::unknown_topic_or_partition
+                         : req.svc->partitions->missing_partition_error(t.topic, t.partition));
       any_error = true;
       continue;
     }
