@@ -58,6 +58,11 @@ inline constexpr size_t max_verified_ranges_per_segment = 64;
 // queue, so an acks=all produce waits for its own partition's sync rather
 // than for every partition queued ahead of it.
 inline constexpr int flusher_threads = 4;
+// Threads that close partition logs and write producer snapshots at
+// shutdown (and open logs at start). Like the flusher's, they overlap the
+// syncs of different partitions in the device queue and the file system's
+// journal; a few are enough to keep a device busy.
+inline constexpr size_t shutdown_threads = 8;
 
 // ---- Network ----------------------------------------------------------------
 inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100 MiB
@@ -117,9 +122,14 @@ inline constexpr int64_t request_budget_reserve_bytes = 16ll << 20;  // 16 MiB
 inline constexpr int64_t default_request_read_timeout_ms = 30'000;
 
 // ---- Topics (broker/) -----------------------------------------------------
-// Kafka's limit on a topic name's length (so "<topic>-<partition>" fits a
-// file name).
+// Kafka's limit on a topic name's length. "<topic>-<partition>" does not
+// always fit a file name with it (249 + 1 + 10 digits > 255): see
+// storage::topic_partition::dir_name for the names that do not.
 inline constexpr size_t max_topic_name_bytes = 249;
+// NAME_MAX of every file system Linux brokers run on (ext4, xfs, tmpfs,
+// btrfs): the longest name of one directory entry. Partition directories,
+// their "-delete" renames and the producer snapshots' names stay within it.
+inline constexpr size_t max_file_name_bytes = 255;
 
 // Idempotent producers remembered per partition; the least recently active
 // are forgotten beyond this (Kafka bounds them by producer.id.expiration.ms).
@@ -170,6 +180,11 @@ inline constexpr int64_t max_partitions_per_topic = 10'000;
 // Partitions one broker holds, over all topics (auto-creation included), so
 // clients cannot grow open logs and memory without bound.
 inline constexpr int64_t max_partitions_per_broker = 100'000;
+// The log manager's clean-shutdown record names every log that closed
+// cleanly: at most this many bytes (every partition a broker may hold, each
+// name at its longest, plus the header and checksum lines).
+inline constexpr size_t max_clean_shutdown_record_bytes =
+    static_cast<size_t>(max_partitions_per_broker) * (max_file_name_bytes + 1) + 4096;
 // A single-node broker: replication factors above 1 are refused until
 // replication lands.
 inline constexpr int64_t max_replication_factor = 1;

@@ -1,9 +1,12 @@
 #include "broker/broker.h"
 
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -46,6 +49,49 @@ result<std::string> load_cluster_id(io::filesystem& fs, const std::string& path)
   return id;
 }
 
+// "Read-only file system (EROFS)": the text and the name an operator can
+// search for.
+std::string os_error_text(int err) {
+  const char* name = ::strerrorname_np(err);
+  return std::string(std::strerror(err)) + (name ? std::string(" (") + name + ")" : std::string());
+}
+
+// Takes the exclusive lock on <dir>/.lock that makes one broker per data
+// directory, and writes this process's id into the file for the next one
+// to name. Returns the descriptor, which holds the lock until it is closed.
+// Only a lock held elsewhere (EWOULDBLOCK) is reported as another broker;
+// every other failure names the step and the OS error, since a read-only,
+// unreadable or missing directory is a different fix.
+result<int> lock_data_dir(const std::string& dir) {
+  const std::string path = io::join(dir, ".lock");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return error{errc::io_error, "data directory " + dir + " cannot be used: opening " + path +
+                                     " for writing failed: " + os_error_text(errno)};
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    char buf[32] = {};
+    if (err == EWOULDBLOCK && ::pread(fd, buf, sizeof buf - 1, 0) > 0) {
+      std::string pid(buf);
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      if (!pid.empty()) holder = " (pid " + pid + ")";
+    }
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return error{errc::io_error,
+                   "data directory " + dir + " is in use by another sluice process" + holder};
+    }
+    return error{errc::io_error,
+                 "data directory " + dir + ": locking " + path + " failed: " + os_error_text(err)};
+  }
+  // Best effort: the pid only improves the next refusal's message.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+  return fd;
+}
+
 }  // namespace
 
 struct broker::impl {
@@ -80,12 +126,13 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   auto i = std::make_unique<impl>();
   i->cfg = cfg;
   const std::string dir = cfg->data_dir;  // a copy: cfg is replaced below
-  SLUICE_TRY(i->fs.create_dirs(dir));
-  const std::string lock_path = io::join(dir, ".lock");
-  i->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (i->lock_fd < 0 || ::flock(i->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    return error{errc::io_error, "data directory " + dir + " is in use by another sluice process"};
+  if (struct stat st{}; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return error{errc::io_error, "data directory " + dir + " exists and is not a directory"};
   }
+  if (auto s = i->fs.create_dirs(dir); !s.ok()) {
+    return error{s.code(), "data directory " + dir + " cannot be created: " + s.err().message};
+  }
+  SLUICE_ASSIGN_OR_RETURN(i->lock_fd, lock_data_dir(dir));
   SLUICE_TRY(i->fs.create_dirs(io::join(dir, "meta")));
   SLUICE_ASSIGN_OR_RETURN(std::string cluster_id, load_cluster_id(i->fs, io::join(io::join(dir, "meta"), "cluster_id")));
   // Values changed at runtime by AlterConfigs on the broker win over the

@@ -5,11 +5,16 @@
 //
 // Lifecycle: open() then run until the caller (sluice serve) receives
 // SIGTERM/SIGINT and calls stop(): stop accepting, answer what is in flight
-// (waiting fetches are answered at once), flush, write producer snapshots,
-// checkpoints and the clean-shutdown marker.
+// (waiting fetches are answered at once), flush, write producer snapshots
+// and index files of partitions that changed (on a few threads), then the
+// one clean-shutdown record naming every log closed cleanly.
 //
 // One broker per data directory: open() takes an exclusive lock on
-// <data_dir>/.lock and fails if another process holds it.
+// <data_dir>/.lock (writing its pid into it) and fails with "in use by
+// another sluice process (pid N)" only when another broker holds that lock.
+// A data directory that cannot be created, is not a directory, or whose
+// lock file cannot be opened for writing (read-only file system, no
+// permission) fails with a message naming the step and the OS error.
 
 #include <memory>
 

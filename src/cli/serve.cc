@@ -53,7 +53,10 @@ int serve_main(int argc, char** argv) {
 
   auto b = broker::broker::open(std::make_shared<const config::broker_config>(std::move(*cfg)));
   if (!b) {
-    SPDLOG_ERROR("cannot start: {}", b.err().message);
+    // A plain line for the operator at the terminal, not a log record: the
+    // broker never started, and the message says what to fix.
+    spdlog::default_logger()->flush();
+    std::fprintf(stderr, "sluice serve: cannot start: %s\n", b.err().message.c_str());
     return 1;
   }
   int sig = 0;

@@ -48,6 +48,7 @@ status partition::load_producers() {
     } else if (l->next_offset >= log_->log_start_offset() && l->next_offset <= log_->log_end_offset()) {
       producers_ = std::move(l->state);
       from = l->next_offset;
+      snapshot_offset_ = l->next_offset;
     }
   }
   // Replay the batch headers from `from` to the log end.
@@ -230,7 +231,22 @@ std::vector<offset> partition::producer_last_batch_bases() {
 status partition::snapshot_producers() {
   std::lock_guard g(append_mu_);
   producers_.expire(INT64_MIN, limits::max_producers_per_partition);
-  return producers_.write_snapshot(fs_, snapshot_path_, log_->log_end_offset());
+  const offset end = log_->log_end_offset();
+  SLUICE_TRY(producers_.write_snapshot(fs_, snapshot_path_, end));
+  snapshot_offset_ = end;
+  return {};
+}
+
+status partition::snapshot_producers_if_changed() {
+  {
+    std::lock_guard g(append_mu_);
+    const offset end = log_->log_end_offset();
+    if (snapshot_offset_ == end) return {};
+    if (producers_.producer_count() == 0 && end == log_->log_start_offset() &&
+        !fs_.exists(snapshot_path_))
+      return {};
+  }
+  return snapshot_producers();
 }
 
 void partition::close() {

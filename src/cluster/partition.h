@@ -89,8 +89,12 @@ class partition {
   // See producer_state::last_batch_bases (for the log cleaner).
   std::vector<offset> producer_last_batch_bases();
 
-  // Writes the producer-state snapshot (at shutdown and after a segment roll).
+  // Writes the producer-state snapshot (after a segment roll).
   status snapshot_producers();
+  // The same at shutdown, skipped when it would change nothing: the
+  // snapshot on disk (loaded or written) already covers the log end offset,
+  // or there is none and nothing to put in one (an empty log, no producers).
+  status snapshot_producers_if_changed();
   // Marks the partition gone (its topic was deleted, or the broker stops)
   // and wakes every listener; a waiting fetch then answers
   // UNKNOWN_TOPIC_OR_PARTITION at once instead of at max_wait_ms.
@@ -114,6 +118,8 @@ class partition {
   std::mutex append_mu_;  // guards producers_ and active_base_
   producer_state producers_;
   offset active_base_{-1};  // base offset of the active segment at the last snapshot check
+  offset snapshot_offset_{
+      -1};  // next_offset of the snapshot on disk, if this process loaded or wrote it
 
   std::atomic<bool> closed_{false};
   std::atomic<uint64_t> bytes_appended_{0};

@@ -7,10 +7,13 @@
 // topics; in a cluster it will follow the controller's decisions instead of
 // deciding alone.
 //
-// Thread safety: every method is thread-safe. Lookups take a shared lock;
-// changes to the set of topics and to configuration are serialised by
-// change_mu_ so that two CreateTopics of one name cannot both succeed and
-// every partition ends with the config of the last change.
+// Thread safety: every method is thread-safe. Lookups take a shared lock
+// (mu_), which is never held across file I/O; changes to the set of topics
+// and to configuration are serialised by change_mu_ so that two
+// CreateTopics of one name cannot both succeed and every partition ends
+// with the config of the last change. Logs of topics created in the
+// background are made by one thread of this class without either lock and
+// published one by one (see create_mode).
 //
 // The broker's configuration is an immutable snapshot replaced as a whole
 // by alter_broker_config; broker_config() hands out the current one. Code
@@ -18,12 +21,15 @@
 // interval) or holds a partition's effective topic config, which the
 // change recomputes for every partition (topic overrides win over it).
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/clock.h"
@@ -43,7 +49,8 @@ class partition_manager {
  public:
   // Opens the topic table under <data_dir>/meta, opens every partition of
   // every topic (creating logs that are missing) and deletes log directories
-  // of topics that no longer exist (leftovers of an interrupted deletion).
+  // and producer snapshots of topics that no longer exist (leftovers of an
+  // interrupted deletion; a failure to delete them is logged, not returned).
   static result<std::unique_ptr<partition_manager>> open(io::filesystem& fs, sluice::clock& clk,
                                                          std::shared_ptr<const config::broker_config> cfg,
                                                          storage::log_manager& logs);
@@ -51,9 +58,33 @@ class partition_manager {
   // The current snapshot; it does not change under the caller.
   std::shared_ptr<const config::broker_config> broker_config() const;
 
+  // The partition, or nullptr when the topic or partition does not exist
+  // or its log is still being created (see create_mode::background).
   std::shared_ptr<partition> get(const std::string& topic, int32_t partition) const;
+  // What a request for a partition get() did not return answers:
+  // NOT_LEADER_OR_FOLLOWER while the partition is in the topic table but its
+  // log is still being created (retriable: clients refresh metadata, which
+  // shows LEADER_NOT_AVAILABLE, and retry, as while Kafka elects a leader),
+  // UNKNOWN_TOPIC_OR_PARTITION otherwise.
+  kafka::error_code missing_partition_error(const std::string& topic, int32_t partition) const;
   std::optional<topic_info> topic(const std::string& name) const;
   std::vector<topic_info> topics() const;
+
+  // How create_topic and add_partitions make the new partitions' logs.
+  enum class create_mode {
+    // Every log exists when the call returns (internal topics, automatic
+    // creation with num.partitions): the caller may use them at once.
+    wait,
+    // The call returns once the topic table records the partitions
+    // (durably), as Kafka's CreateTopics returns once the metadata is
+    // recorded; one background thread then creates the logs, taking no
+    // lock that produce, fetch or metadata wait on for longer than it takes
+    // to publish one partition. Until its log exists a partition is
+    // "being created" (get() is nullptr, missing_partition_error() says
+    // NOT_LEADER_OR_FOLLOWER). A stop or crash before every log exists
+    // is finished at the next start: the topic table is the truth.
+    background,
+  };
 
   // Creates a topic with `partitions` partitions (-1: num.partitions) and
   // replication factor `replication_factor` (-1: default.replication.factor).
@@ -64,11 +95,25 @@ class partition_manager {
   };
   std::optional<create_error> create_topic(const std::string& name, int32_t partitions,
                                            int16_t replication_factor,
-                                           std::span<const config::config_entry> configs, bool validate_only);
-  // Deletes a topic and all its data.
+                                           std::span<const config::config_entry> configs,
+                                           bool validate_only,
+                                           create_mode mode = create_mode::wait);
+  // Deletes a topic and all its data (partitions still being created are
+  // not created).
   std::optional<create_error> delete_topic(const std::string& name);
   // Raises the partition count to `total`.
-  std::optional<create_error> add_partitions(const std::string& name, int32_t total, bool validate_only);
+  std::optional<create_error> add_partitions(const std::string& name, int32_t total,
+                                             bool validate_only,
+                                             create_mode mode = create_mode::wait);
+  // Calls `fn` once no log of `topic` waits to be created: at once, on the
+  // calling thread, when none does; otherwise on the background thread when
+  // the topic's queued work ends (done, cancelled by delete_topic, or cut
+  // short by shutdown). `fn` must be quick and must not call back into
+  // topic creation.
+  void when_created(const std::string& topic, std::function<void()> fn);
+  // Blocks until no partition is waiting for the background thread to
+  // create its log (tests, tools).
+  void wait_for_creations();
   // Replaces a topic's overrides (already validated by config/dynamic.h)
   // and applies them to its partitions.
   status set_topic_overrides(const std::string& name, const config::config_map& overrides);
@@ -114,20 +159,40 @@ class partition_manager {
   void start_cleaner();
   log_cleaner* cleaner() { return cleaner_.get(); }
 
-  // Stops retention and the cleaner, writes producer-state snapshots and wakes every fetch
-  // waiter. The logs themselves are closed by the log manager.
+  // Stops the background creation of logs, retention and the cleaner, writes
+  // producer-state snapshots and wakes every fetch waiter. The logs
+  // themselves are closed by the log manager.
   void shutdown();
 
  private:
   partition_manager(io::filesystem& fs, sluice::clock& clk,
                     std::shared_ptr<const config::broker_config> cfg, storage::log_manager& logs)
       : fs_(fs), clk_(clk), data_dir_(cfg->data_dir), cfg_(std::move(cfg)), logs_(logs) {}
+  // Logs the background thread is to create: partitions of one topic.
+  // `cancelled` (guarded by create_mu_) is set by delete_topic.
+  struct creation_job {
+    std::string topic;
+    std::vector<int32_t> partitions;
+    bool cancelled = false;
+    std::vector<std::function<void()>> done;  // when_created callbacks, create_mu_
+  };
+
   status load();
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
+  // Publishes a partition whose log now exists; `p` < the topic's slots.
+  void install(const std::string& topic, int32_t p, std::shared_ptr<partition> part);
+  void enqueue_creation(std::string topic, std::vector<int32_t> partitions);
+  void start_creator();
+  void stop_creator();
+  void run_creator();
+  void create_logs(creation_job& job);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
   status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
   // Partitions of every topic; called with change_mu_ held.
   int64_t total_partitions() const;
+  // An existing topic whose hashed directory names (storage::topic_partition::
+  // dir_name) would equal those of `name`; called with change_mu_ held.
+  std::optional<std::string> hashed_dir_collision(const std::string& name) const;
 
   io::filesystem& fs_;
   sluice::clock& clk_;
@@ -142,8 +207,18 @@ class partition_manager {
   std::unique_ptr<log_cleaner> cleaner_;
 
   std::mutex change_mu_;  // serialises create/delete/add-partitions/alter
-  mutable std::shared_mutex mu_;  // guards partitions_
+  mutable std::shared_mutex mu_;  // guards partitions_; never held across file I/O
+  // One slot per partition in the topic table; nullptr while its log is
+  // being created.
   std::map<std::string, std::vector<std::shared_ptr<partition>>, std::less<>> partitions_;
+
+  // The background creation of logs (create_mode::background). Lock order:
+  // change_mu_, then create_mu_, then mu_.
+  std::mutex create_mu_;
+  std::condition_variable create_cv_;
+  std::deque<std::shared_ptr<creation_job>> create_queue_;  // front() is being worked on
+  bool create_stopping_ = false;
+  std::thread creator_;
 };
 
 }  // namespace sluice::cluster

@@ -78,6 +78,7 @@ result<std::unique_ptr<topic_table>> topic_table::open(io::filesystem& fs, std::
   SLUICE_TRY(fs.create_dirs(io::join(meta_dir, "configs")));
   std::unique_ptr<topic_table> t(new topic_table(fs, std::move(meta_dir)));
   SLUICE_TRY(t->load());
+  t->remove_orphan_configs();
   return t;
 }
 
@@ -125,6 +126,15 @@ status topic_table::load() {
   return {};
 }
 
+void topic_table::remove_orphan_configs() {
+  const std::string configs_dir = io::join(meta_dir_, "configs");
+  auto names = fs_.list(configs_dir);
+  if (!names.ok()) return;
+  for (const auto& n : *names) {
+    if (!topics_.count(n)) fs_.remove(io::join(configs_dir, n)).ignore();
+  }
+}
+
 status topic_table::persist_locked() {
   std::string text(header_line);
   text += '\n';
@@ -167,9 +177,12 @@ result<topic_info> topic_table::create(const std::string& name, int32_t partitio
   std::lock_guard g(mu_);
   if (topics_.count(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
   topic_info t{name, random_topic_id(), partitions, overrides};
-  // Overrides first: a topic line never points at a missing overrides file.
+  // Overrides first: a topic line never points at a missing overrides file,
+  // nor at one left by an earlier topic of the same name.
   if (!overrides.empty()) {
     SLUICE_TRY(config::write_overrides_file(fs_, configs_path(name), config::overrides_kind::topic, overrides));
+  } else if (fs_.exists(configs_path(name))) {
+    SLUICE_TRY(fs_.remove(configs_path(name)));
   }
   topics_[name] = t;
   if (auto s = persist_locked(); !s.ok()) {

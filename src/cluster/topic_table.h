@@ -75,6 +75,11 @@ class topic_table {
  private:
   topic_table(io::filesystem& fs, std::string meta_dir) : fs_(fs), meta_dir_(std::move(meta_dir)) {}
   status load();
+  // Removes overrides files of topics not in the table: leftovers of a
+  // deletion cut short between its two steps (or ".tmp" files of writes cut
+  // short), which a topic created later under that name must not inherit.
+  // Housekeeping: failures are ignored.
+  void remove_orphan_configs();
   status persist_locked();
   std::string configs_path(const std::string& topic) const;
 

@@ -33,8 +33,13 @@ status log_config::validate() const {
   return {};
 }
 
-log::log(const log_context& ctx, std::string dir, std::string name, log_config cfg)
-    : ctx_(ctx), dir_(std::move(dir)), name_(std::move(name)), cfg_(cfg) {}
+log::log(const log_context& ctx, std::string dir, std::string name, log_config cfg,
+         bool closed_cleanly)
+    : ctx_(ctx),
+      dir_(std::move(dir)),
+      name_(std::move(name)),
+      cfg_(cfg),
+      closed_cleanly_(closed_cleanly) {}
 
 log::~log() {
   // A closed log already dropped its handles (and its manager may be gone).
@@ -43,12 +48,15 @@ log::~log() {
 }
 
 result<std::shared_ptr<log>> log::open(const log_context& ctx, std::string dir, std::string name,
-                                       log_config cfg) {
+                                       log_config cfg, bool closed_cleanly) {
   SLUICE_ASSERT(ctx.fs && ctx.clk && ctx.files && ctx.flush && ctx.deleter, "incomplete log_context");
   SLUICE_TRY(cfg.validate());
   SLUICE_TRY(ctx.fs->create_dirs(dir));
-  std::shared_ptr<log> l(new log(ctx, std::move(dir), std::move(name), cfg));
+  std::shared_ptr<log> l(new log(ctx, std::move(dir), std::move(name), cfg, closed_cleanly));
   SLUICE_TRY(l->recover());
+  // A recovery that cut or scanned left files a clean close would rewrite.
+  l->files_unchanged_ =
+      l->recovery_.created || (l->recovery_.clean_shutdown && !l->recovery_.truncated);
   return l;
 }
 
@@ -149,6 +157,7 @@ result<append_result> log::append_locked(std::span<std::byte> batches,
     auto st = note_epoch(leader_epoch(h.epoch), h.base);
     if (!st.ok()) return go_offline(st.err()).err();
   }
+  files_unchanged_ = false;
   auto st = active().append(batches, hs, cfg_.index_interval_bytes);
   if (!st.ok()) return write_failed(st.err()).err();
   if (out_of_space_.exchange(false)) SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
@@ -180,6 +189,7 @@ status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
 // offset. The old segment's data and indexes are synced before the recovery
 // point moves past it, so a crash never trusts unsynced bytes.
 status log::roll(bool move_recovery_point) {
+  files_unchanged_ = false;
   segment& old = active();
   const offset base(log_end_.load());
   // Writing the indexes, creating the new file and the checkpoint may meet
@@ -226,6 +236,7 @@ status log::truncate_locked(offset o) {
                                                  " outside [" + std::to_string(start.value()) + ", " +
                                                  std::to_string(end.value()) + "]");
   if (o == end) return {};
+  files_unchanged_ = false;
   const size_t idx = segment_index_for(o);
   segment& seg = *segments_[idx];
   auto loc = seg.locate(o);
@@ -265,6 +276,7 @@ status log::truncate_locked(offset o) {
 // leave the log end offset below the log start offset).
 status log::truncate_fully_locked(offset o) {
   ++truncations_;
+  files_unchanged_ = false;
   if (auto st = write_recovery_point(o); !st.ok()) return go_offline(st.err());
   while (!segments_.empty()) {
     if (auto st = remove_segment_files(*segments_.back()); !st.ok()) return go_offline(st.err());
@@ -624,6 +636,14 @@ std::vector<segment_info> log::segments() const {
 }
 
 status log::close() {
+  return close_files(true);
+}
+
+status log::close_without_marker() {
+  return close_files(false);
+}
+
+status log::close_files(bool write_marker) {
   status result_st;
   {
     std::lock_guard fg(flush_mu_);
@@ -632,13 +652,19 @@ status log::close() {
     if (offline_) {
       result_st = status(errc::log_offline, name_ + " was offline; left for recovery");
     } else {
-      segment& s = active();
-      status st = cfg_.fsync ? s.sync() : status();
-      if (st.ok()) {
-        s.seal_time_index();
-        st = s.write_indexes(cfg_.fsync);
+      // An unchanged log's segment bytes were synced (or found durable) at
+      // open and its index files are the ones a clean open trusted: writing
+      // them again would change nothing.
+      status st;
+      if (!files_unchanged_) {
+        segment& s = active();
+        st = cfg_.fsync ? s.sync() : status();
+        if (st.ok()) {
+          s.seal_time_index();
+          st = s.write_indexes(cfg_.fsync);
+        }
       }
-      if (st.ok()) st = write_clean_marker();
+      if (st.ok() && write_marker) st = write_clean_marker();
       if (st.ok()) durable_ = log_end_.load();
       else result_st = go_offline(st.err());
     }

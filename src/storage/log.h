@@ -217,8 +217,15 @@ class log : public std::enable_shared_from_this<log> {
  public:
   // Opens (recovering if needed) or creates the log in `dir`. `name` is used
   // in log lines ("topic-3"). Appends are accepted once this returns.
-  static result<std::shared_ptr<log>> open(const log_context& ctx, std::string dir, std::string name,
-                                           log_config cfg);
+  // `closed_cleanly` says the caller knows, from a record of its own written
+  // after close_without_marker() returned ok (log_manager's clean-shutdown
+  // record), that the files are as a clean close left them: the log opens as
+  // if it had found its clean-shutdown marker. Only a caller that removed
+  // that record durably before this call may pass true, so that a crash
+  // after appends never trusts unsynced bytes.
+  static result<std::shared_ptr<log>> open(const log_context& ctx, std::string dir,
+                                           std::string name, log_config cfg,
+                                           bool closed_cleanly = false);
   // Destroying a log without close() is like a crash: no clean-shutdown
   // marker, so the next open runs recovery.
   ~log();
@@ -368,6 +375,12 @@ class log : public std::enable_shared_from_this<log> {
   // log no longer touches its log_context, so holders may outlive the
   // log_manager.
   status close();
+  // The same without the clean-shutdown marker: ok means the log's files are
+  // durable and as a clean close leaves them, for a caller that records the
+  // clean close itself, once for many logs (log_manager::shutdown). A log
+  // whose files did not change since it was opened cleanly (or created)
+  // costs no write and no sync here.
+  status close_without_marker();
 
   // Called by a flusher thread: syncs the active segment and answers the
   // waiters it covers. Not for other callers.
@@ -377,7 +390,9 @@ class log : public std::enable_shared_from_this<log> {
   void flush_on_timer();
 
  private:
-  log(const log_context& ctx, std::string dir, std::string name, log_config cfg);
+  log(const log_context& ctx, std::string dir, std::string name, log_config cfg,
+      bool closed_cleanly);
+  status close_files(bool write_marker);
 
   struct waiter {
     offset o;
@@ -494,6 +509,13 @@ class log : public std::enable_shared_from_this<log> {
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
   int64_t unflushed_messages_ = 0;  // offsets appended since the last sync began (flush.messages)
   recovery_info recovery_;
+  const bool closed_cleanly_;        // open()'s argument, read by recover()
+  bool clean_marker_found_ = false;  // recover() found the per-log marker (and removes it)
+  // The files on disk are exactly what a clean close would leave: the log
+  // was created, or opened after a clean shutdown with nothing cut, and
+  // nothing was appended, rolled or truncated since. Lets close skip the
+  // sync and the index writes of idle partitions.
+  bool files_unchanged_ = false;
 
   std::atomic<int64_t> log_start_{0};
   std::atomic<int64_t> log_end_{0};

@@ -15,9 +15,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "base/limits.h"
 #include "storage/file_deleter.h"
 #include "storage/log.h"
 #include "storage/scrubber.h"
@@ -28,11 +30,30 @@ struct topic_partition {
   std::string topic;
   int32_t partition = 0;
   auto operator<=>(const topic_partition&) const = default;
-  // "<topic>-<partition>", the directory name.
-  std::string dir_name() const;
-  // Parses a directory name; nullopt when it is not one.
+  // The partition's directory name: "<topic>-<partition>" when that fits in
+  // `max_bytes`, otherwise "<first 200 bytes of topic>~<16 hex digits of
+  // FNV-1a 64 of the whole topic>-<partition>" (at most 228 bytes, see
+  // docs/log_format.md). '~' is not a topic character, so the two forms
+  // never meet. Only topics longer than 244 bytes with large partition
+  // numbers take the second form; every name that fitted before keeps its
+  // plain form, so data directories written by earlier versions open
+  // unchanged. The same name (with max_bytes 251, leaving room for ".tmp")
+  // names the partition's producer snapshot.
+  std::string dir_name(size_t max_bytes = limits::max_file_name_bytes) const;
+  // Whether `dir_name` has the shape of a partition directory (either form,
+  // ending in "-<partition>"). The topic cannot be recovered from the
+  // hashed form, so the directory name, not the topic, is the key.
+  static bool is_dir_name(const std::string& dir_name);
+  // Parses a plain directory name "<topic>-<partition>"; nullopt when it is
+  // not one (the hashed form included).
   static std::optional<topic_partition> parse(const std::string& dir_name);
 };
+
+// The topic-name prefix kept by the hashed directory form, and the stem
+// "<prefix>~<hash>" that two topics would share if their directories could
+// collide (partition_manager refuses to create the second one).
+inline constexpr size_t hashed_dir_topic_prefix_bytes = 200;
+std::string hashed_dir_stem(const std::string& topic);
 
 struct log_manager_config {
   std::string data_dir;
@@ -58,14 +79,29 @@ class log_manager {
   // The log of a partition, created empty (with `cfg`) when missing.
   result<std::shared_ptr<log>> get_or_create(const topic_partition& tp,
                                              std::optional<log_config> cfg = std::nullopt);
-  // Closes the log and deletes its directory (topic deletion).
+  // Closes the log and deletes its directory (topic deletion): the
+  // directory is renamed "<dir name, cut to fit>.<32 hex>-delete" (synced),
+  // then removed; open() removes any such directory a crash left behind.
+  // errc::not_found when the manager holds no such log.
   status remove(const topic_partition& tp);
-  std::vector<topic_partition> partitions() const;
+  // The same by directory name (leftovers found at open that no topic owns).
+  status remove_dir(const std::string& dir_name);
+  // Directory names of every log held, sorted.
+  std::vector<std::string> dir_names() const;
 
-  // Stops the scrubber, closes every log cleanly (sync, indexes,
-  // checkpoints, clean-shutdown marker) and stops the flusher. Returns the
-  // first error. Idempotent.
+  // Stops the scrubber, closes every log (sync, indexes; nothing for a log
+  // unchanged since a clean open) on a few threads, then writes the
+  // clean-shutdown record naming every log that closed cleanly, atomically
+  // and synced once, and stops the flusher. Returns the first error.
+  // Idempotent.
   status shutdown();
+
+  // "<data_dir>/.clean-shutdown" (docs/log_format.md): the logs that the
+  // last shutdown closed cleanly. open() reads it, removes it durably, then
+  // opens those logs without a scan; a log it does not name is recovered
+  // as after a crash. Per-log "clean-shutdown" markers (written by
+  // log::close, and by earlier versions at shutdown) are honoured as well.
+  static constexpr const char* kCleanShutdownRecord = ".clean-shutdown";
 
   // The scrubber's counters (zeros when it does not run).
   scrub_stats scrubbing() const { return scrubber_->stats(); }
@@ -76,6 +112,10 @@ class log_manager {
  private:
   log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_config cfg);
   status load_all();
+  // Reads the clean-shutdown record (an empty set when there is none or it
+  // is damaged) and removes it, synced, before any log is opened.
+  result<std::set<std::string>> take_clean_shutdown_record();
+  status write_clean_shutdown_record(const std::vector<std::string>& clean);
   log_context context();
 
   io::filesystem& fs_;
@@ -86,10 +126,9 @@ class log_manager {
   std::unique_ptr<file_deleter> deleter_;
   std::unique_ptr<scrubber> scrubber_;
 
-  mutable std::mutex mu_;  // guards logs_, shut_down_ and removal counter
-  std::map<topic_partition, std::shared_ptr<log>> logs_;
+  mutable std::mutex mu_;                             // guards logs_ and shut_down_
+  std::map<std::string, std::shared_ptr<log>> logs_;  // by directory name
   bool shut_down_ = false;
-  uint64_t removals_ = 0;
 };
 
 }  // namespace sluice::storage

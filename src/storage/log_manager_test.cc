@@ -41,6 +41,45 @@ TEST(TopicPartition, DirNames) {
   EXPECT_FALSE(topic_partition::parse("-3"));
 }
 
+// Kafka allows 249-character topic names and this broker partition numbers
+// up to 2^31 - 1: every such partition has a directory name (and a
+// "-delete" rename) within the file system's 255 bytes, names that fitted
+// before keep their plain form, and two long topics never share one.
+TEST(TopicPartition, EveryLegalNameFitsAFileName) {
+  const std::string longest(limits::max_topic_name_bytes, 'x');
+  for (int32_t p : {0, 9, 10, 99'999, 100'000, INT32_MAX}) {
+    const topic_partition tp{longest, p};
+    EXPECT_LE(tp.dir_name().size(), limits::max_file_name_bytes) << p;
+    EXPECT_LE(tp.dir_name(251).size(), 251u) << p;
+    EXPECT_TRUE(topic_partition::is_dir_name(tp.dir_name())) << p;
+  }
+  EXPECT_EQ((topic_partition{longest, 99'999}).dir_name(), longest + "-99999");  // 255 bytes: plain
+  const std::string hashed = topic_partition{longest, 100'000}.dir_name();
+  EXPECT_EQ(hashed.substr(0, 201), longest.substr(0, 200) + "~");
+  EXPECT_FALSE(topic_partition::parse(hashed));  // the topic cannot be read back from it
+  std::string other = longest;
+  other.back() = 'y';
+  EXPECT_NE(hashed, (topic_partition{other, 100'000}).dir_name());
+}
+
+TEST(LogManager, LongestNamesCreateRemoveAndReopen) {
+  temp_dir tmp;
+  const std::string longest(limits::max_topic_name_bytes, 'q');
+  for (int32_t p : {0, 1234, INT32_MAX}) {
+    auto m = open_manager(tmp.path());
+    auto l = m->get_or_create({longest, p});
+    ASSERT_TRUE(l.ok()) << l.err().message;
+    auto b = make_batch(2, 10, 1);
+    ASSERT_TRUE((*l)->append(b, leader_epoch(0)).ok());
+    ASSERT_TRUE(m->shutdown().ok());
+    m = open_manager(tmp.path());
+    ASSERT_NE(m->get({longest, p}), nullptr) << p;
+    EXPECT_EQ(m->get({longest, p})->log_end_offset(), offset(2));
+    ASSERT_TRUE(m->remove({longest, p}).ok()) << p;
+    EXPECT_TRUE(std::filesystem::is_empty(tmp.path())) << p;
+  }
+}
+
 TEST(LogManager, CreateFindRemoveReopen) {
   temp_dir tmp;
   {
@@ -65,13 +104,61 @@ TEST(LogManager, CreateFindRemoveReopen) {
   // A deletion interrupted by a crash is finished at open.
   std::filesystem::create_directories(tmp.sub("old-0.9-delete"));
   auto m = open_manager(tmp.path());
-  auto parts = m->partitions();
+  auto parts = m->dir_names();
   ASSERT_EQ(parts.size(), 2u);
-  EXPECT_EQ(parts[0], (topic_partition{"t", 0}));
-  EXPECT_EQ(parts[1], (topic_partition{"with-dash", 7}));
+  EXPECT_EQ(parts[0], "t-0");
+  EXPECT_EQ(parts[1], "with-dash-7");
   EXPECT_EQ(m->get({"t", 0})->log_end_offset(), offset(3));
   EXPECT_TRUE(m->get({"t", 0})->recovery().clean_shutdown);
   EXPECT_FALSE(std::filesystem::exists(tmp.sub("old-0.9-delete")));
+}
+
+// The clean-shutdown record (one per data directory) replaced the per-log
+// markers at shutdown: it is read and removed at open, a damaged one trusts
+// nothing, and a data directory with an earlier version's per-log markers
+// still opens without scans.
+TEST(LogManager, CleanShutdownRecordAndOldMarkers) {
+  temp_dir tmp;
+  const std::string record = tmp.sub(log_manager::kCleanShutdownRecord);
+  {
+    auto m = open_manager(tmp.path());
+    for (int p = 0; p < 3; ++p) {
+      auto b = make_batch(2, 10, 1);
+      ASSERT_TRUE((*m->get_or_create({"r", p}))->append(b, leader_epoch(0)).ok());
+    }
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(record));
+  EXPECT_FALSE(std::filesystem::exists(tmp.sub("r-0/clean-shutdown")));
+  {
+    auto m = open_manager(tmp.path());
+    EXPECT_FALSE(std::filesystem::exists(record));  // removed before any append could follow
+    for (int p = 0; p < 3; ++p) EXPECT_TRUE(m->get({"r", p})->recovery().clean_shutdown) << p;
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  // Damaged: nothing is trusted, everything is still there.
+  {
+    std::fstream f(record, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('#');
+  }
+  {
+    auto m = open_manager(tmp.path());
+    EXPECT_FALSE(std::filesystem::exists(record));
+    for (int p = 0; p < 3; ++p) {
+      EXPECT_FALSE(m->get({"r", p})->recovery().clean_shutdown) << p;
+      EXPECT_EQ(m->get({"r", p})->log_end_offset(), offset(2));
+    }
+    ASSERT_TRUE(m->shutdown().ok());
+  }
+  // An earlier version's shutdown: per-log markers and no record.
+  std::filesystem::remove(record);
+  for (int p = 0; p < 3; ++p) std::ofstream(tmp.sub("r-" + std::to_string(p) + "/clean-shutdown"));
+  auto m = open_manager(tmp.path());
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_TRUE(m->get({"r", p})->recovery().clean_shutdown) << p;
+    EXPECT_FALSE(std::filesystem::exists(tmp.sub("r-" + std::to_string(p) + "/clean-shutdown")));
+  }
 }
 
 TEST(LogManager, ConcurrentGetOrCreateYieldsOneLog) {
@@ -89,7 +176,7 @@ TEST(LogManager, ConcurrentGetOrCreateYieldsOneLog) {
     });
   for (auto& t : ts) t.join();
   for (const auto& l : got) EXPECT_EQ(l, got[0]);
-  EXPECT_EQ(m->partitions().size(), 20u);
+  EXPECT_EQ(m->dir_names().size(), 20u);
 }
 
 TEST(LogManager, SharedFileHandleCap) {
@@ -132,7 +219,7 @@ TEST(LogManager, ThousandIdlePartitionsStaySmall) {
   ASSERT_TRUE(m->shutdown().ok());
   // And they all come back.
   auto again = open_manager(tmp.path(), 64, false);
-  EXPECT_EQ(again->partitions().size(), 1000u);
+  EXPECT_EQ(again->dir_names().size(), 1000u);
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ status log::recover() {
   std::optional<offset> rp, start;
   load_checkpoints(rp, start);
   const auto epochs_on_disk = epochs_;
-  const bool clean = ctx_.fs->exists(io::join(dir_, files::kCleanShutdown));
+  clean_marker_found_ = ctx_.fs->exists(io::join(dir_, files::kCleanShutdown));
+  const bool clean = clean_marker_found_ || closed_cleanly_;
   recovery_.clean_shutdown = clean;
   offset log_start = start.value_or(bases.empty() ? offset(0) : bases.front());
   if (!bases.empty() && log_start < bases.front()) log_start = bases.front();
@@ -211,7 +212,7 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
   if (rp_on_disk ? *rp_on_disk != rp : rp != first) SLUICE_TRY(write_recovery_point(rp));
   recovery_point_ = rp;
   if (start_on_disk ? *start_on_disk != start : start != first) SLUICE_TRY(write_log_start(start));
-  if (clean) {
+  if (clean_marker_found_) {
     SLUICE_TRY(ctx_.fs->remove(io::join(dir_, files::kCleanShutdown)));
     if (cfg_.fsync) SLUICE_TRY(ctx_.fs->sync_dir(dir_));  // no marker may survive a crash after this
   }

@@ -10,6 +10,7 @@ void handle_create_partitions(request req) {
   auto& pm = *req.svc->partitions;
   const int32_t node = req.svc->node_id;
   protocol::create_partitions_response resp;
+  std::vector<std::string> grown;  // whose new logs are being made
   for (const auto& t : body->topics) {
     auto& out = resp.results.emplace_back();
     out.name = t.name;
@@ -22,12 +23,20 @@ void handle_create_partitions(request req) {
       }
       if (out.error_code != 0) continue;
     }
-    if (auto e = pm.add_partitions(t.name, t.count, body->validate_only)) {
+    // As CreateTopics: recorded now, the logs made in the background.
+    if (auto e = pm.add_partitions(t.name, t.count, body->validate_only,
+                                   cluster::partition_manager::create_mode::background)) {
       out.error_code = to_wire(e->code);
       out.error_message = e->message;
+    } else if (!body->validate_only) {
+      grown.push_back(t.name);
     }
   }
-  req.respond(resp);
+  const int32_t timeout_ms = body->timeout_ms;
+  answer_when_created(*req.svc, std::move(grown), timeout_ms,
+                      [r = std::make_shared<request>(std::move(req)),
+                       a = std::make_shared<protocol::create_partitions_response>(
+                           std::move(resp))] { r->respond(*a); });
 }
 
 }  // namespace sluice::kafka

@@ -1,10 +1,51 @@
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <set>
 
 #include "cluster/partition_manager.h"
+#include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
 
 namespace sluice::kafka {
+
+void answer_when_created(services& svc, std::vector<std::string> topics, int32_t timeout_ms,
+                         std::function<void()> answer) {
+  if (topics.empty() || timeout_ms <= 0) {
+    answer();
+    return;
+  }
+  struct waiter {
+    std::function<void()> answer;
+    std::atomic<size_t> left{0};
+    std::atomic<bool> answered{false};
+    std::mutex mu;  // guards timer
+    std::shared_ptr<asio::steady_timer> timer;
+  };
+  auto w = std::make_shared<waiter>();
+  w->answer = std::move(answer);
+  w->left = topics.size();
+  auto finish = [w] {
+    if (w->answered.exchange(true)) return;
+    {
+      std::lock_guard g(w->mu);
+      if (w->timer) w->timer->cancel();
+    }
+    w->answer();
+  };
+  {
+    std::lock_guard g(w->mu);
+    w->timer =
+        svc.delayed->after(std::chrono::milliseconds(timeout_ms), [finish](bool) { finish(); });
+  }
+  auto* delayed = svc.delayed;
+  for (const auto& t : topics) {
+    svc.partitions->when_created(t, [w, finish, delayed] {
+      if (--w->left == 0) delayed->post(finish);
+    });
+  }
+}
 
 void handle_create_topics(request req) {
   auto body = decode_body<protocol::create_topics_request>(req);
@@ -12,6 +53,7 @@ void handle_create_topics(request req) {
   auto& pm = *req.svc->partitions;
   const int32_t node = req.svc->node_id;
   protocol::create_topics_response resp;
+  std::vector<std::string> created;  // whose logs are being made
   std::multiset<std::string> names;
   for (const auto& t : body->topics) names.insert(t.name);
   for (const auto& t : body->topics) {
@@ -47,10 +89,16 @@ void handle_create_topics(request req) {
     }
     std::vector<config::config_entry> configs;
     for (const auto& c : t.configs) configs.push_back({c.name, c.value});
-    if (auto e = pm.create_topic(t.name, partitions, rf, configs, body->validate_only)) {
+    // The topic table holds the topic (durably) when this returns; the logs
+    // are made on partition_manager's background thread, so a large topic
+    // holds up neither this I/O thread's other clients nor the answer past
+    // the request's timeout_ms.
+    if (auto e = pm.create_topic(t.name, partitions, rf, configs, body->validate_only,
+                                 cluster::partition_manager::create_mode::background)) {
       fail(e->code, e->message);
       continue;
     }
+    if (!body->validate_only) created.push_back(t.name);
     if (req.version() >= 5) {
       auto cfg = pm.broker_config();
       out.num_partitions = partitions == -1 ? cfg->num_partitions : partitions;
@@ -75,7 +123,12 @@ void handle_create_topics(request req) {
       }
     }
   }
-  req.respond(resp);
+  const int32_t timeout_ms = body->timeout_ms;
+  answer_when_created(*req.svc, std::move(created), timeout_ms,
+                      [r = std::make_shared<request>(std::move(req)),
+                       a = std::make_shared<protocol::create_topics_response>(std::move(resp))] {
+                        r->respond(*a);
+                      });
 }
 
 }  // namespace sluice::kafka

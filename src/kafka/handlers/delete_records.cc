@@ -21,7 +21,7 @@ void handle_delete_records(request req) {
       out.low_watermark = -1;
       auto part = pm.get(t.name, p.partition_index);
       if (!part) {
-        out.error_code = to_wire(error_code::unknown_topic_or_partition);
+        out.error_code = to_wire(pm.missing_partition_error(t.name, p.partition_index));
         continue;
       }
       // -1 means "up to the high watermark".

@@ -95,8 +95,10 @@ bool fetch_op::attempt(bool final) {
     const auto& t = targets[i];
     auto& rd = reads[i];
     if (!t.part || t.part->closed()) {
-      // Unknown, or deleted while this fetch waited.
-      rd.error = to_wire(error_code::unknown_topic_or_partition);
+      // Unknown, being created, or deleted while this fetch waited.
+      rd.error =
+          to_wire(t.part ? error_code::unknown_topic_or_partition
+                         : req.svc->partitions->missing_partition_error(t.topic, t.partition));
       any_error = true;
       continue;
     }

@@ -5,6 +5,10 @@
 // later. They are thin: validation rules live in cluster/ and config/,
 // bytes in protocol/.
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "kafka/request.h"
 
 namespace sluice::kafka {
@@ -34,5 +38,15 @@ void handle_offset_delete(request req);
 void handle_describe_groups(request req);
 void handle_list_groups(request req);
 void handle_delete_groups(request req);
+
+// For CreateTopics and CreatePartitions: calls `answer` once the logs of
+// every topic in `topics` exist (partition_manager::when_created) or after
+// `timeout_ms`, whichever comes first, on the delayed-ops thread; at once
+// when there is nothing to wait for or timeout_ms <= 0. Never blocks the
+// calling I/O thread. Either way the topics are already recorded: a
+// partition whose log is not yet made shows LEADER_NOT_AVAILABLE in
+// Metadata until it is, as a partition without a leader yet does in Kafka.
+void answer_when_created(services& svc, std::vector<std::string> topics, int32_t timeout_ms,
+                         std::function<void()> answer);
 
 }  // namespace sluice::kafka

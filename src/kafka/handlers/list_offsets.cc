@@ -58,7 +58,7 @@ void handle_list_offsets(request req) {
       out.partition_index = pr.partition_index;
       auto part = pm.get(t.name, pr.partition_index);
       if (!part) {
-        out.error_code = to_wire(error_code::unknown_topic_or_partition);
+        out.error_code = to_wire(pm.missing_partition_error(t.name, pr.partition_index));
         continue;
       }
       found f;

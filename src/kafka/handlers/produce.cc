@@ -92,9 +92,9 @@ void handle_produce(request req) {
       }
       auto part = svc.partitions->get(td.name, pd.index);
       if (!part) {
-        set_error(cluster::validate_topic_name(td.name).ok() ? error_code::unknown_topic_or_partition
-                                                             : error_code::invalid_topic_exception,
-                  "no such topic or partition");
+        const auto e = svc.partitions->missing_partition_error(td.name, pd.index);
+        set_error(e, e == error_code::not_leader_or_follower ? "partition is being created"
+                                                             : "no such topic or partition");
         continue;
       }
       if (pd.records.is_null() || pd.records.size_bytes() == 0) {
