@@ -298,8 +298,8 @@ int run_idle_child(const std::string& dir, int partitions, const std::string& ph
     return mgr.shutdown().ok() ? 0 : 1;
   }
   // "hold": every partition is open (recovered from disk) and idle now.
-  if (static_cast<int>(mgr.partitions().size()) != partitions) {
-    std::printf("expected %d partitions, found %zu\n", partitions, mgr.partitions().size());
+  if (static_cast<int>(mgr.dir_names().size()) != partitions) {
+    std::printf("expected %d partitions, found %zu\n", partitions, mgr.dir_names().size());
     return 1;
   }
   const uint64_t rss = process_status_bytes(::getpid(), "VmRSS").value_or(0);
