@@ -723,5 +723,92 @@ TEST_F(RetentionTest, SizeRetentionKeepsTheLimit) {
   EXPECT_EQ(list_offset(c, "size", -1), 150);
 }
 
+// ---- Issue 17: the versions current clients speak ------------------------------------------
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One batch whose records carry exactly these timestamps.
+std::vector<uint8_t> batch_with_timestamps(const std::vector<int64_t>& ts, int64_t pid = -1,
+                                           int16_t epoch = -1, int32_t seq = -1) {
+  std::vector<pr::record_input> recs;
+  for (int64_t t : ts) {
+    pr::record_input r;
+    r.value = std::vector<uint8_t>(100, 'v');
+    r.timestamp_ms = t;
+    recs.push_back(std::move(r));
+  }
+  pr::batch_options o;
+  o.producer_id = pid;
+  o.producer_epoch = epoch;
+  o.base_sequence = seq;
+  auto b = pr::build_batch(o, recs);
+  EXPECT_TRUE(b.ok());
+  return std::move(b).value();
+}
+
+protocol::list_offsets_response::list_offsets_topic_response::list_offsets_partition_response
+list_offsets_at(client& c, const std::string& topic, int64_t ts, int16_t version) {
+  protocol::list_offsets_request lo;
+  lo.replica_id = -1;
+  auto& lt = lo.topics.emplace_back();
+  lt.name = topic;
+  auto& lp = lt.partitions.emplace_back();
+  lp.partition_index = 0;
+  lp.timestamp = ts;
+  auto r = c.call<protocol::list_offsets_response>(lo, version);
+  EXPECT_EQ(r.topics.size(), 1u);
+  EXPECT_EQ(r.topics[0].partitions.size(), 1u);
+  return r.topics[0].partitions[0];
+}
+
+// MAX_TIMESTAMP (v7, KIP-734): the first record carrying the largest
+// timestamp, here in the middle of a batch in an early segment with many
+// later records (and later segments) behind it.
+TEST_F(BrokerTest, ListOffsetsMaxTimestampFindsTheLargestRecordNotTheLast) {
+  client c(b_->port());
+  create(c, "mx", 1, {{"segment.bytes", "4096"}});
+  const int64_t t0 = now_ms() - 60'000;
+  {
+    auto empty = list_offsets_at(c, "mx", -3, 7);
+    EXPECT_EQ(empty.error_code, 0);
+    EXPECT_EQ(empty.offset, -1);
+    EXPECT_EQ(empty.timestamp, -1);
+  }
+  auto a = batch_with_timestamps({t0, t0 + 1, t0 + 2, t0 + 3, t0 + 4});  // offsets 0-4
+  auto b = batch_with_timestamps(
+      {t0 + 10, t0 + 500, t0 + 20, t0 + 500, t0 + 5});  // 5-9: peak at 6 and 8
+  ASSERT_EQ(produce(c, "mx", 0, a).responses[0].partition_responses[0].error_code, 0);
+  ASSERT_EQ(produce(c, "mx", 0, b).responses[0].partition_responses[0].error_code, 0);
+  for (int i = 0; i < 20; ++i) {
+    auto later =
+        batch_with_timestamps({t0 + 30 + i, t0 + 40 + i, t0 + 35 + i, t0 + 31 + i, t0 + 32 + i});
+    ASSERT_EQ(produce(c, "mx", 0, later).responses[0].partition_responses[0].error_code, 0);
+  }
+  auto r = list_offsets_at(c, "mx", -3, 7);
+  EXPECT_EQ(r.error_code, 0);
+  EXPECT_EQ(r.offset, 6);
+  EXPECT_EQ(r.timestamp, t0 + 500);
+  EXPECT_EQ(r.leader_epoch, 0);
+  // The same at v8 and v10; v6 does not know -3.
+  EXPECT_EQ(list_offsets_at(c, "mx", -3, 8).offset, 6);
+  EXPECT_EQ(list_offsets_at(c, "mx", -3, 10).offset, 6);
+  EXPECT_EQ(list_offsets_at(c, "mx", -3, 6).error_code, 42);  // INVALID_REQUEST
+  // EARLIEST_LOCAL (v8) is the log start; LATEST_TIERED (v9) is none.
+  EXPECT_EQ(list_offsets_at(c, "mx", -4, 8).offset, 0);
+  EXPECT_EQ(list_offsets_at(c, "mx", -4, 7).error_code, 42);
+  auto tiered = list_offsets_at(c, "mx", -5, 9);
+  EXPECT_EQ(tiered.error_code, 0);
+  EXPECT_EQ(tiered.offset, -1);
+  EXPECT_EQ(tiered.leader_epoch, -1);
+  // Still found after a restart (from the index files).
+  restart();
+  client d(b_->port());
+  EXPECT_EQ(list_offsets_at(d, "mx", -3, 7).offset, 6);
+}
+
 }  // namespace
 }  // namespace sluice::broker

@@ -14,7 +14,7 @@ namespace {
 constexpr api_handler table[] = {
     {0, 3, 9, handle_produce},
     {1, 4, 12, handle_fetch},
-    {2, 0, 6, handle_list_offsets},
+    {2, 0, 10, handle_list_offsets},
     {3, 0, 9, handle_metadata},
     {8, 0, 8, handle_offset_commit},
     {9, 0, 8, handle_offset_fetch},
