@@ -810,5 +810,122 @@ TEST_F(BrokerTest, ListOffsetsMaxTimestampFindsTheLargestRecordNotTheLast) {
   EXPECT_EQ(list_offsets_at(d, "mx", -3, 7).offset, 6);
 }
 
+TEST_F(BrokerTest, DescribeClusterNamesThisBrokerAsMetadataDoes) {
+  client c(b_->port());
+  protocol::metadata_request mr;
+  auto md = c.call<protocol::metadata_response>(mr, 9);
+  ASSERT_TRUE(md.cluster_id.has_value());
+  for (int16_t v : {0, 1}) {
+    auto r = c.call<protocol::describe_cluster_response>(protocol::describe_cluster_request{}, v);
+    EXPECT_EQ(r.error_code, 0);
+    EXPECT_EQ(r.cluster_id, *md.cluster_id);
+    EXPECT_EQ(r.controller_id, md.controller_id);
+    ASSERT_EQ(r.brokers.size(), 1u);
+    EXPECT_EQ(r.brokers[0].broker_id, md.brokers[0].node_id);
+    EXPECT_EQ(r.brokers[0].host, md.brokers[0].host);
+    EXPECT_EQ(r.brokers[0].port, b_->port());
+    EXPECT_FALSE(r.brokers[0].rack.has_value());
+  }
+  protocol::describe_cluster_request controllers;
+  controllers.endpoint_type = 2;
+  auto mismatched = c.call<protocol::describe_cluster_response>(controllers, 1);
+  EXPECT_EQ(mismatched.error_code, 114);  // MISMATCHED_ENDPOINT_TYPE
+  EXPECT_TRUE(mismatched.brokers.empty());
+}
+
+TEST_F(BrokerTest, DescribeLogDirsSizesMatchTheFiles) {
+  client c(b_->port());
+  create(c, "ld", 2);
+  for (int i = 0; i < 3; ++i) {
+    auto b = make_batch(10);
+    ASSERT_EQ(produce(c, "ld", 0, b).responses[0].partition_responses[0].error_code, 0);
+  }
+  auto on_disk = [&](int p) {
+    int64_t total = 0;
+    for (const auto& e :
+         std::filesystem::directory_iterator(dir_ / "logs" / ("ld-" + std::to_string(p))))
+      if (e.path().extension() == ".log") total += static_cast<int64_t>(e.file_size());
+    return total;
+  };
+  protocol::describe_log_dirs_request all;
+  all.topics.reset();  // every partition
+  auto r = c.call<protocol::describe_log_dirs_response>(all, 4);
+  EXPECT_EQ(r.error_code, 0);
+  ASSERT_EQ(r.results.size(), 1u);
+  const auto& d = r.results[0];
+  EXPECT_EQ(d.error_code, 0);
+  EXPECT_EQ(d.log_dir, dir_.string());
+  EXPECT_GT(d.total_bytes, 0);
+  EXPECT_GT(d.usable_bytes, 0);
+  EXPECT_LE(d.usable_bytes, d.total_bytes);
+  bool seen = false;
+  for (const auto& t : d.topics) {
+    if (t.name != "ld") continue;
+    seen = true;
+    ASSERT_EQ(t.partitions.size(), 2u);
+    for (const auto& p : t.partitions) {
+      EXPECT_EQ(p.partition_size, on_disk(p.partition_index)) << p.partition_index;
+      EXPECT_EQ(p.offset_lag, 0);
+      EXPECT_FALSE(p.is_future_key);
+    }
+    EXPECT_GT(t.partitions[0].partition_index == 0 ? t.partitions[0].partition_size
+                                                   : t.partitions[1].partition_size,
+              3000);
+  }
+  EXPECT_TRUE(seen);
+
+  // Named partitions only; one this broker does not hold is left out. v0
+  // has no disk totals.
+  protocol::describe_log_dirs_request some;
+  some.topics.emplace();
+  auto& st = some.topics->emplace_back();
+  st.topic = "ld";
+  st.partitions = {0, 7};
+  auto s = c.call<protocol::describe_log_dirs_response>(some, 0);
+  ASSERT_EQ(s.results.size(), 1u);
+  ASSERT_EQ(s.results[0].topics.size(), 1u);
+  ASSERT_EQ(s.results[0].topics[0].partitions.size(), 1u);
+  EXPECT_EQ(s.results[0].topics[0].partitions[0].partition_index, 0);
+  EXPECT_EQ(s.results[0].topics[0].partitions[0].partition_size, on_disk(0));
+  EXPECT_EQ(s.results[0].total_bytes, -1);
+}
+
+TEST_F(BrokerTest, DescribeProducersShowsTheIdempotentProducer) {
+  client c(b_->port());
+  create(c, "dp", 1);
+  protocol::init_producer_id_request ip;
+  ip.transaction_timeout_ms = 60000;
+  auto pid = c.call<protocol::init_producer_id_response>(ip, 1);
+  ASSERT_EQ(pid.error_code, 0);
+  const int64_t t0 = now_ms();
+  auto b0 = batch_with_timestamps({t0, t0 + 1, t0 + 2, t0 + 3, t0 + 4}, pid.producer_id,
+                                  pid.producer_epoch, 0);
+  auto b1 = batch_with_timestamps({t0 + 9, t0 + 7, t0 + 8}, pid.producer_id, pid.producer_epoch, 5);
+  auto plain = make_batch(2);
+  ASSERT_EQ(produce(c, "dp", 0, b0).responses[0].partition_responses[0].error_code, 0);
+  ASSERT_EQ(produce(c, "dp", 0, b1).responses[0].partition_responses[0].error_code, 0);
+  ASSERT_EQ(produce(c, "dp", 0, plain).responses[0].partition_responses[0].error_code, 0);
+
+  protocol::describe_producers_request req;
+  auto& t = req.topics.emplace_back();
+  t.name = "dp";
+  t.partition_indexes = {0, 3};
+  auto r = c.call<protocol::describe_producers_response>(req, 0);
+  ASSERT_EQ(r.topics.size(), 1u);
+  ASSERT_EQ(r.topics[0].partitions.size(), 2u);
+  const auto& p0 = r.topics[0].partitions[0];
+  EXPECT_EQ(p0.partition_index, 0);
+  EXPECT_EQ(p0.error_code, 0);
+  ASSERT_EQ(p0.active_producers.size(), 1u);  // the plain producer is not one
+  const auto& s = p0.active_producers[0];
+  EXPECT_EQ(s.producer_id, pid.producer_id);
+  EXPECT_EQ(s.producer_epoch, pid.producer_epoch);
+  EXPECT_EQ(s.last_sequence, 7);
+  EXPECT_EQ(s.last_timestamp, t0 + 9);
+  EXPECT_EQ(s.coordinator_epoch, -1);
+  EXPECT_EQ(s.current_txn_start_offset, -1);
+  EXPECT_EQ(r.topics[0].partitions[1].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+}
+
 }  // namespace
 }  // namespace sluice::broker

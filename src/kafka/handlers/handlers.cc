@@ -32,10 +32,13 @@ constexpr api_handler table[] = {
     {22, 0, 4, handle_init_producer_id},
     {32, 0, 4, handle_describe_configs},
     {33, 0, 2, handle_alter_configs},
+    {35, 0, 4, handle_describe_log_dirs},
     {37, 0, 3, handle_create_partitions},
     {42, 0, 2, handle_delete_groups},
     {44, 0, 1, handle_incremental_alter_configs},
     {47, 0, 0, handle_offset_delete},
+    {60, 0, 1, handle_describe_cluster},
+    {61, 0, 0, handle_describe_producers},
 };
 }  // namespace
 
