@@ -194,7 +194,7 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
       // kafka/handlers/api_versions.cc); v0-v2 requests are refused.
       produce = true;
       EXPECT_EQ(k.min_version, 0);
-      EXPECT_EQ(k.max_version, 9);
+      EXPECT_EQ(k.max_version, 11);
     }
     if (k.api_key == 1) {
       EXPECT_EQ(k.min_version, 4);
@@ -925,6 +925,141 @@ TEST_F(BrokerTest, DescribeProducersShowsTheIdempotentProducer) {
   EXPECT_EQ(s.coordinator_epoch, -1);
   EXPECT_EQ(s.current_txn_start_offset, -1);
   EXPECT_EQ(r.topics[0].partitions[1].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+}
+
+class GroupApisTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--group.initial.rebalance.delay.ms", "0"};
+    BrokerTest::SetUp();
+  }
+  // Joins `group` as its only member at JoinGroup v9 (the MEMBER_ID_REQUIRED
+  // round first) and syncs at SyncGroup v5; returns member id and generation.
+  std::pair<std::string, int32_t> join_and_sync(client& c, const std::string& group) {
+    protocol::join_group_request j;
+    j.group_id = group;
+    j.session_timeout_ms = 30000;
+    j.rebalance_timeout_ms = 30000;
+    j.protocol_type = "consumer";
+    j.protocols.push_back({"range", {}});
+    j.reason = "test";
+    auto first = c.call<protocol::join_group_response>(j, 9);
+    EXPECT_EQ(first.error_code, 79);  // MEMBER_ID_REQUIRED
+    j.member_id = first.member_id;
+    auto joined = c.call<protocol::join_group_response>(j, 9);
+    EXPECT_EQ(joined.error_code, 0);
+    EXPECT_EQ(joined.protocol_type, std::optional<std::string>("consumer"));
+    EXPECT_EQ(joined.protocol_name, std::optional<std::string>("range"));
+    EXPECT_EQ(joined.leader, joined.member_id);
+    EXPECT_FALSE(joined.skip_assignment);
+
+    protocol::sync_group_request s;
+    s.group_id = group;
+    s.generation_id = joined.generation_id;
+    s.member_id = joined.member_id;
+    s.protocol_type = "consumer";
+    s.protocol_name = "roundrobin";  // not the group's
+    s.assignments.push_back({joined.member_id, {1, 2, 3}});
+    EXPECT_EQ(c.call<protocol::sync_group_response>(s, 5).error_code,
+              23);  // INCONSISTENT_GROUP_PROTOCOL
+    s.protocol_name = "range";
+    auto synced = c.call<protocol::sync_group_response>(s, 5);
+    EXPECT_EQ(synced.error_code, 0);
+    EXPECT_EQ(synced.protocol_type, std::optional<std::string>("consumer"));
+    EXPECT_EQ(synced.protocol_name, std::optional<std::string>("range"));
+    EXPECT_EQ(synced.assignment, (std::vector<uint8_t>{1, 2, 3}));
+    return {joined.member_id, joined.generation_id};
+  }
+};
+
+protocol::offset_commit_request commit_req(const std::string& group, const std::string& member,
+                                           int32_t epoch, const std::string& topic,
+                                           int64_t offset) {
+  protocol::offset_commit_request oc;
+  oc.group_id = group;
+  oc.member_id = member;
+  oc.generation_id_or_member_epoch = epoch;
+  auto& t = oc.topics.emplace_back();
+  t.name = topic;
+  auto& p = t.partitions.emplace_back();
+  p.partition_index = 0;
+  p.committed_offset = offset;
+  p.committed_metadata = "meta";
+  return oc;
+}
+
+int16_t commit_error(const protocol::offset_commit_response& r) {
+  return r.topics.at(0).partitions.at(0).error_code;
+}
+
+// OffsetCommit and OffsetFetch v9 on a classic group: the "member epoch" is
+// the generation, as KIP-848 keeps it for classic groups; OffsetFetch's
+// member id and epoch are not checked for them.
+TEST_F(GroupApisTest, OffsetCommitAndFetchV9InAClassicGroup) {
+  client c(b_->port());
+  create(c, "oc", 1);
+  auto [member, generation] = join_and_sync(c, "g9");
+
+  auto ok =
+      c.call<protocol::offset_commit_response>(commit_req("g9", member, generation, "oc", 42), 9);
+  EXPECT_EQ(commit_error(ok), 0);
+  EXPECT_EQ(commit_error(c.call<protocol::offset_commit_response>(
+                commit_req("g9", member, generation + 5, "oc", 43), 9)),
+            22);  // ILLEGAL_GENERATION
+  EXPECT_EQ(commit_error(c.call<protocol::offset_commit_response>(
+                commit_req("g9", "stranger", generation, "oc", 43), 9)),
+            25);  // UNKNOWN_MEMBER_ID
+  // A group that does not exist: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+  EXPECT_EQ(commit_error(
+                c.call<protocol::offset_commit_response>(commit_req("none", "m", 3, "oc", 1), 9)),
+            69);
+  EXPECT_EQ(commit_error(
+                c.call<protocol::offset_commit_response>(commit_req("none", "m", 3, "oc", 1), 8)),
+            22);
+
+  protocol::offset_fetch_request of;
+  auto& g = of.groups.emplace_back();
+  g.group_id = "g9";
+  g.member_id = member;
+  g.member_epoch = generation;
+  g.topics.emplace();
+  g.topics->push_back({"oc", {0}});
+  for (int32_t epoch : {generation, -1, 99}) {
+    of.groups[0].member_epoch = epoch;
+    auto r = c.call<protocol::offset_fetch_response>(of, 9);
+    ASSERT_EQ(r.groups.size(), 1u);
+    EXPECT_EQ(r.groups[0].error_code, 0);
+    ASSERT_EQ(r.groups[0].topics.size(), 1u);
+    const auto& p = r.groups[0].topics[0].partitions.at(0);
+    EXPECT_EQ(p.error_code, 0);
+    EXPECT_EQ(p.committed_offset, 42) << epoch;
+    EXPECT_EQ(p.metadata, std::optional<std::string>("meta"));
+  }
+
+  // ListGroups v5: every group is a classic one.
+  protocol::list_groups_request lg;
+  auto listed = c.call<protocol::list_groups_response>(lg, 5);
+  bool found = false;
+  for (const auto& l : listed.groups)
+    if (l.group_id == "g9") {
+      found = true;
+      EXPECT_EQ(l.group_type, "classic");
+      EXPECT_EQ(l.group_state, "Stable");
+    }
+  EXPECT_TRUE(found);
+  lg.types_filter = {"Consumer"};
+  EXPECT_TRUE(c.call<protocol::list_groups_response>(lg, 5).groups.empty());
+  lg.types_filter = {"CLASSIC"};
+  EXPECT_FALSE(c.call<protocol::list_groups_response>(lg, 5).groups.empty());
+
+  // LeaveGroup v5 with a reason.
+  protocol::leave_group_request leave;
+  leave.group_id = "g9";
+  leave.members.push_back({member, std::nullopt, "done"});
+  auto left = c.call<protocol::leave_group_response>(leave, 5);
+  EXPECT_EQ(left.error_code, 0);
+  ASSERT_EQ(left.members.size(), 1u);
+  EXPECT_EQ(left.members[0].error_code, 0);
 }
 
 }  // namespace
