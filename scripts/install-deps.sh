@@ -38,3 +38,9 @@ if [ ! -d "$repo/tests/integration/kafkajs/node_modules/kafkajs" ]; then
   (cd "$repo/tests/integration/kafkajs" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 echo "install-deps: KafkaJS present"
+
+# @platformatic/kafka (a client of today's protocol versions), pinned likewise.
+if [ ! -d "$repo/tests/integration/platformatic/node_modules/@platformatic/kafka" ]; then
+  (cd "$repo/tests/integration/platformatic" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+echo "install-deps: @platformatic/kafka present"

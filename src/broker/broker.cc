@@ -173,6 +173,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.fetch_sessions = &i->fetch_sessions;
   i->svc.requests = &i->requests;
   i->svc.groups = &i->groups->coordinator();
+  i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
   i->svc.advertised_host = cfg->advertised_listener.host;
   i->svc.advertised_port = cfg->advertised_listener.port;

@@ -195,7 +195,7 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
       // kafka/handlers/api_versions.cc); v0-v2 requests are refused.
       produce = true;
       EXPECT_EQ(k.min_version, 0);
-      EXPECT_EQ(k.max_version, 9);
+      EXPECT_EQ(k.max_version, 11);
     }
     if (k.api_key == 1) {
       EXPECT_EQ(k.min_version, 4);
@@ -871,6 +871,345 @@ TEST_F(RetentionTest, SizeRetentionKeepsTheLimit) {
   }
   EXPECT_GT(earliest, 0);
   EXPECT_EQ(list_offset(c, "size", -1), 150);
+}
+
+// ---- Issue 17: the versions current clients speak ------------------------------------------
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One batch whose records carry exactly these timestamps.
+std::vector<uint8_t> batch_with_timestamps(const std::vector<int64_t>& ts, int64_t pid = -1,
+                                           int16_t epoch = -1, int32_t seq = -1) {
+  std::vector<pr::record_input> recs;
+  for (int64_t t : ts) {
+    pr::record_input r;
+    r.value = std::vector<uint8_t>(100, 'v');
+    r.timestamp_ms = t;
+    recs.push_back(std::move(r));
+  }
+  pr::batch_options o;
+  o.producer_id = pid;
+  o.producer_epoch = epoch;
+  o.base_sequence = seq;
+  auto b = pr::build_batch(o, recs);
+  EXPECT_TRUE(b.ok());
+  return std::move(b).value();
+}
+
+protocol::list_offsets_response::list_offsets_topic_response::list_offsets_partition_response
+list_offsets_at(client& c, const std::string& topic, int64_t ts, int16_t version) {
+  protocol::list_offsets_request lo;
+  lo.replica_id = -1;
+  auto& lt = lo.topics.emplace_back();
+  lt.name = topic;
+  auto& lp = lt.partitions.emplace_back();
+  lp.partition_index = 0;
+  lp.timestamp = ts;
+  auto r = c.call<protocol::list_offsets_response>(lo, version);
+  EXPECT_EQ(r.topics.size(), 1u);
+  EXPECT_EQ(r.topics[0].partitions.size(), 1u);
+  return r.topics[0].partitions[0];
+}
+
+// MAX_TIMESTAMP (v7, KIP-734): the first record carrying the largest
+// timestamp, here in the middle of a batch in an early segment with many
+// later records (and later segments) behind it.
+TEST_F(BrokerTest, ListOffsetsMaxTimestampFindsTheLargestRecordNotTheLast) {
+  client c(b_->port());
+  create(c, "mx", 1, {{"segment.bytes", "4096"}});
+  const int64_t t0 = now_ms() - 60'000;
+  {
+    auto empty = list_offsets_at(c, "mx", -3, 7);
+    EXPECT_EQ(empty.error_code, 0);
+    EXPECT_EQ(empty.offset, -1);
+    EXPECT_EQ(empty.timestamp, -1);
+  }
+  auto a = batch_with_timestamps({t0, t0 + 1, t0 + 2, t0 + 3, t0 + 4});  // offsets 0-4
+  auto b = batch_with_timestamps(
+      {t0 + 10, t0 + 500, t0 + 20, t0 + 500, t0 + 5});  // 5-9: peak at 6 and 8
+  ASSERT_EQ(produce(c, "mx", 0, a).responses[0].partition_responses[0].error_code, 0);
+  ASSERT_EQ(produce(c, "mx", 0, b).responses[0].partition_responses[0].error_code, 0);
+  for (int i = 0; i < 20; ++i) {
+    auto later =
+        batch_with_timestamps({t0 + 30 + i, t0 + 40 + i, t0 + 35 + i, t0 + 31 + i, t0 + 32 + i});
+    ASSERT_EQ(produce(c, "mx", 0, later).responses[0].partition_responses[0].error_code, 0);
+  }
+  auto r = list_offsets_at(c, "mx", -3, 7);
+  EXPECT_EQ(r.error_code, 0);
+  EXPECT_EQ(r.offset, 6);
+  EXPECT_EQ(r.timestamp, t0 + 500);
+  EXPECT_EQ(r.leader_epoch, 0);
+  // The same at v8 and v10; v6 does not know -3.
+  EXPECT_EQ(list_offsets_at(c, "mx", -3, 8).offset, 6);
+  EXPECT_EQ(list_offsets_at(c, "mx", -3, 10).offset, 6);
+  EXPECT_EQ(list_offsets_at(c, "mx", -3, 6).error_code, 42);  // INVALID_REQUEST
+  // EARLIEST_LOCAL (v8) is the log start; LATEST_TIERED (v9) is none.
+  EXPECT_EQ(list_offsets_at(c, "mx", -4, 8).offset, 0);
+  EXPECT_EQ(list_offsets_at(c, "mx", -4, 7).error_code, 42);
+  auto tiered = list_offsets_at(c, "mx", -5, 9);
+  EXPECT_EQ(tiered.error_code, 0);
+  EXPECT_EQ(tiered.offset, -1);
+  EXPECT_EQ(tiered.leader_epoch, -1);
+  // Still found after a restart (from the index files).
+  restart();
+  client d(b_->port());
+  EXPECT_EQ(list_offsets_at(d, "mx", -3, 7).offset, 6);
+}
+
+TEST_F(BrokerTest, DescribeClusterNamesThisBrokerAsMetadataDoes) {
+  client c(b_->port());
+  protocol::metadata_request mr;
+  auto md = c.call<protocol::metadata_response>(mr, 9);
+  ASSERT_TRUE(md.cluster_id.has_value());
+  for (int16_t v : {0, 1}) {
+    auto r = c.call<protocol::describe_cluster_response>(protocol::describe_cluster_request{}, v);
+    EXPECT_EQ(r.error_code, 0);
+    EXPECT_EQ(r.cluster_id, *md.cluster_id);
+    EXPECT_EQ(r.controller_id, md.controller_id);
+    ASSERT_EQ(r.brokers.size(), 1u);
+    EXPECT_EQ(r.brokers[0].broker_id, md.brokers[0].node_id);
+    EXPECT_EQ(r.brokers[0].host, md.brokers[0].host);
+    EXPECT_EQ(r.brokers[0].port, b_->port());
+    EXPECT_FALSE(r.brokers[0].rack.has_value());
+  }
+  protocol::describe_cluster_request controllers;
+  controllers.endpoint_type = 2;
+  auto mismatched = c.call<protocol::describe_cluster_response>(controllers, 1);
+  EXPECT_EQ(mismatched.error_code, 114);  // MISMATCHED_ENDPOINT_TYPE
+  EXPECT_TRUE(mismatched.brokers.empty());
+}
+
+TEST_F(BrokerTest, DescribeLogDirsSizesMatchTheFiles) {
+  client c(b_->port());
+  create(c, "ld", 2);
+  for (int i = 0; i < 3; ++i) {
+    auto b = make_batch(10);
+    ASSERT_EQ(produce(c, "ld", 0, b).responses[0].partition_responses[0].error_code, 0);
+  }
+  auto on_disk = [&](int p) {
+    int64_t total = 0;
+    for (const auto& e :
+         std::filesystem::directory_iterator(dir_ / "logs" / ("ld-" + std::to_string(p))))
+      if (e.path().extension() == ".log") total += static_cast<int64_t>(e.file_size());
+    return total;
+  };
+  protocol::describe_log_dirs_request all;
+  all.topics.reset();  // every partition
+  auto r = c.call<protocol::describe_log_dirs_response>(all, 4);
+  EXPECT_EQ(r.error_code, 0);
+  ASSERT_EQ(r.results.size(), 1u);
+  const auto& d = r.results[0];
+  EXPECT_EQ(d.error_code, 0);
+  EXPECT_EQ(d.log_dir, dir_.string());
+  EXPECT_GT(d.total_bytes, 0);
+  EXPECT_GT(d.usable_bytes, 0);
+  EXPECT_LE(d.usable_bytes, d.total_bytes);
+  bool seen = false;
+  for (const auto& t : d.topics) {
+    if (t.name != "ld") continue;
+    seen = true;
+    ASSERT_EQ(t.partitions.size(), 2u);
+    for (const auto& p : t.partitions) {
+      EXPECT_EQ(p.partition_size, on_disk(p.partition_index)) << p.partition_index;
+      EXPECT_EQ(p.offset_lag, 0);
+      EXPECT_FALSE(p.is_future_key);
+    }
+    EXPECT_GT(t.partitions[0].partition_index == 0 ? t.partitions[0].partition_size
+                                                   : t.partitions[1].partition_size,
+              3000);
+  }
+  EXPECT_TRUE(seen);
+
+  // Named partitions only; one this broker does not hold is left out. v0
+  // has no disk totals.
+  protocol::describe_log_dirs_request some;
+  some.topics.emplace();
+  auto& st = some.topics->emplace_back();
+  st.topic = "ld";
+  st.partitions = {0, 7};
+  auto s = c.call<protocol::describe_log_dirs_response>(some, 0);
+  ASSERT_EQ(s.results.size(), 1u);
+  ASSERT_EQ(s.results[0].topics.size(), 1u);
+  ASSERT_EQ(s.results[0].topics[0].partitions.size(), 1u);
+  EXPECT_EQ(s.results[0].topics[0].partitions[0].partition_index, 0);
+  EXPECT_EQ(s.results[0].topics[0].partitions[0].partition_size, on_disk(0));
+  EXPECT_EQ(s.results[0].total_bytes, -1);
+}
+
+TEST_F(BrokerTest, DescribeProducersShowsTheIdempotentProducer) {
+  client c(b_->port());
+  create(c, "dp", 1);
+  protocol::init_producer_id_request ip;
+  ip.transaction_timeout_ms = 60000;
+  auto pid = c.call<protocol::init_producer_id_response>(ip, 1);
+  ASSERT_EQ(pid.error_code, 0);
+  const int64_t t0 = now_ms();
+  auto b0 = batch_with_timestamps({t0, t0 + 1, t0 + 2, t0 + 3, t0 + 4}, pid.producer_id,
+                                  pid.producer_epoch, 0);
+  auto b1 = batch_with_timestamps({t0 + 9, t0 + 7, t0 + 8}, pid.producer_id, pid.producer_epoch, 5);
+  auto plain = make_batch(2);
+  ASSERT_EQ(produce(c, "dp", 0, b0).responses[0].partition_responses[0].error_code, 0);
+  ASSERT_EQ(produce(c, "dp", 0, b1).responses[0].partition_responses[0].error_code, 0);
+  ASSERT_EQ(produce(c, "dp", 0, plain).responses[0].partition_responses[0].error_code, 0);
+
+  protocol::describe_producers_request req;
+  auto& t = req.topics.emplace_back();
+  t.name = "dp";
+  t.partition_indexes = {0, 3};
+  auto r = c.call<protocol::describe_producers_response>(req, 0);
+  ASSERT_EQ(r.topics.size(), 1u);
+  ASSERT_EQ(r.topics[0].partitions.size(), 2u);
+  const auto& p0 = r.topics[0].partitions[0];
+  EXPECT_EQ(p0.partition_index, 0);
+  EXPECT_EQ(p0.error_code, 0);
+  ASSERT_EQ(p0.active_producers.size(), 1u);  // the plain producer is not one
+  const auto& s = p0.active_producers[0];
+  EXPECT_EQ(s.producer_id, pid.producer_id);
+  EXPECT_EQ(s.producer_epoch, pid.producer_epoch);
+  EXPECT_EQ(s.last_sequence, 7);
+  EXPECT_EQ(s.last_timestamp, t0 + 9);
+  EXPECT_EQ(s.coordinator_epoch, -1);
+  EXPECT_EQ(s.current_txn_start_offset, -1);
+  EXPECT_EQ(r.topics[0].partitions[1].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+}
+
+class GroupApisTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--group.initial.rebalance.delay.ms", "0"};
+    BrokerTest::SetUp();
+  }
+  // Joins `group` as its only member at JoinGroup v9 (the MEMBER_ID_REQUIRED
+  // round first) and syncs at SyncGroup v5; returns member id and generation.
+  std::pair<std::string, int32_t> join_and_sync(client& c, const std::string& group) {
+    protocol::join_group_request j;
+    j.group_id = group;
+    j.session_timeout_ms = 30000;
+    j.rebalance_timeout_ms = 30000;
+    j.protocol_type = "consumer";
+    j.protocols.push_back({"range", {}});
+    j.reason = "test";
+    auto first = c.call<protocol::join_group_response>(j, 9);
+    EXPECT_EQ(first.error_code, 79);  // MEMBER_ID_REQUIRED
+    j.member_id = first.member_id;
+    auto joined = c.call<protocol::join_group_response>(j, 9);
+    EXPECT_EQ(joined.error_code, 0);
+    EXPECT_EQ(joined.protocol_type, std::optional<std::string>("consumer"));
+    EXPECT_EQ(joined.protocol_name, std::optional<std::string>("range"));
+    EXPECT_EQ(joined.leader, joined.member_id);
+    EXPECT_FALSE(joined.skip_assignment);
+
+    protocol::sync_group_request s;
+    s.group_id = group;
+    s.generation_id = joined.generation_id;
+    s.member_id = joined.member_id;
+    s.protocol_type = "consumer";
+    s.protocol_name = "roundrobin";  // not the group's
+    s.assignments.push_back({joined.member_id, {1, 2, 3}});
+    EXPECT_EQ(c.call<protocol::sync_group_response>(s, 5).error_code,
+              23);  // INCONSISTENT_GROUP_PROTOCOL
+    s.protocol_name = "range";
+    auto synced = c.call<protocol::sync_group_response>(s, 5);
+    EXPECT_EQ(synced.error_code, 0);
+    EXPECT_EQ(synced.protocol_type, std::optional<std::string>("consumer"));
+    EXPECT_EQ(synced.protocol_name, std::optional<std::string>("range"));
+    EXPECT_EQ(synced.assignment, (std::vector<uint8_t>{1, 2, 3}));
+    return {joined.member_id, joined.generation_id};
+  }
+};
+
+protocol::offset_commit_request commit_req(const std::string& group, const std::string& member,
+                                           int32_t epoch, const std::string& topic,
+                                           int64_t offset) {
+  protocol::offset_commit_request oc;
+  oc.group_id = group;
+  oc.member_id = member;
+  oc.generation_id_or_member_epoch = epoch;
+  auto& t = oc.topics.emplace_back();
+  t.name = topic;
+  auto& p = t.partitions.emplace_back();
+  p.partition_index = 0;
+  p.committed_offset = offset;
+  p.committed_metadata = "meta";
+  return oc;
+}
+
+int16_t commit_error(const protocol::offset_commit_response& r) {
+  return r.topics.at(0).partitions.at(0).error_code;
+}
+
+// OffsetCommit and OffsetFetch v9 on a classic group: the "member epoch" is
+// the generation, as KIP-848 keeps it for classic groups; OffsetFetch's
+// member id and epoch are not checked for them.
+TEST_F(GroupApisTest, OffsetCommitAndFetchV9InAClassicGroup) {
+  client c(b_->port());
+  create(c, "oc", 1);
+  auto [member, generation] = join_and_sync(c, "g9");
+
+  auto ok =
+      c.call<protocol::offset_commit_response>(commit_req("g9", member, generation, "oc", 42), 9);
+  EXPECT_EQ(commit_error(ok), 0);
+  EXPECT_EQ(commit_error(c.call<protocol::offset_commit_response>(
+                commit_req("g9", member, generation + 5, "oc", 43), 9)),
+            22);  // ILLEGAL_GENERATION
+  EXPECT_EQ(commit_error(c.call<protocol::offset_commit_response>(
+                commit_req("g9", "stranger", generation, "oc", 43), 9)),
+            25);  // UNKNOWN_MEMBER_ID
+  // A group that does not exist: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+  EXPECT_EQ(commit_error(
+                c.call<protocol::offset_commit_response>(commit_req("none", "m", 3, "oc", 1), 9)),
+            69);
+  EXPECT_EQ(commit_error(
+                c.call<protocol::offset_commit_response>(commit_req("none", "m", 3, "oc", 1), 8)),
+            22);
+
+  protocol::offset_fetch_request of;
+  auto& g = of.groups.emplace_back();
+  g.group_id = "g9";
+  g.member_id = member;
+  g.member_epoch = generation;
+  g.topics.emplace();
+  g.topics->push_back({"oc", {0}});
+  for (int32_t epoch : {generation, -1, 99}) {
+    of.groups[0].member_epoch = epoch;
+    auto r = c.call<protocol::offset_fetch_response>(of, 9);
+    ASSERT_EQ(r.groups.size(), 1u);
+    EXPECT_EQ(r.groups[0].error_code, 0);
+    ASSERT_EQ(r.groups[0].topics.size(), 1u);
+    const auto& p = r.groups[0].topics[0].partitions.at(0);
+    EXPECT_EQ(p.error_code, 0);
+    EXPECT_EQ(p.committed_offset, 42) << epoch;
+    EXPECT_EQ(p.metadata, std::optional<std::string>("meta"));
+  }
+
+  // ListGroups v5: every group is a classic one.
+  protocol::list_groups_request lg;
+  auto listed = c.call<protocol::list_groups_response>(lg, 5);
+  bool found = false;
+  for (const auto& l : listed.groups)
+    if (l.group_id == "g9") {
+      found = true;
+      EXPECT_EQ(l.group_type, "classic");
+      EXPECT_EQ(l.group_state, "Stable");
+    }
+  EXPECT_TRUE(found);
+  lg.types_filter = {"Consumer"};
+  EXPECT_TRUE(c.call<protocol::list_groups_response>(lg, 5).groups.empty());
+  lg.types_filter = {"CLASSIC"};
+  EXPECT_FALSE(c.call<protocol::list_groups_response>(lg, 5).groups.empty());
+
+  // LeaveGroup v5 with a reason.
+  protocol::leave_group_request leave;
+  leave.group_id = "g9";
+  leave.members.push_back({member, std::nullopt, "done"});
+  auto left = c.call<protocol::leave_group_response>(leave, 5);
+  EXPECT_EQ(left.error_code, 0);
+  ASSERT_EQ(left.members.size(), 1u);
+  EXPECT_EQ(left.members[0].error_code, 0);
 }
 
 }  // namespace

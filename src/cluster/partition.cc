@@ -223,6 +223,17 @@ status partition::set_config(const config::topic_config& cfg) {
   return {};
 }
 
+std::vector<producer_info> partition::producers() {
+  std::lock_guard g(append_mu_);
+  return producers_.producers();
+}
+
+uint64_t partition::size_bytes() const {
+  uint64_t total = 0;
+  for (const auto& s : log_->segments()) total += s.size_bytes;
+  return total;
+}
+
 std::vector<offset> partition::producer_last_batch_bases() {
   std::lock_guard g(append_mu_);
   return producers_.last_batch_bases();

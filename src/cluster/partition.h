@@ -86,6 +86,11 @@ class partition {
   // Applies a new effective config; the log refuses values out of its limits.
   status set_config(const config::topic_config& cfg);
 
+  // The idempotent producers this partition remembers (DescribeProducers).
+  std::vector<producer_info> producers();
+  // Bytes of the partition's segment files (DescribeLogDirs).
+  uint64_t size_bytes() const;
+
   // See producer_state::last_batch_bases (for the log cleaner).
   std::vector<offset> producer_last_batch_bases();
 

@@ -91,6 +91,18 @@ void producer_state::record(const producer_batch& b, offset base, offset last) {
   while (e.batches.size() > batches_per_producer) e.batches.pop_front();
 }
 
+std::vector<producer_info> producer_state::producers() const {
+  std::vector<producer_info> out;
+  out.reserve(producers_.size());
+  for (const auto& [id, e] : producers_) {
+    out.push_back(
+        {id, e.epoch, e.batches.empty() ? -1 : e.batches.back().last_sequence, e.last_timestamp});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.producer_id < b.producer_id; });
+  return out;
+}
+
 status producer_state::replay(std::span<const std::byte> batches) {
   size_t pos = 0;
   while (pos + batch::header_bytes <= batches.size()) {

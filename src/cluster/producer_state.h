@@ -44,6 +44,15 @@ struct producer_batch {
   bool idempotent() const { return producer_id >= 0; }
 };
 
+// What DescribeProducers shows of one producer.
+struct producer_info {
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int32_t last_sequence = -1;      // of its last batch; -1 when none is remembered
+  int64_t last_timestamp_ms = -1;  // largest max_timestamp of its batches
+  bool operator==(const producer_info&) const = default;
+};
+
 // What check() decided for a batch about to be appended.
 struct producer_check {
   kafka::error_code error = kafka::error_code::none;
@@ -75,6 +84,8 @@ class producer_state {
   void expire(int64_t min_timestamp_ms, size_t max_producers);
 
   size_t producer_count() const { return producers_.size(); }
+  // Every remembered producer, by producer id.
+  std::vector<producer_info> producers() const;
   // Base offset of each producer's last batch in the log: compaction keeps
   // those batches (if need be emptied of records) so replay rebuilds the
   // same sequence state.

@@ -127,5 +127,20 @@ TEST(ProducerState, Expiry) {
   EXPECT_TRUE(s.check(pb(3, 0, 0, 1)).duplicate_base.has_value());
 }
 
+// DescribeProducers' view: one entry per producer, by id, with the epoch
+// and last sequence of its latest batch and its largest timestamp.
+TEST(ProducerState, ProducersListsEachOnceWithItsLatestState) {
+  producer_state s;
+  EXPECT_TRUE(s.producers().empty());
+  s.record(pb(9, 0, 0, 3, 500), offset(0), offset(2));
+  s.record(pb(4, 1, 0, 1, 700), offset(3), offset(3));
+  s.record(pb(9, 0, 3, 2, 400), offset(4), offset(5));   // an older timestamp keeps the largest
+  s.record(pb(4, 2, 0, 5, 800), offset(6), offset(10));  // epoch bump restarts the sequence
+  const auto ps = s.producers();
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_EQ(ps[0], (producer_info{4, 2, 4, 800}));
+  EXPECT_EQ(ps[1], (producer_info{9, 0, 4, 500}));
+}
+
 }  // namespace
 }  // namespace sluice::cluster

@@ -507,6 +507,7 @@ void coordinator::complete_join_locked(group& g, outbox& out) {
 proto::join_group_response coordinator::join_response(const group& g, const member& m) const {
   proto::join_group_response r;
   r.generation_id = g.generation;
+  r.protocol_type = g.protocol_type;  // v7+ (KIP-559)
   r.protocol_name = g.protocol_name;
   r.leader = g.leader;
   r.member_id = m.id;
@@ -766,6 +767,12 @@ void coordinator::sync_group(const proto::sync_group_request& req, int16_t /*ver
   if (found.error != error_code::none) return fail(found.error);
   group* g = found.g;
   member& m = *found.m;
+  // v5 (KIP-559): a protocol type or name the member names must be the
+  // group's; an absent one (null, or below v5) is not checked.
+  if ((req.protocol_type && *req.protocol_type != g->protocol_type) ||
+      (req.protocol_name && g->protocol_name && *req.protocol_name != *g->protocol_name)) {
+    return fail(error_code::inconsistent_group_protocol);
+  }
   m.last_heartbeat_ms = clk_.monotonic_ms();
   switch (g->state) {
     case group_state::empty:
@@ -775,6 +782,8 @@ void coordinator::sync_group(const proto::sync_group_request& req, int16_t /*ver
       return fail(error_code::rebalance_in_progress);
     case group_state::stable: {
       proto::sync_group_response r;
+      r.protocol_type = g->protocol_type;
+      r.protocol_name = g->protocol_name;
       r.assignment = m.assignment;
       SLUICE_ANSWER(cb, r);
       return;
@@ -822,6 +831,8 @@ void coordinator::finish_sync_locked(group& g, int32_t generation, status s, out
     m.assignment = a == assignment.end() ? std::vector<uint8_t>{} : std::move(a->second);
     if (m.sync_cb) m.last_heartbeat_ms = now;
     proto::sync_group_response r;
+    r.protocol_type = g.protocol_type;
+    r.protocol_name = g.protocol_name;
     r.assignment = m.assignment;
     SLUICE_ANSWER(m.sync_cb, r);
   }
@@ -928,7 +939,12 @@ void coordinator::offset_commit(const proto::offset_commit_request& req, int16_t
   const int32_t generation = version >= 1 ? req.generation_id_or_member_epoch : -1;
   group* g = find_locked(req.group_id);
   if (!g) {
-    if (generation >= 0) return fail_all(error_code::illegal_generation);
+    // A generation (or KIP-848 member epoch) names a group that would have
+    // to exist: v9 says so (GROUP_ID_NOT_FOUND), older versions keep the
+    // error they always had.
+    if (generation >= 0)
+      return fail_all(version >= 9 ? error_code::group_id_not_found
+                                   : error_code::illegal_generation);
     if (groups_.size() >= limits::max_groups) return fail_all(error_code::coordinator_not_available);
   } else if (g->state == group_state::dead) {
     return fail_all(error_code::coordinator_not_available);
@@ -1202,6 +1218,11 @@ proto::list_groups_response coordinator::list_groups(const proto::list_groups_re
   };
   std::set<std::string> filter;
   for (const auto& s : req.states_filter) filter.insert(lower(s));
+  // v5 (KIP-848): every group here is a classic one.
+  constexpr std::string_view group_type = "classic";
+  std::set<std::string> types;
+  for (const auto& t : req.types_filter) types.insert(lower(t));
+  if (!types.empty() && !types.count(std::string(group_type))) return resp;
   for (const auto& [id, g] : groups_) {
     if (g->state == group_state::dead) continue;
     if (!filter.empty() && !filter.count(lower(state_name(g->state)))) continue;
@@ -1209,6 +1230,7 @@ proto::list_groups_response coordinator::list_groups(const proto::list_groups_re
     l.group_id = id;
     l.protocol_type = g->protocol_type;
     l.group_state = std::string(state_name(g->state));
+    l.group_type = std::string(group_type);
   }
   return resp;
 }

@@ -228,4 +228,8 @@ result<uint64_t> fault_fs::free_bytes(const std::string& path) {
   return base_.free_bytes(path);
 }
 
+result<uint64_t> fault_fs::total_bytes(const std::string& path) {
+  return base_.total_bytes(path);
+}
+
 }  // namespace sluice::io

@@ -63,6 +63,7 @@ class fault_fs final : public filesystem {
   bool exists(const std::string& path) override;
   status sync_dir(const std::string& dir) override;
   result<uint64_t> free_bytes(const std::string& path) override;
+  result<uint64_t> total_bytes(const std::string& path) override;
 
  private:
   friend class fault_file;

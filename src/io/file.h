@@ -74,6 +74,8 @@ class filesystem {
   virtual status sync_dir(const std::string& dir) = 0;
   // Bytes free on the file system that holds `path`.
   virtual result<uint64_t> free_bytes(const std::string& path) = 0;
+  // Size in bytes of the file system that holds `path` (DescribeLogDirs).
+  virtual result<uint64_t> total_bytes(const std::string& path) = 0;
 
   // The real, POSIX file system. Lives for the whole process.
   static filesystem& posix();

@@ -174,6 +174,12 @@ class posix_filesystem final : public filesystem {
     if (::statvfs(path.c_str(), &s) != 0) return os_error("statvfs", path, errno);
     return static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
   }
+
+  result<uint64_t> total_bytes(const std::string& path) override {
+    struct statvfs s;
+    if (::statvfs(path.c_str(), &s) != 0) return os_error("statvfs", path, errno);
+    return static_cast<uint64_t>(s.f_blocks) * s.f_frsize;
+  }
 };
 
 }  // namespace

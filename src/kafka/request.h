@@ -31,6 +31,9 @@ class partition_manager;
 namespace sluice::group {
 class coordinator;
 }
+namespace sluice::io {
+class filesystem;
+}
 
 namespace sluice::kafka {
 
@@ -45,6 +48,7 @@ struct services {
   fetch_session_cache* fetch_sessions = nullptr;
   metrics::request_metrics* requests = nullptr;  // null: not counted
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
+  io::filesystem* fs = nullptr;          // for disk space (DescribeLogDirs); null: not reported
   int32_t node_id = 0;
   std::string advertised_host;
   int32_t advertised_port = 0;

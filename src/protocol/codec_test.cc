@@ -130,6 +130,97 @@ TEST(CodecTest, ApiVersionsV3RequestByHand) {
   EXPECT_EQ(std::get<api_versions_request>(*decoded), req);
 }
 
+// DescribeCluster v0 request: flexible from v0, so header v2 (classic
+// client id, then an empty tag section); body one bool and an empty tag
+// section.
+TEST(CodecTest, DescribeClusterV0RequestByHand) {
+  describe_cluster_request req;
+  req.include_cluster_authorized_operations = true;
+  const bytes frame = {0, 0,  0,   15,   // size
+                       0, 60, 0,   0,    // api key 60, version 0
+                       0, 0,  0,   5,    // correlation id
+                       0, 2,  'a', 'b',  // client id
+                       0,                // header tags
+                       1,                // include cluster authorized operations
+                       0};               // body tags
+  EXPECT_EQ(flat(encode_request(5, 0, req, std::string("ab"))), frame);
+  reader r(std::span<const uint8_t>(frame).subspan(4));
+  auto h = decode_request_header(r);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->header_version, 2);
+  auto decoded = decode_request_body(60, 0, r);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(std::get<describe_cluster_request>(*decoded), req);
+  EXPECT_EQ(std::get<describe_cluster_request>(*decoded).endpoint_type, 1);  // v1+ only: default
+}
+
+// DescribeCluster v0 response: header v1 (correlation id, empty tags);
+// null error message and rack as compact nullable strings (0).
+TEST(CodecTest, DescribeClusterV0ResponseByHand) {
+  describe_cluster_response m;
+  m.cluster_id = "c1";
+  m.controller_id = 1;
+  auto& b = m.brokers.emplace_back();
+  b.broker_id = 1;
+  b.host = "h";
+  b.port = 9092;
+  const bytes body = {0,    0,   0,    0,     // throttle time
+                      0,    0,                // error code
+                      0,                      // error message: null
+                      3,    'c', '1',         // cluster id
+                      0,    0,   0,    1,     // controller id
+                      2,                      // brokers: 1
+                      0,    0,   0,    1,     //   broker id
+                      2,    'h',              //   host
+                      0,    0,   0x23, 0x84,  //   port 9092
+                      0,                      //   rack: null
+                      0,                      //   broker tags
+                      0x80, 0,   0,    0,     // cluster authorized operations: INT32_MIN
+                      0};                     // body tags
+  const bytes frame =
+      cat({{0, 0, 0, static_cast<uint8_t>(5 + body.size())}, {0, 0, 0, 9, 0}, body});
+  EXPECT_EQ(flat(encode_response(9, 0, m)), frame);
+  describe_cluster_response back;
+  reader r{std::span<const uint8_t>(body)};
+  ASSERT_TRUE(back.decode(r, 0).ok());
+  EXPECT_EQ(back, m);
+}
+
+// ListOffsets v7 request: header v2; replica -1, isolation 0, one topic
+// "t" with partition 0 at MAX_TIMESTAMP (-3), leader epoch -1.
+TEST(CodecTest, ListOffsetsV7RequestByHand) {
+  list_offsets_request req;
+  req.replica_id = -1;
+  auto& t = req.topics.emplace_back();
+  t.name = "t";
+  auto& p = t.partitions.emplace_back();
+  p.partition_index = 0;
+  p.timestamp = -3;
+  const bytes body = {0xff, 0xff, 0xff, 0xff,  // replica id -1
+                      0,                       // isolation level
+                      2,                       // topics: 1
+                      2,    't',               //   name
+                      2,                       //   partitions: 1
+                      0,    0,    0,    0,     //     partition index
+                      0xff, 0xff, 0xff, 0xff,  //     current leader epoch -1
+                      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfd,  //     timestamp -3
+                      0,                                               //     partition tags
+                      0,                                               //   topic tags
+                      0};                                              // body tags
+  const bytes header = {0, 2, 0, 7, 0, 0, 0, 3, 0, 2, 'a', 'b', 0};
+  const bytes frame =
+      cat({{0, 0, 0, static_cast<uint8_t>(header.size() + body.size())}, header, body});
+  EXPECT_EQ(flat(encode_request(3, 7, req, std::string("ab"))), frame);
+  reader r(std::span<const uint8_t>(frame).subspan(4));
+  auto h = decode_request_header(r);
+  ASSERT_TRUE(h.ok());
+  auto decoded = decode_request_body(2, 7, r);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(std::get<list_offsets_request>(*decoded), req);
+}
+
 // Metadata v1 response: header v0, one broker (1, "h", 9092, rack null),
 // controller 1, one topic "t" with one partition led by broker 1.
 TEST(CodecTest, MetadataV1ResponseByHand) {
@@ -230,7 +321,7 @@ TEST(CodecTest, UnsupportedApiVersionsAnsweredInV0) {
   EXPECT_EQ(resp.error_code, 35);
   ASSERT_EQ(resp.api_keys.size(), 1u);
   EXPECT_EQ(resp.api_keys[0].max_version, api_versions_request::max_version);
-  const bytes expect = {0, 0, 0, 16, 0, 0, 0, 5, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 3};
+  const bytes expect = {0, 0, 0, 16, 0, 0, 0, 5, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 4};
   EXPECT_EQ(flat(encode_response(5, 0, resp)), expect);
 }
 

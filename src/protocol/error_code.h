@@ -75,6 +75,8 @@ enum class error_code : int16_t {
   resource_not_found = 91,
   unknown_topic_id = 100,
   transactional_id_not_found = 105,
+  mismatched_endpoint_type = 114,
+  unsupported_endpoint_type = 115,
 };
 
 constexpr int16_t to_wire(error_code e) { return static_cast<int16_t>(e); }
@@ -151,6 +153,8 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(resource_not_found, "RESOURCE_NOT_FOUND")
     SLUICE_NAME(unknown_topic_id, "UNKNOWN_TOPIC_ID")
     SLUICE_NAME(transactional_id_not_found, "TRANSACTIONAL_ID_NOT_FOUND")
+    SLUICE_NAME(mismatched_endpoint_type, "MISMATCHED_ENDPOINT_TYPE")
+    SLUICE_NAME(unsupported_endpoint_type, "UNSUPPORTED_ENDPOINT_TYPE")
 #undef SLUICE_NAME
   }
   return "UNKNOWN";

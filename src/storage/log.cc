@@ -597,6 +597,30 @@ result<std::optional<timestamp_lookup>> log::offset_for_timestamp(int64_t ts_ms)
   return std::optional<timestamp_lookup>();
 }
 
+result<std::optional<timestamp_lookup>> log::offset_of_max_timestamp() {
+  std::lock_guard g(mu_);
+  if (closed_) return error{errc::shutting_down, name_ + " is closed"};
+  const offset start(log_start_.load());
+  std::optional<segment::located> best;
+  for (auto& seg : segments_) {
+    if (seg->empty() || seg->next() <= start) continue;
+    // A segment's max_timestamp bounds its batches' (it may come from a
+    // batch below the log start offset); the first segment with the
+    // largest one wins, as the first batch within it does.
+    if (best && seg->max_timestamp() <= best->h.max_timestamp) continue;
+    std::optional<segment::located> loc;
+    if (seg->base() >= start) {
+      SLUICE_ASSIGN_OR_RETURN(loc, seg->locate_time(seg->max_timestamp(), start));
+    } else {
+      SLUICE_ASSIGN_OR_RETURN(loc, seg->locate_max_time(start));
+    }
+    if (loc && (!best || loc->h.max_timestamp > best->h.max_timestamp)) best = loc;
+  }
+  if (!best || best->h.max_timestamp < 0) return std::optional<timestamp_lookup>();
+  return std::optional<timestamp_lookup>(
+      timestamp_lookup{std::max(best->h.base, start), best->h.max_timestamp});
+}
+
 // ---- Management ----------------------------------------------------------------
 
 status log::set_config(const log_config& cfg) {

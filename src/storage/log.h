@@ -323,6 +323,14 @@ class log : public std::enable_shared_from_this<log> {
   // First batch whose max_timestamp >= ts_ms (ListOffsets by time); nullopt
   // when every batch is older.
   result<std::optional<timestamp_lookup>> offset_for_timestamp(int64_t ts_ms);
+  // The first batch (at or above the log start offset) that carries the
+  // largest max_timestamp of the log (ListOffsets MAX_TIMESTAMP, KIP-734):
+  // the segment with the largest max_timestamp, then the first batch in it
+  // whose max_timestamp equals it. `base` is clamped to the log start
+  // offset like offset_for_timestamp's. nullopt when the log holds no batch
+  // with a timestamp (>= 0). Reads batch headers only; the record inside
+  // the batch is the caller's to find.
+  result<std::optional<timestamp_lookup>> offset_of_max_timestamp();
 
   // ---- Leader epochs ---------------------------------------------------------
   std::vector<epoch_entry> leader_epochs() const;

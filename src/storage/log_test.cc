@@ -419,6 +419,52 @@ TEST_F(LogTest, TimeIndexLookupMatchesLinearScan) {
   expect_all();
 }
 
+// MAX_TIMESTAMP (ListOffsets v7): the first batch carrying the largest
+// timestamp, wherever it sits, also after the log start moved past part
+// of the segment that holds the overall maximum.
+TEST_F(LogTest, OffsetOfMaxTimestampFindsTheFirstLargestBatch) {
+  open();
+  {
+    auto r = log_->offset_of_max_timestamp();
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->has_value());  // empty log
+  }
+  int64_t ts = 1'000'000;
+  for (int i = 0; i < 120; ++i) {
+    // Mostly growing, with two peaks (the second one equal to the first)
+    // well before the end.
+    int64_t t = ts + i * 10;
+    if (i == 40 || i == 70) t = 5'000'000;
+    append(2, 30, 0, t);
+  }
+  ASSERT_GT(log_->segments().size(), 3u);
+  auto expect = [&] {
+    const appended* want = nullptr;
+    for (const auto& a : all_)
+      if (a.last >= log_->log_start_offset() && (!want || a.max_ts > want->max_ts)) want = &a;
+    auto r = log_->offset_of_max_timestamp();
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r->has_value());
+    EXPECT_EQ((*r)->base, std::max(want->base, log_->log_start_offset()));
+    EXPECT_EQ((*r)->max_timestamp, want->max_ts);
+  };
+  expect();
+  EXPECT_EQ((*log_->offset_of_max_timestamp())->base, all_[40].base);
+  reopen(true);
+  expect();
+  // Past the first peak: the second one, in a later segment.
+  ASSERT_TRUE(log_->advance_log_start(all_[41].base).ok());
+  expect();
+  EXPECT_EQ((*log_->offset_of_max_timestamp())->base, all_[70].base);
+  // Into the segment after both peaks, mid-segment: its own largest batch
+  // above the log start, not the segment's max over batches now gone.
+  ASSERT_TRUE(log_->advance_log_start(all_[71].base + 1).ok());
+  expect();
+  // That case was met: the first segment still holds the gone peak.
+  EXPECT_LE(log_->segments().front().base, all_[70].base);
+  EXPECT_EQ(log_->segments().front().max_timestamp, all_[70].max_ts);
+}
+
 TEST_F(LogTest, TruncateWithinAndAcrossSegments) {
   open();
   for (int i = 0; i < 50; ++i) append(2, 150);

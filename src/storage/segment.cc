@@ -519,6 +519,20 @@ result<std::optional<segment::located>> segment::locate_time(int64_t ts, offset 
   return std::optional<located>();
 }
 
+result<std::optional<segment::located>> segment::locate_max_time(offset from) {
+  SLUICE_ASSIGN_OR_RETURN(auto first, locate(from));
+  if (!first) return std::optional<located>();
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  std::optional<located> best;
+  uint64_t pos = first->pos;
+  while ((pos = past_damage(pos)) < size_) {
+    SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
+    if (!best || h.max_timestamp > best->h.max_timestamp) best = located{pos, h};
+    pos += h.size_bytes();
+  }
+  return best;
+}
+
 status segment::truncate_at(const located& at) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_TRY(f->truncate(at.pos));

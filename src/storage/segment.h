@@ -140,6 +140,11 @@ class segment {
   // The first batch whose max_timestamp is >= `ts` and whose last offset is
   // >= `from` (the log start offset), or nullopt.
   result<std::optional<located>> locate_time(int64_t ts, offset from);
+  // The first batch with the largest max_timestamp among those whose last
+  // offset is >= `from`, or nullopt when there is none. Reads every header
+  // from `from` on: for a segment that straddles the log start offset,
+  // where max_timestamp() may belong to a batch below it.
+  result<std::optional<located>> locate_max_time(offset from);
   // The base offset of the batch at `pos` (a batch boundary), or next() at
   // the end.
   result<offset> offset_at(uint64_t pos);

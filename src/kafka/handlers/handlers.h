@@ -26,6 +26,9 @@ void handle_describe_configs(request req);
 void handle_alter_configs(request req);
 void handle_create_partitions(request req);
 void handle_incremental_alter_configs(request req);
+void handle_describe_cluster(request req);
+void handle_describe_log_dirs(request req);
+void handle_describe_producers(request req);
 // Consumer groups (group/coordinator.h).
 void handle_find_coordinator(request req);
 void handle_join_group(request req);
