@@ -1,6 +1,7 @@
 #include "kafka/dispatcher.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/log.h"
 
@@ -40,6 +41,29 @@ void dispatcher::on_connection_open(net::connection_context& ctx) {
   ctx.state = std::move(st);
 }
 
+namespace {
+
+// An INFO line names the client that asked for a version the broker does
+// not serve (the operator's clue to an old client), at most one a second so
+// a client retrying in a loop cannot flood the log; the rest go to DEBUG.
+void log_unsupported(const sluice::clock& clk, const net::connection_context& ctx, int16_t key, int16_t version,
+                     const std::optional<std::string>& client_id) {
+  static std::atomic<int64_t> last_info_ms{INT64_MIN / 2};
+  const int64_t now_ms = clk.monotonic_ms();
+  int64_t last = last_info_ms.load(std::memory_order_relaxed);
+  const bool info = now_ms - last >= 1000 && last_info_ms.compare_exchange_strong(last, now_ms);
+  if (info) {
+    SLUICE_LOG_INFO("client {} at {} asked for api {} version {}, which this broker does not serve; closing the "
+                    "connection (ApiVersions answers UNSUPPORTED_VERSION)",
+                    client_id.value_or("(none)"), ctx.peer, key, version);
+  } else {
+    SLUICE_LOG_DEBUG("client {} at {} asked for api {} version {}, not served", client_id.value_or("(none)"),
+                     ctx.peer, key, version);
+  }
+}
+
+}  // namespace
+
 void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte> frame, net::responder r) {
   auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
   protocol::reader rd(bytes);
@@ -62,6 +86,8 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
   }
 
   if (!supported) {
+    if (svc_.requests) svc_.requests->on_unsupported_version(key);
+    log_unsupported(svc_.clk ? *svc_.clk : sluice::clock::system(), ctx, key, version, hdr->header.client_id);
     constexpr int16_t api_versions_key = 18;
     if (key == api_versions_key) {
       // KIP-511: answer in v0 layout, listing the ApiVersions range.
@@ -71,7 +97,6 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
       r.respond(to_net_response(protocol::encode_response(hdr->header.correlation_id, 0, body)));
       return;
     }
-    SLUICE_LOG_DEBUG("closing connection {} ({}): api {} version {} is not supported", ctx.id, ctx.peer, key, version);
     r.close_connection();
     return;
   }

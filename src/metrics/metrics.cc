@@ -51,6 +51,11 @@ void request_metrics::on_request(int16_t api_key, uint64_t bytes) {
   a.bytes_in.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+void request_metrics::on_unsupported_version(int16_t api_key) {
+  if (api_key < 0 || static_cast<size_t>(api_key) >= max_api_key) return;
+  apis_[static_cast<size_t>(api_key)].unsupported_versions.fetch_add(1, std::memory_order_relaxed);
+}
+
 void request_metrics::on_response(int16_t api_key, uint64_t bytes, uint64_t micros) {
   if (api_key < 0 || static_cast<size_t>(api_key) >= max_api_key) return;
   auto& a = apis_[static_cast<size_t>(api_key)];
@@ -77,6 +82,15 @@ void request_metrics::render(std::string& out, std::string_view (*api_name)(int1
     if (a.requests.load(std::memory_order_relaxed) == 0) continue;
     sample(out, "sluice_request_bytes_total", "api=\"" + std::string(api_name(static_cast<int16_t>(k))) + "\"",
            static_cast<double>(a.bytes_in.load(std::memory_order_relaxed)));
+  }
+  header(out, "sluice_requests_unsupported_version_total", "counter",
+         "Requests at a version the broker does not serve, per Kafka API (old clients; the log names them).");
+  for (size_t k = 0; k < max_api_key; ++k) {
+    const auto& a = apis_[k];
+    if (a.unsupported_versions.load(std::memory_order_relaxed) == 0) continue;
+    sample(out, "sluice_requests_unsupported_version_total",
+           "api=\"" + std::string(api_name(static_cast<int16_t>(k))) + "\"",
+           static_cast<double>(a.unsupported_versions.load(std::memory_order_relaxed)));
   }
   header(out, "sluice_response_bytes_total", "counter", "Response bytes sent, per Kafka API.");
   for (size_t k = 0; k < max_api_key; ++k) {

@@ -40,6 +40,7 @@ struct api_metrics {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> bytes_out{0};
+  std::atomic<uint64_t> unsupported_versions{0};
   histogram latency;
 };
 
@@ -48,6 +49,8 @@ class request_metrics {
   static constexpr size_t max_api_key = 80;
   // A request of `api_key` arrived with `bytes` of frame.
   void on_request(int16_t api_key, uint64_t bytes);
+  // A request of `api_key` came at a version the broker does not serve.
+  void on_unsupported_version(int16_t api_key);
   // Its response of `bytes` was handed to the server after `micros`.
   void on_response(int16_t api_key, uint64_t bytes, uint64_t micros);
   const api_metrics* api(int16_t api_key) const;

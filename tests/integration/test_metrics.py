@@ -245,3 +245,24 @@ def test_headroom_alert_and_losses_of_a_stalled_group(broker_factory):
     commit(b.bootstrap, "stalled", "flow", 0)
     assert series(b.metrics(), "sluice_group_lost_messages_total", "stalled", "flow") == start
     assert b.stop() == 0
+
+
+def test_an_unsupported_version_is_counted_and_its_client_named(broker):
+    """A Produce v1 (the old message format) closes the connection, as
+    Kafka does for a version it cannot parse; /metrics counts it per API
+    and the log names the client that asked."""
+    import socket
+    import struct
+
+
+    client = b"old-client-7"
+    payload = struct.pack(">hhih", 0, 1, 1, len(client)) + client + struct.pack(">hii", 1, 1000, 0)
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        assert s.recv(1) == b"", "the connection stays open"
+    m = broker.metrics()
+    assert m['sluice_requests_unsupported_version_total{api="produce"}'] == 1
+    deadline = time.monotonic() + 5
+    while "old-client-7" not in broker.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "client old-client-7" in broker.log_text() and "api 0 version 1" in broker.log_text()
