@@ -271,7 +271,7 @@ status decompress_to(compression c, std::span<const uint8_t> in, sink& out, code
     case compression::none:
       if (in.size() > out.max_bytes) return too_large("none", out.max_bytes);
       while (out.room() < in.size()) out.grow();
-      std::memcpy(out.tail(), in.data(), in.size());
+      if (!in.empty()) std::memcpy(out.tail(), in.data(), in.size());
       out.used = in.size();
       return {};
     case compression::gzip: return gzip_decompress(in, out, ctx);
