@@ -6,10 +6,10 @@
 
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kafka/dispatcher.h"
 
@@ -18,22 +18,42 @@ namespace {
 
 // Rows "| key | API | min-max | ..." (or "| key | API | v | ..." or "-") of
 // the supported-versions table: key -> (min, max), or (-1, -1) for "-".
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  std::string cell;
+  while (std::getline(in, cell, '|')) {
+    const auto first = cell.find_first_not_of(' ');
+    const auto last = cell.find_last_not_of(' ');
+    out.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+  }
+  return out;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
 std::map<int, std::pair<int, int>> documented_versions() {
   std::ifstream in(SLUICE_SOURCE_DIR "/docs/protocol.md");
   EXPECT_TRUE(in.good()) << "cannot read docs/protocol.md";
   std::map<int, std::pair<int, int>> out;
-  const std::regex row(R"(^\| (\d+) \| [A-Za-z]+ \| (-|(\d+)(-(\d+))?) \|)");
   std::string line;
   while (std::getline(in, line)) {
-    std::smatch m;
-    if (!std::regex_search(line, m, row)) continue;
-    const int key = std::stoi(m[1]);
-    if (m[2] == "-") {
+    if (line.rfind("| ", 0) != 0) continue;
+    const auto c = cells(line);  // c[0] is the empty text before the first '|'
+    if (c.size() < 4 || !all_digits(c[1])) continue;
+    const int key = std::stoi(c[1]);
+    const std::string& range = c[3];
+    if (range == "-") {
       out[key] = {-1, -1};
-    } else {
-      const int lo = std::stoi(m[3]);
-      out[key] = {lo, m[5].matched ? std::stoi(m[5]) : lo};
+      continue;
     }
+    const auto dash = range.find('-');
+    const std::string lo = range.substr(0, dash);
+    const std::string hi = dash == std::string::npos ? lo : range.substr(dash + 1);
+    EXPECT_TRUE(all_digits(lo) && all_digits(hi)) << "api key " << key << ": versions '" << range << "'";
+    if (all_digits(lo) && all_digits(hi)) out[key] = {std::stoi(lo), std::stoi(hi)};
   }
   return out;
 }
