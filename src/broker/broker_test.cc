@@ -1214,3 +1214,37 @@ TEST_F(GroupApisTest, OffsetCommitAndFetchV9InAClassicGroup) {
 
 }  // namespace
 }  // namespace sluice::broker
+
+namespace sluice::broker {
+namespace {
+
+TEST_F(BrokerTest, FindCoordinatorV4AnswersEveryKeyOnItsOwn) {
+  client c(b_->port());
+  protocol::find_coordinator_request req;
+  req.coordinator_keys = {"orders-group", "", "billing"};
+  auto resp = c.call<protocol::find_coordinator_response>(req, 4);
+  ASSERT_EQ(resp.coordinators.size(), 3u);
+  for (int i : {0, 2}) {
+    EXPECT_EQ(resp.coordinators[i].error_code, 0);
+    EXPECT_EQ(resp.coordinators[i].port, b_->port());
+    EXPECT_EQ(resp.coordinators[i].host, "127.0.0.1");
+  }
+  EXPECT_EQ(resp.coordinators[0].key, "orders-group");
+  EXPECT_EQ(resp.coordinators[1].error_code, 24);  // INVALID_GROUP_ID
+  EXPECT_EQ(resp.coordinators[1].node_id, -1);
+  // Transaction coordinators are not served yet, per key as well.
+  req.key_type = 1;
+  req.coordinator_keys = {"txn-1"};
+  auto txn = c.call<protocol::find_coordinator_response>(req, 5);
+  ASSERT_EQ(txn.coordinators.size(), 1u);
+  EXPECT_EQ(txn.coordinators[0].error_code, 53);  // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  // One key, as v3 and older ask.
+  protocol::find_coordinator_request one;
+  one.key = "orders-group";
+  auto v3 = c.call<protocol::find_coordinator_response>(one, 3);
+  EXPECT_EQ(v3.error_code, 0);
+  EXPECT_EQ(v3.port, b_->port());
+}
+
+}  // namespace
+}  // namespace sluice::broker

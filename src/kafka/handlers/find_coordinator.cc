@@ -1,5 +1,8 @@
-// FindCoordinator (v0-3, one key): this single broker coordinates every
-// group. Transaction coordinators (key_type 1) come with transactions.
+// FindCoordinator (v0-5): this single broker coordinates every group. v0-3
+// ask for one key; v4+ for several (KIP-699), each answered on its own.
+// Transaction coordinators (key_type 1) come with transactions; v5 only
+// adds TRANSACTION_ABORTABLE, which is never answered; v6 (share groups,
+// key_type 2) is not served.
 
 #include "group/coordinator.h"
 #include "kafka/dispatcher.h"
@@ -7,28 +10,66 @@
 
 namespace sluice::kafka {
 
+namespace {
+
+struct lookup {
+  error_code error = error_code::none;
+  std::string message;
+};
+
+// The answer for one key: this broker, or why not.
+lookup find(const request& req, int8_t key_type, const std::string& key) {
+  if (key_type == 1) {
+    // Fatal for the client, as InitProducerId answers transactional ids,
+    // rather than a retriable code it would retry until it times out.
+    return {error_code::transactional_id_authorization_failed, "transactions are not supported yet"};
+  }
+  if (key_type != 0) return {error_code::invalid_request, "unknown key type"};
+  if (key.empty()) return {error_code::invalid_group_id, "empty group id"};
+  if (!req.svc->groups) return {error_code::coordinator_not_available, "no group coordinator"};
+  return {};
+}
+
+constexpr int16_t batched_version = 4;
+
+}  // namespace
+
 void handle_find_coordinator(request req) {
   auto body = decode_body<protocol::find_coordinator_request>(req);
   if (!body) return;
   protocol::find_coordinator_response resp;
-  resp.node_id = -1;
-  resp.port = -1;
-  auto fail = [&](error_code e, std::string message) {
-    resp.error_code = to_wire(e);
-    resp.error_message = std::move(message);
+  const services& svc = *req.svc;
+  if (req.version() >= batched_version) {
+    resp.coordinators.reserve(body->coordinator_keys.size());
+    for (const std::string& key : body->coordinator_keys) {
+      auto& c = resp.coordinators.emplace_back();
+      c.key = key;
+      const lookup l = find(req, body->key_type, key);
+      c.error_code = to_wire(l.error);
+      if (l.error != error_code::none) {
+        c.node_id = -1;
+        c.port = -1;
+        c.error_message = l.message;
+        continue;
+      }
+      c.node_id = svc.node_id;
+      c.host = svc.advertised_host;
+      c.port = svc.advertised_port;
+    }
     req.respond(resp);
-  };
-  if (body->key_type == 1) {
-    // Fatal for the client, as InitProducerId answers transactional ids,
-    // rather than a retriable code it would retry until it times out.
-    return fail(error_code::transactional_id_authorization_failed, "transactions are not supported yet");
+    return;
   }
-  if (body->key_type != 0) return fail(error_code::invalid_request, "unknown key type");
-  if (body->key.empty()) return fail(error_code::invalid_group_id, "empty group id");
-  if (!req.svc->groups) return fail(error_code::coordinator_not_available, "no group coordinator");
-  resp.node_id = req.svc->node_id;
-  resp.host = req.svc->advertised_host;
-  resp.port = req.svc->advertised_port;
+  const lookup l = find(req, body->key_type, body->key);
+  resp.error_code = to_wire(l.error);
+  if (l.error != error_code::none) {
+    resp.node_id = -1;
+    resp.port = -1;
+    resp.error_message = l.message;
+  } else {
+    resp.node_id = svc.node_id;
+    resp.host = svc.advertised_host;
+    resp.port = svc.advertised_port;
+  }
   req.respond(resp);
 }
 

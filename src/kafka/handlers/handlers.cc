@@ -18,7 +18,7 @@ constexpr api_handler table[] = {
     {3, 0, 9, handle_metadata},
     {8, 0, 9, handle_offset_commit},
     {9, 0, 9, handle_offset_fetch},
-    {10, 0, 3, handle_find_coordinator},
+    {10, 0, 5, handle_find_coordinator},
     {11, 0, 9, handle_join_group},
     {12, 0, 4, handle_heartbeat},
     {13, 0, 5, handle_leave_group},
