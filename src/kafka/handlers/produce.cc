@@ -6,7 +6,6 @@
 #include <atomic>
 #include <mutex>
 
-#include "base/endian.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
@@ -36,13 +35,6 @@ std::span<std::byte> mutable_view(request& req, std::span<const uint8_t> v) {
   auto* base = reinterpret_cast<const uint8_t*>(req.frame.data());
   size_t off = static_cast<size_t>(v.data() - base);
   return {req.frame.data() + off, v.size()};
-}
-
-bool uses_zstd(std::span<const uint8_t> batch) {
-  namespace rec = protocol::records;
-  if (batch.size() < rec::batch_header_bytes) return false;
-  const int16_t attributes = load_be<int16_t>(batch.data() + rec::attributes_offset);
-  return static_cast<rec::compression>(attributes & rec::attr::compression_mask) == rec::compression::zstd;
 }
 
 }  // namespace
@@ -101,11 +93,14 @@ void handle_produce(request req) {
         set_error(error_code::corrupt_message, "no record batch");
         continue;
       }
-      if (req.version() < 7 && uses_zstd(pd.records.view())) {
+      if (req.version() < 7) {
         // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
         // read it back, so it is refused from them.
-        set_error(error_code::unsupported_compression_type, "zstd needs Produce v7 or later");
-        continue;
+        auto h = protocol::records::read_batch_header(pd.records.view());
+        if (h.ok() && h->codec() == protocol::records::compression::zstd) {
+          set_error(error_code::unsupported_compression_type, "zstd needs Produce v7 or later");
+          continue;
+        }
       }
       auto out = part->append(mutable_view(req, pd.records.view()), now);
       pr.log_start_offset = part->log_start_offset().value();
