@@ -93,12 +93,14 @@ class client {
   std::vector<uint8_t> last_frame_;
 };
 
-std::vector<uint8_t> make_batch(int n, int64_t pid = -1, int16_t epoch = -1, int32_t seq = -1) {
+// One batch whose records carry exactly these timestamps.
+std::vector<uint8_t> batch_with_timestamps(const std::vector<int64_t>& ts, int64_t pid = -1,
+                                           int16_t epoch = -1, int32_t seq = -1) {
   std::vector<pr::record_input> recs;
-  for (int i = 0; i < n; ++i) {
+  for (int64_t t : ts) {
     pr::record_input r;
-    r.value = std::vector<uint8_t>(100, static_cast<uint8_t>('a' + i % 26));
-    r.timestamp_ms = 1'700'000'000'000 + i;
+    r.value = std::vector<uint8_t>(100, 'v');
+    r.timestamp_ms = t;
     recs.push_back(std::move(r));
   }
   pr::batch_options o;
@@ -108,6 +110,13 @@ std::vector<uint8_t> make_batch(int n, int64_t pid = -1, int16_t epoch = -1, int
   auto b = pr::build_batch(o, recs);
   EXPECT_TRUE(b.ok());
   return std::move(b).value();
+}
+
+// `n` records stamped 1,700,000,000,000 + 0, 1, 2, ... (2023).
+std::vector<uint8_t> make_batch(int n, int64_t pid = -1, int16_t epoch = -1, int32_t seq = -1) {
+  std::vector<int64_t> ts;
+  for (int i = 0; i < n; ++i) ts.push_back(1'700'000'000'000 + i);
+  return batch_with_timestamps(ts, pid, epoch, seq);
 }
 
 class BrokerTest : public ::testing::Test {
@@ -889,24 +898,6 @@ int64_t now_ms() {
       .count();
 }
 
-// One batch whose records carry exactly these timestamps.
-std::vector<uint8_t> batch_with_timestamps(const std::vector<int64_t>& ts, int64_t pid = -1,
-                                           int16_t epoch = -1, int32_t seq = -1) {
-  std::vector<pr::record_input> recs;
-  for (int64_t t : ts) {
-    pr::record_input r;
-    r.value = std::vector<uint8_t>(100, 'v');
-    r.timestamp_ms = t;
-    recs.push_back(std::move(r));
-  }
-  pr::batch_options o;
-  o.producer_id = pid;
-  o.producer_epoch = epoch;
-  o.base_sequence = seq;
-  auto b = pr::build_batch(o, recs);
-  EXPECT_TRUE(b.ok());
-  return std::move(b).value();
-}
 
 protocol::list_offsets_response::list_offsets_topic_response::list_offsets_partition_response
 list_offsets_at(client& c, const std::string& topic, int64_t ts, int16_t version) {
@@ -1252,6 +1243,37 @@ TEST_F(BrokerTest, FindCoordinatorV4AnswersEveryKeyOnItsOwn) {
   auto v3 = c.call<protocol::find_coordinator_response>(one, 3);
   EXPECT_EQ(v3.error_code, 0);
   EXPECT_EQ(v3.port, b_->port());
+}
+
+}  // namespace
+}  // namespace sluice::broker
+
+namespace sluice::broker {
+namespace {
+
+TEST_F(BrokerTest, ZstdNeedsProduceV7) {
+  client c(b_->port());
+  create(c, "z", 1);
+  std::vector<pr::record_input> recs(3);
+  for (auto& r : recs) r.value = std::vector<uint8_t>(50, 'z');
+  pr::batch_options o;
+  o.codec = pr::compression::zstd;
+  auto batch = pr::build_batch(o, recs);
+  ASSERT_TRUE(batch.ok());
+  auto at = [&](int16_t version) {
+    auto copy = *batch;
+    protocol::produce_request req;
+    req.acks = 1;
+    auto& t = req.topic_data.emplace_back();
+    t.name = "z";
+    auto& pd = t.partition_data.emplace_back();
+    pd.index = 0;
+    pd.records = protocol::records_field::of(copy);
+    return c.call<protocol::produce_response>(req, version).responses[0].partition_responses[0].error_code;
+  };
+  EXPECT_EQ(at(6), 76);  // UNSUPPORTED_COMPRESSION_TYPE
+  EXPECT_EQ(at(3), 76);
+  EXPECT_EQ(at(7), 0);
 }
 
 }  // namespace
