@@ -7,6 +7,7 @@ stopped by its process id. Nothing here talks to any address but 127.0.0.1.
 import os
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -161,6 +162,27 @@ def crc32c(data):
     for b in data:
         c = _CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
+
+
+def record(i, value, key=None, ts_delta=0, offset_delta=None):
+    """One encoded v2 record with no headers; its offset delta is `i` unless given."""
+    body = b"\x00" + varint(ts_delta) + varint(i if offset_delta is None else offset_delta)
+    body += varint(-1) if key is None else varint(len(key)) + key
+    body += varint(len(value)) + value + varint(0)
+    return varint(len(body)) + body
+
+
+def v2_batch(records_bytes, count, base_ts, max_ts, attributes=0, last_delta=None, magic=2,
+             producer=(-1, -1, -1), crc_xor=0):
+    """A record batch around already encoded (maybe compressed) record bytes,
+    with a correct CRC-32C unless `crc_xor` spoils it. `producer` is
+    (producer id, epoch, base sequence)."""
+    last_delta = count - 1 if last_delta is None else last_delta
+    pid, epoch, seq = producer
+    after_crc = struct.pack(">hiqqqhii", attributes, last_delta, base_ts, max_ts, pid, epoch, seq, count)
+    after_crc += records_bytes
+    tail = struct.pack(">ibI", 0, magic, crc32c(after_crc) ^ crc_xor) + after_crc
+    return struct.pack(">qi", 0, len(tail)) + tail
 
 
 def varint(n):

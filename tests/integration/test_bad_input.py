@@ -23,7 +23,7 @@ import kafka.errors as kerr
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sluice_harness import Broker, GoodClient, crc32c, fd_count, varint, wait_fds_at_most
+from sluice_harness import Broker, GoodClient, fd_count, record, v2_batch, wait_fds_at_most
 
 SEED = int(os.environ.get("SLUICE_BAD_INPUT_SEED", "20261202"))
 
@@ -330,16 +330,10 @@ def test_random_bytes_and_dropped_connections(running):
 
 def record_batch(values, magic=2, count=None, corrupt_crc=False, pid=-1, epoch=-1, seq=-1):
     """A v2 record batch of uncompressed records with null keys."""
-    recs = b""
-    for i, v in enumerate(values):
-        body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
-        recs += varint(len(body)) + body
+    recs = b"".join(record(i, v) for i, v in enumerate(values))
     ts = int(time.time() * 1000)
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, pid, epoch, seq,
-                            len(values) if count is None else count) + recs
-    crc = crc32c(after_crc) ^ (0xDEADBEEF if corrupt_crc else 0)
-    after_length = struct.pack(">ibI", 0, magic, crc) + after_crc
-    return struct.pack(">qi", 0, len(after_length)) + after_length
+    return v2_batch(recs, len(values) if count is None else count, ts, ts, last_delta=len(values) - 1,
+                    magic=magic, producer=(pid, epoch, seq), crc_xor=0xDEADBEEF if corrupt_crc else 0)
 
 
 def produce_v3(s, corr, topic, batches_by_partition, acks=-1):

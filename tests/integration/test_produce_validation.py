@@ -24,31 +24,14 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice_harness import Broker, crc32c, varint
-from test_bad_input import connect, recv_exact, request
+from sluice_harness import Broker, record, v2_batch, varint
+from test_bad_input import connect, kstr, recv_exact, request
 
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE = 2, 10, 18
 UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD = 76, 87
 
 
 # ------------------------------------------------------------ batches
-
-def record(i, value, key=None, ts_delta=0, offset_delta=None):
-    body = b"\x00" + varint(ts_delta) + varint(i if offset_delta is None else offset_delta)
-    body += varint(-1) if key is None else varint(len(key)) + key
-    body += varint(len(value)) + value + varint(0)
-    return varint(len(body)) + body
-
-
-def batch(records_bytes, count, base_ts, max_ts, attributes=0, last_delta=None):
-    """A v2 batch around already encoded (maybe compressed) record bytes."""
-    last_delta = count - 1 if last_delta is None else last_delta
-    after_crc = struct.pack(">hiqqqhii", attributes, last_delta, base_ts, max_ts, -1, -1, -1, count)
-    after_crc += records_bytes
-    crc = crc32c(after_crc)
-    tail = struct.pack(">ib", 0, 2) + struct.pack(">I", crc) + after_crc
-    return struct.pack(">qi", 0, len(tail)) + tail
-
 
 def plain_records(n, base_ts=None, size=64, keyed=False):
     base_ts = int(time.time() * 1000) if base_ts is None else base_ts
@@ -59,15 +42,10 @@ def plain_records(n, base_ts=None, size=64, keyed=False):
 
 def good_batch(n=5, keyed=False):
     recs, ts = plain_records(n, keyed=keyed)
-    return batch(recs, n, ts, ts + n - 1)
+    return v2_batch(recs, n, ts, ts + n - 1)
 
 
 # ------------------------------------------------------------ Produce v7
-
-def kstr(s):
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
 
 def produce(port, topic, records, partition=0, acks=-1):
     body = struct.pack(">h", -1) + struct.pack(">hi", acks, 30000)
@@ -133,36 +111,36 @@ def bad_cases():
     one = record(0, b"x" * 40)
     cases = {}
     # A record length past the batch's end.
-    cases["length past end"] = ("bad", batch(varint(1000) + one[1:] + recs, 4, ts, ts), INVALID_RECORD)
+    cases["length past end"] = ("bad", v2_batch(varint(1000) + one[1:] + recs, 4, ts, ts), INVALID_RECORD)
     # Record bytes that do not parse: a key length of -5.
     cases["bytes that do not parse"] = (
-        "bad", batch(varint(7) + b"\x00\x00\x00" + varint(-5) + b"\x00\x00\x00", 1, ts, ts), INVALID_RECORD)
+        "bad", v2_batch(varint(7) + b"\x00\x00\x00" + varint(-5) + b"\x00\x00\x00", 1, ts, ts), INVALID_RECORD)
     # More records claimed than present, and fewer.
-    cases["count larger"] = ("bad", batch(recs, 5, ts, ts), INVALID_RECORD)
-    cases["count smaller"] = ("bad", batch(recs, 3, ts, ts), INVALID_RECORD)
+    cases["count larger"] = ("bad", v2_batch(recs, 5, ts, ts), INVALID_RECORD)
+    cases["count smaller"] = ("bad", v2_batch(recs, 3, ts, ts), INVALID_RECORD)
     # Offset deltas that do not count 0, 1, 2, ...
     cases["offset deltas"] = (
-        "bad", batch(record(0, b"a") + record(1, b"b", offset_delta=7), 2, ts, ts), INVALID_RECORD)
+        "bad", v2_batch(record(0, b"a") + record(1, b"b", offset_delta=7), 2, ts, ts), INVALID_RECORD)
     # An unknown compression codec, and the gzip flag on plain bytes.
-    cases["codec 7"] = ("bad", batch(recs, 4, ts, ts, attributes=7), UNSUPPORTED_COMPRESSION_TYPE)
-    cases["gzip flag on plain bytes"] = ("bad", batch(recs, 4, ts, ts, attributes=1), CORRUPT_MESSAGE)
+    cases["codec 7"] = ("bad", v2_batch(recs, 4, ts, ts, attributes=7), UNSUPPORTED_COMPRESSION_TYPE)
+    cases["gzip flag on plain bytes"] = ("bad", v2_batch(recs, 4, ts, ts, attributes=1), CORRUPT_MESSAGE)
     # A gzip bomb: a few KB that decompress past max.message.bytes.
     bomb_body = b"".join(record(i, b"\x00" * 60000) for i in range(40))
-    bomb = batch(gzip.compress(bomb_body, 9), 40, ts, ts, attributes=1)
+    bomb = v2_batch(gzip.compress(bomb_body, 9), 40, ts, ts, attributes=1)
     assert len(bomb) < 65536
     cases["decompression bomb"] = ("bad", bomb, MESSAGE_TOO_LARGE)
     # Larger than max.message.bytes.
     big_recs, _ = plain_records(2, size=40000)
-    cases["over max.message.bytes"] = ("bad", batch(big_recs, 2, ts, ts), MESSAGE_TOO_LARGE)
+    cases["over max.message.bytes"] = ("bad", v2_batch(big_recs, 2, ts, ts), MESSAGE_TOO_LARGE)
     # Larger than the log's own bound (64 MiB), which was checked first and
     # answered CORRUPT_MESSAGE (librdkafka's "Invalid message"). The size is
     # checked before the CRC, so the padding is left out of it.
-    huge = batch(record(0, b"\x00" * 100) * 1, 1, ts, ts) + b"\x00" * (65 << 20)
+    huge = v2_batch(record(0, b"\x00" * 100) * 1, 1, ts, ts) + b"\x00" * (65 << 20)
     huge = huge[:8] + struct.pack(">i", len(huge) - 12) + huge[12:]
     cases["over 64 MiB"] = ("bad", huge, MESSAGE_TOO_LARGE)
     # Larger than segment.bytes (but within max.message.bytes).
     seg_recs, _ = plain_records(1, size=20000)
-    cases["over segment.bytes"] = ("small-seg", batch(seg_recs, 1, ts, ts), RECORD_LIST_TOO_LARGE)
+    cases["over segment.bytes"] = ("small-seg", v2_batch(seg_recs, 1, ts, ts), RECORD_LIST_TOO_LARGE)
     # A record without a key in a compacted topic.
     cases["no key, compacted"] = ("compacted", good_batch(3), INVALID_RECORD)
     return cases
@@ -205,10 +183,10 @@ def test_max_timestamp_minus_one_is_worked_out_from_the_records(broker):
     base_ts = int(time.time() * 1000) - 60_000
     for i in range(50):
         recs, _ = plain_records(5, base_ts=base_ts + 10 * i, size=100)
-        assert produce(broker.port, "go-client", batch(recs, 5, base_ts + 10 * i, -1))[0] == 0
+        assert produce(broker.port, "go-client", v2_batch(recs, 5, base_ts + 10 * i, -1))[0] == 0
         # Records with no timestamp at all (-1 everywhere).
         untimed = b"".join(record(j, b"u" * 100) for j in range(5))
-        assert produce(broker.port, "no-timestamps", batch(untimed, 5, -1, -1))[0] == 0
+        assert produce(broker.port, "no-timestamps", v2_batch(untimed, 5, -1, -1))[0] == 0
     # Several retention passes (every 100 ms) must leave every segment.
     time.sleep(1.5)
     assert watermarks(broker.bootstrap, "go-client") == (0, 250)
@@ -242,7 +220,7 @@ def test_concurrent_decompression_bombs_stay_within_the_bound(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     create(admin, "bombs")
     _, ts = plain_records(1)
-    bomb = batch(gzip_bomb(256 << 20), 1000, ts, ts, attributes=1)
+    bomb = v2_batch(gzip_bomb(256 << 20), 1000, ts, ts, attributes=1)
     assert len(bomb) < 1 << 20
     before = broker.peak_rss_bytes()
     results = []
