@@ -2,6 +2,7 @@
 // right precedence, and applied by partition_manager to every partition that
 // has no override of its own.
 
+#include "cluster/test_managers.h"
 #include "cluster/broker_configs.h"
 
 #include <filesystem>
@@ -35,18 +36,9 @@ class BrokerConfigsTest : public ::testing::Test {
   // A log manager and a partition manager on the static config `s`; null
   // (with the failure recorded) when either cannot open.
   partition_manager* open_managers(const config::broker_config& s) {
-    storage::log_manager_config lcfg;
-    lcfg.data_dir = (dir_ / "logs").string();
-    lcfg.default_log = to_log_config(s.topic_defaults);
-    auto logs = storage::log_manager::open(fs_, sluice::clock::system(), lcfg);
-    EXPECT_TRUE(logs.ok()) << logs.err().message;
-    if (!logs.ok()) return nullptr;
-    logs_ = std::move(logs).value();
-    auto pm = partition_manager::open(fs_, sluice::clock::system(),
-                                      std::make_shared<const config::broker_config>(s), *logs_);
-    EXPECT_TRUE(pm.ok()) << pm.err().message;
-    if (!pm.ok()) return nullptr;
-    pm_ = std::move(pm).value();
+    auto m = testing::open_managers(fs_, (dir_ / "logs").string(), s);
+    logs_ = std::move(m.logs);
+    pm_ = std::move(m.partitions);
     return pm_.get();
   }
 

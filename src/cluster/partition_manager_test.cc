@@ -2,6 +2,7 @@
 // names at Kafka's length limit, deletions cut short at every step, and
 // what a restart makes of what they leave behind.
 
+#include "cluster/test_managers.h"
 #include "cluster/partition_manager.h"
 
 #include <filesystem>
@@ -31,19 +32,9 @@ class PartitionManagerTest : public ::testing::Test {
   // recorded) when either cannot open.
   partition_manager* open(io::filesystem& fsys,
                           std::vector<std::pair<std::string, std::string>> settings = {}) {
-    const auto s = static_config(std::move(settings));
-    storage::log_manager_config lcfg;
-    lcfg.data_dir = logs_dir();
-    lcfg.default_log = to_log_config(s.topic_defaults);
-    auto logs = storage::log_manager::open(fsys, sluice::clock::system(), lcfg);
-    EXPECT_TRUE(logs.ok()) << logs.err().message;
-    if (!logs.ok()) return nullptr;
-    logs_ = std::move(logs).value();
-    auto pm = partition_manager::open(fsys, sluice::clock::system(),
-                                      std::make_shared<const config::broker_config>(s), *logs_);
-    EXPECT_TRUE(pm.ok()) << pm.err().message;
-    if (!pm.ok()) return nullptr;
-    pm_ = std::move(pm).value();
+    auto m = testing::open_managers(fsys, logs_dir(), static_config(std::move(settings)));
+    logs_ = std::move(m.logs);
+    pm_ = std::move(m.partitions);
     return pm_.get();
   }
 

@@ -1,0 +1,40 @@
+#pragma once
+
+// For tests: the broker's two storage owners opened as the broker opens
+// them, a log manager over `logs_dir` and a partition manager on it.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "cluster/partition_manager.h"
+#include "config/broker_config.h"
+#include "storage/log_manager.h"
+
+namespace sluice::cluster::testing {
+
+struct managers {
+  std::unique_ptr<storage::log_manager> logs;
+  std::unique_ptr<partition_manager> partitions;  // uses *logs: reset it first
+};
+
+// Both open, or both null with the failure recorded by EXPECT.
+inline managers open_managers(io::filesystem& fs, const std::string& logs_dir, const config::broker_config& s) {
+  managers m;
+  storage::log_manager_config lcfg;
+  lcfg.data_dir = logs_dir;
+  lcfg.default_log = to_log_config(s.topic_defaults);
+  auto logs = storage::log_manager::open(fs, sluice::clock::system(), lcfg);
+  EXPECT_TRUE(logs.ok()) << logs.err().message;
+  if (!logs.ok()) return m;
+  m.logs = std::move(logs).value();
+  auto pm = partition_manager::open(fs, sluice::clock::system(), std::make_shared<const config::broker_config>(s),
+                                    *m.logs);
+  EXPECT_TRUE(pm.ok()) << pm.err().message;
+  if (!pm.ok()) return managers{};
+  m.partitions = std::move(pm).value();
+  return m;
+}
+
+}  // namespace sluice::cluster::testing
