@@ -54,9 +54,10 @@ result<std::shared_ptr<log>> log::open(const log_context& ctx, std::string dir, 
   SLUICE_TRY(ctx.fs->create_dirs(dir));
   std::shared_ptr<log> l(new log(ctx, std::move(dir), std::move(name), cfg, closed_cleanly));
   SLUICE_TRY(l->recover());
-  // A recovery that cut or scanned left files a clean close would rewrite.
-  l->files_unchanged_ =
-      l->recovery_.created || (l->recovery_.clean_shutdown && !l->recovery_.truncated);
+  // A recovery that cut, scanned or removed damage (which rolls a damaged
+  // active segment) left files a clean close must rewrite.
+  l->files_unchanged_ = l->recovery_.created || (l->recovery_.clean_shutdown && !l->recovery_.truncated &&
+                                                 l->recovery_.damaged_ranges == 0);
   return l;
 }
 
@@ -160,7 +161,9 @@ result<append_result> log::append_locked(std::span<std::byte> batches,
   files_unchanged_ = false;
   auto st = active().append(batches, hs, cfg_.index_interval_bytes);
   if (!st.ok()) return write_failed(st.err()).err();
-  if (out_of_space_.exchange(false)) SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
+  // A plain load first: the locked exchange only after a refused write.
+  if (out_of_space_.load(std::memory_order_relaxed) && out_of_space_.exchange(false))
+    SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
   log_end_ = last.value() + 1;
   if (!cfg_.fsync) {
     durable_ = log_end_.load();

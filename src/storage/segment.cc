@@ -297,6 +297,12 @@ bool segment::verified(uint64_t from, uint64_t to) const {
 
 void segment::mark_verified(uint64_t from, uint64_t to) {
   if (from >= to) return;
+  // Every append lands here with the log mutex held, right after the last
+  // range: extend it in place, with no allocation.
+  if (!verified_.empty() && verified_.back().first <= from && from <= verified_.back().second) {
+    verified_.back().second = std::max(verified_.back().second, to);
+    return;
+  }
   // Merge with every range it overlaps or touches.
   std::vector<std::pair<uint64_t, uint64_t>> out;
   out.reserve(verified_.size() + 1);
