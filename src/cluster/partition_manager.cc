@@ -460,7 +460,6 @@ void partition_manager::create_logs(creation_job& job) {
     }
     auto t = table_->get(job.topic);
     if (!t) break;  // deleted; the job is cancelled too
-    const auto cfg_before = broker_config();
     auto part = open_partition(*t, p);
     std::lock_guard change(change_mu_);
     bool cancelled;
@@ -470,8 +469,14 @@ void partition_manager::create_logs(creation_job& job) {
     }
     if (cancelled) {
       if (part.ok()) (*part)->close();
-      logs_.remove({job.topic, p}).ignore();
-      if (fs_.exists(snapshot_path(job.topic, p))) fs_.remove(snapshot_path(job.topic, p)).ignore();
+      // The log made above outlived its deleted topic. Unless the name was
+      // created again meanwhile (a delete, then an automatic creation): then
+      // the log under that name is the new topic's (get_or_create handed the
+      // same one to both), and removing it would take the new topic's data.
+      if (!table_->get(job.topic)) {
+        logs_.remove({job.topic, p}).ignore();
+        if (fs_.exists(snapshot_path(job.topic, p))) fs_.remove(snapshot_path(job.topic, p)).ignore();
+      }
       break;
     }
     if (!part.ok()) {
@@ -480,16 +485,14 @@ void partition_manager::create_logs(creation_job& job) {
                        part.err().message);
       continue;
     }
-    // An alter of the topic's or the broker's config since open_partition
-    // read them skipped this partition (it had no slot yet): apply it now.
+    // The topic's config as of now: an alter since open_partition read it
+    // skipped this partition (it had no slot yet), and a log left by a
+    // cancelled job of the same name carries that topic's settings. The
+    // topic is this job's (a delete cancels it, under change_mu_).
     auto now = table_->get(job.topic);
-    if (now && (now->overrides != t->overrides || broker_config() != cfg_before)) {
-      const auto eff = config::effective_topic_config(*broker_config(), now->overrides);
-      if ((*part)->config() != eff) {
-        if (auto s = (*part)->set_config(eff); !s.ok())
-          SLUICE_LOG_ERROR("{}-{}: config not applied: {}", job.topic, p, s.err().message);
-      }
-    }
+    const auto eff = config::effective_topic_config(*broker_config(), now ? now->overrides : t->overrides);
+    if (auto s = (*part)->set_config(eff); !s.ok())
+      SLUICE_LOG_ERROR("{}-{}: config not applied: {}", job.topic, p, s.err().message);
     install(job.topic, p, std::move(part).value());
     ++made;
   }

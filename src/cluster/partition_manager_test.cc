@@ -338,6 +338,30 @@ TEST_F(PartitionManagerTest, DeleteDuringBackgroundCreationLeavesNothing) {
   EXPECT_EQ(pm_->get("gone", 29)->log_end_offset(), offset(0));
 }
 
+// A topic deleted while its logs are being made and created again at once
+// under its name (as automatic creation does): the cancelled job must not
+// remove the logs the new topic now uses.
+TEST_F(PartitionManagerTest, RecreatedWhileTheOldJobRunsKeepsItsLogs) {
+  ASSERT_NE(open(fast_fs()), nullptr);
+  using mode = partition_manager::create_mode;
+  const int32_t n = 400;
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_FALSE(pm_->create_topic("again", n, 1, {}, false, mode::background));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 * round));
+    ASSERT_FALSE(pm_->delete_topic("again"));
+    ASSERT_FALSE(pm_->create_topic("again", n, 1, {}, false, mode::wait));
+    pm_->wait_for_creations();
+    EXPECT_EQ(names_of(logs_dir(), "again-").size(), static_cast<size_t>(n)) << round;
+    for (int32_t p = 0; p < n; ++p) {
+      auto part = pm_->get("again", p);
+      ASSERT_NE(part, nullptr) << round << " " << p;
+      auto b = storage::testing::make_batch(1, 10, static_cast<uint32_t>(p));
+      ASSERT_EQ(part->append(b, 1'700'000'000'000).error, kafka::error_code::none) << round << " " << p;
+    }
+    ASSERT_FALSE(pm_->delete_topic("again"));
+  }
+}
+
 // A stop before every log exists: the next start finishes the job from the
 // topic table.
 TEST_F(PartitionManagerTest, RestartFinishesAnInterruptedCreation) {
