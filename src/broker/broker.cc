@@ -51,11 +51,6 @@ result<std::string> load_cluster_id(io::filesystem& fs, const std::string& path)
 
 // "Read-only file system (EROFS)": the text and the name an operator can
 // search for.
-std::string os_error_text(int err) {
-  const char* name = ::strerrorname_np(err);
-  return std::string(std::strerror(err)) + (name ? std::string(" (") + name + ")" : std::string());
-}
-
 // Takes the exclusive lock on <dir>/.lock that makes one broker per data
 // directory, and writes this process's id into the file for the next one
 // to name. Returns the descriptor, which holds the lock until it is closed.
@@ -66,8 +61,8 @@ result<int> lock_data_dir(const std::string& dir) {
   const std::string path = io::join(dir, ".lock");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return error{errc::io_error, "data directory " + dir + " cannot be used: opening " + path +
-                                     " for writing failed: " + os_error_text(errno)};
+    return error{errc::io_error, "data directory " + dir + " cannot be used: " +
+                                     io::os_error("opening for writing", path, errno).message};
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -83,8 +78,7 @@ result<int> lock_data_dir(const std::string& dir) {
       return error{errc::io_error,
                    "data directory " + dir + " is in use by another sluice process" + holder};
     }
-    return error{errc::io_error,
-                 "data directory " + dir + ": locking " + path + " failed: " + os_error_text(err)};
+    return error{errc::io_error, "data directory " + dir + ": " + io::os_error("locking", path, err).message};
   }
   // Best effort: the pid only improves the next refusal's message.
   const std::string pid = std::to_string(::getpid()) + "\n";

@@ -18,6 +18,11 @@
 
 namespace sluice::io {
 
+// An OS call's failure as a value: "<what> <path>: <strerror> (<ENAME>)",
+// with errc::no_space for ENOSPC/EDQUOT, not_found for ENOENT,
+// already_exists for EEXIST and io_error otherwise.
+error os_error(const char* what, const std::string& path, int err);
+
 class file {
  public:
   virtual ~file() = default;

@@ -13,15 +13,18 @@
 #include "io/file.h"
 
 namespace sluice::io {
-namespace {
 
 error os_error(const char* what, const std::string& path, int err) {
   errc code = (err == ENOSPC || err == EDQUOT) ? errc::no_space
               : (err == ENOENT)                ? errc::not_found
               : (err == EEXIST)                ? errc::already_exists
                                                : errc::io_error;
-  return error{code, std::string(what) + " " + path + ": " + std::strerror(err)};
+  const char* name = ::strerrorname_np(err);
+  return error{code, std::string(what) + " " + path + ": " + std::strerror(err) +
+                         (name ? std::string(" (") + name + ")" : std::string())};
 }
+
+namespace {
 
 class posix_file final : public file {
  public:
