@@ -22,7 +22,7 @@ void handle_describe_producers(request req) {
       rp.partition_index = index;
       auto part = pm.get(t.name, index);
       if (!part) {
-        rp.error_code = to_wire(error_code::unknown_topic_or_partition);
+        rp.error_code = to_wire(pm.missing_partition_error(t.name, index));
         continue;
       }
       for (const auto& p : part->producers()) {
