@@ -30,6 +30,22 @@ lookup find(const request& req, int8_t key_type, const std::string& key) {
   return {};
 }
 
+// Fills a coordinator answer (v4+'s per-key one or v0-3's whole response,
+// which have the same fields): this broker, or the error and -1s.
+template <class Answer>
+void answer(Answer& a, const lookup& l, const services& svc) {
+  a.error_code = to_wire(l.error);
+  if (l.error != error_code::none) {
+    a.node_id = -1;
+    a.port = -1;
+    a.error_message = l.message;
+    return;
+  }
+  a.node_id = svc.node_id;
+  a.host = svc.advertised_host;
+  a.port = svc.advertised_port;
+}
+
 constexpr int16_t batched_version = 4;
 
 }  // namespace
@@ -44,31 +60,10 @@ void handle_find_coordinator(request req) {
     for (const std::string& key : body->coordinator_keys) {
       auto& c = resp.coordinators.emplace_back();
       c.key = key;
-      const lookup l = find(req, body->key_type, key);
-      c.error_code = to_wire(l.error);
-      if (l.error != error_code::none) {
-        c.node_id = -1;
-        c.port = -1;
-        c.error_message = l.message;
-        continue;
-      }
-      c.node_id = svc.node_id;
-      c.host = svc.advertised_host;
-      c.port = svc.advertised_port;
+      answer(c, find(req, body->key_type, key), svc);
     }
-    req.respond(resp);
-    return;
-  }
-  const lookup l = find(req, body->key_type, body->key);
-  resp.error_code = to_wire(l.error);
-  if (l.error != error_code::none) {
-    resp.node_id = -1;
-    resp.port = -1;
-    resp.error_message = l.message;
   } else {
-    resp.node_id = svc.node_id;
-    resp.host = svc.advertised_host;
-    resp.port = svc.advertised_port;
+    answer(resp, find(req, body->key_type, body->key), svc);
   }
   req.respond(resp);
 }
