@@ -113,6 +113,13 @@ inline constexpr int64_t default_queued_max_request_bytes = 256ll << 20;  // 256
 inline constexpr int64_t request_budget_small_frame_bytes = 64ll << 10;  // 64 KiB
 // The part of queued.max.request.bytes only small frames may use.
 inline constexpr int64_t request_budget_reserve_bytes = 16ll << 20;  // 16 MiB
+// The rule above, in one place (config validation and the server's start):
+// the smallest queued.max.request.bytes that lets a frame of
+// socket_request_max_bytes be read beside `reserve_bytes`.
+constexpr int64_t min_queued_max_request_bytes(int64_t socket_request_max_bytes,
+                                               int64_t reserve_bytes = request_budget_reserve_bytes) {
+  return socket_request_max_bytes + reserve_bytes;
+}
 // sluice.request.read.timeout.ms: once a request frame is admitted under
 // queued.max.request.bytes, the whole frame must arrive within this, or the
 // connection is closed and the frame's share freed. Clients give up on a

@@ -324,8 +324,7 @@ result<broker_config> make_broker_config(config_map static_values,
 
   // One frame of the largest size must fit beside the small frames'
   // reserve, or it could never be read (net/server.h).
-  if (b.queued_max_request_bytes <
-      int64_t{b.socket_request_max_bytes} + limits::request_budget_reserve_bytes) {
+  if (b.queued_max_request_bytes < limits::min_queued_max_request_bytes(b.socket_request_max_bytes)) {
     return bad("queued.max.request.bytes: " + std::to_string(b.queued_max_request_bytes) +
                " is below socket.request.max.bytes " + std::to_string(b.socket_request_max_bytes) +
                " plus the " + std::to_string(limits::request_budget_reserve_bytes) +

@@ -951,7 +951,7 @@ status server_impl::start() {
   // One frame of the largest size must always fit beside the small frames'
   // reserve, or it could never be read whole.
   if (cfg_.queued_max_request_bytes <
-      cfg_.socket_request_max_bytes + cfg_.request_budget_reserve_bytes)
+      limits::min_queued_max_request_bytes(cfg_.socket_request_max_bytes, cfg_.request_budget_reserve_bytes))
     return status(errc::invalid_argument,
                   fmt::format("queued.max.request.bytes {} is below socket.request.max.bytes {} "
                               "plus the {} bytes reserved for small requests",
