@@ -102,10 +102,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   }
   batch::header h = batch::parse(bytes.data());
   if (auto s = batch::check(h, bytes.size(), batch::strictness::leader); !s.ok()) {
-    return fail(s.code() == errc::unsupported_format || s.code() == errc::invalid_record
-                    ? kafka::error_code::invalid_record
-                    : kafka::error_code::corrupt_message,
-                s.err().message);
+    return fail(kafka::to_kafka_error(s.code()), s.err().message);
   }
   if (h.size_bytes() != bytes.size()) {
     return fail(kafka::error_code::invalid_record, "a produce request must hold exactly one record batch per partition");
@@ -128,14 +125,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   // record without a key has no place in a compacted topic.
   vo.require_keys = cfg.cleanup_compact;
   auto facts = protocol::records::validate_records(u8, vo, &protocol::records::produce_decompression_budget());
-  if (!facts.ok()) {
-    const errc c = facts.code();
-    return fail(c == errc::corrupt_data              ? kafka::error_code::corrupt_message
-                : c == errc::message_too_large       ? kafka::error_code::message_too_large
-                : c == errc::unsupported_compression ? kafka::error_code::unsupported_compression_type
-                                                     : kafka::error_code::invalid_record,
-                facts.err().message);
-  }
+  if (!facts.ok()) return fail(kafka::to_kafka_error(facts.code()), facts.err().message);
   // The header's max timestamp is what the time index and retention trust,
   // so the broker writes it as Kafka does: the broker's time for
   // LogAppendTime (with the attribute bit), else the largest record

@@ -171,7 +171,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::already_exists: return error_code::topic_already_exists;
     case errc::offset_out_of_range: return error_code::offset_out_of_range;
     case errc::invalid_argument: return error_code::invalid_request;
-    case errc::invalid_record: return error_code::corrupt_message;
+    case errc::invalid_record: return error_code::invalid_record;
     case errc::unsupported_format: return error_code::invalid_record;
     case errc::message_too_large: return error_code::message_too_large;
     case errc::unsupported_compression: return error_code::unsupported_compression_type;
