@@ -651,9 +651,8 @@ std::vector<segment_info> log::segments() const {
   for (const auto& s : segments_) {
     int64_t largest = s->max_timestamp();
     if (largest < 0 && !s->empty()) {
-      // Rare (clients that write no timestamps): one fstat.
-      auto f = s->file();
-      auto m = f.ok() ? (*f)->modified_ms() : result<int64_t>(f.err());
+      // Rare (clients that write no timestamps).
+      auto m = s->modified_ms(s != segments_.back());
       if (m.ok()) largest = *m;
       else SLUICE_LOG_WARN("{}: no modification time for {}: {}", name_, s->log_path(), m.err().message);
     }

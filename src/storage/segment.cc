@@ -295,6 +295,14 @@ bool segment::verified(uint64_t from, uint64_t to) const {
   return false;
 }
 
+result<int64_t> segment::modified_ms(bool closed) {
+  if (closed && closed_modified_ms_) return *closed_modified_ms_;
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  SLUICE_ASSIGN_OR_RETURN(int64_t ms, f->modified_ms());
+  if (closed) closed_modified_ms_ = ms;
+  return ms;
+}
+
 void segment::mark_verified(uint64_t from, uint64_t to) {
   if (from >= to) return;
   // Every append lands here with the log mutex held, right after the last

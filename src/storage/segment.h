@@ -179,6 +179,11 @@ class segment {
   bool empty() const { return size_ == 0; }
   int64_t max_timestamp() const { return max_ts_; }  // -1 when empty
   int64_t created_ms() const { return created_ms_; }
+  // The file's modification time: what retention goes by for a segment
+  // whose batches carry no timestamp. A closed segment's never changes
+  // (a rewrite makes a new segment), so it is read from the file once; an
+  // active one's each time. Called with the log mutex held.
+  result<int64_t> modified_ms(bool closed);
   // True when another index entry would pass `segment_index_bytes`.
   bool index_full(int64_t segment_index_bytes) const;
   const std::string& log_path() const { return log_path_; }
@@ -213,6 +218,7 @@ class segment {
   offset next_;
   uint64_t size_ = 0;
   int64_t max_ts_ = -1;
+  std::optional<int64_t> closed_modified_ms_;
   int64_t created_ms_;
   int64_t bytes_since_index_ = 0;
   int32_t last_batch_rel_ = -1;
