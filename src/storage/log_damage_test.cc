@@ -64,6 +64,24 @@ std::vector<written> append_n(log& l, int n, uint32_t seed, size_t value_bytes =
   return out;
 }
 
+// Writes `n` batches of 100-byte values into a log at `dir` with small
+// segments, and closes it cleanly.
+std::vector<written> write_closed_log(const std::string& dir, int n, uint32_t seed) {
+  log_env env;
+  auto l = open_log(env, dir, small_config());
+  auto ws = append_n(*l, n, seed, 100);
+  EXPECT_TRUE(l->close().ok());
+  return ws;
+}
+
+// The first batch from `from` on whose neighbours share its segment: damage
+// there lies in the middle of a segment.
+size_t middle_batch(const std::vector<written>& ws, size_t from) {
+  size_t v = from;
+  while (ws[v - 1].segment != ws[v].segment || ws[v + 1].segment != ws[v].segment) ++v;
+  return v;
+}
+
 void patch(const std::string& dir, const written& w, size_t at, std::span<const std::byte> bytes) {
   auto f = io::filesystem::posix().open(segment_path(dir, w.segment, "log"), io::open_mode::read_write);
   ASSERT_TRUE(f.ok());
@@ -291,17 +309,9 @@ TEST(LogDamage, DamageInTheActiveSegmentAndAtTheEndOfAClosedOne) {
 TEST(LogDamage, ScrubAfterCleanShutdownFindsAndRemovesDamage) {
   temp_dir tmp;
   const std::string dir = tmp.sub("p");
-  std::vector<written> ws;
-  {
-    log_env env;
-    auto l = open_log(env, dir, small_config());
-    ws = append_n(*l, 60, 9, 100);
-    ASSERT_TRUE(l->close().ok());
-  }
+  const std::vector<written> ws = write_closed_log(dir, 60, 9);
   // A batch in the middle of a closed segment in the middle of the log.
-  size_t victim = ws.size() / 2;
-  while (ws[victim - 1].segment != ws[victim].segment || ws[victim + 1].segment != ws[victim].segment)
-    ++victim;
+  size_t victim = middle_batch(ws, ws.size() / 2);
   ASSERT_LT(ws[victim].segment, ws.back().segment);
   flip(dir, ws[victim], 64);
   {
@@ -446,16 +456,8 @@ TEST(LogDamage, CrashAtEveryStepOfARemoval) {
 TEST(LogDamage, ReadChecksBytesNoScanHasChecked) {
   temp_dir tmp;
   const std::string dir = tmp.sub("p");
-  std::vector<written> ws;
-  {
-    log_env env;
-    auto l = open_log(env, dir, small_config());
-    ws = append_n(*l, 60, 13, 100);
-    ASSERT_TRUE(l->close().ok());
-  }
-  size_t victim = ws.size() / 3;
-  while (ws[victim - 1].segment != ws[victim].segment || ws[victim + 1].segment != ws[victim].segment)
-    ++victim;
+  const std::vector<written> ws = write_closed_log(dir, 60, 13);
+  size_t victim = middle_batch(ws, ws.size() / 3);
   flip(dir, ws[victim], 70);
   {
     log_env env;
@@ -491,16 +493,8 @@ TEST(LogDamage, ReadChecksBytesNoScanHasChecked) {
 TEST(LogDamage, ReadSegmentChecksAndSkipsDamageToo) {
   temp_dir tmp;
   const std::string dir = tmp.sub("p");
-  std::vector<written> ws;
-  {
-    log_env env;
-    auto l = open_log(env, dir, small_config());
-    ws = append_n(*l, 60, 23, 100);
-    ASSERT_TRUE(l->close().ok());
-  }
-  size_t victim = ws.size() / 2;
-  while (ws[victim - 1].segment != ws[victim].segment || ws[victim + 1].segment != ws[victim].segment)
-    ++victim;
+  const std::vector<written> ws = write_closed_log(dir, 60, 23);
+  size_t victim = middle_batch(ws, ws.size() / 2);
   flip(dir, ws[victim], 66);
   log_env env;
   auto l = open_log(env, dir, small_config());
@@ -672,9 +666,7 @@ TEST(LogDamage, ScrubberRemovesWhatAReadFound) {
     dir = (*l)->dir();
     ASSERT_TRUE(m->shutdown().ok());
   }
-  size_t victim = 40;
-  while (ws[victim - 1].segment != ws[victim].segment || ws[victim + 1].segment != ws[victim].segment)
-    ++victim;
+  size_t victim = middle_batch(ws, 40);
   flip(dir, ws[victim], 80);
   auto m = open_manager(tmp.path(), 1);
   auto l = m->get({"t", 0});
