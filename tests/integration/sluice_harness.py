@@ -164,6 +164,18 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
 
 
+def wait_until(pred, timeout, what, interval=0.05):
+    """Calls pred until it returns something true, which is returned;
+    fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
 def record(i, value, key=None, ts_delta=0, offset_delta=None):
     """One encoded v2 record with no headers; its offset delta is `i` unless given."""
     body = b"\x00" + varint(ts_delta) + varint(i if offset_delta is None else offset_delta)

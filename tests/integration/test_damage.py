@@ -18,6 +18,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from sluice_harness import wait_until
+
 TOPIC = "damaged"
 MESSAGES = 300
 
@@ -32,17 +34,6 @@ def batches(path):
         out.append((pos, base, base + delta, 12 + length))
         pos += 12 + length
     return out
-
-
-def wait_until(fn, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def consume_all(bootstrap, timeout=20.0):
     """Every message of the partition from offset 0 to its end, CRCs checked."""

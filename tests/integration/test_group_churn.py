@@ -34,6 +34,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice_harness import wait_until
+
 TOPIC = "churn"
 GROUP = "churners"
 PARTITIONS = 8
@@ -47,16 +49,6 @@ SETTINGS = {
     "group.min.session.timeout.ms": 1000,
     "offsets.topic.num.partitions": 4,
 }
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
 
 class Run:
     """One member process and its log file."""

@@ -13,6 +13,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice_harness import wait_until
+
 # Fast groups: no initial rebalance delay, short sessions allowed.
 GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
@@ -43,16 +45,6 @@ def produce(bootstrap, topic, count, partitions):
     for i in range(count):
         p.produce(topic, value=str(i).encode(), partition=i % partitions)
     assert p.flush(30) == 0
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
 
 class Member:
     """One consumer polling on its own thread, tracking what it owns."""

@@ -44,7 +44,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice_harness import SLUICE_BIN
+from sluice_harness import SLUICE_BIN, wait_until
 
 GROUP_SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
@@ -79,17 +79,6 @@ def produce(bootstrap, topic, count, timestamp_ms=None, start=0):
 
 def series(m, name, group, topic, partition=0):
     return m.get(f'{name}{{group="{group}",topic="{topic}",partition="{partition}"}}')
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
 
 def sluice_lag(bootstrap, group):
     r = subprocess.run([SLUICE_BIN, "group", "lag", "-b", bootstrap, "-g", group], capture_output=True, text=True,

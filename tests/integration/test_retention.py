@@ -10,6 +10,8 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice_harness import wait_until
+
 SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 4,
@@ -43,17 +45,6 @@ def watermarks(bootstrap, topic):
     lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     c.close()
     return lo, hi
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
 
 def first_message(bootstrap, topic, group, reset, timeout=20):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": reset,
