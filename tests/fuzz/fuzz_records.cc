@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "fuzz_util.h"
 #include "base/crc32c.h"
 #include "base/endian.h"
 #include "protocol/records/record_batch.h"
@@ -29,14 +30,7 @@ using namespace sluice::protocol::records;
 
 namespace {
 
-constexpr size_t fuzz_decompress_cap = 1 << 20;
-
-void check(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "fuzz property violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 std::vector<uint8_t> wrap(int16_t attributes, int32_t count, std::span<const uint8_t> payload) {
   std::vector<uint8_t> b(batch_header_bytes);
@@ -68,18 +62,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < prefix) return 0;
   const int32_t count = data[0] & 0x3f;
   validation_options o;
-  o.max_decompressed_bytes = fuzz_decompress_cap;
+  o.max_decompressed_bytes = fuzz::decompress_cap;
   o.require_keys = (data[0] & 0x40) != 0;
   int16_t attributes = 0;
 #ifdef FUZZ_COMPRESSED
   attributes = static_cast<int16_t>(data[1] & 0x07);
 #endif
   const auto batch = wrap(attributes, count, std::span<const uint8_t>(data + prefix, size - prefix));
-  static decompression_budget budget(4 * fuzz_decompress_cap);
+  static decompression_budget budget(4 * fuzz::decompress_cap);
   auto facts = validate_records(batch, o, &budget);
   check(budget.in_use_bytes() == 0, "the budget is released");
   if (!facts.ok()) return 0;
-  auto d = decode_batch(batch, fuzz_decompress_cap);
+  auto d = decode_batch(batch, fuzz::decompress_cap);
   check(d.ok(), "a validated batch decodes");
   check(d->records.size() == static_cast<size_t>(count), "records_count records");
   int64_t max_ts = -1;
@@ -91,6 +85,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     : std::max(max_ts, d->header.base_timestamp + r.timestamp_delta);
   }
   check(facts->max_timestamp == max_ts, "the largest timestamp");
-  check(d->decompressed.size() <= fuzz_decompress_cap, "decompressed within the cap");
+  check(d->decompressed.size() <= fuzz::decompress_cap, "decompressed within the cap");
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <variant>
 
+#include "fuzz_util.h"
 #include "protocol/consumer_protocol.h"
 #include "protocol/frame.h"
 #include "protocol/records/record_batch.h"
@@ -21,16 +22,7 @@ using namespace sluice::protocol;
 
 namespace {
 
-// Decompressed output is capped low so the fuzzer spends its time on
-// parsing rather than on inflating.
-constexpr size_t fuzz_decompress_cap = 1 << 20;
-
-void check(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "fuzz property violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 template <class T>
 void round_trip(const T& body, int16_t version) {
@@ -49,7 +41,7 @@ void exercise_records(const records_field& f) {
   if (f.is_null()) return;
   auto batches = records::split_batches(f.view());
   if (!batches.ok()) return;
-  for (auto b : *batches) records::decode_batch(b, fuzz_decompress_cap).to_status().ignore();
+  for (auto b : *batches) records::decode_batch(b, fuzz::decompress_cap).to_status().ignore();
 }
 
 }  // namespace
