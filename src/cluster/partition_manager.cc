@@ -153,6 +153,8 @@ void partition_manager::install(const std::string& topic, int32_t p,
 
 std::optional<topic_info> partition_manager::topic(const std::string& name) const { return table_->get(name); }
 
+std::optional<topic_info> partition_manager::topic_by_id(const topic_id& id) const { return table_->get_by_id(id); }
+
 std::vector<topic_info> partition_manager::topics() const { return table_->list(); }
 
 std::optional<partition_manager::create_error> partition_manager::create_topic(

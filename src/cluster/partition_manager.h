@@ -68,6 +68,8 @@ class partition_manager {
   // UNKNOWN_TOPIC_OR_PARTITION otherwise.
   kafka::error_code missing_partition_error(const std::string& topic, int32_t partition) const;
   std::optional<topic_info> topic(const std::string& name) const;
+  // By topic id (KIP-516); an id of a deleted topic finds nothing.
+  std::optional<topic_info> topic_by_id(const topic_id& id) const;
   std::vector<topic_info> topics() const;
 
   // How create_topic and add_partitions make the new partitions' logs.

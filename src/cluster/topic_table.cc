@@ -121,6 +121,8 @@ status topic_table::load() {
     } else if (ov.code() != errc::not_found) {
       return ov.err();
     }
+    if (names_by_id_.count(t.id)) return corrupt("line " + std::to_string(line_no) + ": topic id used twice");
+    names_by_id_[t.id] = t.name;
     topics_[t.name] = std::move(t);
   }
   return {};
@@ -154,6 +156,13 @@ std::optional<topic_info> topic_table::get(const std::string& name) const {
   return it->second;
 }
 
+std::optional<topic_info> topic_table::get_by_id(const topic_id& id) const {
+  std::lock_guard g(mu_);
+  auto n = names_by_id_.find(id);
+  if (n == names_by_id_.end()) return std::nullopt;
+  return topics_.at(n->second);
+}
+
 std::vector<topic_info> topic_table::list() const {
   std::lock_guard g(mu_);
   std::vector<topic_info> out;
@@ -177,6 +186,7 @@ result<topic_info> topic_table::create(const std::string& name, int32_t partitio
   std::lock_guard g(mu_);
   if (topics_.count(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
   topic_info t{name, random_topic_id(), partitions, overrides};
+  while (names_by_id_.count(t.id)) t.id = random_topic_id();
   // Overrides first: a topic line never points at a missing overrides file,
   // nor at one left by an earlier topic of the same name.
   if (!overrides.empty()) {
@@ -189,6 +199,7 @@ result<topic_info> topic_table::create(const std::string& name, int32_t partitio
     topics_.erase(name);
     return s.err();
   }
+  names_by_id_[t.id] = name;
   return t;
 }
 
@@ -202,6 +213,7 @@ status topic_table::remove(const std::string& name) {
     topics_[name] = std::move(saved);
     return s;
   }
+  names_by_id_.erase(saved.id);
   if (fs_.exists(configs_path(name))) fs_.remove(configs_path(name)).ignore();
   return {};
 }

@@ -59,6 +59,9 @@ class topic_table {
   static result<std::unique_ptr<topic_table>> open(io::filesystem& fs, std::string meta_dir);
 
   std::optional<topic_info> get(const std::string& name) const;
+  // The topic with this id (KIP-516), or nullopt: a topic deleted and
+  // created again under its name has a new id, so an old id finds nothing.
+  std::optional<topic_info> get_by_id(const topic_id& id) const;
   std::vector<topic_info> list() const;
   size_t size() const;
 
@@ -87,6 +90,7 @@ class topic_table {
   const std::string meta_dir_;
   mutable std::mutex mu_;
   std::map<std::string, topic_info> topics_;
+  std::map<topic_id, std::string> names_by_id_;  // the same topics, by id
 };
 
 }  // namespace sluice::cluster

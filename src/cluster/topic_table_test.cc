@@ -64,6 +64,24 @@ TEST_F(TopicTableTest, CreateSurvivesReopen) {
   EXPECT_EQ(o->id, id);
   EXPECT_EQ(o->overrides, *ov);
   EXPECT_TRUE(t->get("plain")->overrides.empty());
+  ASSERT_TRUE(t->get_by_id(id).has_value());
+  EXPECT_EQ(t->get_by_id(id)->name, "orders");
+}
+
+TEST_F(TopicTableTest, RecreatedTopicGetsANewIdAndTheOldIdFindsNothing) {
+  auto t = open();
+  auto first = t->create("orders", 1, {});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(t->remove("orders").ok());
+  EXPECT_FALSE(t->get_by_id(first->id).has_value());
+  auto second = t->create("orders", 1, {});
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(first->id, second->id);
+  EXPECT_FALSE(t->get_by_id(first->id).has_value());
+  EXPECT_EQ(t->get_by_id(second->id)->name, "orders");
+  auto reopened = open();
+  EXPECT_FALSE(reopened->get_by_id(first->id).has_value());
+  EXPECT_EQ(reopened->get_by_id(second->id)->name, "orders");
 }
 
 TEST_F(TopicTableTest, RemoveAndGrow) {
