@@ -273,8 +273,9 @@ TEST_F(BrokerTest, IdempotentRetryAnsweredWithOriginalOffsets) {
   auto b1_retry = make_batch(5, pid.producer_id, 0, 5);
   auto dup2 = produce(d, "idem", 0, b1_retry);
   EXPECT_EQ(dup2.responses[0].partition_responses[0].base_offset, 5);
-  // And the next producer id is new.
-  auto pid2 = d.call<protocol::init_producer_id_response>(ip, 1);
+  // And the next producer id is new (asked at v5, the latest: same fields).
+  auto pid2 = d.call<protocol::init_producer_id_response>(ip, 5);
+  EXPECT_EQ(pid2.error_code, 0);
   EXPECT_GT(pid2.producer_id, pid.producer_id);
 }
 

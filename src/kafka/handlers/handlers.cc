@@ -29,7 +29,7 @@ constexpr api_handler table[] = {
     {19, 0, 5, handle_create_topics},
     {20, 0, 5, handle_delete_topics},
     {21, 0, 2, handle_delete_records},
-    {22, 0, 4, handle_init_producer_id},
+    {22, 0, 5, handle_init_producer_id},
     {32, 0, 4, handle_describe_configs},
     {33, 0, 2, handle_alter_configs},
     {35, 0, 4, handle_describe_log_dirs},
