@@ -30,6 +30,46 @@ partition::partition(storage::topic_partition tp, std::shared_ptr<storage::log> 
     : tp_(std::move(tp)), log_(std::move(log)), fs_(fs), snapshot_path_(std::move(snapshot_path)),
       cfg_(std::move(cfg)) {}
 
+result<storage::file_region> partition::read(offset o, size_t max_bytes, std::optional<offset> upper) {
+  return log_->read(o, max_bytes, upper);
+}
+
+result<std::vector<std::byte>> partition::read_bytes(offset o, size_t max_bytes, std::optional<offset> upper) {
+  return log_->read_bytes(o, max_bytes, upper);
+}
+
+result<std::optional<storage::timestamp_lookup>> partition::offset_for_timestamp(int64_t ts_ms) {
+  return log_->offset_for_timestamp(ts_ms);
+}
+
+result<std::optional<storage::timestamp_lookup>> partition::offset_of_max_timestamp() {
+  return log_->offset_of_max_timestamp();
+}
+
+std::optional<int64_t> partition::batch_time_at(offset o) {
+  auto region = log_->read(o, 1, high_watermark());
+  if (!region.ok() || region->len < storage::batch::header_bytes || !region->file) return std::nullopt;
+  std::byte buf[storage::batch::header_bytes];
+  auto n = region->file->pread(buf, sizeof buf, region->pos);
+  if (!n.ok() || *n != sizeof buf) return std::nullopt;
+  const auto h = storage::batch::parse(buf);
+  const bool log_append_time = (h.attributes & protocol::records::attr::log_append_time) != 0;
+  const int64_t ts = log_append_time ? h.max_timestamp : h.base_timestamp;
+  if (ts < 0) return std::nullopt;
+  return ts;
+}
+
+status partition::delete_records_before(offset o) {
+  if (o > high_watermark()) return status(errc::offset_out_of_range, "above the high watermark");
+  return log_->advance_log_start(o);
+}
+
+std::vector<storage::segment_info> partition::segments() const { return log_->segments(); }
+
+partition::storage_health partition::health() const {
+  return {log_->offline(), log_->out_of_space(), log_->out_of_space_errors(), log_->damage()};
+}
+
 result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, std::shared_ptr<storage::log> log,
                                                    config::topic_config cfg, io::filesystem& fs,
                                                    std::string snapshot_path, sluice::topic_id topic) {

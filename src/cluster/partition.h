@@ -10,6 +10,12 @@
 // one, has every appended offset). Durability for acks=all is separate: see
 // on_durable().
 //
+// The only door to a partition's data: nothing outside cluster/ reaches its
+// storage::log. Reads, log-start moves and the storage's health go through
+// the methods below, so that a follower, a high watermark below the log
+// end, a leader epoch above 0 or a log-start move that must be replicated
+// each have one place to be guarded.
+//
 // Thread safety: every method is thread-safe. Appends are serialised by
 // append_mu_ so that the producer-state check, the log append and the
 // producer-state update are one step.
@@ -57,8 +63,6 @@ class partition {
   // The id of the topic this partition belongs to: a request naming another
   // id reached it by a name that now belongs to a newer topic.
   const sluice::topic_id& topic_id() const { return topic_id_; }
-  storage::log& log() { return *log_; }
-  const std::shared_ptr<storage::log>& log_ptr() const { return log_; }
 
   // Appends the producer's record batch (exactly one v2 batch, as Produce v3+
   // requires) as leader. `batch` is modified in place (offsets, epoch, and
@@ -78,6 +82,40 @@ class partition {
   offset log_start_offset() const { return log_->log_start_offset(); }
   offset log_end_offset() const { return log_->log_end_offset(); }
   leader_epoch epoch() const { return leader_epoch(0); }
+
+  // ---- Reading (storage::log::read's contract) ------------------------------
+  // The region of whole batches from the one holding `o`, at most
+  // `max_bytes` (at least one batch), below `upper` (consumers pass the high
+  // watermark); empty at `upper`; offset_out_of_range outside the log.
+  result<storage::file_region> read(offset o, size_t max_bytes, std::optional<offset> upper = std::nullopt);
+  // The same bytes copied into memory (small reads: a batch header, a
+  // control record).
+  result<std::vector<std::byte>> read_bytes(offset o, size_t max_bytes,
+                                            std::optional<offset> upper = std::nullopt);
+  // ListOffsets by time: the first batch whose max timestamp >= ts_ms.
+  result<std::optional<storage::timestamp_lookup>> offset_for_timestamp(int64_t ts_ms);
+  // ListOffsets MAX_TIMESTAMP: the first batch carrying the largest one.
+  result<std::optional<storage::timestamp_lookup>> offset_of_max_timestamp();
+  // The time of the batch at `o` below the high watermark (its base
+  // timestamp, or its max timestamp under LogAppendTime): exact when `o`
+  // starts a batch, else older by at most the batch's span. nullopt when
+  // there is no batch at `o` or it carries no timestamp.
+  std::optional<int64_t> batch_time_at(offset o);
+
+  // ---- Log start (DeleteRecords) ---------------------------------------------
+  // Moves the log start offset up to `o` (never down; <= the high
+  // watermark), deleting the segments wholly below it.
+  status delete_records_before(offset o);
+
+  // ---- Storage, for the operator's view and tools ------------------------------
+  std::vector<storage::segment_info> segments() const;
+  struct storage_health {
+    bool offline = false;       // a write error took the log offline
+    bool out_of_space = false;  // the last append found the disk full
+    uint64_t out_of_space_errors = 0;
+    storage::damage_stats damage;
+  };
+  storage_health health() const;
 
   // Long-poll support: `fn` is called once, from the appending thread, the
   // next time data is appended (or when the partition is closed). Returns a
@@ -110,6 +148,13 @@ class partition {
   bool closed() const { return closed_.load(); }
 
  private:
+  // cluster/'s own maintenance (retention, the cleaner) and tests work on
+  // the log itself.
+  friend class retention_task;
+  friend class log_cleaner;
+  friend struct partition_test_access;
+  storage::log& log() { return *log_; }
+
   partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
             io::filesystem& fs, std::string snapshot_path);
   status load_producers();

@@ -250,7 +250,7 @@ TEST_F(PartitionManagerTest, ShutdownSyncsPerWrittenPartitionNotPerPartition) {
   for (int32_t p = 0; p < n; ++p) {
     auto part = pm_->get("many", p);
     ASSERT_NE(part, nullptr);
-    ASSERT_TRUE(part->log().recovery().clean_shutdown) << p;
+    ASSERT_TRUE(partition_test_access::log(*part).recovery().clean_shutdown) << p;
     EXPECT_EQ(part->log_end_offset(), offset(p % 499 == 0 && p / 499 < written ? 2 : 0)) << p;
   }
 
@@ -260,8 +260,8 @@ TEST_F(PartitionManagerTest, ShutdownSyncsPerWrittenPartitionNotPerPartition) {
   ffs.crash_after_ops(0);
   close();
   ASSERT_NE(open(io::filesystem::posix()), nullptr);
-  EXPECT_FALSE(pm_->get("many", 1)->log().recovery().clean_shutdown);
-  EXPECT_FALSE(pm_->get("many", 2)->log().recovery().clean_shutdown);
+  EXPECT_FALSE(partition_test_access::log(*pm_->get("many", 1)).recovery().clean_shutdown);
+  EXPECT_FALSE(partition_test_access::log(*pm_->get("many", 2)).recovery().clean_shutdown);
   EXPECT_EQ(pm_->get("many", 1)->log_end_offset(), offset(3));
   EXPECT_EQ(pm_->get("many", 499)->log_end_offset(), offset(2));
 }
@@ -277,9 +277,9 @@ TEST_F(PartitionManagerTest, RecordLeavesOutALogThatDidNotCloseCleanly) {
   close();
   fs::rename(tmp_.sub("t-1-away"), logs_dir() + "/t-1");
   ASSERT_NE(open(io::filesystem::posix()), nullptr);
-  EXPECT_TRUE(pm_->get("t", 0)->log().recovery().clean_shutdown);
-  EXPECT_FALSE(pm_->get("t", 1)->log().recovery().clean_shutdown);
-  EXPECT_TRUE(pm_->get("t", 2)->log().recovery().clean_shutdown);
+  EXPECT_TRUE(partition_test_access::log(*pm_->get("t", 0)).recovery().clean_shutdown);
+  EXPECT_FALSE(partition_test_access::log(*pm_->get("t", 1)).recovery().clean_shutdown);
+  EXPECT_TRUE(partition_test_access::log(*pm_->get("t", 2)).recovery().clean_shutdown);
   for (int32_t p = 0; p < 3; ++p) EXPECT_EQ(pm_->get("t", p)->log_end_offset(), offset(2));
 }
 
