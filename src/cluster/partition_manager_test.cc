@@ -385,5 +385,24 @@ TEST_F(PartitionManagerTest, RestartFinishesAnInterruptedCreation) {
   EXPECT_EQ(pm_->get("half", n - 1)->log_end_offset(), offset(2));
 }
 
+// Each partition holds its replica state: on one broker it leads at epoch 0,
+// is its only replica and in-sync replica, and the high watermark is its
+// log end offset.
+TEST_F(PartitionManagerTest, PartitionHoldsItsReplicaState) {
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "7"}}), nullptr);
+  ASSERT_FALSE(pm_->create_topic("r", 1, 1, {}, false));
+  append("r", 0, 3);
+  auto part = pm_->get("r", 0);
+  const replica_state st = part->replicas();
+  EXPECT_EQ(st.role, replica_role::leader);
+  EXPECT_EQ(st.leader_id, 7);
+  EXPECT_EQ(st.epoch, leader_epoch(0));
+  EXPECT_EQ(st.replicas, std::vector<int32_t>{7});
+  EXPECT_EQ(st.isr, (std::vector<isr_member>{{7, offset(3)}}));
+  EXPECT_EQ(st.high_watermark, offset(3));
+  EXPECT_EQ(part->high_watermark(), offset(3));
+  EXPECT_EQ(part->epoch(), leader_epoch(0));
+}
+
 }  // namespace
 }  // namespace sluice::cluster
