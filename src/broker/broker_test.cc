@@ -763,6 +763,93 @@ TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
   EXPECT_EQ(dr.responses[0].error_code, 17);
 }
 
+// DescribeTopicPartitions with a limit of 3 partitions a page: following
+// next_cursor visits every partition once, topics in name order, and the
+// last page has no cursor.
+TEST_F(BrokerTest, DescribeTopicPartitionsPagesWithItsCursor) {
+  client c(b_->port());
+  create(c, "p1", 4);
+  create(c, "p2", 1);
+  create(c, "p3", 5);
+  protocol::describe_topic_partitions_request req;
+  for (const char* n : {"p3", "p1", "p2"}) req.topics.emplace_back().name = n;
+  req.response_partition_limit = 3;
+  std::vector<std::pair<std::string, int32_t>> seen;
+  int pages = 0;
+  for (; pages < 20; ++pages) {
+    auto resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+    size_t n = 0;
+    for (const auto& t : resp.topics) {
+      EXPECT_EQ(t.error_code, 0);
+      EXPECT_NE(t.topic_id, protocol::uuid{});
+      EXPECT_FALSE(t.is_internal);
+      for (const auto& p : t.partitions) {
+        ++n;
+        seen.emplace_back(t.name.value_or(""), p.partition_index);
+        EXPECT_EQ(p.error_code, 0);
+        EXPECT_EQ(p.leader_id, 0);
+        EXPECT_EQ(p.leader_epoch, 0);
+        EXPECT_EQ(p.replica_nodes, std::vector<int32_t>{0});
+        EXPECT_EQ(p.isr_nodes, std::vector<int32_t>{0});
+        EXPECT_EQ(p.eligible_leader_replicas, std::nullopt);
+        EXPECT_EQ(p.last_known_elr, std::nullopt);
+      }
+    }
+    EXPECT_LE(n, 3u);
+    if (!resp.next_cursor) break;
+    req.cursor.emplace();
+    req.cursor->topic_name = resp.next_cursor->topic_name;
+    req.cursor->partition_index = resp.next_cursor->partition_index;
+  }
+  EXPECT_EQ(pages, 3);  // 10 partitions, 3 a page: the last page has 1
+  std::vector<std::pair<std::string, int32_t>> expect;
+  for (int p = 0; p < 4; ++p) expect.emplace_back("p1", p);
+  expect.emplace_back("p2", 0);
+  for (int p = 0; p < 5; ++p) expect.emplace_back("p3", p);
+  EXPECT_EQ(seen, expect);
+}
+
+TEST_F(BrokerTest, DescribeTopicPartitionsErrors) {
+  client c(b_->port());
+  create(c, "e", 2);
+  protocol::describe_topic_partitions_request req;
+  for (const char* n : {"e", "missing", "bad name"}) req.topics.emplace_back().name = n;
+  auto resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(resp.topics.size(), 3u);  // sorted: "bad name", "e", "missing"
+  EXPECT_EQ(resp.topics[0].error_code, 17);  // INVALID_TOPIC_EXCEPTION
+  EXPECT_EQ(resp.topics[1].error_code, 0);
+  EXPECT_EQ(resp.topics[1].partitions.size(), 2u);
+  EXPECT_EQ(resp.topics[2].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  EXPECT_EQ(resp.topics[2].topic_id, protocol::uuid{});
+  EXPECT_FALSE(resp.next_cursor.has_value());
+
+  // A cursor on a topic the list does not name, or at a negative
+  // partition, refuses the whole request.
+  req.cursor.emplace().topic_name = "other";
+  resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(resp.topics.size(), 3u);
+  for (const auto& t : resp.topics) {
+    EXPECT_EQ(t.error_code, 42);
+    EXPECT_TRUE(t.partitions.empty());
+  }
+  req.cursor->topic_name = "e";
+  req.cursor->partition_index = -1;
+  resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(resp.topics.size(), 3u);
+  EXPECT_EQ(resp.topics[1].error_code, 42);
+
+  // An empty list is every topic; the cursor skips the topics before it
+  // and starts its own at its partition.
+  protocol::describe_topic_partitions_request all;
+  all.cursor.emplace().topic_name = "e";
+  all.cursor->partition_index = 1;
+  resp = c.call<protocol::describe_topic_partitions_response>(all, 0);
+  ASSERT_GE(resp.topics.size(), 1u);
+  EXPECT_EQ(resp.topics[0].name, "e");
+  ASSERT_EQ(resp.topics[0].partitions.size(), 1u);
+  EXPECT_EQ(resp.topics[0].partitions[0].partition_index, 1);
+}
+
 TEST_F(BrokerTest, DeleteRecordsMovesLogStart) {
   client c(b_->port());
   create(c, "d", 1);

@@ -39,6 +39,7 @@ constexpr api_handler table[] = {
     {47, 0, 0, handle_offset_delete},
     {60, 0, 1, handle_describe_cluster},
     {61, 0, 0, handle_describe_producers},
+    {75, 0, 0, handle_describe_topic_partitions},
 };
 }  // namespace
 
