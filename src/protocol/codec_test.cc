@@ -239,6 +239,28 @@ void expect_flexible_request_frame(const Req& req, int16_t version, int32_t corr
   EXPECT_EQ(std::get<Req>(*decoded), req);
 }
 
+// DeleteTopics v6 request: header v2 (flexible from v4); one entry by name
+// (zero id) and one by id (null name, compact 0), then the timeout.
+TEST(CodecTest, DeleteTopicsV6RequestByHand) {
+  delete_topics_request req;
+  auto& by_name = req.topics.emplace_back();
+  by_name.name = "a";
+  auto& by_id = req.topics.emplace_back();
+  for (uint8_t i = 0; i < 16; ++i) by_id.topic_id[i] = static_cast<uint8_t>(i + 1);
+  req.timeout_ms = 1000;
+  const bytes body = cat({{3},                // topics: 2
+                          {2, 'a'},           //   name "a"
+                          bytes(16, 0),       //   topic id: zero
+                          {0},                //   entry tags
+                          {0},                //   name: null
+                          {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},  // topic id
+                          {0},                //   entry tags
+                          {0, 0, 0x03, 0xe8}, // timeout 1000 ms
+                          {0}});              // body tags
+  const bytes header = {0, 20, 0, 6, 0, 0, 0, 3, 0, 2, 'a', 'b', 0};
+  expect_flexible_request_frame(req, 6, 3, header, body);
+}
+
 // DescribeTopicPartitions v0 request: header v2; one topic, a partition
 // limit and a cursor, a nullable struct written as an int8 marker (1) and
 // then its fields; without a cursor the marker is -1.
