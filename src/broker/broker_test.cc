@@ -856,6 +856,15 @@ TEST_F(BrokerTest, DeleteTopicsV6ByNameOrById) {
   EXPECT_EQ(resp.responses[6].name, "c");
   EXPECT_NE(topic_id_of(c, "c"), protocol::uuid{});  // not deleted
 
+  // One topic named by its name and by its id: both entries refused.
+  const protocol::uuid cid = topic_id_of(c, "c");
+  auto pair = delete_by(c, {{std::nullopt, cid}, {"c", {}}});
+  ASSERT_EQ(pair.responses.size(), 2u);
+  EXPECT_EQ(pair.responses[0].error_code, 42);
+  EXPECT_EQ(pair.responses[1].error_code, 42);
+  EXPECT_EQ(pair.responses[1].topic_id, cid);
+  EXPECT_EQ(topic_id_of(c, "c"), cid);
+
   // A topic created again under a name has a new id; the old id finds
   // nothing, and deleting by it leaves the new topic alone.
   create(c, "a", 1);
