@@ -921,8 +921,8 @@ TEST_F(BrokerTest, DescribeTopicPartitionsPagesWithItsCursor) {
         EXPECT_EQ(p.leader_epoch, 0);
         EXPECT_EQ(p.replica_nodes, std::vector<int32_t>{0});
         EXPECT_EQ(p.isr_nodes, std::vector<int32_t>{0});
-        EXPECT_EQ(p.eligible_leader_replicas, std::nullopt);
-        EXPECT_EQ(p.last_known_elr, std::nullopt);
+        EXPECT_EQ(p.eligible_leader_replicas, std::vector<int32_t>{});  // empty, not null, as Kafka
+        EXPECT_EQ(p.last_known_elr, std::vector<int32_t>{});
       }
     }
     EXPECT_LE(n, 3u);

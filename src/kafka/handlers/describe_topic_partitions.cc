@@ -22,8 +22,9 @@
 //   only existing topics are listed.
 //
 // Partitions are described as Metadata describes them (describe_partition).
-// Sluice has no eligible leader replicas, so both ELR lists stay null, and
-// no ACLs, so topic_authorized_operations keeps its "not asked" value.
+// Sluice has no eligible leader replicas (KIP-966's ELR): both lists are
+// empty, as Kafka answers them for a partition that never had any (not
+// null). No ACLs: topic_authorized_operations keeps its "not asked" value.
 
 #include <algorithm>
 #include <set>
@@ -88,7 +89,12 @@ void handle_describe_topic_partitions(request req) {
     out.is_internal = described_as_internal(name);
     const int32_t first = cursor && name == from ? cursor->partition_index : 0;
     const auto end = static_cast<int32_t>(std::min<int64_t>(t->partitions, first + remaining));
-    for (int32_t p = first; p < end; ++p) fill_partition(svc, name, p, out.partitions.emplace_back());
+    for (int32_t p = first; p < end; ++p) {
+      auto& part = out.partitions.emplace_back();
+      fill_partition(svc, name, p, part);
+      part.eligible_leader_replicas.emplace();
+      part.last_known_elr.emplace();
+    }
     if (end < t->partitions) {
       auto& next = resp.next_cursor.emplace();
       next.topic_name = name;
