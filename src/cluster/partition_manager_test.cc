@@ -338,6 +338,36 @@ TEST_F(PartitionManagerTest, DeleteDuringBackgroundCreationLeavesNothing) {
   EXPECT_EQ(pm_->get("gone", 29)->log_end_offset(), offset(0));
 }
 
+// Deleting by topic id (DeleteTopics v6): the id names one incarnation of
+// a topic, so after a delete and a create under the same name the old id
+// finds nothing and the new topic stays.
+TEST_F(PartitionManagerTest, DeleteByIdDeletesOnlyThatIncarnation) {
+  ASSERT_NE(open(fast_fs()), nullptr);
+  ASSERT_FALSE(pm_->create_topic("t", 2, 1, {}, false));
+  const topic_id first = pm_->topic("t")->id;
+  topic_info deleted;
+  ASSERT_FALSE(pm_->delete_topic_by_id(first, &deleted));
+  EXPECT_EQ(deleted.name, "t");
+  EXPECT_EQ(deleted.id, first);
+  EXPECT_FALSE(pm_->topic("t"));
+  EXPECT_TRUE(names_of(logs_dir(), "t-").empty());
+
+  ASSERT_FALSE(pm_->create_topic("t", 1, 1, {}, false));
+  const topic_id second = pm_->topic("t")->id;
+  EXPECT_NE(second, first);
+  topic_info none;
+  auto e = pm_->delete_topic_by_id(first, &none);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, kafka::error_code::unknown_topic_id);
+  EXPECT_TRUE(none.name.empty());
+  ASSERT_TRUE(pm_->topic("t"));
+  EXPECT_NE(pm_->get("t", 0), nullptr);
+
+  // By name, the deleted topic's id is reported too.
+  ASSERT_FALSE(pm_->delete_topic("t", &deleted));
+  EXPECT_EQ(deleted.id, second);
+}
+
 // A topic deleted while its logs are being made and created again at once
 // under its name (as automatic creation does): the cancelled job must not
 // remove the logs the new topic now uses.

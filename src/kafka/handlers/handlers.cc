@@ -26,8 +26,8 @@ constexpr api_handler table[] = {
     {15, 0, 5, handle_describe_groups},
     {16, 0, 5, handle_list_groups},
     {18, 0, 4, handle_api_versions},
-    {19, 0, 5, handle_create_topics},
-    {20, 0, 5, handle_delete_topics},
+    {19, 0, 7, handle_create_topics},
+    {20, 0, 6, handle_delete_topics},
     {21, 0, 2, handle_delete_records},
     {22, 0, 5, handle_init_producer_id},
     {32, 0, 4, handle_describe_configs},
@@ -39,6 +39,7 @@ constexpr api_handler table[] = {
     {47, 0, 0, handle_offset_delete},
     {60, 0, 1, handle_describe_cluster},
     {61, 0, 0, handle_describe_producers},
+    {75, 0, 0, handle_describe_topic_partitions},
 };
 }  // namespace
 
