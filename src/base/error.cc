@@ -21,6 +21,16 @@ std::string_view errc_name(errc e) {
     case errc::unsupported_version: return "unsupported_version";
     case errc::shutting_down: return "shutting_down";
     case errc::unsupported_compression: return "unsupported_compression";
+    case errc::record_list_too_large: return "record_list_too_large";
+    case errc::invalid_topic: return "invalid_topic";
+    case errc::unknown_topic_id: return "unknown_topic_id";
+    case errc::not_leader: return "not_leader";
+    case errc::invalid_partitions: return "invalid_partitions";
+    case errc::invalid_replication_factor: return "invalid_replication_factor";
+    case errc::policy_violation: return "policy_violation";
+    case errc::invalid_producer_epoch: return "invalid_producer_epoch";
+    case errc::out_of_order_sequence: return "out_of_order_sequence";
+    case errc::invalid_txn_state: return "invalid_txn_state";
   }
   return "unknown";
 }

@@ -1,8 +1,8 @@
 #pragma once
 
 // The project's error codes. Every expected failure inside Sluice is one of
-// these values; kafka/error_mapping.h is the single table that turns them
-// into Kafka wire error codes at the edge.
+// these values; to_kafka_error (protocol/error_code.h) is the single table
+// that turns them into Kafka wire error codes at the edge (kafka/).
 
 #include <cstdint>
 #include <string>
@@ -27,6 +27,18 @@ enum class errc : int16_t {
   message_too_large,  // a batch larger than message.max.bytes
   unsupported_compression,  // a record batch codec Kafka does not define (5-7)
   invalid_config,     // a configuration key or value that is refused
+  record_list_too_large,  // a batch larger than the log's segment.bytes
+  // Topics and partitions.
+  invalid_topic,      // a name Kafka does not allow, or an internal topic clients may not touch
+  unknown_topic_id,   // no topic has this id (KIP-516)
+  not_leader,         // this broker does not (yet) lead the partition
+  invalid_partitions,          // a partition count out of range or lowered
+  invalid_replication_factor,  // a replication factor this cluster cannot meet
+  policy_violation,   // allowed by Kafka, refused by this broker's limits
+  // Producers.
+  invalid_producer_epoch,  // a producer epoch older than the one known
+  out_of_order_sequence,   // a sequence number that does not follow the last
+  invalid_txn_state,       // a transactional batch (no transactions yet)
   // Protocol decoding.
   malformed,          // a request that cannot be decoded
   unsupported_version,

@@ -76,7 +76,7 @@ class RetentionWatchTest : public ::testing::Test {
     s.timestamp_step = 0;
     auto bytes = storage::build_batch(s);
     auto r = part_->append(bytes, clk_.now_ms());
-    EXPECT_EQ(r.error, kafka::error_code::none) << r.message;
+    EXPECT_EQ(r.error, errc::ok) << r.message;
     return bytes.size();
   }
   void commit(const std::string& group, int64_t offset) {

@@ -160,42 +160,42 @@ status partition::load_producers() {
 // failure stores nothing and names the partition's error.
 produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   produce_outcome out;
-  auto fail = [&](kafka::error_code e, std::string msg) {
+  auto fail = [&](errc e, std::string msg) {
     out.error = e;
     out.message = std::move(msg);
     return out;
   };
   const config::topic_config cfg = config();
   if (static_cast<int64_t>(bytes.size()) > cfg.max_message_bytes) {
-    return fail(kafka::error_code::message_too_large,
+    return fail(errc::message_too_large,
                 "batch of " + std::to_string(bytes.size()) + " bytes is larger than max.message.bytes " +
                     std::to_string(cfg.max_message_bytes));
   }
   if (static_cast<int64_t>(bytes.size()) > cfg.segment_bytes) {
-    return fail(kafka::error_code::record_list_too_large,
+    return fail(errc::record_list_too_large,
                 "batch of " + std::to_string(bytes.size()) + " bytes is larger than segment.bytes " +
                     std::to_string(cfg.segment_bytes));
   }
   if (bytes.size() < batch::header_bytes) {
-    return fail(kafka::error_code::corrupt_message, "record set shorter than a batch header");
+    return fail(errc::corrupt_data, "record set shorter than a batch header");
   }
   batch::header h = batch::parse(bytes.data());
   if (auto s = batch::check(h, bytes.size(), batch::strictness::leader); !s.ok()) {
-    return fail(kafka::to_kafka_error(s.code()), s.err().message);
+    return fail(s.code(), s.err().message);
   }
   if (h.size_bytes() != bytes.size()) {
-    return fail(kafka::error_code::invalid_record, "a produce request must hold exactly one record batch per partition");
+    return fail(errc::invalid_record, "a produce request must hold exactly one record batch per partition");
   }
   const auto pb = producer_batch::from_header(bytes.data());
   if (pb.transactional) {
-    return fail(kafka::error_code::invalid_txn_state, "transactions are not supported yet");
+    return fail(errc::invalid_txn_state, "transactions are not supported yet");
   }
   if ((h.attributes & protocol::records::attr::control) != 0) {
-    return fail(kafka::error_code::invalid_record, "producers may not send control batches");
+    return fail(errc::invalid_record, "producers may not send control batches");
   }
   // The CRC is checked before anything else looks at the batch.
   if (auto s = batch::check_crc(h, bytes); !s.ok()) {
-    return fail(kafka::error_code::corrupt_message, s.err().message);
+    return fail(errc::corrupt_data, s.err().message);
   }
   const std::span<const uint8_t> u8(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   protocol::records::validation_options vo;
@@ -204,7 +204,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   // record without a key has no place in a compacted topic.
   vo.require_keys = cfg.cleanup_compact;
   auto facts = protocol::records::validate_records(u8, vo, &protocol::records::produce_decompression_budget());
-  if (!facts.ok()) return fail(kafka::to_kafka_error(facts.code()), facts.err().message);
+  if (!facts.ok()) return fail(facts.code(), facts.err().message);
   // The header's max timestamp is what the time index and retention trust,
   // so the broker writes it as Kafka does: the broker's time for
   // LogAppendTime (with the attribute bit), else the largest record
@@ -228,7 +228,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   {
     std::lock_guard g(append_mu_);
     auto verdict = producers_.check(pb);
-    if (verdict.error != kafka::error_code::none) return fail(verdict.error, verdict.message);
+    if (verdict.error != errc::ok) return fail(verdict.error, verdict.message);
     if (verdict.duplicate_base) {
       out.base = *verdict.duplicate_base;
       out.last = *verdict.duplicate_last;
@@ -236,7 +236,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
       return out;
     }
     auto r = log_->append(bytes, epoch());
-    if (!r.ok()) return fail(kafka::to_kafka_error(r.code()), r.err().message);
+    if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
     out.base = r->base;

@@ -36,7 +36,7 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "config/topic_config.h"
-#include "protocol/error_code.h"
+#include "base/error.h"
 #include "cluster/producer_state.h"
 #include "storage/log.h"
 #include "storage/log_manager.h"
@@ -65,7 +65,7 @@ struct replica_state {
 
 // The outcome of one Produce partition, in Kafka's terms.
 struct produce_outcome {
-  kafka::error_code error = kafka::error_code::none;
+  errc error = errc::ok;
   std::string message;         // error detail for logs and v8+ error_message
   offset base{-1};             // base offset assigned (or of the original, for a duplicate)
   offset last{-1};             // last offset of the batch

@@ -11,7 +11,6 @@
 
 namespace sluice::cluster {
 
-using kafka::error_code;
 
 result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesystem& fs, sluice::clock& clk,
                                                                    std::shared_ptr<const config::broker_config> cfg,
@@ -132,15 +131,15 @@ std::shared_ptr<partition> partition_manager::get(const std::string& topic, int3
   return it->second[static_cast<size_t>(p)];
 }
 
-kafka::error_code partition_manager::missing_partition_error(const std::string& topic,
+errc partition_manager::missing_partition_error(const std::string& topic,
                                                              int32_t p) const {
-  if (!validate_topic_name(topic).ok()) return error_code::invalid_topic_exception;
+  if (!validate_topic_name(topic).ok()) return errc::invalid_topic;
   std::shared_lock g(mu_);
   auto it = partitions_.find(topic);
   if (it == partitions_.end() || p < 0 || static_cast<size_t>(p) >= it->second.size())
-    return error_code::unknown_topic_or_partition;
-  return it->second[static_cast<size_t>(p)] ? error_code::unknown_topic_or_partition
-                                            : error_code::not_leader_or_follower;
+    return errc::not_found;
+  return it->second[static_cast<size_t>(p)] ? errc::not_found
+                                            : errc::not_leader;
 }
 
 void partition_manager::install(const std::string& topic, int32_t p,
@@ -161,40 +160,40 @@ std::vector<topic_info> partition_manager::topics() const { return table_->list(
 std::optional<partition_manager::create_error> partition_manager::create_topic(
     const std::string& name, int32_t partitions, int16_t replication_factor,
     std::span<const config::config_entry> configs, bool validate_only, create_mode mode) {
-  if (auto s = validate_topic_name(name); !s.ok()) return create_error{error_code::invalid_topic_exception, s.err().message};
+  if (auto s = validate_topic_name(name); !s.ok()) return create_error{errc::invalid_topic, s.err().message};
   const auto cfg = broker_config();
   if (partitions == -1) partitions = cfg->num_partitions;
   if (replication_factor == -1) replication_factor = cfg->default_replication_factor;
   if (partitions <= 0 || partitions > limits::max_partitions_per_topic) {
-    return create_error{error_code::invalid_partitions,
+    return create_error{errc::invalid_partitions,
                         "number of partitions must be in 1.." + std::to_string(limits::max_partitions_per_topic)};
   }
   if (replication_factor <= 0) {
-    return create_error{error_code::invalid_replication_factor, "replication factor must be larger than 0"};
+    return create_error{errc::invalid_replication_factor, "replication factor must be larger than 0"};
   }
   if (replication_factor > limits::max_replication_factor) {
-    return create_error{error_code::invalid_replication_factor,
+    return create_error{errc::invalid_replication_factor,
                         "replication factor " + std::to_string(replication_factor) +
                             " is larger than the 1 available broker"};
   }
   auto overrides = config::make_topic_overrides(*cfg, configs);
-  if (!overrides.ok()) return create_error{error_code::invalid_config, overrides.err().message};
+  if (!overrides.ok()) return create_error{errc::invalid_config, overrides.err().message};
 
   std::lock_guard change(change_mu_);
-  if (table_->get(name)) return create_error{error_code::topic_already_exists, "topic '" + name + "' already exists"};
+  if (table_->get(name)) return create_error{errc::already_exists, "topic '" + name + "' already exists"};
   if (auto other = hashed_dir_collision(name)) {
     return create_error{
-        error_code::invalid_topic_exception,
+        errc::invalid_topic,
         "topic '" + name + "' would share partition directories with topic '" + *other + "'"};
   }
   if (total_partitions() + partitions > limits::max_partitions_per_broker) {
-    return create_error{error_code::policy_violation, "this broker already holds " + std::to_string(total_partitions()) +
+    return create_error{errc::policy_violation, "this broker already holds " + std::to_string(total_partitions()) +
                                                           " partitions; the limit is " +
                                                           std::to_string(limits::max_partitions_per_broker)};
   }
   if (validate_only) return std::nullopt;
   auto t = table_->create(name, partitions, *overrides);
-  if (!t.ok()) return create_error{kafka::to_kafka_error(t.code()), t.err().message};
+  if (!t.ok()) return create_error{t.code(), t.err().message};
   {
     std::unique_lock g(mu_);
     partitions_[name].resize(static_cast<size_t>(partitions));
@@ -210,7 +209,7 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
     auto part = open_partition(*t, p);
     if (!part.ok()) {
       SLUICE_LOG_ERROR("creating partition {}-{}: {}", name, p, part.err().message);
-      return create_error{kafka::to_kafka_error(part.code()), part.err().message};
+      return create_error{part.code(), part.err().message};
     }
     install(name, p, std::move(part).value());
   }
@@ -222,7 +221,7 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic(c
                                                                                topic_info* deleted) {
   std::lock_guard change(change_mu_);
   auto t = table_->get(name);
-  if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+  if (!t) return create_error{errc::not_found, "topic '" + name + "' does not exist"};
   if (deleted) *deleted = *t;
   return delete_topic_locked(*t);
 }
@@ -231,7 +230,7 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic_b
                                                                                      topic_info* deleted) {
   std::lock_guard change(change_mu_);
   auto t = table_->get_by_id(id);
-  if (!t) return create_error{error_code::unknown_topic_id, "no topic has this id"};
+  if (!t) return create_error{errc::unknown_topic_id, "no topic has this id"};
   if (deleted) *deleted = *t;
   return delete_topic_locked(*t);
 }
@@ -239,9 +238,9 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic_b
 std::optional<partition_manager::create_error> partition_manager::delete_topic_locked(const topic_info& t) {
   const std::string& name = t.name;
   if (is_internal_topic(name)) {
-    return create_error{error_code::invalid_topic_exception, "internal topic '" + name + "' cannot be deleted"};
+    return create_error{errc::invalid_topic, "internal topic '" + name + "' cannot be deleted"};
   }
-  if (auto s = table_->remove(name); !s.ok()) return create_error{kafka::to_kafka_error(s.code()), s.err().message};
+  if (auto s = table_->remove(name); !s.ok()) return create_error{s.code(), s.err().message};
   {
     // The background thread publishes partitions under change_mu_, which
     // this holds: from here on it creates none of this topic's, and
@@ -275,22 +274,22 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
     const std::string& name, int32_t total, bool validate_only, create_mode mode) {
   std::lock_guard change(change_mu_);
   auto t = table_->get(name);
-  if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+  if (!t) return create_error{errc::not_found, "topic '" + name + "' does not exist"};
   if (total <= t->partitions) {
-    return create_error{error_code::invalid_partitions, "topic has " + std::to_string(t->partitions) +
+    return create_error{errc::invalid_partitions, "topic has " + std::to_string(t->partitions) +
                                                             " partitions; the new count must be larger"};
   }
   if (total > limits::max_partitions_per_topic) {
-    return create_error{error_code::invalid_partitions,
+    return create_error{errc::invalid_partitions,
                         "number of partitions must be at most " + std::to_string(limits::max_partitions_per_topic)};
   }
   if (total_partitions() + (total - t->partitions) > limits::max_partitions_per_broker) {
-    return create_error{error_code::policy_violation,
+    return create_error{errc::policy_violation,
                         "the limit of " + std::to_string(limits::max_partitions_per_broker) + " partitions per broker"};
   }
   if (validate_only) return std::nullopt;
   if (auto s = table_->set_partitions(name, total); !s.ok()) {
-    return create_error{kafka::to_kafka_error(s.code()), s.err().message};
+    return create_error{s.code(), s.err().message};
   }
   {
     std::unique_lock g(mu_);
@@ -304,7 +303,7 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
   }
   for (int32_t p = t->partitions; p < total; ++p) {
     auto part = open_partition(*t, p);
-    if (!part.ok()) return create_error{kafka::to_kafka_error(part.code()), part.err().message};
+    if (!part.ok()) return create_error{part.code(), part.err().message};
     install(name, p, std::move(part).value());
   }
   return std::nullopt;

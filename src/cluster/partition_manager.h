@@ -66,7 +66,7 @@ class partition_manager {
   // log is still being created (retriable: clients refresh metadata, which
   // shows LEADER_NOT_AVAILABLE, and retry, as while Kafka elects a leader),
   // UNKNOWN_TOPIC_OR_PARTITION otherwise.
-  kafka::error_code missing_partition_error(const std::string& topic, int32_t partition) const;
+  errc missing_partition_error(const std::string& topic, int32_t partition) const;
   std::optional<topic_info> topic(const std::string& name) const;
   // By topic id (KIP-516); an id of a deleted topic finds nothing.
   std::optional<topic_info> topic_by_id(const topic_id& id) const;
@@ -90,9 +90,9 @@ class partition_manager {
 
   // Creates a topic with `partitions` partitions (-1: num.partitions) and
   // replication factor `replication_factor` (-1: default.replication.factor).
-  // Errors carry the Kafka code to answer with.
+  // Errors carry the errc the Kafka answer maps from (to_kafka_error).
   struct create_error {
-    kafka::error_code code;
+    errc code;
     std::string message;
   };
   std::optional<create_error> create_topic(const std::string& name, int32_t partitions,

@@ -82,7 +82,7 @@ class PartitionManagerTest : public ::testing::Test {
     ASSERT_NE(part, nullptr) << topic << "-" << p;
     auto b = storage::testing::make_batch(records, 10, 1);
     auto out = part->append(b, 1'700'000'000'000);
-    ASSERT_EQ(out.error, kafka::error_code::none) << out.message;
+    ASSERT_EQ(out.error, errc::ok) << out.message;
   }
 
   // Real files with simulated syncs, for tests about many partitions that
@@ -298,10 +298,10 @@ TEST_F(PartitionManagerTest, BackgroundCreationFinishesAndAppliesLaterConfig) {
   ov.set("retention.ms", int64_t{123'456});
   ASSERT_TRUE(pm_->set_topic_overrides("bg", ov).ok());
   if (!pm_->get("bg", n - 1)) {
-    EXPECT_EQ(pm_->missing_partition_error("bg", n - 1), kafka::error_code::not_leader_or_follower);
+    EXPECT_EQ(pm_->missing_partition_error("bg", n - 1), errc::not_leader);
   }
-  EXPECT_EQ(pm_->missing_partition_error("bg", n), kafka::error_code::unknown_topic_or_partition);
-  EXPECT_EQ(pm_->missing_partition_error("none", 0), kafka::error_code::unknown_topic_or_partition);
+  EXPECT_EQ(pm_->missing_partition_error("bg", n), errc::not_found);
+  EXPECT_EQ(pm_->missing_partition_error("none", 0), errc::not_found);
   std::promise<void> created;
   pm_->when_created("bg", [&] { created.set_value(); });
   ASSERT_EQ(created.get_future().wait_for(std::chrono::minutes(5)), std::future_status::ready);
@@ -358,7 +358,7 @@ TEST_F(PartitionManagerTest, DeleteByIdDeletesOnlyThatIncarnation) {
   topic_info none;
   auto e = pm_->delete_topic_by_id(first, &none);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->code, kafka::error_code::unknown_topic_id);
+  EXPECT_EQ(e->code, errc::unknown_topic_id);
   EXPECT_TRUE(none.name.empty());
   ASSERT_TRUE(pm_->topic("t"));
   EXPECT_NE(pm_->get("t", 0), nullptr);
@@ -386,7 +386,7 @@ TEST_F(PartitionManagerTest, RecreatedWhileTheOldJobRunsKeepsItsLogs) {
       auto part = pm_->get("again", p);
       ASSERT_NE(part, nullptr) << round << " " << p;
       auto b = storage::testing::make_batch(1, 10, static_cast<uint32_t>(p));
-      ASSERT_EQ(part->append(b, 1'700'000'000'000).error, kafka::error_code::none) << round << " " << p;
+      ASSERT_EQ(part->append(b, 1'700'000'000'000).error, errc::ok) << round << " " << p;
     }
     ASSERT_FALSE(pm_->delete_topic("again"));
   }

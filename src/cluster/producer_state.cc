@@ -39,7 +39,7 @@ producer_check producer_state::check(const producer_batch& b) const {
   producer_check r;
   if (!b.idempotent()) return r;
   if (b.producer_epoch < 0 || b.first_sequence < 0) {
-    r.error = kafka::error_code::invalid_record;
+    r.error = errc::invalid_record;
     r.message = "idempotent batch without producer epoch or sequence";
     return r;
   }
@@ -51,7 +51,7 @@ producer_check producer_state::check(const producer_batch& b) const {
   }
   const entry& e = it->second;
   if (b.producer_epoch < e.epoch) {
-    r.error = kafka::error_code::invalid_producer_epoch;
+    r.error = errc::invalid_producer_epoch;
     r.message = "producer " + std::to_string(b.producer_id) + " epoch " + std::to_string(b.producer_epoch) +
                 " is older than the current epoch " + std::to_string(e.epoch);
     return r;
@@ -59,7 +59,7 @@ producer_check producer_state::check(const producer_batch& b) const {
   if (b.producer_epoch > e.epoch) {
     // A bumped epoch restarts the sequence at 0.
     if (b.first_sequence != 0) {
-      r.error = kafka::error_code::out_of_order_sequence_number;
+      r.error = errc::out_of_order_sequence;
       r.message = "new epoch " + std::to_string(b.producer_epoch) + " must start at sequence 0, not " +
                   std::to_string(b.first_sequence);
     }
@@ -73,7 +73,7 @@ producer_check producer_state::check(const producer_batch& b) const {
     }
   }
   if (!e.batches.empty() && b.first_sequence != next_sequence(e.batches.back().last_sequence)) {
-    r.error = kafka::error_code::out_of_order_sequence_number;
+    r.error = errc::out_of_order_sequence;
     r.message = "producer " + std::to_string(b.producer_id) + " sent sequence " +
                 std::to_string(b.first_sequence) + ", expected " +
                 std::to_string(next_sequence(e.batches.back().last_sequence));

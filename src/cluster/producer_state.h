@@ -26,7 +26,7 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "io/file.h"
-#include "protocol/error_code.h"
+#include "base/error.h"
 
 namespace sluice::cluster {
 
@@ -55,7 +55,7 @@ struct producer_info {
 
 // What check() decided for a batch about to be appended.
 struct producer_check {
-  kafka::error_code error = kafka::error_code::none;
+  errc error = errc::ok;
   // Set when the batch is a retry of one already in the log: answer with
   // these offsets and do not append.
   std::optional<offset> duplicate_base;

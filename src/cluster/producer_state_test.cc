@@ -22,7 +22,7 @@ producer_batch pb(int64_t pid, int16_t epoch, int32_t first, int32_t count, int6
 TEST(ProducerState, NonIdempotentAlwaysAccepted) {
   producer_state s;
   producer_batch b;
-  EXPECT_EQ(s.check(b).error, kafka::error_code::none);
+  EXPECT_EQ(s.check(b).error, errc::ok);
   s.record(b, offset(0), offset(0));
   EXPECT_EQ(s.producer_count(), 0u);
 }
@@ -30,45 +30,45 @@ TEST(ProducerState, NonIdempotentAlwaysAccepted) {
 TEST(ProducerState, InOrderDuplicateAndGap) {
   producer_state s;
   auto b0 = pb(7, 0, 0, 10);
-  ASSERT_EQ(s.check(b0).error, kafka::error_code::none);
+  ASSERT_EQ(s.check(b0).error, errc::ok);
   s.record(b0, offset(100), offset(109));
   auto b1 = pb(7, 0, 10, 5);
-  ASSERT_EQ(s.check(b1).error, kafka::error_code::none);
+  ASSERT_EQ(s.check(b1).error, errc::ok);
   s.record(b1, offset(110), offset(114));
 
   // A retry of b0 is a duplicate with its original offsets.
   auto dup = s.check(b0);
-  EXPECT_EQ(dup.error, kafka::error_code::none);
+  EXPECT_EQ(dup.error, errc::ok);
   ASSERT_TRUE(dup.duplicate_base.has_value());
   EXPECT_EQ(*dup.duplicate_base, offset(100));
   EXPECT_EQ(*dup.duplicate_last, offset(109));
 
   // A gap is refused.
-  EXPECT_EQ(s.check(pb(7, 0, 16, 1)).error, kafka::error_code::out_of_order_sequence_number);
+  EXPECT_EQ(s.check(pb(7, 0, 16, 1)).error, errc::out_of_order_sequence);
   // The next one in order is fine.
-  EXPECT_EQ(s.check(pb(7, 0, 15, 1)).error, kafka::error_code::none);
+  EXPECT_EQ(s.check(pb(7, 0, 15, 1)).error, errc::ok);
 }
 
 TEST(ProducerState, OnlyLastFiveBatchesRemembered) {
   producer_state s;
   for (int i = 0; i < 7; ++i) s.record(pb(1, 0, i, 1), offset(i), offset(i));
   EXPECT_FALSE(s.check(pb(1, 0, 0, 1)).duplicate_base.has_value());
-  EXPECT_EQ(s.check(pb(1, 0, 0, 1)).error, kafka::error_code::out_of_order_sequence_number);
+  EXPECT_EQ(s.check(pb(1, 0, 0, 1)).error, errc::out_of_order_sequence);
   EXPECT_TRUE(s.check(pb(1, 0, 2, 1)).duplicate_base.has_value());
 }
 
 TEST(ProducerState, EpochFencingAndBump) {
   producer_state s;
   s.record(pb(3, 2, 0, 1), offset(0), offset(0));
-  EXPECT_EQ(s.check(pb(3, 1, 1, 1)).error, kafka::error_code::invalid_producer_epoch);
-  EXPECT_EQ(s.check(pb(3, 3, 5, 1)).error, kafka::error_code::out_of_order_sequence_number);
-  EXPECT_EQ(s.check(pb(3, 3, 0, 1)).error, kafka::error_code::none);
+  EXPECT_EQ(s.check(pb(3, 1, 1, 1)).error, errc::invalid_producer_epoch);
+  EXPECT_EQ(s.check(pb(3, 3, 5, 1)).error, errc::out_of_order_sequence);
+  EXPECT_EQ(s.check(pb(3, 3, 0, 1)).error, errc::ok);
 }
 
 TEST(ProducerState, SequenceWraps) {
   producer_state s;
   s.record(pb(9, 0, INT32_MAX, 1), offset(0), offset(0));
-  EXPECT_EQ(s.check(pb(9, 0, 0, 1)).error, kafka::error_code::none);
+  EXPECT_EQ(s.check(pb(9, 0, 0, 1)).error, errc::ok);
 }
 
 TEST(ProducerState, ReplayFromBatchesAndSnapshot) {
@@ -90,8 +90,8 @@ TEST(ProducerState, ReplayFromBatchesAndSnapshot) {
   auto dup = s.check(pb(42, 1, 4, 4));
   ASSERT_TRUE(dup.duplicate_base.has_value());
   EXPECT_EQ(*dup.duplicate_base, offset(4));
-  EXPECT_EQ(s.check(pb(42, 1, 12, 1)).error, kafka::error_code::none);
-  EXPECT_EQ(s.check(pb(42, 1, 13, 1)).error, kafka::error_code::out_of_order_sequence_number);
+  EXPECT_EQ(s.check(pb(42, 1, 12, 1)).error, errc::ok);
+  EXPECT_EQ(s.check(pb(42, 1, 13, 1)).error, errc::out_of_order_sequence);
 
   auto dir = std::filesystem::temp_directory_path() / ("producer_state_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -31,9 +31,8 @@ class service::partition_log final : public record_log {
     }
     auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
     auto outcome = part->append(bytes, clk_.now_ms());
-    if (outcome.error != kafka::error_code::none) {
-      const errc code = outcome.error == kafka::error_code::message_too_large ? errc::message_too_large
-                                                                            : errc::io_error;
+    if (outcome.error != errc::ok) {
+      const errc code = outcome.error == errc::message_too_large ? errc::message_too_large : errc::io_error;
       done(status(code, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message));
       return;
     }
@@ -62,7 +61,7 @@ result<std::unique_ptr<service>> service::open(cluster::partition_manager& parti
         {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)},
     };
     if (auto e = partitions.create_topic(topic, ccfg.num_partitions, 1, configs, false)) {
-      if (e->code != kafka::error_code::topic_already_exists)
+      if (e->code != errc::already_exists)
         return error{errc::io_error, "creating " + topic + ": " + e->message};
     }
   }

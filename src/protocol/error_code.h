@@ -164,6 +164,11 @@ inline std::string_view error_name(error_code e) {
   return "UNKNOWN";
 }
 
+inline error_code to_kafka_error(errc e);
+
+// An internal error as it goes on the wire.
+inline int16_t to_wire(errc e) { return to_wire(to_kafka_error(e)); }
+
 inline error_code to_kafka_error(errc e) {
   switch (e) {
     case errc::ok: return error_code::none;
@@ -183,6 +188,16 @@ inline error_code to_kafka_error(errc e) {
     case errc::malformed: return error_code::invalid_request;
     case errc::unsupported_version: return error_code::unsupported_version;
     case errc::shutting_down: return error_code::not_leader_or_follower;
+    case errc::record_list_too_large: return error_code::record_list_too_large;
+    case errc::invalid_topic: return error_code::invalid_topic_exception;
+    case errc::unknown_topic_id: return error_code::unknown_topic_id;
+    case errc::not_leader: return error_code::not_leader_or_follower;
+    case errc::invalid_partitions: return error_code::invalid_partitions;
+    case errc::invalid_replication_factor: return error_code::invalid_replication_factor;
+    case errc::policy_violation: return error_code::policy_violation;
+    case errc::invalid_producer_epoch: return error_code::invalid_producer_epoch;
+    case errc::out_of_order_sequence: return error_code::out_of_order_sequence_number;
+    case errc::invalid_txn_state: return error_code::invalid_txn_state;
   }
   return error_code::unknown_server_error;
 }

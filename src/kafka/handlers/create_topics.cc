@@ -95,7 +95,7 @@ void handle_create_topics(request req) {
     // the request's timeout_ms.
     if (auto e = pm.create_topic(t.name, partitions, rf, configs, body->validate_only,
                                  cluster::partition_manager::create_mode::background)) {
-      fail(e->code, e->message);
+      fail(to_kafka_error(e->code), e->message);
       continue;
     }
     if (!body->validate_only) created.push_back(t.name);

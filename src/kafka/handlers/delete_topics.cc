@@ -87,7 +87,7 @@ void delete_entry(cluster::partition_manager& pm, const census& c, const entry& 
     }
     auto err = pm.delete_topic_by_id(e.topic_id, &deleted);
     if (!deleted.name.empty()) out.name = deleted.name;
-    if (err) fail(out, err->code, err->message);
+    if (err) fail(out, to_kafka_error(err->code), err->message);
     return;
   }
   if (auto t = pm.topic(*e.name); t && c.ids.count(t->id)) {
@@ -96,7 +96,7 @@ void delete_entry(cluster::partition_manager& pm, const census& c, const entry& 
   }
   auto err = pm.delete_topic(*e.name, &deleted);
   if (!deleted.name.empty()) out.topic_id = deleted.id;
-  if (err) fail(out, err->code, err->message);
+  if (err) fail(out, to_kafka_error(err->code), err->message);
 }
 
 }  // namespace

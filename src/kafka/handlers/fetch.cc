@@ -138,7 +138,7 @@ bool fetch_op::attempt(bool final) {
       if (e == error_code::none && t.topic_id != sluice::topic_id{} && t.part) e = error_code::unknown_topic_id;
       if (e == error_code::none) {
         e = t.part ? error_code::unknown_topic_or_partition
-                   : req.svc->partitions->missing_partition_error(t.topic, t.partition);
+                   : to_kafka_error(req.svc->partitions->missing_partition_error(t.topic, t.partition));
       }
       rd.error = to_wire(e);
       any_error = true;

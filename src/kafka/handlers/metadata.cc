@@ -103,7 +103,7 @@ void handle_metadata(request req) {
         continue;
       }
       auto e = pm.create_topic(name, -1, -1, {}, false);
-      if (e && e->code != error_code::topic_already_exists) {
+      if (e && e->code != errc::already_exists) {
         SLUICE_LOG_WARN("auto-creating topic {}: {}", name, e->message);
         out.error_code = to_wire(e->code);
         continue;

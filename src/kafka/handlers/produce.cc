@@ -91,7 +91,7 @@ void handle_produce(request req) {
       auto part = svc.partitions->get(td.name, pd.index);
       if (!part) {
         const auto e = svc.partitions->missing_partition_error(td.name, pd.index);
-        set_error(e, e == error_code::not_leader_or_follower ? "partition is being created"
+        set_error(to_kafka_error(e), e == errc::not_leader ? "partition is being created"
                                                              : "no such topic or partition");
         continue;
       }
@@ -110,9 +110,9 @@ void handle_produce(request req) {
       }
       auto out = part->append(mutable_view(req, pd.records.view()), now);
       pr.log_start_offset = part->log_start_offset().value();
-      if (out.error != error_code::none) {
-        SLUICE_LOG_DEBUG("produce to {}-{} refused: {} ({})", td.name, pd.index, error_name(out.error), out.message);
-        set_error(out.error, out.message);
+      if (out.error != errc::ok) {
+        SLUICE_LOG_DEBUG("produce to {}-{} refused: {} ({})", td.name, pd.index, errc_name(out.error), out.message);
+        set_error(to_kafka_error(out.error), out.message);
         continue;
       }
       pr.base_offset = out.base.value();
