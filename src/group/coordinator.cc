@@ -108,10 +108,6 @@ void answer(std::function<void(T)>& cb, T resp, std::function<void(std::function
   cb = nullptr;
 }
 
-error_code storage_error_to_group(const status& s) {
-  return s.code() == errc::message_too_large ? error_code::unknown_server_error : error_code::coordinator_not_available;
-}
-
 bool valid_group_id(const std::string& id) { return !id.empty() && id.size() <= limits::max_group_id_bytes; }
 
 protocol_list to_protocols(const proto::join_group_request& req) {
@@ -734,7 +730,7 @@ void coordinator::join_static_locked(group& g, const proto::join_group_request& 
       }
       if (!st.ok()) {
         proto::join_group_response r;
-        r.error_code = to_wire(storage_error_to_group(st));
+        r.error_code = to_wire(kafka::to_group_write_error(st.code(), kafka::group_write::group_metadata));
         r.member_id = new_id;
         SLUICE_ANSWER(cb, r);
         return;
@@ -817,7 +813,7 @@ void coordinator::finish_sync_locked(group& g, int32_t generation, status s, out
   if (!s.ok()) {
     for (auto& [_, m] : g.members) {
       proto::sync_group_response r;
-      r.error_code = to_wire(storage_error_to_group(s));
+      r.error_code = to_wire(kafka::to_group_write_error(s.code(), kafka::group_write::group_metadata));
       SLUICE_ANSWER(m.sync_cb, r);
     }
     prepare_rebalance_locked(g, out, "its assignment could not be written");
@@ -1009,8 +1005,7 @@ void coordinator::offset_commit(const proto::offset_commit_request& req, int16_t
                   if (s.ok()) {
                     for (const auto& [k, v] : applied) apply_offset_locked(k, v);
                   } else {
-                    const auto e = s.code() == errc::message_too_large ? error_code::invalid_commit_offset_size
-                                                                       : error_code::coordinator_not_available;
+                    const auto e = kafka::to_group_write_error(s.code(), kafka::group_write::offset_commit);
                     for (int16_t* ec : written) *ec = to_wire(e);
                   }
                   SLUICE_ANSWER(cb, *resp);

@@ -203,4 +203,17 @@ inline error_code to_kafka_error(errc e) {
 }
 
 
+// A failed write to __consumer_offsets, as Kafka's group coordinator
+// answers it: a record too large is the commit's fault
+// (INVALID_COMMIT_OFFSET_SIZE) or, for a group's own record, the
+// broker's (UNKNOWN_SERVER_ERROR); anything else means the coordinator cannot
+// write now (COORDINATOR_NOT_AVAILABLE, retriable).
+enum class group_write { group_metadata, offset_commit };
+inline error_code to_group_write_error(errc e, group_write w) {
+  if (e == errc::message_too_large || e == errc::record_list_too_large) {
+    return w == group_write::offset_commit ? error_code::invalid_commit_offset_size : error_code::unknown_server_error;
+  }
+  return error_code::coordinator_not_available;
+}
+
 }  // namespace sluice::kafka
