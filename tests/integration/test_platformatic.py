@@ -16,7 +16,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def run_script(broker, script, *args, timeout=120):
-    r = subprocess.run(["node", str(HERE / script), broker.bootstrap, *map(str, args)],
+    # api_versions_sent.mjs lists on stderr the request versions the client chose.
+    r = subprocess.run(["node", "--import", str(HERE / "api_versions_sent.mjs"), str(HERE / script),
+                        broker.bootstrap, *map(str, args)],
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}\nbroker log:\n{broker.log_text()}"
     assert r.stdout.strip() == "ok", f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
@@ -36,3 +38,4 @@ def test_platformatic_group_consume_with_commits(broker_factory):
 
 def test_platformatic_list_offsets_every_mode(broker):
     run_script(broker, "list_offsets.mjs", "plt-offsets")
+
