@@ -9,7 +9,11 @@
 //   high watermark    one past the last offset every in-sync replica has;
 //                     consumers read below it
 //   leader epoch      the number of the leadership term that wrote a batch
+//   topic id          a topic's UUID (KIP-516), new each time a topic is
+//                     created, so a topic deleted and created again under
+//                     its name is told apart; all zero means "no id"
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -46,6 +50,8 @@ class offset : public strong_int<int64_t, offset_tag> {
 
 struct epoch_tag {};
 using leader_epoch = strong_int<int32_t, epoch_tag>;
+
+using topic_id = std::array<uint8_t, 16>;
 
 // A partition within a topic.
 struct partition_id {

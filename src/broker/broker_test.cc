@@ -201,7 +201,8 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
   for (const auto& k : resp.api_keys) {
     if (k.api_key == 0) {
       // Advertised from v0 for librdkafka's codec detection (see
-      // kafka/handlers/api_versions.cc); v0-v2 requests are refused.
+      // advertised_min_version, kafka/handlers/handlers.cc); v0-v2 requests
+      // are answered UNSUPPORTED_VERSION.
       produce = true;
       EXPECT_EQ(k.min_version, 0);
       EXPECT_EQ(k.max_version, 11);
@@ -222,17 +223,6 @@ TEST_F(BrokerTest, UnsupportedApiVersionsAnsweredInV0Layout) {
   EXPECT_EQ(resp.error_code, 35);
   ASSERT_EQ(resp.api_keys.size(), 1u);
   EXPECT_EQ(resp.api_keys[0].api_key, 18);
-}
-
-TEST_F(BrokerTest, UnsupportedProduceVersionClosesConnection) {
-  client c(b_->port());
-  protocol::produce_request req;
-  c.send(req, 1);  // v1 carries the old message format
-  EXPECT_TRUE(c.closed());
-  // The broker keeps serving others.
-  client d(b_->port());
-  auto resp = d.call<protocol::api_versions_response>(protocol::api_versions_request{}, 0);
-  EXPECT_EQ(resp.error_code, 0);
 }
 
 TEST_F(BrokerTest, CorruptBatchFailsOnlyItsPartition) {
@@ -283,8 +273,9 @@ TEST_F(BrokerTest, IdempotentRetryAnsweredWithOriginalOffsets) {
   auto b1_retry = make_batch(5, pid.producer_id, 0, 5);
   auto dup2 = produce(d, "idem", 0, b1_retry);
   EXPECT_EQ(dup2.responses[0].partition_responses[0].base_offset, 5);
-  // And the next producer id is new.
-  auto pid2 = d.call<protocol::init_producer_id_response>(ip, 1);
+  // And the next producer id is new (asked at v5, the latest: same fields).
+  auto pid2 = d.call<protocol::init_producer_id_response>(ip, 5);
+  EXPECT_EQ(pid2.error_code, 0);
   EXPECT_GT(pid2.producer_id, pid.producer_id);
 }
 
@@ -310,6 +301,29 @@ size_t partitions_in(const protocol::fetch_response& r) {
   size_t n = 0;
   for (const auto& t : r.responses) n += t.partitions.size();
   return n;
+}
+
+// Produce v0-v2 are advertised (librdkafka's codec detection) but answered
+// UNSUPPORTED_VERSION per partition, as Kafka 4.0 does; nothing is written.
+TEST_F(BrokerTest, AdvertisedOldProduceVersionIsAnsweredUnsupported) {
+  client c(b_->port());
+  create(c, "old", 1);
+  auto batch = make_batch(1);
+  protocol::produce_request req;
+  req.acks = 1;
+  req.timeout_ms = 1000;
+  auto& t = req.topic_data.emplace_back();
+  t.name = "old";
+  auto& pd = t.partition_data.emplace_back();
+  pd.records = protocol::records_field::of(batch);
+  auto resp = c.call<protocol::produce_response>(req, 1);
+  ASSERT_EQ(resp.responses.size(), 1u);
+  EXPECT_EQ(resp.responses[0].partition_responses[0].error_code, 35);  // UNSUPPORTED_VERSION
+  // The connection still serves, and nothing was written.
+  auto f = fetch_req(0, -1);
+  add_partition(f, "old", 0, 0);
+  auto r = c.call<protocol::fetch_response>(f, 11);
+  EXPECT_EQ(r.responses.at(0).partitions.at(0).high_watermark, 0);
 }
 
 TEST_F(BrokerTest, IncrementalFetchSessionSendsOnlyChanges) {
@@ -384,6 +398,157 @@ TEST_F(BrokerTest, FetchOutOfRangeAndUnknownPartition) {
   ASSERT_EQ(resp.responses.size(), 2u);
   EXPECT_EQ(resp.responses[0].partitions[0].error_code, 1);  // OFFSET_OUT_OF_RANGE
   EXPECT_EQ(resp.responses[1].partitions[0].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+}
+
+// Topic ids (KIP-516): Metadata v10+ tells them, v12 and Fetch v13+ ask by
+// them.
+class TopicIdTest : public BrokerTest {
+ protected:
+  protocol::uuid id_of(client& c, const std::string& topic) {
+    protocol::metadata_request m;
+    m.topics.emplace().emplace_back().name = topic;
+    auto r = c.call<protocol::metadata_response>(m, 12);
+    EXPECT_EQ(r.topics.size(), 1u);
+    EXPECT_EQ(r.topics[0].error_code, 0);
+    return r.topics[0].topic_id;
+  }
+  void remove(client& c, const std::string& topic) {
+    protocol::delete_topics_request d;
+    d.topic_names = {topic};
+    d.timeout_ms = 30000;
+    auto r = c.call<protocol::delete_topics_response>(d, 5);
+    ASSERT_EQ(r.responses.size(), 1u);
+    ASSERT_EQ(r.responses[0].error_code, 0);
+  }
+  static void add_by_id(protocol::fetch_request& f, const protocol::uuid& id, int32_t p, int64_t offset) {
+    if (f.topics.empty() || f.topics.back().topic_id != id) f.topics.emplace_back().topic_id = id;
+    auto& fp = f.topics.back().partitions.emplace_back();
+    fp.partition = p;
+    fp.fetch_offset = offset;
+    fp.partition_max_bytes = 1 << 20;
+  }
+  static const protocol::fetch_response::fetchable_topic_response::partition_data& only(
+      const protocol::fetch_response& r) {
+    EXPECT_EQ(partitions_in(r), 1u);
+    return r.responses.at(0).partitions.at(0);
+  }
+};
+
+TEST_F(TopicIdTest, MetadataTellsIdsAndAnswersByThem) {
+  client c(b_->port());
+  create(c, "ids", 2);
+  const auto id = id_of(c, "ids");
+  EXPECT_NE(id, protocol::uuid{});
+  // v10 tells the id when asked for all topics too.
+  auto all = c.call<protocol::metadata_response>(protocol::metadata_request{}, 10);
+  const size_t topics = all.topics.size();
+  auto listed = std::find_if(all.topics.begin(), all.topics.end(), [](const auto& t) { return t.name == "ids"; });
+  ASSERT_NE(listed, all.topics.end());
+  EXPECT_EQ(listed->topic_id, id);
+
+  protocol::metadata_request by_id;
+  auto& rt = by_id.topics.emplace().emplace_back();
+  rt.topic_id = id;
+  rt.name = std::nullopt;
+  auto r = c.call<protocol::metadata_response>(by_id, 12);
+  ASSERT_EQ(r.topics.size(), 1u);
+  EXPECT_EQ(r.topics[0].error_code, 0);
+  EXPECT_EQ(r.topics[0].name, "ids");
+  EXPECT_EQ(r.topics[0].partitions.size(), 2u);
+
+  // An id that names no topic; and ids in a version that must not use them.
+  protocol::uuid unknown = id;
+  unknown[15] ^= 0xff;
+  by_id.topics->at(0).topic_id = unknown;
+  by_id.allow_auto_topic_creation = true;
+  r = c.call<protocol::metadata_response>(by_id, 12);
+  ASSERT_EQ(r.topics.size(), 1u);
+  EXPECT_EQ(r.topics[0].error_code, 100);  // UNKNOWN_TOPIC_ID
+  EXPECT_EQ(r.topics[0].topic_id, unknown);
+  EXPECT_FALSE(r.topics[0].name.has_value());
+  r = c.call<protocol::metadata_response>(by_id, 11);
+  ASSERT_EQ(r.topics.size(), 1u);
+  EXPECT_EQ(r.topics[0].error_code, 42);  // INVALID_REQUEST
+  all = c.call<protocol::metadata_response>(protocol::metadata_request{}, 12);
+  EXPECT_EQ(all.topics.size(), topics) << "asking by id never creates a topic";
+}
+
+TEST_F(TopicIdTest, FetchByIdReadsTheTopicAndAnUnknownIdIsTold) {
+  client c(b_->port());
+  create(c, "f", 1);
+  auto b = make_batch(3);
+  ASSERT_EQ(produce(c, "f", 0, b).responses[0].partition_responses[0].error_code, 0);
+  const auto id = id_of(c, "f");
+  auto f = fetch_req(0, -1);
+  add_by_id(f, id, 0, 0);
+  auto r = c.call<protocol::fetch_response>(f, 13);
+  ASSERT_EQ(r.responses.size(), 1u);
+  EXPECT_EQ(r.responses[0].topic_id, id);
+  EXPECT_EQ(only(r).error_code, 0);
+  EXPECT_EQ(only(r).high_watermark, 3);
+  EXPECT_GT(only(r).records.size_bytes(), 0u);
+
+  // Deleted and created again: the old id is unknown, the new one reads the
+  // new topic (empty), never the old records.
+  remove(c, "f");
+  create(c, "f", 1);
+  const auto id2 = id_of(c, "f");
+  ASSERT_NE(id2, id);
+  for (int16_t v : {13, 17}) {
+    r = c.call<protocol::fetch_response>(f, v);
+    EXPECT_EQ(only(r).error_code, 100) << "v" << v;  // UNKNOWN_TOPIC_ID
+    EXPECT_EQ(r.responses[0].topic_id, id);
+    EXPECT_EQ(only(r).records.size_bytes(), 0u);
+  }
+  auto f2 = fetch_req(0, -1);
+  add_by_id(f2, id2, 0, 0);
+  r = c.call<protocol::fetch_response>(f2, 17);
+  EXPECT_EQ(only(r).error_code, 0);
+  EXPECT_EQ(only(r).high_watermark, 0);
+}
+
+TEST_F(TopicIdTest, SessionOfARecreatedTopicIsToldItsIdIsInconsistent) {
+  client c(b_->port());
+  create(c, "s", 1);
+  auto b = make_batch(2);
+  ASSERT_EQ(produce(c, "s", 0, b).responses[0].partition_responses[0].error_code, 0);
+  const auto id = id_of(c, "s");
+  auto f = fetch_req(0, 0);
+  add_by_id(f, id, 0, 2);
+  auto full = c.call<protocol::fetch_response>(f, 13);
+  ASSERT_EQ(full.error_code, 0);
+  const int32_t sid = full.session_id;
+  ASSERT_NE(sid, 0);
+  EXPECT_EQ(only(full).error_code, 0);
+
+  // The session remembers the partition as topic "s" with the old id.
+  remove(c, "s");
+  create(c, "s", 1);
+  auto more = make_batch(5);
+  ASSERT_EQ(produce(c, "s", 0, more).responses[0].partition_responses[0].error_code, 0);
+  auto inc = c.call<protocol::fetch_response>(fetch_req(sid, 1), 13);
+  ASSERT_EQ(inc.error_code, 0);
+  EXPECT_EQ(only(inc).error_code, 103);  // INCONSISTENT_TOPIC_ID
+  EXPECT_EQ(inc.responses[0].topic_id, id);
+  EXPECT_EQ(only(inc).records.size_bytes(), 0u);
+
+  // The client forgets the old id and adds the new one, in the same session.
+  const auto id2 = id_of(c, "s");
+  auto swap = fetch_req(sid, 2);
+  auto& gone = swap.forgotten_topics_data.emplace_back();
+  gone.topic_id = id;
+  gone.partitions = {0};
+  add_by_id(swap, id2, 0, 0);
+  auto r = c.call<protocol::fetch_response>(swap, 13);
+  ASSERT_EQ(r.error_code, 0);
+  EXPECT_EQ(only(r).error_code, 0);
+  EXPECT_EQ(r.responses[0].topic_id, id2);
+  EXPECT_EQ(only(r).high_watermark, 5);
+  EXPECT_GT(only(r).records.size_bytes(), 0u);
+
+  // A request naming topics otherwise than its session is refused.
+  auto by_name = c.call<protocol::fetch_response>(fetch_req(sid, 3), 12);
+  EXPECT_EQ(by_name.error_code, 106);  // FETCH_SESSION_TOPIC_ID_ERROR
 }
 
 uint64_t record_bytes_in(const protocol::fetch_response& r) {

@@ -32,9 +32,10 @@ partition::partition(storage::topic_partition tp, std::shared_ptr<storage::log> 
 
 result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, std::shared_ptr<storage::log> log,
                                                    config::topic_config cfg, io::filesystem& fs,
-                                                   std::string snapshot_path) {
+                                                   std::string snapshot_path, sluice::topic_id topic) {
   std::shared_ptr<partition> p(new partition(std::move(tp), std::move(log), std::move(cfg), fs,
                                              std::move(snapshot_path)));
+  p->topic_id_ = topic;
   SLUICE_TRY(p->load_producers());
   return p;
 }

@@ -51,9 +51,12 @@ class partition {
   static result<std::shared_ptr<partition>> open(storage::topic_partition tp,
                                                  std::shared_ptr<storage::log> log,
                                                  config::topic_config cfg, io::filesystem& fs,
-                                                 std::string snapshot_path);
+                                                 std::string snapshot_path, sluice::topic_id topic = {});
 
   const storage::topic_partition& id() const { return tp_; }
+  // The id of the topic this partition belongs to: a request naming another
+  // id reached it by a name that now belongs to a newer topic.
+  const sluice::topic_id& topic_id() const { return topic_id_; }
   storage::log& log() { return *log_; }
   const std::shared_ptr<storage::log>& log_ptr() const { return log_; }
 
@@ -113,6 +116,7 @@ class partition {
   void wake_listeners();
 
   const storage::topic_partition tp_;
+  sluice::topic_id topic_id_{};  // set once by open()
   const std::shared_ptr<storage::log> log_;
   io::filesystem& fs_;
   const std::string snapshot_path_;

@@ -98,7 +98,7 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   // A log found on disk at start was opened with the manager's defaults:
   // the topic's own settings (segment.bytes, segment.ms, ...) apply from here.
   SLUICE_TRY(log->set_config(to_log_config(eff)));
-  return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p));
+  return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p), t.id);
 }
 
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {

@@ -28,12 +28,13 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/types.h"
 #include "config/schema.h"
 #include "io/file.h"
 
 namespace sluice::cluster {
 
-using topic_id = std::array<uint8_t, 16>;
+using sluice::topic_id;
 
 struct topic_info {
   std::string name;

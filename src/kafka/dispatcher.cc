@@ -47,15 +47,14 @@ namespace {
 // not serve (the operator's clue to an old client), at most one a second so
 // a client retrying in a loop cannot flood the log; the rest go to DEBUG.
 void log_unsupported(const sluice::clock& clk, const net::connection_context& ctx, int16_t key, int16_t version,
-                     const std::optional<std::string>& client_id) {
+                     const std::optional<std::string>& client_id, std::string_view answer) {
   static std::atomic<int64_t> last_info_ms{INT64_MIN / 2};
   const int64_t now_ms = clk.monotonic_ms();
   int64_t last = last_info_ms.load(std::memory_order_relaxed);
   const bool info = now_ms - last >= 1000 && last_info_ms.compare_exchange_strong(last, now_ms);
   if (info) {
-    SLUICE_LOG_INFO("client {} at {} asked for api {} version {}, which this broker does not serve; closing the "
-                    "connection (ApiVersions answers UNSUPPORTED_VERSION)",
-                    client_id.value_or("(none)"), ctx.peer, key, version);
+    SLUICE_LOG_INFO("client {} at {} asked for api {} version {}, which this broker does not serve; {}",
+                    client_id.value_or("(none)"), ctx.peer, key, version, answer);
   } else {
     SLUICE_LOG_DEBUG("client {} at {} asked for api {} version {}, not served", client_id.value_or("(none)"),
                      ctx.peer, key, version);
@@ -80,6 +79,8 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
   auto it = std::find_if(handlers.begin(), handlers.end(), [&](const api_handler& h) { return h.api_key == key; });
   const bool known = it != handlers.end();
   const bool supported = known && hdr->supported && version >= it->min_version && version <= it->max_version;
+  const bool advertised_only =
+      known && hdr->supported && version >= advertised_min_version(*it) && version < it->min_version;
 
   if (auto* st = static_cast<connection_state*>(ctx.state.get()); st && st->client_id.empty() && hdr->header.client_id) {
     st->client_id = *hdr->header.client_id;
@@ -87,7 +88,11 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
 
   if (!supported) {
     if (svc_.requests) svc_.requests->on_unsupported_version(key);
-    log_unsupported(svc_.clk ? *svc_.clk : sluice::clock::system(), ctx, key, version, hdr->header.client_id);
+    log_unsupported(svc_.clk ? *svc_.clk : sluice::clock::system(), ctx, key, version, hdr->header.client_id,
+                    advertised_only ? "answering UNSUPPORTED_VERSION"
+                                    : "closing the connection (ApiVersions answers UNSUPPORTED_VERSION)");
+  }
+  if (!supported && !advertised_only) {
     constexpr int16_t api_versions_key = 18;
     if (key == api_versions_key) {
       // KIP-511: answer in v0 layout, listing the ApiVersions range.

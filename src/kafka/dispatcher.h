@@ -33,6 +33,13 @@ struct api_handler {
 // Every API the broker implements (kafka/handlers/handlers.cc).
 std::span<const api_handler> api_handlers();
 
+// The lowest version ApiVersions advertises for `h`: its min_version, except
+// Produce, which is advertised from v0 although only v3+ is served (see
+// handlers.cc). A request between the two reaches the handler, which
+// answers UNSUPPORTED_VERSION in its response; the dispatcher counts and
+// logs it as unsupported.
+int16_t advertised_min_version(const api_handler& h);
+
 class dispatcher final : public net::request_handler {
  public:
   explicit dispatcher(services& svc) : svc_(svc) {}

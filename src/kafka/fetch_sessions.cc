@@ -2,20 +2,23 @@
 
 namespace sluice::kafka {
 
-void fetch_session::upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes) {
-  auto key = std::make_pair(topic, partition);
-  auto it = index.find(key);
+void fetch_session::upsert(const sluice::topic_id& id, const std::string& topic, int32_t partition,
+                           int64_t fetch_offset, int32_t max_bytes) {
+  key k{id, uses_topic_ids ? std::string() : topic, partition};
+  auto it = index.find(k);
   if (it == index.end()) {
-    partitions.push_back(std::make_shared<session_partition>(session_partition{topic, partition, fetch_offset, max_bytes}));
-    index.emplace(std::move(key), partitions.back().get());
+    partitions.push_back(
+        std::make_shared<session_partition>(session_partition{id, topic, partition, fetch_offset, max_bytes}));
+    index.emplace(std::move(k), partitions.back().get());
     return;
   }
   it->second->fetch_offset = fetch_offset;
   it->second->max_bytes = max_bytes;
+  if (it->second->topic.empty()) it->second->topic = topic;
 }
 
-void fetch_session::forget(const std::string& topic, int32_t partition) {
-  auto it = index.find({topic, partition});
+void fetch_session::forget(const sluice::topic_id& id, const std::string& topic, int32_t partition) {
+  auto it = index.find(key{id, uses_topic_ids ? std::string() : topic, partition});
   if (it == index.end()) return;
   const session_partition* gone = it->second;
   index.erase(it);

@@ -12,6 +12,12 @@
 //   id,           epoch n>0  an incremental fetch in session `id`, whose next
 //                            epoch must be n
 //
+// Topic ids (Fetch v13+, KIP-516): a session opened by a request that names
+// topics by id keys its partitions by id, and remembers the name the id had
+// when the partition joined the session (empty while the id is unknown). A
+// request must name topics the way its session does, or it gets
+// FETCH_SESSION_TOPIC_ID_ERROR.
+//
 // Bounded: at most `max_sessions` sessions (Kafka's
 // max.incremental.fetch.session.cache.slots); the least recently used is
 // evicted for a new one. A client whose session was evicted gets
@@ -27,9 +33,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
+#include "base/types.h"
 #include "protocol/error_code.h"
 
 namespace sluice::kafka {
@@ -47,7 +55,8 @@ struct fetch_cursor {
 };
 
 struct session_partition {
-  std::string topic;
+  sluice::topic_id topic_id{};  // all zero in a session that names topics
+  std::string topic;            // the name; in an id session, as first resolved
   int32_t partition = 0;
   int64_t fetch_offset = 0;
   int32_t max_bytes = 0;
@@ -59,6 +68,7 @@ struct session_partition {
 
 struct fetch_session {
   int32_t id = 0;
+  bool uses_topic_ids = false;  // set at creation
   std::mutex mu;
   int32_t next_epoch = 1;
   // In the order the client first named them; answers list them so, and
@@ -66,12 +76,17 @@ struct fetch_session {
   // in progress keeps its entries even if a misbehaving client changes the
   // session meanwhile; their fields are guarded by `mu`.
   std::vector<std::shared_ptr<session_partition>> partitions;
-  // By topic and partition; the entries of `partitions`.
-  std::map<std::pair<std::string, int32_t>, session_partition*> index;
+  // By topic (id, or name in a session without ids) and partition; the
+  // entries of `partitions`.
+  using key = std::tuple<sluice::topic_id, std::string, int32_t>;
+  std::map<key, session_partition*> index;
 
-  // Adds or updates a partition; removes one.
-  void upsert(const std::string& topic, int32_t partition, int64_t fetch_offset, int32_t max_bytes);
-  void forget(const std::string& topic, int32_t partition);
+  // Adds or updates a partition; removes one. In an id session `topic` is
+  // the name the id resolves to now (empty if unknown); a partition keeps
+  // the first name it had, and an unknown one takes a name once resolved.
+  void upsert(const sluice::topic_id& id, const std::string& topic, int32_t partition, int64_t fetch_offset,
+              int32_t max_bytes);
+  void forget(const sluice::topic_id& id, const std::string& topic, int32_t partition);
 
   std::shared_ptr<fetch_cursor> cursor = std::make_shared<fetch_cursor>();
 };

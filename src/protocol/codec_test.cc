@@ -221,6 +221,81 @@ TEST(CodecTest, ListOffsetsV7RequestByHand) {
   EXPECT_EQ(std::get<list_offsets_request>(*decoded), req);
 }
 
+// Fetch v15 request: the topic by id (v13+), no replica id in the body
+// (v15 moved it into the tagged replica state, tag 1).
+TEST(CodecTest, FetchV15RequestByIdByHand) {
+  fetch_request req;
+  req.replica_state.replica_id = 2;
+  req.replica_state.replica_epoch = 7;
+  req.max_wait_ms = 500;
+  req.min_bytes = 1;
+  req.session_epoch = -1;
+  auto& t = req.topics.emplace_back();
+  for (uint8_t i = 0; i < 16; ++i) t.topic_id[i] = static_cast<uint8_t>(i + 1);
+  auto& p = t.partitions.emplace_back();
+  p.fetch_offset = 5;
+  p.partition_max_bytes = 1 << 20;
+  const bytes body = {0,    0,    0x01, 0xf4,  // max wait 500 ms
+                      0,    0,    0,    1,     // min bytes
+                      0x7f, 0xff, 0xff, 0xff,  // max bytes (default)
+                      0,                       // isolation level
+                      0,    0,    0,    0,     // session id
+                      0xff, 0xff, 0xff, 0xff,  // session epoch -1
+                      2,                       // topics: 1
+                      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,  //   topic id
+                      2,                       //   partitions: 1
+                      0,    0,    0,    0,     //     partition
+                      0xff, 0xff, 0xff, 0xff,  //     current leader epoch -1
+                      0, 0, 0, 0, 0, 0, 0, 5,  //     fetch offset
+                      0xff, 0xff, 0xff, 0xff,  //     last fetched epoch -1
+                      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,  //     log start offset -1
+                      0,    0x10, 0,    0,     //     partition max bytes 1 MiB
+                      0,                       //     partition tags
+                      0,                       //   topic tags
+                      1,                       // forgotten topics: 0
+                      1,                       // rack id: ""
+                      1,                       // tags: 1
+                      1,    13,                //   tag 1 (replica state), 13 bytes
+                      0,    0,    0,    2,     //     replica id
+                      0, 0, 0, 0, 0, 0, 0, 7,  //     replica epoch
+                      0};                      //     struct tags
+  const bytes header = {0, 1, 0, 15, 0, 0, 0, 3, 0, 2, 'a', 'b', 0};
+  const bytes frame =
+      cat({{0, 0, 0, static_cast<uint8_t>(header.size() + body.size())}, header, body});
+  EXPECT_EQ(flat(encode_request(3, 15, req, std::string("ab"))), frame);
+  reader r(std::span<const uint8_t>(frame).subspan(4));
+  ASSERT_TRUE(decode_request_header(r).ok());
+  auto decoded = decode_request_body(1, 15, r);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(std::get<fetch_request>(*decoded), req);
+}
+
+// Metadata v12 request by topic id: the name is a null compact string.
+TEST(CodecTest, MetadataV12RequestByIdByHand) {
+  metadata_request req;
+  auto& t = req.topics.emplace().emplace_back();
+  t.topic_id.fill(0xab);
+  t.name = std::nullopt;
+  req.allow_auto_topic_creation = false;
+  const bytes body = {2,                            // topics: 1
+                      0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab,
+                      0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab,  //   topic id
+                      0,                            //   name: null
+                      0,                            //   topic tags
+                      0,                            // allow auto topic creation
+                      0,                            // include topic authorized operations
+                      0};                           // body tags
+  metadata_request back;
+  reader r{std::span<const uint8_t>(body)};
+  ASSERT_TRUE(back.decode(r, 12).ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(back, req);
+  writer w;
+  req.encode(w, 12);
+  EXPECT_EQ(bytes(w.owned_bytes().begin(), w.owned_bytes().end()), body);
+}
+
 // Metadata v1 response: header v0, one broker (1, "h", 9092, rack null),
 // controller 1, one topic "t" with one partition led by broker 1.
 TEST(CodecTest, MetadataV1ResponseByHand) {

@@ -74,7 +74,9 @@ enum class error_code : int16_t {
   producer_fenced = 90,
   resource_not_found = 91,
   unknown_topic_id = 100,
+  inconsistent_topic_id = 103,
   transactional_id_not_found = 105,
+  fetch_session_topic_id_error = 106,
   mismatched_endpoint_type = 114,
   unsupported_endpoint_type = 115,
 };
@@ -152,7 +154,9 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(producer_fenced, "PRODUCER_FENCED")
     SLUICE_NAME(resource_not_found, "RESOURCE_NOT_FOUND")
     SLUICE_NAME(unknown_topic_id, "UNKNOWN_TOPIC_ID")
+    SLUICE_NAME(inconsistent_topic_id, "INCONSISTENT_TOPIC_ID")
     SLUICE_NAME(transactional_id_not_found, "TRANSACTIONAL_ID_NOT_FOUND")
+    SLUICE_NAME(fetch_session_topic_id_error, "FETCH_SESSION_TOPIC_ID_ERROR")
     SLUICE_NAME(mismatched_endpoint_type, "MISMATCHED_ENDPOINT_TYPE")
     SLUICE_NAME(unsupported_endpoint_type, "UNSUPPORTED_ENDPOINT_TYPE")
 #undef SLUICE_NAME

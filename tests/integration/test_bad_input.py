@@ -198,7 +198,36 @@ def test_unsupported_api_versions_version_gets_v0_answer(running):
     assert api_versions_v0(running.port)[API_API_VERSIONS] == rows[API_API_VERSIONS]
 
 
-@pytest.mark.parametrize("api_key,version", [(API_METADATA, 99), (API_PRODUCE, 2), (API_PRODUCE, 100),
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_advertised_old_produce_versions_answer_unsupported_version_per_partition(running, version):
+    """Produce v0-v2 are advertised (librdkafka detects its codecs by v0;
+    Kafka 4.0 does the same) but never served: every partition answers
+    UNSUPPORTED_VERSION, as Kafka 4.0 does, nothing is written, and the
+    connection stays open for the client's next request."""
+    s = connect(running.port)
+    records = b"\x00" * 40  # a v0 message set would go here; never read
+    body = (struct.pack(">hi", 1, 5000) + struct.pack(">i", 1) + kstr("old-formats") +
+            struct.pack(">i", 2) + struct.pack(">ii", 0, len(records)) + records +
+            struct.pack(">ii", 1, len(records)) + records)
+    s.sendall(request(API_PRODUCE, version, 7, body))
+    r = Reader(recv_response(s))
+    assert r.take('>i') == 7
+    assert r.take('>i') == 1
+    assert r.string() == "old-formats"
+    assert r.take('>i') == 2
+    for p in (0, 1):
+        assert r.take('>i') == p
+        assert r.take('>h') == UNSUPPORTED_VERSION
+        assert r.take('>q') == -1  # base offset
+        if version >= 2:
+            r.take('>q')  # log append time
+    # The same connection still answers.
+    s.sendall(request(API_API_VERSIONS, 0, 8))
+    assert Reader(recv_response(s)).take('>i') == 8
+    s.close()
+
+
+@pytest.mark.parametrize("api_key,version", [(API_METADATA, 99), (API_PRODUCE, 100),
                                              (API_CREATE_TOPICS, 50), (1, 3), (1, 30000)])
 def test_other_unsupported_versions_close_the_connection(running, api_key, version):
     s = connect(running.port)

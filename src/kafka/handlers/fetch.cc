@@ -1,6 +1,13 @@
 // Fetch: read each partition from its log as file regions (sent with
 // sendfile), long-poll up to max_wait_ms until min_bytes are available, and
 // keep incremental fetch sessions (kafka/fetch_sessions.h).
+//
+// From v13 topics are named by id (KIP-516). An id that names no topic is
+// UNKNOWN_TOPIC_ID; an id whose name now belongs to a newer topic (a
+// session that remembers the name from before the topic was deleted and
+// created again) is INCONSISTENT_TOPIC_ID. Either way the client refreshes
+// its metadata and fetches by the new id: nothing of the new topic is ever
+// answered under the old id.
 
 #include <algorithm>
 #include <atomic>
@@ -22,13 +29,44 @@ using topic_response = protocol::fetch_response::fetchable_topic_response;
 using partition_data = topic_response::partition_data;
 
 struct fetch_target {
-  std::string topic;
+  sluice::topic_id topic_id{};  // all zero before v13
+  std::string topic;            // empty: an id that names no topic
   int32_t partition;
   int64_t fetch_offset;
   int32_t max_bytes;
   std::shared_ptr<cluster::partition> part;  // null: unknown partition
   std::shared_ptr<session_partition> in_session;  // for incremental answers
+  error_code id_error = error_code::none;  // why a topic named by id has no `part`
 };
+
+// The target for a partition named by `name` (before v13) or by `id` (v13+;
+// `name` is then the name a session remembers for the id, or empty).
+fetch_target make_target(const cluster::partition_manager& pm, bool by_id, const sluice::topic_id& id,
+                         std::string name, int32_t partition, int64_t fetch_offset, int32_t max_bytes,
+                         std::shared_ptr<session_partition> in_session) {
+  fetch_target t{id, std::move(name), partition, fetch_offset, max_bytes, nullptr, std::move(in_session)};
+  if (!by_id) {
+    t.part = pm.get(t.topic, partition);
+    return t;
+  }
+  if (t.topic.empty()) {
+    auto known = pm.topic_by_id(id);
+    if (!known) {
+      t.id_error = error_code::unknown_topic_id;
+      return t;
+    }
+    t.topic = known->name;
+  }
+  t.part = pm.get(t.topic, partition);
+  if (t.part && t.part->topic_id() != id) {
+    // The name belongs to a newer topic than the id the client knows.
+    t.part = nullptr;
+    t.id_error = error_code::inconsistent_topic_id;
+  } else if (!t.part && !pm.topic_by_id(id)) {
+    t.id_error = error_code::unknown_topic_id;
+  }
+  return t;
+}
 
 // One fetch in progress. Attempts run on the I/O thread first and then on
 // the delayed-ops thread; `done` makes sure exactly one answers.
@@ -96,9 +134,13 @@ bool fetch_op::attempt(bool final) {
     auto& rd = reads[i];
     if (!t.part || t.part->closed()) {
       // Unknown, being created, or deleted while this fetch waited.
-      rd.error =
-          to_wire(t.part ? error_code::unknown_topic_or_partition
-                         : req.svc->partitions->missing_partition_error(t.topic, t.partition));
+      error_code e = t.id_error;
+      if (e == error_code::none && t.topic_id != sluice::topic_id{} && t.part) e = error_code::unknown_topic_id;
+      if (e == error_code::none) {
+        e = t.part ? error_code::unknown_topic_or_partition
+                   : req.svc->partitions->missing_partition_error(t.topic, t.partition);
+      }
+      rd.error = to_wire(e);
       any_error = true;
       continue;
     }
@@ -155,9 +197,11 @@ bool fetch_op::attempt(bool final) {
     }
     if (t.in_session)
       told_session.push_back({t.in_session.get(), pd.high_watermark, pd.log_start_offset});
-    auto* tr = resp.responses.empty() || resp.responses.back().topic != t.topic ? &resp.responses.emplace_back()
-                                                                                  : &resp.responses.back();
+    const bool same_topic = !resp.responses.empty() && resp.responses.back().topic_id == t.topic_id &&
+                            resp.responses.back().topic == t.topic;
+    auto* tr = same_topic ? &resp.responses.back() : &resp.responses.emplace_back();
     tr->topic = t.topic;
+    tr->topic_id = t.topic_id;
     tr->partitions.push_back(std::move(pd));
   }
   const bool enough = total >= static_cast<uint64_t>(std::max(body.min_bytes, 0)) || any_error ||
@@ -230,7 +274,13 @@ void handle_fetch(request req) {
   auto op = std::make_shared<fetch_op>();
   op->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(body->max_wait_ms, 0));
 
-  // Sessions exist from v7.
+  // Sessions exist from v7; topic ids from v13.
+  const bool by_id = req.version() >= 13;
+  const auto& pm = *svc.partitions;
+  auto resolve_name = [&](const sluice::topic_id& id) {
+    auto t = pm.topic_by_id(id);
+    return t ? t->name : std::string();
+  };
   const int32_t sid = req.version() >= 7 ? body->session_id : 0;
   const int32_t epoch = req.version() >= 7 ? body->session_epoch : -1;
   auto top_error = [&](error_code e) {
@@ -242,7 +292,10 @@ void handle_fetch(request req) {
     if (sid != 0) svc.fetch_sessions->remove(sid);
     if (epoch == 0) {
       op->session = svc.fetch_sessions->create();
-      if (op->session) op->response_session_id = op->session->id;
+      if (op->session) {
+        op->session->uses_topic_ids = by_id;
+        op->response_session_id = op->session->id;
+      }
     }
   } else {
     op->session = svc.fetch_sessions->find(sid);
@@ -257,21 +310,25 @@ void handle_fetch(request req) {
     std::lock_guard g(op->session->mu);
     if (op->incremental) {
       if (op->session->next_epoch != epoch) return top_error(error_code::invalid_fetch_session_epoch);
+      if (op->session->uses_topic_ids != by_id) return top_error(error_code::fetch_session_topic_id_error);
       for (const auto& ft : body->forgotten_topics_data)
-        for (int32_t p : ft.partitions) op->session->forget(ft.topic, p);
+        for (int32_t p : ft.partitions) op->session->forget(ft.topic_id, ft.topic, p);
     }
-    for (const auto& t : body->topics)
-      for (const auto& p : t.partitions) op->session->upsert(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes);
+    for (const auto& t : body->topics) {
+      const std::string name = by_id ? resolve_name(t.topic_id) : t.topic;
+      for (const auto& p : t.partitions)
+        op->session->upsert(t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes);
+    }
     op->session->next_epoch = op->incremental ? (epoch == INT32_MAX ? 1 : epoch + 1) : 1;
     for (auto& sp : op->session->partitions) {
-      op->targets.push_back({sp->topic, sp->partition, sp->fetch_offset, sp->max_bytes,
-                             svc.partitions->get(sp->topic, sp->partition), sp});
+      op->targets.push_back(
+          make_target(pm, by_id, sp->topic_id, sp->topic, sp->partition, sp->fetch_offset, sp->max_bytes, sp));
     }
   } else {
     for (const auto& t : body->topics)
       for (const auto& p : t.partitions)
-        op->targets.push_back({t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                               svc.partitions->get(t.topic, p.partition), nullptr});
+        op->targets.push_back(make_target(pm, by_id, t.topic_id, by_id ? std::string() : t.topic, p.partition,
+                                          p.fetch_offset, p.partition_max_bytes, nullptr));
   }
   // The scan for records starts after the partition that ended the last
   // answer (the session's, or without one the connection's), so partitions

@@ -16,6 +16,7 @@ using topic_response = protocol::metadata_response::response_topic;
 void describe_topic(const services& svc, const cluster::topic_info& t, topic_response& out) {
   out.error_code = to_wire(error_code::none);
   out.name = t.name;
+  out.topic_id = t.id;
   out.is_internal = !t.name.empty() && t.name.rfind("__", 0) == 0;
   for (int32_t p = 0; p < t.partitions; ++p) {
     auto& part = out.partitions.emplace_back();
@@ -60,9 +61,35 @@ void handle_metadata(request req) {
   }
   // allow_auto_topic_creation exists from v4; older clients always allow it.
   const bool may_create = cfg->auto_create_topics_enable && body->allow_auto_topic_creation;
+  constexpr protocol::uuid no_id{};
   for (const auto& rt : *body->topics) {
     auto& out = resp.topics.emplace_back();
-    const std::string name = rt.name.value_or("");
+    // Topic ids in a request are served from v12 (KIP-516); v10-11 define
+    // the field but a client must leave it zero and name the topic, as
+    // Kafka's broker insists.
+    if (req.version() < 12 && (rt.topic_id != no_id || !rt.name)) {
+      out.name = rt.name;
+      out.topic_id = rt.topic_id;
+      out.error_code = to_wire(error_code::invalid_request);
+      continue;
+    }
+    if (rt.topic_id != no_id) {
+      // By id: never creates a topic. A deleted topic's id is unknown even
+      // when a topic of the same name exists again.
+      if (auto t = pm.topic_by_id(rt.topic_id)) {
+        describe_topic(svc, *t, out);
+      } else {
+        out.name = std::nullopt;
+        out.topic_id = rt.topic_id;
+        out.error_code = to_wire(error_code::unknown_topic_id);
+      }
+      continue;
+    }
+    if (!rt.name) {
+      out.error_code = to_wire(error_code::invalid_request);
+      continue;
+    }
+    const std::string name = *rt.name;
     out.name = name;
     auto t = pm.topic(name);
     if (!t && may_create) {

@@ -69,6 +69,12 @@ void handle_produce(request req) {
         pr.error_message = std::move(msg);
         any_error = true;
       };
+      if (req.version() < 3) {
+        // Advertised, never served (advertised_min_version, handlers.cc).
+        set_error(error_code::unsupported_version,
+                  "Produce v0-v2 (message formats 0 and 1) are not served; use v3 or later");
+        continue;
+      }
       if (acks != 0 && acks != 1 && acks != -1) {
         set_error(error_code::invalid_required_acks, "acks must be -1, 0 or 1");
         continue;
