@@ -892,6 +892,16 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
   const auto deadline = clk::now() + std::chrono::minutes(5);
   int32_t led = 0;
   while (clk::now() < deadline) {
+    // DescribeTopicPartitions tells a partition without a leader by its
+    // leader -1 alone, as Kafka does; Metadata by LEADER_NOT_AVAILABLE.
+    protocol::describe_topic_partitions_request dreq;
+    dreq.topics.emplace_back().name = "big";
+    auto dtp = other.call<protocol::describe_topic_partitions_response>(dreq, 0);
+    ASSERT_EQ(dtp.topics.size(), 1u);
+    for (const auto& p : dtp.topics[0].partitions) {
+      EXPECT_EQ(p.error_code, 0) << p.partition_index;
+      EXPECT_TRUE(p.leader_id == 0 || p.leader_id == -1) << p.leader_id;
+    }
     auto md = metadata(other, "big");
     ASSERT_EQ(md.topics.size(), 1u);
     ASSERT_EQ(md.topics[0].error_code, 0);
@@ -926,6 +936,223 @@ TEST_F(BrokerTest, ClientsCannotWriteOrDeleteInternalTopics) {
   d.timeout_ms = 10000;
   auto dr = c.call<protocol::delete_topics_response>(d, 1);
   EXPECT_EQ(dr.responses[0].error_code, 17);
+}
+
+// Issue 17: topic ids in CreateTopics v7, DeleteTopics v6 and
+// DescribeTopicPartitions.
+protocol::uuid topic_id_of(client& c, const std::string& topic) {
+  protocol::describe_topic_partitions_request req;
+  req.topics.emplace_back().name = topic;
+  auto resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  EXPECT_EQ(resp.topics.size(), 1u);
+  if (resp.topics.size() != 1) return {};
+  EXPECT_EQ(resp.topics[0].error_code, 0);
+  return resp.topics[0].topic_id;
+}
+
+protocol::delete_topics_response delete_by(client& c, std::vector<std::pair<std::optional<std::string>, protocol::uuid>> entries) {
+  protocol::delete_topics_request req;
+  req.timeout_ms = 10000;
+  for (auto& [name, id] : entries) {
+    auto& e = req.topics.emplace_back();
+    e.name = name;
+    e.topic_id = id;
+  }
+  return c.call<protocol::delete_topics_response>(req, 6);
+}
+
+TEST_F(BrokerTest, CreateTopicsV7AnswersTheTopicId) {
+  client c(b_->port());
+  protocol::create_topics_request req;
+  auto& t = req.topics.emplace_back();
+  t.name = "ids";
+  t.num_partitions = 2;
+  t.replication_factor = 1;
+  auto resp = c.call<protocol::create_topics_response>(req, 7);
+  ASSERT_EQ(resp.topics.size(), 1u);
+  ASSERT_EQ(resp.topics[0].error_code, 0);
+  const protocol::uuid id = resp.topics[0].topic_id;
+  EXPECT_NE(id, protocol::uuid{});
+  EXPECT_EQ(resp.topics[0].num_partitions, 2);
+  // The id the topic table keeps: DescribeTopicPartitions tells it, and
+  // DeleteTopics v6 finds the topic by it.
+  EXPECT_EQ(topic_id_of(c, "ids"), id);
+
+  // validate_only makes no topic, hence no id.
+  req.validate_only = true;
+  req.topics[0].name = "only_checked";
+  auto checked = c.call<protocol::create_topics_response>(req, 7);
+  ASSERT_EQ(checked.topics.size(), 1u);
+  EXPECT_EQ(checked.topics[0].error_code, 0);
+  EXPECT_EQ(checked.topics[0].topic_id, protocol::uuid{});
+
+  auto del = delete_by(c, {{std::nullopt, id}});
+  ASSERT_EQ(del.responses.size(), 1u);
+  EXPECT_EQ(del.responses[0].error_code, 0);
+  EXPECT_EQ(del.responses[0].name, "ids");  // found by id, answered with its name
+  EXPECT_EQ(del.responses[0].topic_id, id);
+  protocol::metadata_request m;
+  m.topics.emplace().emplace_back().name = "ids";
+  m.allow_auto_topic_creation = false;
+  auto md = c.call<protocol::metadata_response>(m, 9);
+  ASSERT_EQ(md.topics.size(), 1u);
+  EXPECT_EQ(md.topics[0].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+}
+
+TEST_F(BrokerTest, DeleteTopicsV6ByNameOrById) {
+  client c(b_->port());
+  create(c, "a", 1);
+  create(c, "b", 1);
+  create(c, "c", 1);
+  const protocol::uuid a = topic_id_of(c, "a");
+  const protocol::uuid b = topic_id_of(c, "b");
+  protocol::uuid unknown{};
+  unknown[15] = 1;
+  auto resp = delete_by(c, {{std::nullopt, a},
+                            {"b", {}},
+                            {std::nullopt, unknown},
+                            {"nope", {}},
+                            {"c", a},             // both: refused
+                            {std::nullopt, {}},   // neither: refused
+                            {"c", {}},            // named twice: refused once
+                            {"c", {}}});
+  ASSERT_EQ(resp.responses.size(), 7u);
+  EXPECT_EQ(resp.responses[0].error_code, 0);
+  EXPECT_EQ(resp.responses[0].name, "a");
+  EXPECT_EQ(resp.responses[1].error_code, 0);
+  EXPECT_EQ(resp.responses[1].topic_id, b);  // found by name, answered with its id
+  EXPECT_EQ(resp.responses[2].error_code, 100);  // UNKNOWN_TOPIC_ID
+  EXPECT_EQ(resp.responses[2].name, std::nullopt);
+  EXPECT_EQ(resp.responses[2].topic_id, unknown);
+  EXPECT_EQ(resp.responses[3].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  EXPECT_EQ(resp.responses[4].error_code, 42);  // INVALID_REQUEST
+  EXPECT_EQ(resp.responses[5].error_code, 42);
+  EXPECT_EQ(resp.responses[6].error_code, 42);
+  EXPECT_EQ(resp.responses[6].name, "c");
+  EXPECT_NE(topic_id_of(c, "c"), protocol::uuid{});  // not deleted
+
+  // One topic named by its name and by its id: both entries refused.
+  const protocol::uuid cid = topic_id_of(c, "c");
+  auto pair = delete_by(c, {{std::nullopt, cid}, {"c", {}}});
+  ASSERT_EQ(pair.responses.size(), 2u);
+  EXPECT_EQ(pair.responses[0].error_code, 42);
+  EXPECT_EQ(pair.responses[1].error_code, 42);
+  EXPECT_EQ(pair.responses[1].topic_id, cid);
+  EXPECT_EQ(topic_id_of(c, "c"), cid);
+
+  // A topic created again under a name has a new id; the old id finds
+  // nothing, and deleting by it leaves the new topic alone.
+  create(c, "a", 1);
+  const protocol::uuid a2 = topic_id_of(c, "a");
+  EXPECT_NE(a2, a);
+  auto old = delete_by(c, {{std::nullopt, a}});
+  ASSERT_EQ(old.responses.size(), 1u);
+  EXPECT_EQ(old.responses[0].error_code, 100);
+  EXPECT_EQ(topic_id_of(c, "a"), a2);
+  auto now = delete_by(c, {{std::nullopt, a2}});
+  EXPECT_EQ(now.responses[0].error_code, 0);
+  EXPECT_EQ(now.responses[0].name, "a");
+}
+
+TEST_F(BrokerTest, ClientsCannotDeleteInternalTopicsById) {
+  client c(b_->port());
+  // The group coordinator makes its topic when the broker starts.
+  protocol::describe_topic_partitions_request req;
+  req.topics.emplace_back().name = "__consumer_offsets";
+  auto d = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(d.topics.size(), 1u);
+  ASSERT_EQ(d.topics[0].error_code, 0);
+  EXPECT_TRUE(d.topics[0].is_internal);
+  auto resp = delete_by(c, {{std::nullopt, d.topics[0].topic_id}});
+  EXPECT_EQ(resp.responses[0].error_code, 17);  // INVALID_TOPIC_EXCEPTION
+  EXPECT_EQ(resp.responses[0].name, "__consumer_offsets");
+}
+
+// DescribeTopicPartitions with a limit of 3 partitions a page: following
+// next_cursor visits every partition once, topics in name order, and the
+// last page has no cursor.
+TEST_F(BrokerTest, DescribeTopicPartitionsPagesWithItsCursor) {
+  client c(b_->port());
+  create(c, "p1", 4);
+  create(c, "p2", 1);
+  create(c, "p3", 5);
+  protocol::describe_topic_partitions_request req;
+  for (const char* n : {"p3", "p1", "p2"}) req.topics.emplace_back().name = n;
+  req.response_partition_limit = 3;
+  std::vector<std::pair<std::string, int32_t>> seen;
+  int pages = 0;
+  for (; pages < 20; ++pages) {
+    auto resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+    size_t n = 0;
+    for (const auto& t : resp.topics) {
+      EXPECT_EQ(t.error_code, 0);
+      EXPECT_NE(t.topic_id, protocol::uuid{});
+      EXPECT_FALSE(t.is_internal);
+      for (const auto& p : t.partitions) {
+        ++n;
+        seen.emplace_back(t.name.value_or(""), p.partition_index);
+        EXPECT_EQ(p.error_code, 0);
+        EXPECT_EQ(p.leader_id, 0);
+        EXPECT_EQ(p.leader_epoch, 0);
+        EXPECT_EQ(p.replica_nodes, std::vector<int32_t>{0});
+        EXPECT_EQ(p.isr_nodes, std::vector<int32_t>{0});
+        EXPECT_EQ(p.eligible_leader_replicas, std::vector<int32_t>{});  // empty, not null, as Kafka
+        EXPECT_EQ(p.last_known_elr, std::vector<int32_t>{});
+      }
+    }
+    EXPECT_LE(n, 3u);
+    if (!resp.next_cursor) break;
+    req.cursor.emplace();
+    req.cursor->topic_name = resp.next_cursor->topic_name;
+    req.cursor->partition_index = resp.next_cursor->partition_index;
+  }
+  EXPECT_EQ(pages, 3);  // 10 partitions, 3 a page: the last page has 1
+  std::vector<std::pair<std::string, int32_t>> expect;
+  for (int p = 0; p < 4; ++p) expect.emplace_back("p1", p);
+  expect.emplace_back("p2", 0);
+  for (int p = 0; p < 5; ++p) expect.emplace_back("p3", p);
+  EXPECT_EQ(seen, expect);
+}
+
+TEST_F(BrokerTest, DescribeTopicPartitionsErrors) {
+  client c(b_->port());
+  create(c, "e", 2);
+  protocol::describe_topic_partitions_request req;
+  for (const char* n : {"e", "missing", "bad name"}) req.topics.emplace_back().name = n;
+  auto resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(resp.topics.size(), 3u);  // sorted: "bad name", "e", "missing"
+  EXPECT_EQ(resp.topics[0].error_code, 17);  // INVALID_TOPIC_EXCEPTION
+  EXPECT_EQ(resp.topics[1].error_code, 0);
+  EXPECT_EQ(resp.topics[1].partitions.size(), 2u);
+  EXPECT_EQ(resp.topics[2].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  EXPECT_EQ(resp.topics[2].topic_id, protocol::uuid{});
+  EXPECT_FALSE(resp.next_cursor.has_value());
+
+  // A cursor on a topic the list does not name, or at a negative
+  // partition, refuses the whole request.
+  req.cursor.emplace().topic_name = "other";
+  resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(resp.topics.size(), 3u);
+  for (const auto& t : resp.topics) {
+    EXPECT_EQ(t.error_code, 42);
+    EXPECT_TRUE(t.partitions.empty());
+  }
+  req.cursor->topic_name = "e";
+  req.cursor->partition_index = -1;
+  resp = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(resp.topics.size(), 3u);
+  EXPECT_EQ(resp.topics[1].error_code, 42);
+
+  // An empty list is every topic; the cursor skips the topics before it
+  // and starts its own at its partition.
+  protocol::describe_topic_partitions_request all;
+  all.cursor.emplace().topic_name = "e";
+  all.cursor->partition_index = 1;
+  resp = c.call<protocol::describe_topic_partitions_response>(all, 0);
+  ASSERT_GE(resp.topics.size(), 1u);
+  EXPECT_EQ(resp.topics[0].name, "e");
+  ASSERT_EQ(resp.topics[0].partitions.size(), 1u);
+  EXPECT_EQ(resp.topics[0].partitions[0].partition_index, 1);
 }
 
 TEST_F(BrokerTest, DeleteRecordsMovesLogStart) {

@@ -68,11 +68,12 @@ std::string render_metrics(const metrics_sources& src) {
         // Segments first: retention moves the log start before it drops
         // segments, so a log start read after them is never older than the
         // segment list (one segment left means retention is done).
-        r.segments = part->log().segments();
+        r.segments = part->segments();
         r.log_start = part->log_start_offset().value();
         r.log_end = part->log_end_offset().value();
         r.high_watermark = part->high_watermark().value();
         for (const auto& s : r.segments) r.size_bytes += s.size_bytes;
+        r.health = part->health();
         r.part = std::move(part);
         rows.push_back(std::move(r));
       }
@@ -93,21 +94,21 @@ std::string render_metrics(const metrics_sources& src) {
            "1 while the partition's last write was refused for lack of disk space (writes resume by "
            "themselves when space returns), per partition.");
     for (const auto& r : rows)
-      sample(out, "sluice_log_out_of_space", r.labels, r.part->log().out_of_space() ? 1.0 : 0.0);
+      sample(out, "sluice_log_out_of_space", r.labels, r.health.out_of_space ? 1.0 : 0.0);
     header(out, "sluice_log_out_of_space_errors_total", "counter",
            "Writes refused for lack of disk space, per partition.");
     for (const auto& r : rows)
       sample(out, "sluice_log_out_of_space_errors_total", r.labels,
-             static_cast<double>(r.part->log().out_of_space_errors()));
+             static_cast<double>(r.health.out_of_space_errors));
     header(out, "sluice_log_offline", "gauge",
            "1 when the partition was taken offline for writes by an I/O error other than a full disk "
            "(until a restart recovers it), per partition.");
     for (const auto& r : rows)
-      sample(out, "sluice_log_offline", r.labels, r.part->log().offline() ? 1.0 : 0.0);
+      sample(out, "sluice_log_offline", r.labels, r.health.offline ? 1.0 : 0.0);
     // Damaged batches (docs/log_format.md, "Damaged batches"), found by
     // recovery or the scrubber since the broker started.
     std::vector<storage::damage_stats> damage;
-    for (const auto& r : rows) damage.push_back(r.part->log().damage());
+    for (const auto& r : rows) damage.push_back(r.health.damage);
     header(out, "sluice_log_damaged_ranges_total", "counter",
            "Damaged ranges (one or more batches failing their CRC or header check) found, per partition.");
     for (size_t i = 0; i < rows.size(); ++i)

@@ -8,7 +8,6 @@
 #include "base/limits.h"
 #include "cluster/headroom.h"
 #include "metrics/metrics.h"
-#include "storage/record_batch.h"
 
 namespace sluice::broker {
 
@@ -22,26 +21,6 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 
 cluster::retention_policy policy_of(const config::topic_config& c) {
   return {c.cleanup_delete, c.retention_ms, c.retention_bytes};
-}
-
-// The timestamp the lag in seconds is measured from: of the batch holding
-// `o`, read through the offset index and one pread of its header (never
-// the records). The batch's first timestamp (for LogAppendTime, the broker's
-// time, which is the max timestamp): exact when `o` starts a batch,
-// otherwise older by at most the batch's time span (the producer's linger).
-// nullopt when there is no batch at `o` below `hw` or it has no timestamp.
-std::optional<int64_t> batch_timestamp_at(storage::log& log, offset o, offset hw) {
-  auto region = log.read(o, 1, hw);
-  if (!region.ok() || region->len < storage::batch::header_bytes || !region->file)
-    return std::nullopt;
-  std::byte buf[storage::batch::header_bytes];
-  auto n = region->file->pread(buf, sizeof buf, region->pos);
-  if (!n.ok() || *n != sizeof buf) return std::nullopt;
-  const auto h = storage::batch::parse(buf);
-  const bool log_append_time = (h.attributes & 0x08) != 0;
-  const int64_t ts = log_append_time ? h.max_timestamp : h.base_timestamp;
-  if (ts < 0) return std::nullopt;
-  return ts;
 }
 
 }  // namespace
@@ -257,7 +236,7 @@ void retention_watch::render(std::string& out, const std::vector<partition_row>&
   for (auto& l : lines) {
     const int64_t at = std::max(l.committed, l.log_start);
     if (!l.ts_ms && at < l.hw)
-      l.ts_ms = batch_timestamp_at(l.row->part->log(), offset(at), offset(l.hw));
+      l.ts_ms = l.row->part->batch_time_at(offset(at));  // lag in seconds runs from it
   }
   std::vector<int64_t> lost(lines.size());
   {

@@ -43,7 +43,6 @@
 #include "base/clock.h"
 #include "cluster/partition_manager.h"
 #include "group/coordinator.h"
-#include "storage/log.h"
 
 namespace sluice::broker {
 
@@ -62,6 +61,7 @@ class retention_watch {
     int64_t high_watermark = 0;
     std::vector<storage::segment_info> segments;
     uint64_t size_bytes = 0;
+    cluster::partition::storage_health health;
   };
 
   // `coord` may be null (no group figures). Call set_offset_observer on the

@@ -109,7 +109,7 @@ class RetentionWatchTest : public ::testing::Test {
     r.log_start = part_->log_start_offset().value();
     r.log_end = part_->log_end_offset().value();
     r.high_watermark = part_->high_watermark().value();
-    r.segments = part_->log().segments();
+    r.segments = part_->segments();
     for (const auto& s : r.segments) r.size_bytes += s.size_bytes;
     std::string text;
     watch_->render(text, rows);
@@ -164,9 +164,9 @@ TEST_F(RetentionWatchTest, LagHeadroomAndAlert) {
 TEST_F(RetentionWatchTest, LossesAreCountedOnceAcrossScrapesAndCommits) {
   for (int i = 0; i < 10; ++i) append(1000);
   commit("slow", 12);
-  auto segs = part_->log().segments();
+  auto segs = part_->segments();
   ASSERT_GE(segs.size(), 6u);
-  ASSERT_TRUE(part_->log().advance_log_start(segs[3].base).ok());
+  ASSERT_TRUE(part_->delete_records_before(segs[3].base).ok());
   const int64_t first = segs[3].base.value();
   ASSERT_GT(first, 12);
   EXPECT_EQ(scrape()[g("sluice_group_lost_messages_total", "slow")], std::to_string(first - 12));
@@ -175,7 +175,7 @@ TEST_F(RetentionWatchTest, LossesAreCountedOnceAcrossScrapesAndCommits) {
   EXPECT_EQ(scrape()[g("sluice_group_retention_headroom_alert", "slow")], "1");
   // Retention moves again and the group resets itself before any scrape:
   // the commit's observer counts the new loss.
-  ASSERT_TRUE(part_->log().advance_log_start(segs[5].base).ok());
+  ASSERT_TRUE(part_->delete_records_before(segs[5].base).ok());
   const int64_t second = segs[5].base.value();
   commit("slow", second);
   EXPECT_EQ(watch_->lost("slow", "t", 0), second - 12);

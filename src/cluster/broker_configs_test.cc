@@ -161,10 +161,10 @@ TEST_F(BrokerConfigsTest, FlushSettingsReachTheLog) {
   std::vector<config::config_entry> own = {{"flush.messages", "3"}, {"flush.ms", "250"}};
   ASSERT_FALSE(m.create_topic("flushy", 1, 1, own, false).has_value());
   ASSERT_FALSE(m.create_topic("plain", 1, 1, {}, false).has_value());
-  EXPECT_EQ(m.get("flushy", 0)->log().config().flush_messages, 3);
-  EXPECT_EQ(m.get("flushy", 0)->log().config().flush_ms, 250);
-  EXPECT_EQ(m.get("plain", 0)->log().config().flush_messages, INT64_MAX);
-  EXPECT_EQ(m.get("plain", 0)->log().config().flush_ms, INT64_MAX);
+  EXPECT_EQ(partition_test_access::log(*m.get("flushy", 0)).config().flush_messages, 3);
+  EXPECT_EQ(partition_test_access::log(*m.get("flushy", 0)).config().flush_ms, 250);
+  EXPECT_EQ(partition_test_access::log(*m.get("plain", 0)).config().flush_messages, INT64_MAX);
+  EXPECT_EQ(partition_test_access::log(*m.get("plain", 0)).config().flush_ms, INT64_MAX);
 }
 
 // partition_manager applies a change to every partition without its own

@@ -30,12 +30,90 @@ partition::partition(storage::topic_partition tp, std::shared_ptr<storage::log> 
     : tp_(std::move(tp)), log_(std::move(log)), fs_(fs), snapshot_path_(std::move(snapshot_path)),
       cfg_(std::move(cfg)) {}
 
+offset partition::high_watermark() const {
+  const offset own = log_->log_end_offset();
+  // The only in-sync replica: every offset it has is committed. (No lock on
+  // the read path of a single broker.)
+  if (sole_in_sync_.load(std::memory_order_acquire)) return own;
+  std::lock_guard g(state_mu_);
+  offset hw = own;
+  for (const auto& m : state_.isr)
+    if (m.node_id != node_id_) hw = std::min(hw, m.log_end);
+  // Never backwards: a replica (re)joining the ISR below it cannot lower it.
+  state_.high_watermark = std::max(hw, state_.high_watermark);
+  return state_.high_watermark;
+}
+
+leader_epoch partition::epoch() const {
+  std::lock_guard g(state_mu_);
+  return state_.epoch;
+}
+
+replica_state partition::replicas() const {
+  replica_state s;
+  {
+    std::lock_guard g(state_mu_);
+    s = state_;
+  }
+  for (auto& m : s.isr)
+    if (m.node_id == node_id_) m.log_end = log_->log_end_offset();
+  s.high_watermark = high_watermark();
+  return s;
+}
+
+result<storage::file_region> partition::read(offset o, size_t max_bytes, std::optional<offset> upper) {
+  return log_->read(o, max_bytes, upper);
+}
+
+result<std::vector<std::byte>> partition::read_bytes(offset o, size_t max_bytes, std::optional<offset> upper) {
+  return log_->read_bytes(o, max_bytes, upper);
+}
+
+result<std::optional<storage::timestamp_lookup>> partition::offset_for_timestamp(int64_t ts_ms) {
+  return log_->offset_for_timestamp(ts_ms);
+}
+
+result<std::optional<storage::timestamp_lookup>> partition::offset_of_max_timestamp() {
+  return log_->offset_of_max_timestamp();
+}
+
+std::optional<int64_t> partition::batch_time_at(offset o) {
+  auto region = log_->read(o, 1, high_watermark());
+  if (!region.ok() || region->len < storage::batch::header_bytes || !region->file) return std::nullopt;
+  std::byte buf[storage::batch::header_bytes];
+  auto n = region->file->pread(buf, sizeof buf, region->pos);
+  if (!n.ok() || *n != sizeof buf) return std::nullopt;
+  const auto h = storage::batch::parse(buf);
+  const bool log_append_time = (h.attributes & protocol::records::attr::log_append_time) != 0;
+  const int64_t ts = log_append_time ? h.max_timestamp : h.base_timestamp;
+  if (ts < 0) return std::nullopt;
+  return ts;
+}
+
+status partition::delete_records_before(offset o) {
+  if (o > high_watermark()) return status(errc::offset_out_of_range, "above the high watermark");
+  return log_->advance_log_start(o);
+}
+
+std::vector<storage::segment_info> partition::segments() const { return log_->segments(); }
+
+partition::storage_health partition::health() const {
+  return {log_->offline(), log_->out_of_space(), log_->out_of_space_errors(), log_->damage()};
+}
+
 result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, std::shared_ptr<storage::log> log,
                                                    config::topic_config cfg, io::filesystem& fs,
-                                                   std::string snapshot_path, sluice::topic_id topic) {
+                                                   std::string snapshot_path, sluice::topic_id topic,
+                                                   int32_t node_id) {
   std::shared_ptr<partition> p(new partition(std::move(tp), std::move(log), std::move(cfg), fs,
                                              std::move(snapshot_path)));
   p->topic_id_ = topic;
+  p->node_id_ = node_id;
+  p->state_.role = replica_role::leader;
+  p->state_.leader_id = node_id;
+  p->state_.epoch = leader_epoch(0);
+  p->state_.replicas = {node_id};
+  p->state_.isr = {isr_member{node_id, offset(0)}};
   SLUICE_TRY(p->load_producers());
   return p;
 }

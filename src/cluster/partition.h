@@ -5,10 +5,19 @@
 // effective config (max.message.bytes, message.timestamp.type, fsync), the
 // high watermark, and the listeners that long-polling fetches wait on.
 //
-// Single node: this broker leads every partition at leader epoch 0, and the
-// high watermark is the log end offset (every in-sync replica, i.e. this
-// one, has every appended offset). Durability for acks=all is separate: see
+// Replica state: the partition knows its role (leader or follower), leader
+// epoch, replicas and in-sync replicas with their log end offsets, and
+// derives the high watermark from them (the smallest log end offset in the
+// ISR, never moving backwards). Single node today: this broker leads every
+// partition at leader epoch 0 and is its only replica, so the high
+// watermark is the log end offset. Durability for acks=all is separate: see
 // on_durable().
+//
+// The only door to a partition's data: nothing outside cluster/ reaches its
+// storage::log. Reads, log-start moves and the storage's health go through
+// the methods below, so that a follower, a high watermark below the log
+// end, a leader epoch above 0 or a log-start move that must be replicated
+// each have one place to be guarded.
 //
 // Thread safety: every method is thread-safe. Appends are serialised by
 // append_mu_ so that the producer-state check, the log append and the
@@ -34,6 +43,26 @@
 
 namespace sluice::cluster {
 
+enum class replica_role { leader, follower };
+
+// An in-sync replica and the log end offset it is known to have.
+struct isr_member {
+  int32_t node_id = -1;
+  offset log_end{0};
+  bool operator==(const isr_member&) const = default;
+};
+
+// Who holds a partition, as this broker sees it (Metadata, DescribeTopicPartitions
+// and, with replication, the leader's high-watermark rule).
+struct replica_state {
+  replica_role role = replica_role::leader;
+  int32_t leader_id = -1;
+  leader_epoch epoch{0};
+  offset high_watermark{0};
+  std::vector<int32_t> replicas;  // every assigned replica, preferred leader first
+  std::vector<isr_member> isr;
+};
+
 // The outcome of one Produce partition, in Kafka's terms.
 struct produce_outcome {
   kafka::error_code error = kafka::error_code::none;
@@ -51,14 +80,13 @@ class partition {
   static result<std::shared_ptr<partition>> open(storage::topic_partition tp,
                                                  std::shared_ptr<storage::log> log,
                                                  config::topic_config cfg, io::filesystem& fs,
-                                                 std::string snapshot_path, sluice::topic_id topic = {});
+                                                 std::string snapshot_path, sluice::topic_id topic = {},
+                                                 int32_t node_id = 0);
 
   const storage::topic_partition& id() const { return tp_; }
   // The id of the topic this partition belongs to: a request naming another
   // id reached it by a name that now belongs to a newer topic.
   const sluice::topic_id& topic_id() const { return topic_id_; }
-  storage::log& log() { return *log_; }
-  const std::shared_ptr<storage::log>& log_ptr() const { return log_; }
 
   // Appends the producer's record batch (exactly one v2 batch, as Produce v3+
   // requires) as leader. `batch` is modified in place (offsets, epoch, and
@@ -74,10 +102,48 @@ class partition {
   // the write rate /metrics reports): one relaxed add per appended batch.
   uint64_t bytes_appended() const { return bytes_appended_.load(std::memory_order_relaxed); }
 
-  offset high_watermark() const { return log_->log_end_offset(); }
+  // The smallest log end offset among the in-sync replicas (this broker's
+  // own when it is the only one). Consumers read below it.
+  offset high_watermark() const;
   offset log_start_offset() const { return log_->log_start_offset(); }
   offset log_end_offset() const { return log_->log_end_offset(); }
-  leader_epoch epoch() const { return leader_epoch(0); }
+  leader_epoch epoch() const;
+  // A copy of the replica state, with this broker's log end offset current.
+  replica_state replicas() const;
+
+  // ---- Reading (storage::log::read's contract) ------------------------------
+  // The region of whole batches from the one holding `o`, at most
+  // `max_bytes` (at least one batch), below `upper` (consumers pass the high
+  // watermark); empty at `upper`; offset_out_of_range outside the log.
+  result<storage::file_region> read(offset o, size_t max_bytes, std::optional<offset> upper = std::nullopt);
+  // The same bytes copied into memory (small reads: a batch header, a
+  // control record).
+  result<std::vector<std::byte>> read_bytes(offset o, size_t max_bytes,
+                                            std::optional<offset> upper = std::nullopt);
+  // ListOffsets by time: the first batch whose max timestamp >= ts_ms.
+  result<std::optional<storage::timestamp_lookup>> offset_for_timestamp(int64_t ts_ms);
+  // ListOffsets MAX_TIMESTAMP: the first batch carrying the largest one.
+  result<std::optional<storage::timestamp_lookup>> offset_of_max_timestamp();
+  // The time of the batch at `o` below the high watermark (its base
+  // timestamp, or its max timestamp under LogAppendTime): exact when `o`
+  // starts a batch, else older by at most the batch's span. nullopt when
+  // there is no batch at `o` or it carries no timestamp.
+  std::optional<int64_t> batch_time_at(offset o);
+
+  // ---- Log start (DeleteRecords) ---------------------------------------------
+  // Moves the log start offset up to `o` (never down; <= the high
+  // watermark), deleting the segments wholly below it.
+  status delete_records_before(offset o);
+
+  // ---- Storage, for the operator's view and tools ------------------------------
+  std::vector<storage::segment_info> segments() const;
+  struct storage_health {
+    bool offline = false;       // a write error took the log offline
+    bool out_of_space = false;  // the last append found the disk full
+    uint64_t out_of_space_errors = 0;
+    storage::damage_stats damage;
+  };
+  storage_health health() const;
 
   // Long-poll support: `fn` is called once, from the appending thread, the
   // next time data is appended (or when the partition is closed). Returns a
@@ -110,6 +176,13 @@ class partition {
   bool closed() const { return closed_.load(); }
 
  private:
+  // cluster/'s own maintenance (retention, the cleaner) and tests work on
+  // the log itself.
+  friend class retention_task;
+  friend class log_cleaner;
+  friend struct partition_test_access;
+  storage::log& log() { return *log_; }
+
   partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
             io::filesystem& fs, std::string snapshot_path);
   status load_producers();
@@ -117,6 +190,14 @@ class partition {
 
   const storage::topic_partition tp_;
   sluice::topic_id topic_id_{};  // set once by open()
+  int32_t node_id_ = 0;          // this broker; set once by open()
+  mutable std::mutex state_mu_;
+  // Guarded by state_mu_; this broker's own ISR entry's log_end is filled
+  // in on read, and high_watermark is the last one given out.
+  mutable replica_state state_;
+  // True while this broker is the only in-sync replica: the high watermark
+  // is then its log end offset, read without the lock.
+  std::atomic<bool> sole_in_sync_{true};
   const std::shared_ptr<storage::log> log_;
   io::filesystem& fs_;
   const std::string snapshot_path_;

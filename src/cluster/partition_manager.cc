@@ -98,7 +98,8 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   // A log found on disk at start was opened with the manager's defaults:
   // the topic's own settings (segment.bytes, segment.ms, ...) apply from here.
   SLUICE_TRY(log->set_config(to_log_config(eff)));
-  return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p), t.id);
+  return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p), t.id,
+                         broker_config()->node_id);
 }
 
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {
@@ -217,10 +218,26 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
   return std::nullopt;
 }
 
-std::optional<partition_manager::create_error> partition_manager::delete_topic(const std::string& name) {
+std::optional<partition_manager::create_error> partition_manager::delete_topic(const std::string& name,
+                                                                               topic_info* deleted) {
   std::lock_guard change(change_mu_);
   auto t = table_->get(name);
   if (!t) return create_error{error_code::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+  if (deleted) *deleted = *t;
+  return delete_topic_locked(*t);
+}
+
+std::optional<partition_manager::create_error> partition_manager::delete_topic_by_id(const topic_id& id,
+                                                                                     topic_info* deleted) {
+  std::lock_guard change(change_mu_);
+  auto t = table_->get_by_id(id);
+  if (!t) return create_error{error_code::unknown_topic_id, "no topic has this id"};
+  if (deleted) *deleted = *t;
+  return delete_topic_locked(*t);
+}
+
+std::optional<partition_manager::create_error> partition_manager::delete_topic_locked(const topic_info& t) {
+  const std::string& name = t.name;
   if (is_internal_topic(name)) {
     return create_error{error_code::invalid_topic_exception, "internal topic '" + name + "' cannot be deleted"};
   }
@@ -244,7 +261,7 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic(c
   }
   for (auto& p : parts)
     if (p) p->close();
-  for (int32_t p = 0; p < t->partitions; ++p) {
+  for (int32_t p = 0; p < t.partitions; ++p) {
     if (auto s = logs_.remove({name, p}); !s.ok() && s.code() != errc::not_found) {
       SLUICE_LOG_ERROR("deleting partition {}-{}: {} (removed at next start)", name, p, s.err().message);
     }

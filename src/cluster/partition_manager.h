@@ -101,8 +101,15 @@ class partition_manager {
                                            bool validate_only,
                                            create_mode mode = create_mode::wait);
   // Deletes a topic and all its data (partitions still being created are
-  // not created).
-  std::optional<create_error> delete_topic(const std::string& name);
+  // not created). When `deleted` is given it receives the topic as it was
+  // (name and id) whenever the topic exists, even if it may not be deleted.
+  std::optional<create_error> delete_topic(const std::string& name, topic_info* deleted = nullptr);
+  // The same for the topic whose id is `id` (DeleteTopics v6,
+  // UNKNOWN_TOPIC_ID when none has it). The id is looked up under the lock
+  // that serialises deletions and creations, so a topic deleted and created
+  // again under the same name meanwhile is never deleted in place of the
+  // one the id named.
+  std::optional<create_error> delete_topic_by_id(const topic_id& id, topic_info* deleted = nullptr);
   // Raises the partition count to `total`.
   std::optional<create_error> add_partitions(const std::string& name, int32_t total,
                                              bool validate_only,
@@ -190,6 +197,8 @@ class partition_manager {
   void create_logs(creation_job& job);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
   status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
+  // Deletes `t` (from the table, then its logs); change_mu_ held.
+  std::optional<create_error> delete_topic_locked(const topic_info& t);
   // Partitions of every topic; called with change_mu_ held.
   int64_t total_partitions() const;
   // An existing topic whose hashed directory names (storage::topic_partition::

@@ -250,7 +250,7 @@ TEST_F(PartitionManagerTest, ShutdownSyncsPerWrittenPartitionNotPerPartition) {
   for (int32_t p = 0; p < n; ++p) {
     auto part = pm_->get("many", p);
     ASSERT_NE(part, nullptr);
-    ASSERT_TRUE(part->log().recovery().clean_shutdown) << p;
+    ASSERT_TRUE(partition_test_access::log(*part).recovery().clean_shutdown) << p;
     EXPECT_EQ(part->log_end_offset(), offset(p % 499 == 0 && p / 499 < written ? 2 : 0)) << p;
   }
 
@@ -260,8 +260,8 @@ TEST_F(PartitionManagerTest, ShutdownSyncsPerWrittenPartitionNotPerPartition) {
   ffs.crash_after_ops(0);
   close();
   ASSERT_NE(open(io::filesystem::posix()), nullptr);
-  EXPECT_FALSE(pm_->get("many", 1)->log().recovery().clean_shutdown);
-  EXPECT_FALSE(pm_->get("many", 2)->log().recovery().clean_shutdown);
+  EXPECT_FALSE(partition_test_access::log(*pm_->get("many", 1)).recovery().clean_shutdown);
+  EXPECT_FALSE(partition_test_access::log(*pm_->get("many", 2)).recovery().clean_shutdown);
   EXPECT_EQ(pm_->get("many", 1)->log_end_offset(), offset(3));
   EXPECT_EQ(pm_->get("many", 499)->log_end_offset(), offset(2));
 }
@@ -277,9 +277,9 @@ TEST_F(PartitionManagerTest, RecordLeavesOutALogThatDidNotCloseCleanly) {
   close();
   fs::rename(tmp_.sub("t-1-away"), logs_dir() + "/t-1");
   ASSERT_NE(open(io::filesystem::posix()), nullptr);
-  EXPECT_TRUE(pm_->get("t", 0)->log().recovery().clean_shutdown);
-  EXPECT_FALSE(pm_->get("t", 1)->log().recovery().clean_shutdown);
-  EXPECT_TRUE(pm_->get("t", 2)->log().recovery().clean_shutdown);
+  EXPECT_TRUE(partition_test_access::log(*pm_->get("t", 0)).recovery().clean_shutdown);
+  EXPECT_FALSE(partition_test_access::log(*pm_->get("t", 1)).recovery().clean_shutdown);
+  EXPECT_TRUE(partition_test_access::log(*pm_->get("t", 2)).recovery().clean_shutdown);
   for (int32_t p = 0; p < 3; ++p) EXPECT_EQ(pm_->get("t", p)->log_end_offset(), offset(2));
 }
 
@@ -338,6 +338,36 @@ TEST_F(PartitionManagerTest, DeleteDuringBackgroundCreationLeavesNothing) {
   EXPECT_EQ(pm_->get("gone", 29)->log_end_offset(), offset(0));
 }
 
+// Deleting by topic id (DeleteTopics v6): the id names one incarnation of
+// a topic, so after a delete and a create under the same name the old id
+// finds nothing and the new topic stays.
+TEST_F(PartitionManagerTest, DeleteByIdDeletesOnlyThatIncarnation) {
+  ASSERT_NE(open(fast_fs()), nullptr);
+  ASSERT_FALSE(pm_->create_topic("t", 2, 1, {}, false));
+  const topic_id first = pm_->topic("t")->id;
+  topic_info deleted;
+  ASSERT_FALSE(pm_->delete_topic_by_id(first, &deleted));
+  EXPECT_EQ(deleted.name, "t");
+  EXPECT_EQ(deleted.id, first);
+  EXPECT_FALSE(pm_->topic("t"));
+  EXPECT_TRUE(names_of(logs_dir(), "t-").empty());
+
+  ASSERT_FALSE(pm_->create_topic("t", 1, 1, {}, false));
+  const topic_id second = pm_->topic("t")->id;
+  EXPECT_NE(second, first);
+  topic_info none;
+  auto e = pm_->delete_topic_by_id(first, &none);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, kafka::error_code::unknown_topic_id);
+  EXPECT_TRUE(none.name.empty());
+  ASSERT_TRUE(pm_->topic("t"));
+  EXPECT_NE(pm_->get("t", 0), nullptr);
+
+  // By name, the deleted topic's id is reported too.
+  ASSERT_FALSE(pm_->delete_topic("t", &deleted));
+  EXPECT_EQ(deleted.id, second);
+}
+
 // A topic deleted while its logs are being made and created again at once
 // under its name (as automatic creation does): the cancelled job must not
 // remove the logs the new topic now uses.
@@ -383,6 +413,25 @@ TEST_F(PartitionManagerTest, RestartFinishesAnInterruptedCreation) {
   close();
   ASSERT_NE(open(fast_fs()), nullptr);
   EXPECT_EQ(pm_->get("half", n - 1)->log_end_offset(), offset(2));
+}
+
+// Each partition holds its replica state: on one broker it leads at epoch 0,
+// is its only replica and in-sync replica, and the high watermark is its
+// log end offset.
+TEST_F(PartitionManagerTest, PartitionHoldsItsReplicaState) {
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "7"}}), nullptr);
+  ASSERT_FALSE(pm_->create_topic("r", 1, 1, {}, false));
+  append("r", 0, 3);
+  auto part = pm_->get("r", 0);
+  const replica_state st = part->replicas();
+  EXPECT_EQ(st.role, replica_role::leader);
+  EXPECT_EQ(st.leader_id, 7);
+  EXPECT_EQ(st.epoch, leader_epoch(0));
+  EXPECT_EQ(st.replicas, std::vector<int32_t>{7});
+  EXPECT_EQ(st.isr, (std::vector<isr_member>{{7, offset(3)}}));
+  EXPECT_EQ(st.high_watermark, offset(3));
+  EXPECT_EQ(part->high_watermark(), offset(3));
+  EXPECT_EQ(part->epoch(), leader_epoch(0));
 }
 
 }  // namespace

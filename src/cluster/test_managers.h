@@ -12,7 +12,15 @@
 #include "config/broker_config.h"
 #include "storage/log_manager.h"
 
-namespace sluice::cluster::testing {
+namespace sluice::cluster {
+
+// Tests look at a partition's log itself (its config, what recovery found),
+// which nothing outside cluster/ may.
+struct partition_test_access {
+  static storage::log& log(partition& p) { return p.log(); }
+};
+
+namespace testing {
 
 struct managers {
   std::unique_ptr<storage::log_manager> logs;
@@ -37,4 +45,5 @@ inline managers open_managers(io::filesystem& fs, const std::string& logs_dir, c
   return m;
 }
 
-}  // namespace sluice::cluster::testing
+}  // namespace testing
+}  // namespace sluice::cluster

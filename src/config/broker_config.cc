@@ -302,6 +302,7 @@ result<broker_config> make_broker_config(config_map static_values,
   b.num_partitions = i32("num.partitions");
   b.default_replication_factor = static_cast<int16_t>(i64("default.replication.factor"));
   b.delete_topic_enable = flag("delete.topic.enable");
+  b.max_request_partition_size_limit = i32("max.request.partition.size.limit");
   b.log_retention_check_interval_ms = i64("log.retention.check.interval.ms");
   b.log_flush_offset_checkpoint_interval_ms = i64("log.flush.offset.checkpoint.interval.ms");
   b.max_open_segment_files = i32("sluice.max.open.segment.files");

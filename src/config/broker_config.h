@@ -61,6 +61,7 @@ struct broker_config {
   int32_t num_partitions = 0;
   int16_t default_replication_factor = 0;
   bool delete_topic_enable = true;
+  int32_t max_request_partition_size_limit = 0;  // partitions per DescribeTopicPartitions answer
   int64_t log_retention_check_interval_ms = 0;
   int64_t log_flush_offset_checkpoint_interval_ms = 0;
   int32_t max_open_segment_files = 0;

@@ -178,6 +178,9 @@ std::vector<setting> make_schema() {
                       limits::max_replication_factor, true,
                       "Replication factor of an auto-created topic (1 until replication)."));
   s.push_back(bool_row("delete.topic.enable", "", "true", true, "Allow DeleteTopics."));
+  s.push_back(int_row("max.request.partition.size.limit", "", vt::int32, "2000", 1, i32_max, false,
+                      "Most partitions one DescribeTopicPartitions answer describes, whatever "
+                      "the request asks; the client pages through the rest."));
   // ---- Broker defaults of topic settings.
   s.push_back(text_row("log.cleanup.policy", "cleanup.policy", vt::list, "delete", cleanup_policies,
                        1, 2, nullptr, true,

@@ -119,7 +119,7 @@ void service::load() {
         SLUICE_LOG_INFO("group coordinator: shutting down before its replay finished");
         return;
       }
-      auto bytes = part->log().read_bytes(o, 1 << 20);
+      auto bytes = part->read_bytes(o, 1 << 20);
       if (!bytes.ok()) {
         SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
         break;

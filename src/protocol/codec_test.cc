@@ -296,6 +296,122 @@ TEST(CodecTest, MetadataV12RequestByIdByHand) {
   EXPECT_EQ(bytes(w.owned_bytes().begin(), w.owned_bytes().end()), body);
 }
 
+// Checks a flexible request worked out by hand: `req` encodes (client id
+// "ab") to the frame of `header` (v2) and `body`, and the frame decodes
+// back to `req` with nothing left over.
+template <class Req>
+void expect_flexible_request_frame(const Req& req, int16_t version, int32_t correlation_id,
+                                   const bytes& header, const bytes& body) {
+  const bytes frame = cat({{0, 0, 0, static_cast<uint8_t>(header.size() + body.size())}, header, body});
+  EXPECT_EQ(flat(encode_request(correlation_id, version, req, std::string("ab"))), frame);
+  reader r(std::span<const uint8_t>(frame).subspan(4));
+  auto h = decode_request_header(r);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->header_version, 2);
+  auto decoded = decode_request_body(Req::api_key, version, r);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(std::get<Req>(*decoded), req);
+}
+
+// DeleteTopics v6 request: header v2 (flexible from v4); one entry by name
+// (zero id) and one by id (null name, compact 0), then the timeout.
+TEST(CodecTest, DeleteTopicsV6RequestByHand) {
+  delete_topics_request req;
+  auto& by_name = req.topics.emplace_back();
+  by_name.name = "a";
+  auto& by_id = req.topics.emplace_back();
+  for (uint8_t i = 0; i < 16; ++i) by_id.topic_id[i] = static_cast<uint8_t>(i + 1);
+  req.timeout_ms = 1000;
+  const bytes body = cat({{3},                // topics: 2
+                          {2, 'a'},           //   name "a"
+                          bytes(16, 0),       //   topic id: zero
+                          {0},                //   entry tags
+                          {0},                //   name: null
+                          {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},  // topic id
+                          {0},                //   entry tags
+                          {0, 0, 0x03, 0xe8}, // timeout 1000 ms
+                          {0}});              // body tags
+  const bytes header = {0, 20, 0, 6, 0, 0, 0, 3, 0, 2, 'a', 'b', 0};
+  expect_flexible_request_frame(req, 6, 3, header, body);
+}
+
+// DescribeTopicPartitions v0 request: header v2; one topic, a partition
+// limit and a cursor, a nullable struct written as an int8 marker (1) and
+// then its fields; without a cursor the marker is -1.
+TEST(CodecTest, DescribeTopicPartitionsV0RequestByHand) {
+  describe_topic_partitions_request req;
+  req.topics.emplace_back().name = "t";
+  req.response_partition_limit = 3;
+  auto& c = req.cursor.emplace();
+  c.topic_name = "t";
+  c.partition_index = 2;
+  const bytes body = {2,    2, 't', 0,  // topics: 1, name "t", tags
+                      0,    0, 0,   3,  // response partition limit 3
+                      1,                // cursor present
+                      2,    't',        //   topic name
+                      0,    0, 0,   2,  //   partition index 2
+                      0,                //   cursor tags
+                      0};               // body tags
+  const bytes header = {0, 75, 0, 0, 0, 0, 0, 4, 0, 2, 'a', 'b', 0};
+  expect_flexible_request_frame(req, 0, 4, header, body);
+
+  describe_topic_partitions_request no_cursor;
+  const bytes empty = {1, 0, 0, 0x07, 0xd0, 0xff, 0};  // no topics, limit 2000, null cursor, tags
+  writer w;
+  no_cursor.encode(w, 0);
+  EXPECT_EQ(bytes(w.owned_bytes().begin(), w.owned_bytes().end()), empty);
+}
+
+// DescribeTopicPartitions v0 response: header v1; one topic with one
+// partition led by broker 1, both ELR lists null (compact 0), and a next
+// cursor.
+TEST(CodecTest, DescribeTopicPartitionsV0ResponseByHand) {
+  describe_topic_partitions_response m;
+  auto& t = m.topics.emplace_back();
+  t.name = "t";
+  t.topic_id.fill(0xaa);
+  auto& p = t.partitions.emplace_back();
+  p.leader_id = 1;
+  p.leader_epoch = 0;
+  p.replica_nodes = {1};
+  p.isr_nodes = {1};
+  auto& next = m.next_cursor.emplace();
+  next.topic_name = "t";
+  next.partition_index = 1;
+  const bytes body = cat({{0, 0, 0, 0},     // throttle time
+                          {2},              // topics: 1
+                          {0, 0},           //   error code
+                          {2, 't'},         //   name
+                          bytes(16, 0xaa),  //   topic id
+                          {0},              //   is internal
+                          {2},              //   partitions: 1
+                          {0, 0},           //     error code
+                          {0, 0, 0, 0},     //     partition index
+                          {0, 0, 0, 1},     //     leader id
+                          {0, 0, 0, 0},     //     leader epoch
+                          {2, 0, 0, 0, 1},  //     replica nodes [1]
+                          {2, 0, 0, 0, 1},  //     isr nodes [1]
+                          {0},              //     eligible leader replicas: null
+                          {0},              //     last known elr: null
+                          {1},              //     offline replicas: empty
+                          {0},              //     partition tags
+                          {0x80, 0, 0, 0},  //   topic authorized operations: INT32_MIN
+                          {0},              //   topic tags
+                          {1, 2, 't'},      // next cursor present, topic name
+                          {0, 0, 0, 1},     //   partition index 1
+                          {0},              //   cursor tags
+                          {0}});            // body tags
+  const bytes frame =
+      cat({{0, 0, 0, static_cast<uint8_t>(5 + body.size())}, {0, 0, 0, 9, 0}, body});
+  EXPECT_EQ(flat(encode_response(9, 0, m)), frame);
+  describe_topic_partitions_response back;
+  reader r{std::span<const uint8_t>(body)};
+  ASSERT_TRUE(back.decode(r, 0).ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(back, m);
+}
+
 // Metadata v1 response: header v0, one broker (1, "h", 9092, rack null),
 // controller 1, one topic "t" with one partition led by broker 1.
 TEST(CodecTest, MetadataV1ResponseByHand) {

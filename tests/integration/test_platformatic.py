@@ -1,7 +1,10 @@
 """@platformatic/kafka 1.35 (a current pure-JS client, Node.js) against sluice:
-the versions issue 17 added, as a client of today negotiates them. Each test
-runs one script of platformatic/ (its header says what it drives and checks);
-a script prints "ok" when all its checks held."""
+the versions issue 17 added, as a client of today negotiates them
+(ListOffsets MAX_TIMESTAMP, DescribeLogDirs v4, DescribeCluster,
+DescribeProducers, the group APIs and offsets at their latest versions;
+topic ids in CreateTopics v7 and DeleteTopics v6, DescribeTopicPartitions).
+Each test runs one script of platformatic/ (its header says what it drives
+and checks); a script prints "ok" when all its checks held."""
 
 import subprocess
 from pathlib import Path
@@ -39,3 +42,8 @@ def test_platformatic_group_consume_with_commits(broker_factory):
 def test_platformatic_list_offsets_every_mode(broker):
     run_script(broker, "list_offsets.mjs", "plt-offsets")
 
+
+def test_platformatic_topic_ids(broker):
+    """CreateTopics v7, DeleteTopics v6 by id and by name, and
+    DescribeTopicPartitions paged by its cursor, from a current client."""
+    run_script(broker, "topic_ids.mjs", "plt-ids")

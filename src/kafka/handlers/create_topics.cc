@@ -99,12 +99,17 @@ void handle_create_topics(request req) {
       continue;
     }
     if (!body->validate_only) created.push_back(t.name);
+    // What was just recorded; nothing for validate_only.
+    const auto info = body->validate_only ? std::nullopt : pm.topic(t.name);
+    // v7: the new topic's id. A validate_only create makes no topic and
+    // answers the zero id, as Kafka does.
+    if (info) out.topic_id = info->id;
     if (req.version() >= 5) {
       auto cfg = pm.broker_config();
       out.num_partitions = partitions == -1 ? cfg->num_partitions : partitions;
       out.replication_factor = rf == -1 ? cfg->default_replication_factor : rf;
       config::config_map overrides;
-      if (auto info = pm.topic(t.name)) {
+      if (info) {
         overrides = info->overrides;
       } else if (auto ov = config::make_topic_overrides(*cfg, configs); ov.ok()) {
         overrides = *ov;  // validate_only: describe what would be created

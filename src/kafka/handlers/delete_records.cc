@@ -31,7 +31,7 @@ void handle_delete_records(request req) {
         continue;
       }
       if (target > part->log_start_offset()) {
-        if (auto s = part->log().advance_log_start(target); !s.ok()) {
+        if (auto s = part->delete_records_before(target); !s.ok()) {
           out.error_code = to_wire(to_kafka_error(s.code()));
           continue;
         }

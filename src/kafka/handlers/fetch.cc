@@ -159,7 +159,7 @@ bool fetch_op::attempt(bool final) {
                                            max_total > total ? max_total - total : 0);
       if (total == 0 || budget > 0) {
         auto region =
-            t.part->log().read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, hw);
+            t.part->read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, hw);
         if (!region.ok()) {
           rd.error = to_wire(to_kafka_error(region.code()));
           any_error = true;

@@ -9,37 +9,49 @@
 namespace sluice::kafka {
 
 namespace {
+
+// A row for the API of request type Req: its key and highest version come
+// from the schema (protocol/schema/*.schema, whose `versions=` is the range
+// Sluice implements), so raising a range is one edit there.
+template <class Req>
+constexpr api_handler serve(void (*handle)(request), int16_t min_version = Req::min_version) {
+  return {Req::api_key, min_version, Req::max_version, handle};
+}
+
 // Produce below v3 and Fetch below v4 carry the pre-0.11 message formats
-// (magic 0 and 1), which Sluice neither stores nor converts.
+// (magic 0 and 1), which Sluice neither stores nor converts: the schema
+// decodes them, the handlers do not serve them.
 constexpr api_handler table[] = {
-    {0, 3, 11, handle_produce},
-    {1, 4, 17, handle_fetch},
-    {2, 0, 10, handle_list_offsets},
-    {3, 0, 12, handle_metadata},
-    {8, 0, 9, handle_offset_commit},
-    {9, 0, 9, handle_offset_fetch},
-    {10, 0, 5, handle_find_coordinator},
-    {11, 0, 9, handle_join_group},
-    {12, 0, 4, handle_heartbeat},
-    {13, 0, 5, handle_leave_group},
-    {14, 0, 5, handle_sync_group},
-    {15, 0, 5, handle_describe_groups},
-    {16, 0, 5, handle_list_groups},
-    {18, 0, 4, handle_api_versions},
-    {19, 0, 5, handle_create_topics},
-    {20, 0, 5, handle_delete_topics},
-    {21, 0, 2, handle_delete_records},
-    {22, 0, 5, handle_init_producer_id},
-    {32, 0, 4, handle_describe_configs},
-    {33, 0, 2, handle_alter_configs},
-    {35, 0, 4, handle_describe_log_dirs},
-    {37, 0, 3, handle_create_partitions},
-    {42, 0, 2, handle_delete_groups},
-    {44, 0, 1, handle_incremental_alter_configs},
-    {47, 0, 0, handle_offset_delete},
-    {60, 0, 1, handle_describe_cluster},
-    {61, 0, 0, handle_describe_producers},
+    serve<protocol::produce_request>(handle_produce, 3),
+    serve<protocol::fetch_request>(handle_fetch, 4),
+    serve<protocol::list_offsets_request>(handle_list_offsets),
+    serve<protocol::metadata_request>(handle_metadata),
+    serve<protocol::offset_commit_request>(handle_offset_commit),
+    serve<protocol::offset_fetch_request>(handle_offset_fetch),
+    serve<protocol::find_coordinator_request>(handle_find_coordinator),
+    serve<protocol::join_group_request>(handle_join_group),
+    serve<protocol::heartbeat_request>(handle_heartbeat),
+    serve<protocol::leave_group_request>(handle_leave_group),
+    serve<protocol::sync_group_request>(handle_sync_group),
+    serve<protocol::describe_groups_request>(handle_describe_groups),
+    serve<protocol::list_groups_request>(handle_list_groups),
+    serve<protocol::api_versions_request>(handle_api_versions),
+    serve<protocol::create_topics_request>(handle_create_topics),
+    serve<protocol::delete_topics_request>(handle_delete_topics),
+    serve<protocol::delete_records_request>(handle_delete_records),
+    serve<protocol::init_producer_id_request>(handle_init_producer_id),
+    serve<protocol::describe_configs_request>(handle_describe_configs),
+    serve<protocol::alter_configs_request>(handle_alter_configs),
+    serve<protocol::describe_log_dirs_request>(handle_describe_log_dirs),
+    serve<protocol::create_partitions_request>(handle_create_partitions),
+    serve<protocol::delete_groups_request>(handle_delete_groups),
+    serve<protocol::incremental_alter_configs_request>(handle_incremental_alter_configs),
+    serve<protocol::offset_delete_request>(handle_offset_delete),
+    serve<protocol::describe_cluster_request>(handle_describe_cluster),
+    serve<protocol::describe_producers_request>(handle_describe_producers),
+    serve<protocol::describe_topic_partitions_request>(handle_describe_topic_partitions),
 };
+
 }  // namespace
 
 std::span<const api_handler> api_handlers() { return table; }

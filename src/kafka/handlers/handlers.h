@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kafka/request.h"
+#include "protocol/error_code.h"
 
 namespace sluice::kafka {
 
@@ -29,6 +30,7 @@ void handle_incremental_alter_configs(request req);
 void handle_describe_cluster(request req);
 void handle_describe_log_dirs(request req);
 void handle_describe_producers(request req);
+void handle_describe_topic_partitions(request req);
 // Consumer groups (group/coordinator.h).
 void handle_find_coordinator(request req);
 void handle_join_group(request req);
@@ -41,6 +43,36 @@ void handle_offset_delete(request req);
 void handle_describe_groups(request req);
 void handle_list_groups(request req);
 void handle_delete_groups(request req);
+
+// One partition as Metadata and DescribeTopicPartitions describe it (both
+// call this, so the two never disagree). On this single broker every
+// partition has this broker as its only replica, leader at epoch 0 and in
+// sync. A partition whose log is still being created
+// (partition_manager's create_mode::background) is described as Kafka
+// describes one without a leader yet: LEADER_NOT_AVAILABLE, leader and
+// epoch -1, no in-sync replica; clients retry until it has one.
+struct partition_description {
+  error_code error = error_code::none;
+  int32_t leader_id = -1;
+  int32_t leader_epoch = -1;
+  std::vector<int32_t> replica_nodes;
+  std::vector<int32_t> isr_nodes;
+};
+partition_description describe_partition(const services& svc, const std::string& topic, int32_t partition);
+// Fills `out`, a partition of a Metadata or a DescribeTopicPartitions
+// answer (the fields both have), with describe_partition's description.
+template <class Partition>
+void fill_partition(const services& svc, const std::string& topic, int32_t partition, Partition& out) {
+  auto d = describe_partition(svc, topic, partition);
+  out.error_code = to_wire(d.error);
+  out.partition_index = partition;
+  out.leader_id = d.leader_id;
+  out.leader_epoch = d.leader_epoch;
+  out.replica_nodes = std::move(d.replica_nodes);
+  out.isr_nodes = std::move(d.isr_nodes);
+}
+// Whether Metadata and DescribeTopicPartitions mark `topic` internal.
+bool described_as_internal(const std::string& topic);
 
 // For CreateTopics and CreatePartitions: calls `answer` once the logs of
 // every topic in `topics` exist (partition_manager::when_created) or after

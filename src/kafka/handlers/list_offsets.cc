@@ -32,7 +32,7 @@ struct found {
 // Decodes the one batch at `base`; nullopt when it cannot be read or
 // decoded (the caller then answers with the batch-level facts).
 std::optional<protocol::records::decoded_batch> batch_at(cluster::partition& p, offset base) {
-  auto bytes = p.log().read_bytes(base, 1);
+  auto bytes = p.read_bytes(base, 1);
   if (!bytes.ok() || bytes->empty()) return std::nullopt;
   auto span =
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
@@ -62,7 +62,7 @@ int64_t record_timestamp(const protocol::records::decoded_batch& b,
 // The first record with timestamp >= ts: the storage index finds the batch,
 // then the batch's records are decoded to find the record inside it.
 found by_timestamp(cluster::partition& p, int64_t ts) {
-  auto hit = p.log().offset_for_timestamp(ts);
+  auto hit = p.offset_for_timestamp(ts);
   if (!hit.ok()) return {to_kafka_error(hit.code())};
   if (!hit->has_value()) return {};  // every record is older
   const offset base = (*hit)->base;
@@ -82,7 +82,7 @@ found by_timestamp(cluster::partition& p, int64_t ts) {
 // batch that straddles it) are not considered. An empty log, or one whose
 // records carry no timestamp, answers offset and timestamp -1.
 found by_max_timestamp(cluster::partition& p) {
-  auto hit = p.log().offset_of_max_timestamp();
+  auto hit = p.offset_of_max_timestamp();
   if (!hit.ok()) return {to_kafka_error(hit.code())};
   if (!hit->has_value()) return {};
   const offset base = (*hit)->base;

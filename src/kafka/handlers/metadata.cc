@@ -5,34 +5,39 @@
 
 namespace sluice::kafka {
 
+partition_description describe_partition(const services& svc, const std::string& topic, int32_t partition) {
+  partition_description d;
+  auto part = svc.partitions->get(topic, partition);
+  if (!part) {
+    // Its log is still being created: no leader yet. (The assignment is
+    // this broker until the metadata store holds assignments.)
+    d.replica_nodes = {svc.node_id};
+    d.error = error_code::leader_not_available;
+    d.leader_id = -1;
+    d.leader_epoch = -1;
+    return d;
+  }
+  const cluster::replica_state st = part->replicas();
+  d.error = error_code::none;
+  d.leader_id = st.leader_id;
+  d.leader_epoch = st.epoch.value();
+  d.replica_nodes = st.replicas;
+  for (const auto& m : st.isr) d.isr_nodes.push_back(m.node_id);
+  return d;
+}
+
+bool described_as_internal(const std::string& topic) { return !topic.empty() && topic.rfind("__", 0) == 0; }
+
 namespace {
 
 using topic_response = protocol::metadata_response::response_topic;
 
-// A partition whose log is still being created (partition_manager's
-// create_mode::background) is described as Kafka describes one without a
-// leader yet: LEADER_NOT_AVAILABLE, leader -1, no in-sync replica. Clients
-// retry until it has one.
 void describe_topic(const services& svc, const cluster::topic_info& t, topic_response& out) {
   out.error_code = to_wire(error_code::none);
   out.name = t.name;
   out.topic_id = t.id;
-  out.is_internal = !t.name.empty() && t.name.rfind("__", 0) == 0;
-  for (int32_t p = 0; p < t.partitions; ++p) {
-    auto& part = out.partitions.emplace_back();
-    part.partition_index = p;
-    part.replica_nodes = {svc.node_id};
-    if (svc.partitions->get(t.name, p)) {
-      part.error_code = to_wire(error_code::none);
-      part.leader_id = svc.node_id;
-      part.leader_epoch = 0;
-      part.isr_nodes = {svc.node_id};
-    } else {
-      part.error_code = to_wire(error_code::leader_not_available);
-      part.leader_id = -1;
-      part.leader_epoch = -1;
-    }
-  }
+  out.is_internal = described_as_internal(t.name);
+  for (int32_t p = 0; p < t.partitions; ++p) fill_partition(svc, t.name, p, out.partitions.emplace_back());
 }
 
 }  // namespace
