@@ -47,3 +47,8 @@ def test_platformatic_topic_ids(broker):
     """CreateTopics v7, DeleteTopics v6 by id and by name, and
     DescribeTopicPartitions paged by its cursor, from a current client."""
     run_script(broker, "topic_ids.mjs", "plt-ids")
+
+
+def test_platformatic_admin_create_and_delete_topics(broker):
+    run_script(broker, "admin_topics.mjs", "plt-admin")
+
