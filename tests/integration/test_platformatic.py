@@ -52,3 +52,7 @@ def test_platformatic_topic_ids(broker):
 def test_platformatic_admin_create_and_delete_topics(broker):
     run_script(broker, "admin_topics.mjs", "plt-admin")
 
+
+
+def test_platformatic_topic_recreated_while_consumed_by_id(broker):
+    run_script(broker, "recreate_by_id.mjs", "plt-recreate")
