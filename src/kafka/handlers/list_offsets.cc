@@ -60,7 +60,10 @@ int64_t record_timestamp(const protocol::records::decoded_batch& b,
 }
 
 // The first record with timestamp >= ts: the storage index finds the batch,
-// then the batch's records are decoded to find the record inside it.
+// then the batch's records are decoded to find the record inside it. As in
+// Kafka, the search starts at the log start offset: in a batch that
+// straddles it (DeleteRecords moved it into the batch), the records below
+// `lookup.base` are gone and never answered.
 found by_timestamp(cluster::partition& p, int64_t ts) {
   auto hit = p.offset_for_timestamp(ts);
   if (!hit.ok()) return {to_kafka_error(hit.code())};
@@ -70,8 +73,9 @@ found by_timestamp(cluster::partition& p, int64_t ts) {
   auto batch = batch_at(p, base);
   if (!batch) return fallback;
   for (const auto& r : batch->records) {
+    const int64_t o = batch->header.base_offset + r.offset_delta;
     const int64_t rts = record_timestamp(*batch, r);
-    if (rts >= ts) return {error_code::none, batch->header.base_offset + r.offset_delta, rts};
+    if (o >= base.value() && rts >= ts) return {error_code::none, o, rts};
   }
   return fallback;
 }
