@@ -158,6 +158,10 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
       [w = i->watch.get()](const std::string& g, const std::string& t, int32_t p, int64_t prev) {
         w->on_offset_replaced(g, t, p, prev);
       });
+  // A deleted topic's committed offsets go with it (Kafka's
+  // onPartitionsDeleted).
+  i->partitions->on_topic_deleted(
+      [c = &i->groups->coordinator()](const std::string& topic) { c->delete_topic_offsets(topic); });
   i->watch->start();
   i->groups->start();
 

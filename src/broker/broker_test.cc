@@ -1202,6 +1202,20 @@ TEST_F(BrokerTest, ListOffsetsByTimestampFindsTheRecord) {
   lp.timestamp = 1'800'000'000'000;
   auto none = c.call<protocol::list_offsets_response>(lo, 2);
   EXPECT_EQ(none.topics[0].partitions[0].offset, -1);
+
+  // DeleteRecords moves the log start into the batch: the records below it
+  // are gone, and a time before them finds the first one left (Kafka
+  // searches from the log start).
+  protocol::delete_records_request dr;
+  auto& dt = dr.topics.emplace_back();
+  dt.name = "ts";
+  auto& dp = dt.partitions.emplace_back();
+  dp.offset = 3;
+  ASSERT_EQ(c.call<protocol::delete_records_response>(dr, 1).topics[0].partitions[0].error_code, 0);
+  lp.timestamp = 1'700'000'000'000;
+  auto after = c.call<protocol::list_offsets_response>(lo, 2);
+  EXPECT_EQ(after.topics[0].partitions[0].offset, 3);
+  EXPECT_EQ(after.topics[0].partitions[0].timestamp, 1'700'000'000'000 + 3);
 }
 
 int64_t list_offset(client& c, const std::string& topic, int64_t ts) {
@@ -1531,6 +1545,59 @@ protocol::offset_commit_request commit_req(const std::string& group, const std::
 
 int16_t commit_error(const protocol::offset_commit_response& r) {
   return r.topics.at(0).partitions.at(0).error_code;
+}
+
+// A deleted topic takes its committed offsets with it (Kafka's
+// onPartitionsDeleted): a topic created again under the name is not read
+// from the old topic's offsets. Other topics' offsets stay.
+TEST_F(GroupApisTest, DeletedTopicTakesItsCommittedOffsets) {
+  client c(b_->port());
+  create(c, "gone", 1);
+  create(c, "kept", 1);
+  for (const char* t : {"gone", "kept"})
+    ASSERT_EQ(commit_error(c.call<protocol::offset_commit_response>(commit_req("simple", "", -1, t, 42), 8)), 0);
+  protocol::delete_topics_request d;
+  d.topic_names = {"gone"};
+  d.timeout_ms = 10000;
+  ASSERT_EQ(c.call<protocol::delete_topics_response>(d, 5).responses.at(0).error_code, 0);
+  create(c, "gone", 1);
+
+  auto committed = [&](const std::string& topic) {
+    protocol::offset_fetch_request of;
+    auto& g = of.groups.emplace_back();
+    g.group_id = "simple";
+    g.topics.emplace();
+    g.topics->push_back({topic, {0}});
+    auto r = c.call<protocol::offset_fetch_response>(of, 9);
+    return r.groups.at(0).topics.at(0).partitions.at(0).committed_offset;
+  };
+  // The tombstones are written when the deletion returns; applied once durable.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (committed("gone") != -1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(committed("gone"), -1);
+  EXPECT_EQ(committed("kept"), 42);
+  // And after a restart (the tombstones are in __consumer_offsets).
+  restart();
+  client again(b_->port());
+  protocol::offset_fetch_request of;
+  auto& g = of.groups.emplace_back();
+  g.group_id = "simple";
+  g.topics.emplace();
+  g.topics->push_back({"gone", {0}});
+  g.topics->push_back({"kept", {0}});
+  for (int i = 0; i < 500; ++i) {
+    auto r = again.call<protocol::offset_fetch_response>(of, 9);
+    if (r.groups.at(0).error_code == 14) {  // COORDINATOR_LOAD_IN_PROGRESS
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    ASSERT_EQ(r.groups.at(0).error_code, 0);
+    EXPECT_EQ(r.groups[0].topics.at(0).partitions.at(0).committed_offset, -1);
+    EXPECT_EQ(r.groups[0].topics.at(1).partitions.at(0).committed_offset, 42);
+    return;
+  }
+  FAIL() << "the coordinator did not load";
 }
 
 // OffsetCommit and OffsetFetch v9 on a classic group: the "member epoch" is

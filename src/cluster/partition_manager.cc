@@ -219,20 +219,39 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
 
 std::optional<partition_manager::create_error> partition_manager::delete_topic(const std::string& name,
                                                                                topic_info* deleted) {
-  std::lock_guard change(change_mu_);
-  auto t = table_->get(name);
-  if (!t) return create_error{errc::not_found, "topic '" + name + "' does not exist"};
-  if (deleted) *deleted = *t;
-  return delete_topic_locked(*t);
+  return delete_found([&] { return table_->get(name); },
+                      create_error{errc::not_found, "topic '" + name + "' does not exist"}, deleted);
 }
 
 std::optional<partition_manager::create_error> partition_manager::delete_topic_by_id(const topic_id& id,
                                                                                      topic_info* deleted) {
+  return delete_found([&] { return table_->get_by_id(id); }, create_error{errc::unknown_topic_id, "no topic has this id"},
+                      deleted);
+}
+
+std::optional<partition_manager::create_error> partition_manager::delete_found(
+    const std::function<std::optional<topic_info>()>& find, create_error missing, topic_info* deleted) {
+  std::optional<topic_info> t;
+  std::optional<create_error> e;
+  std::vector<std::function<void(const std::string&)>> listeners;
+  {
+    // The lookup and the deletion under one lock: a topic created again
+    // under the name meanwhile is never deleted in place of the one found.
+    std::lock_guard change(change_mu_);
+    t = find();
+    if (!t) return missing;
+    if (deleted) *deleted = *t;
+    e = delete_topic_locked(*t);
+    listeners = deleted_listeners_;
+  }
+  if (!e)
+    for (const auto& fn : listeners) fn(t->name);
+  return e;
+}
+
+void partition_manager::on_topic_deleted(std::function<void(const std::string&)> fn) {
   std::lock_guard change(change_mu_);
-  auto t = table_->get_by_id(id);
-  if (!t) return create_error{errc::unknown_topic_id, "no topic has this id"};
-  if (deleted) *deleted = *t;
-  return delete_topic_locked(*t);
+  deleted_listeners_.push_back(std::move(fn));
 }
 
 std::optional<partition_manager::create_error> partition_manager::delete_topic_locked(const topic_info& t) {

@@ -154,6 +154,10 @@ class partition_manager {
   // the altering thread with the change lock held and must not call back
   // into alter_broker_config or set_topic_overrides.
   void on_broker_config_change(std::function<void(const config::broker_config&)> fn);
+  // Calls `fn` with the topic's name after each topic deletion, on the
+  // deleting thread and with no lock of this manager held (the group
+  // coordinator drops the topic's committed offsets, as Kafka does).
+  void on_topic_deleted(std::function<void(const std::string&)> fn);
 
   producer_id_allocator& producer_ids() { return *producer_ids_; }
 
@@ -197,6 +201,10 @@ class partition_manager {
   void create_logs(creation_job& job);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
   status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
+  // Deletes the topic `find` returns under change_mu_ (`missing` when
+  // none), then tells the on_topic_deleted listeners.
+  std::optional<create_error> delete_found(const std::function<std::optional<topic_info>()>& find,
+                                           create_error missing, topic_info* deleted);
   // Deletes `t` (from the table, then its logs); change_mu_ held.
   std::optional<create_error> delete_topic_locked(const topic_info& t);
   // Partitions of every topic; called with change_mu_ held.
@@ -211,6 +219,7 @@ class partition_manager {
   mutable std::mutex cfg_mu_;   // guards cfg_ (the pointer, not the snapshot)
   std::shared_ptr<const config::broker_config> cfg_;
   std::vector<std::function<void(const config::broker_config&)>> cfg_listeners_;  // change_mu_
+  std::vector<std::function<void(const std::string&)>> deleted_listeners_;        // change_mu_
   storage::log_manager& logs_;
   std::unique_ptr<topic_table> table_;
   std::unique_ptr<producer_id_allocator> producer_ids_;

@@ -1327,6 +1327,37 @@ void coordinator::tick() {
   }
 }
 
+void coordinator::delete_topic_offsets(const std::string& topic) {
+  outbox out;
+  std::lock_guard lock(mu_);
+  if (!loaded_) {
+    // Replay is still reading __consumer_offsets; the offsets it loads for
+    // the deleted topic expire with offsets.retention.minutes.
+    SLUICE_LOG_WARN("topic {} deleted while the group coordinator loads: its committed offsets stay until they expire",
+                    topic);
+    return;
+  }
+  const int64_t now = clk_.now_ms();
+  for (auto& [id, gp] : groups_) {
+    std::vector<offset_key> gone;
+    for (const auto& [tp, _] : gp->offsets)
+      if (tp.first == topic) gone.push_back({id, tp.first, tp.second});
+    if (gone.empty()) continue;
+    std::vector<protocol::records::record_input> records;
+    for (const auto& k : gone) {
+      protocol::records::record_input r;
+      r.key = encode_key(k);
+      r.timestamp_ms = now;
+      records.push_back(std::move(r));
+    }
+    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topic {} removed", id, gone.size(), topic);
+    append_locked(id, std::move(records), [this, gone](status s, outbox&) {
+      if (!s.ok()) return;
+      for (const auto& k : gone) apply_offset_locked(k, std::nullopt);
+    });
+  }
+}
+
 void coordinator::expire_offsets_locked(int64_t now_ms) {
   for (auto& [id, gp] : groups_) {
     group& g = *gp;

@@ -125,6 +125,13 @@ class coordinator {
   protocol::list_groups_response list_groups(const protocol::list_groups_request& req);
   void delete_groups(const protocol::delete_groups_request& req, reply<protocol::delete_groups_response> cb);
 
+  // A topic was deleted: its committed offsets go from every group
+  // (tombstones in __consumer_offsets), as Kafka's coordinator drops them
+  // (onPartitionsDeleted), so that a topic created again under the name is
+  // read from the group's reset policy, not from an offset of the old one.
+  // A group left with no offsets and no members stays until it expires.
+  void delete_topic_offsets(const std::string& topic);
+
   // ---- Timers -----------------------------------------------------------------
   // Session and rebalance timeouts, the initial rebalance delay, pending
   // member ids, and (every offsets_retention_check_interval_ms) offset expiry.
