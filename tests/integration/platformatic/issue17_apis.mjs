@@ -4,8 +4,8 @@
 // DescribeLogDirs v4 through its Admin client, and DescribeCluster v1,
 // DescribeProducers v0, JoinGroup v9, SyncGroup v5, OffsetCommit v9,
 // OffsetFetch v9, ListGroups v5 and LeaveGroup v5 through its own request
-// encoders on one connection (its group helpers need FindCoordinator v4+,
-// which sluice does not serve yet).
+// encoders on one connection, where each version is checked on its own
+// (group_consume.mjs drives the same APIs through the client's consumer).
 //
 // Usage: node issue17_apis.mjs HOST:PORT TOPIC LOG_DIR; prints "ok" on success.
 import assert from 'node:assert/strict'
