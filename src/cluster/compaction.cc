@@ -22,8 +22,6 @@ namespace {
 constexpr size_t kReadChunkBytes = 1 << 20;
 // Cleaned bytes gathered before one append to the cleaned copy.
 constexpr size_t kWriteChunkBytes = 1 << 20;
-constexpr int16_t kControl = 0x20;
-constexpr int16_t kDeleteHorizon = 0x40;
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
@@ -171,7 +169,7 @@ result<offset> build_map(clean_context& c, const std::vector<storage::segment_in
         c.log, s.base, c.stop,
         [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
           if (full || h.last_offset() < first_dirty) return {};
-          if ((h.attributes & kControl) == 0) {
+          if ((h.attributes & protocol::records::attr::control) == 0) {
             auto d = records::decode_batch(as_u8(b));
             if (!d.ok()) return d.to_status();
             for (const auto& r : d->records) {
@@ -205,14 +203,14 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
     c.out.records_removed += static_cast<uint64_t>(h.records_count);
     return {};
   }
-  if (h.attributes & kControl) return keep_whole();
+  if (h.attributes & protocol::records::attr::control) return keep_whole();
   auto d = records::decode_batch(as_u8(bytes));
   if (!d.ok()) {
     SLUICE_LOG_WARN("{}: cleaner keeps an undecodable batch at {}: {}", c.log.name(),
                     h.base.value(), d.err().message);
     return keep_whole();
   }
-  const bool horizon_set = (h.attributes & kDeleteHorizon) != 0;
+  const bool horizon_set = (h.attributes & protocol::records::attr::delete_horizon) != 0;
   const int64_t horizon = d->header.base_timestamp;
   std::vector<const records::record*> kept;
   bool tombstone_kept = false;

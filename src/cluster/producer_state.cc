@@ -7,6 +7,7 @@
 #include "base/crc32c.h"
 #include "base/endian.h"
 #include "base/limits.h"
+#include "protocol/records/record_batch.h"
 #include "storage/record_batch.h"
 
 namespace sluice::cluster {
@@ -31,7 +32,7 @@ producer_batch producer_batch::from_header(const std::byte* p) {
   int64_t last = static_cast<int64_t>(b.first_sequence) + delta;
   b.last_sequence = static_cast<int32_t>(last > INT32_MAX ? last - INT32_MAX - 1 : last);
   b.max_timestamp = load_be<int64_t>(p + batch::max_timestamp_pos);
-  b.transactional = (load_be<int16_t>(p + batch::attributes_pos) & 0x10) != 0;
+  b.transactional = (load_be<int16_t>(p + batch::attributes_pos) & protocol::records::attr::transactional) != 0;
   return b;
 }
 
