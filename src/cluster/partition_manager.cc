@@ -8,15 +8,17 @@
 #include "base/log.h"
 #include "base/parallel.h"
 #include "cluster/broker_configs.h"
+#include "cluster/topic_table.h"
 
 namespace sluice::cluster {
 
 
 result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesystem& fs, sluice::clock& clk,
                                                                    std::shared_ptr<const config::broker_config> cfg,
-                                                                   storage::log_manager& logs) {
+                                                                   storage::log_manager& logs,
+                                                                   std::unique_ptr<metadata_store> store) {
   std::unique_ptr<partition_manager> m(new partition_manager(fs, clk, std::move(cfg), logs));
-  SLUICE_TRY(m->load());
+  SLUICE_TRY(m->load(std::move(store)));
   m->start_creator();
   m->start_retention();
   m->start_cleaner();
@@ -39,11 +41,15 @@ std::string partition_manager::snapshot_path(const std::string& topic, int32_t p
   return io::join(io::join(io::join(data_dir_, "meta"), "producers"), snapshot_name(topic, p));
 }
 
-status partition_manager::load() {
+status partition_manager::load(std::unique_ptr<metadata_store> store) {
   const std::string meta = io::join(data_dir_, "meta");
   const std::string producers = io::join(meta, "producers");
   SLUICE_TRY(fs_.create_dirs(producers));
-  SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta));
+  if (store) {
+    table_ = std::move(store);
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta));
+  }
   SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
 
   std::set<std::string> wanted_dirs, wanted_snapshots;

@@ -38,7 +38,7 @@
 #include "cluster/partition.h"
 #include "cluster/producer_ids.h"
 #include "cluster/retention.h"
-#include "cluster/topic_table.h"
+#include "cluster/metadata_store.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
 #include "storage/log_manager.h"
@@ -47,13 +47,15 @@ namespace sluice::cluster {
 
 class partition_manager {
  public:
-  // Opens the topic table under <data_dir>/meta, opens every partition of
-  // every topic (creating logs that are missing) and deletes log directories
-  // and producer snapshots of topics that no longer exist (leftovers of an
+  // Opens the metadata store (`store`, or when null the file-backed
+  // topic_table under <data_dir>/meta), opens every partition of every
+  // topic (creating logs that are missing) and deletes log directories and
+  // producer snapshots of topics that no longer exist (leftovers of an
   // interrupted deletion; a failure to delete them is logged, not returned).
   static result<std::unique_ptr<partition_manager>> open(io::filesystem& fs, sluice::clock& clk,
                                                          std::shared_ptr<const config::broker_config> cfg,
-                                                         storage::log_manager& logs);
+                                                         storage::log_manager& logs,
+                                                         std::unique_ptr<metadata_store> store = nullptr);
 
   // The current snapshot; it does not change under the caller.
   std::shared_ptr<const config::broker_config> broker_config() const;
@@ -190,7 +192,7 @@ class partition_manager {
     std::vector<std::function<void()>> done;  // when_created callbacks, create_mu_
   };
 
-  status load();
+  status load(std::unique_ptr<metadata_store> store);
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
   // Publishes a partition whose log now exists; `p` < the topic's slots.
   void install(const std::string& topic, int32_t p, std::shared_ptr<partition> part);
@@ -221,7 +223,7 @@ class partition_manager {
   std::vector<std::function<void(const config::broker_config&)>> cfg_listeners_;  // change_mu_
   std::vector<std::function<void(const std::string&)>> deleted_listeners_;        // change_mu_
   storage::log_manager& logs_;
-  std::unique_ptr<topic_table> table_;
+  std::unique_ptr<metadata_store> table_;  // topics: read and changed only through it
   std::unique_ptr<producer_id_allocator> producer_ids_;
   std::unique_ptr<retention_task> retention_;
   std::unique_ptr<log_cleaner> cleaner_;

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -31,8 +33,9 @@ class PartitionManagerTest : public ::testing::Test {
   // A log manager and a partition manager on `fsys`; null (with the failure
   // recorded) when either cannot open.
   partition_manager* open(io::filesystem& fsys,
-                          std::vector<std::pair<std::string, std::string>> settings = {}) {
-    auto m = testing::open_managers(fsys, logs_dir(), static_config(std::move(settings)));
+                          std::vector<std::pair<std::string, std::string>> settings = {},
+                          std::unique_ptr<metadata_store> store = nullptr) {
+    auto m = testing::open_managers(fsys, logs_dir(), static_config(std::move(settings)), std::move(store));
     logs_ = std::move(m.logs);
     pm_ = std::move(m.partitions);
     return pm_.get();
@@ -432,6 +435,82 @@ TEST_F(PartitionManagerTest, PartitionHoldsItsReplicaState) {
   EXPECT_EQ(st.high_watermark, offset(3));
   EXPECT_EQ(part->high_watermark(), offset(3));
   EXPECT_EQ(part->epoch(), leader_epoch(0));
+}
+
+// A metadata store of the test's own, in memory: the seam a cluster's etcd
+// store (issue 19) and deterministic tests plug into.
+class memory_store final : public metadata_store {
+ public:
+  std::optional<topic_info> get(const std::string& name) const override {
+    std::lock_guard g(mu_);
+    auto it = topics_.find(name);
+    return it == topics_.end() ? std::nullopt : std::optional<topic_info>(it->second);
+  }
+  std::optional<topic_info> get_by_id(const topic_id& id) const override {
+    std::lock_guard g(mu_);
+    for (const auto& [_, t] : topics_)
+      if (t.id == id) return t;
+    return std::nullopt;
+  }
+  std::vector<topic_info> list() const override {
+    std::lock_guard g(mu_);
+    std::vector<topic_info> out;
+    for (const auto& [_, t] : topics_) out.push_back(t);
+    return out;
+  }
+  size_t size() const override {
+    std::lock_guard g(mu_);
+    return topics_.size();
+  }
+  result<topic_info> create(const std::string& name, int32_t partitions,
+                            const config::config_map& overrides) override {
+    std::lock_guard g(mu_);
+    if (topics_.count(name)) return error{errc::already_exists, name};
+    topic_info t{name, {}, partitions, overrides};
+    t.id[0] = static_cast<uint8_t>(++created_);  // new and never all zero
+    return topics_[name] = t;
+  }
+  status remove(const std::string& name) override {
+    std::lock_guard g(mu_);
+    return topics_.erase(name) ? status() : status(errc::not_found, name);
+  }
+  status set_partitions(const std::string& name, int32_t partitions) override {
+    std::lock_guard g(mu_);
+    if (!topics_.count(name)) return status(errc::not_found, name);
+    topics_[name].partitions = partitions;
+    return {};
+  }
+  status set_overrides(const std::string& name, const config::config_map& overrides) override {
+    std::lock_guard g(mu_);
+    if (!topics_.count(name)) return status(errc::not_found, name);
+    topics_[name].overrides = overrides;
+    return {};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, topic_info> topics_;
+  int created_ = 0;
+};
+
+// The partition manager keeps its topics only in the store it is given:
+// topics created, grown and deleted through it land in that store, and
+// nothing is written to the file-backed table.
+TEST_F(PartitionManagerTest, TopicsLiveInTheGivenMetadataStore) {
+  auto store = std::make_unique<memory_store>();
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {}, std::move(store)), nullptr);
+  ASSERT_FALSE(pm_->create_topic("m", 2, 1, {}, false));
+  ASSERT_TRUE(s->get("m").has_value());
+  EXPECT_EQ(s->get("m")->partitions, 2);
+  append("m", 1, 2);
+  ASSERT_FALSE(pm_->add_partitions("m", 3, false));
+  EXPECT_EQ(s->get("m")->partitions, 3);
+  EXPECT_EQ(pm_->topic_by_id(s->get("m")->id)->name, "m");
+  EXPECT_FALSE(fs::exists(fs::path(tmp_.path()) / "meta" / "topics"));
+  ASSERT_FALSE(pm_->delete_topic("m"));
+  EXPECT_FALSE(s->get("m").has_value());
+  EXPECT_EQ(pm_->get("m", 0), nullptr);
 }
 
 }  // namespace

@@ -27,8 +27,11 @@ struct managers {
   std::unique_ptr<partition_manager> partitions;  // uses *logs: reset it first
 };
 
-// Both open, or both null with the failure recorded by EXPECT.
-inline managers open_managers(io::filesystem& fs, const std::string& logs_dir, const config::broker_config& s) {
+// Both open, or both null with the failure recorded by EXPECT. `store`:
+// the metadata store (null: the file-backed topic table under the data
+// directory).
+inline managers open_managers(io::filesystem& fs, const std::string& logs_dir, const config::broker_config& s,
+                              std::unique_ptr<metadata_store> store = nullptr) {
   managers m;
   storage::log_manager_config lcfg;
   lcfg.data_dir = logs_dir;
@@ -38,7 +41,7 @@ inline managers open_managers(io::filesystem& fs, const std::string& logs_dir, c
   if (!logs.ok()) return m;
   m.logs = std::move(logs).value();
   auto pm = partition_manager::open(fs, sluice::clock::system(), std::make_shared<const config::broker_config>(s),
-                                    *m.logs);
+                                    *m.logs, std::move(store));
   EXPECT_TRUE(pm.ok()) << pm.err().message;
   if (!pm.ok()) return managers{};
   m.partitions = std::move(pm).value();

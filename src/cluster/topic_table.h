@@ -2,8 +2,9 @@
 
 // The broker's registry of topics: name, topic id, partition count and
 // config overrides, persisted under <data_dir>/meta/ so topics survive a
-// restart. This is the single-node metadata store; in a cluster the same
-// facts come from the controller (etcd), behind the same interface.
+// restart. This is the single-node metadata_store (cluster/metadata_store.h,
+// whose contract it keeps); in a cluster the same facts come from the
+// controller (etcd), behind the same interface.
 //
 // On-disk format (docs/log_format.md, "Topic metadata"): `meta/topics` holds
 // one line per topic and a CRC-32C line; `meta/configs/<topic>` holds the
@@ -29,52 +30,35 @@
 
 #include "base/result.h"
 #include "base/types.h"
+#include "cluster/metadata_store.h"
 #include "config/schema.h"
 #include "io/file.h"
 
 namespace sluice::cluster {
 
-using sluice::topic_id;
-
-struct topic_info {
-  std::string name;
-  topic_id id{};
-  int32_t partitions = 0;
-  config::config_map overrides;  // topic keys -> values, validated
-};
-
-// Kafka's internal topics: written only by the broker itself (the group
-// coordinator's offsets and group records), never by clients, and never
-// deleted by them.
-bool is_internal_topic(const std::string& name);
-
-// Checks a topic name by Kafka's rules: 1 to 249 characters of
-// [a-zA-Z0-9._-], and not "." or "..". errc::invalid_argument naming why.
-status validate_topic_name(const std::string& name);
-
-class topic_table {
+class topic_table final : public metadata_store {
  public:
   // Loads the table from `meta_dir` (created if missing). A corrupt file is
   // an error (errc::corrupt_data): the broker refuses to start rather than
   // forget topics.
   static result<std::unique_ptr<topic_table>> open(io::filesystem& fs, std::string meta_dir);
 
-  std::optional<topic_info> get(const std::string& name) const;
+  std::optional<topic_info> get(const std::string& name) const override;
   // The topic with this id (KIP-516), or nullopt: a topic deleted and
   // created again under its name has a new id, so an old id finds nothing.
-  std::optional<topic_info> get_by_id(const topic_id& id) const;
-  std::vector<topic_info> list() const;
-  size_t size() const;
+  std::optional<topic_info> get_by_id(const topic_id& id) const override;
+  std::vector<topic_info> list() const override;
+  size_t size() const override;
 
   // Adds a topic (errc::already_exists if present). Persists before return.
   result<topic_info> create(const std::string& name, int32_t partitions,
-                            const config::config_map& overrides);
+                            const config::config_map& overrides) override;
   // Removes a topic (errc::not_found if absent). Persists before return.
-  status remove(const std::string& name);
+  status remove(const std::string& name) override;
   // Raises the partition count (never lowers it). Persists before return.
-  status set_partitions(const std::string& name, int32_t partitions);
+  status set_partitions(const std::string& name, int32_t partitions) override;
   // Replaces the topic's overrides. Persists before return.
-  status set_overrides(const std::string& name, const config::config_map& overrides);
+  status set_overrides(const std::string& name, const config::config_map& overrides) override;
 
  private:
   topic_table(io::filesystem& fs, std::string meta_dir) : fs_(fs), meta_dir_(std::move(meta_dir)) {}

@@ -1,0 +1,77 @@
+#pragma once
+
+// Where a broker's topic metadata lives: each topic's name, id (KIP-516),
+// partition count and config overrides. The partition manager reads and
+// changes topics only through this interface, so the store behind it can
+// change without the rest of the broker noticing:
+//
+//   - a single broker (today): topic_table, files under <data_dir>/meta/;
+//   - a cluster (issue 19): the controller's records in etcd, where a write
+//     is a transaction the controller makes and a broker follows its watch;
+//   - tests: any implementation, such as an in-memory one, driven
+//     deterministically.
+//
+// Contract for every implementation:
+//   - A mutation returns only once it is durable (written and synced, or
+//     committed by the quorum); on an error nothing changed.
+//   - Errors are errc values: already_exists (create of a present name),
+//     not_found (a name that is not there), invalid_argument (a name or
+//     count Kafka does not allow, a count that would shrink), and the
+//     store's own I/O errors.
+//   - A topic's id is new each time a topic is created, so a topic deleted
+//     and created again under its name is told apart by its id; never all
+//     zero.
+//   - Readers see a mutation once it has returned.
+// Thread safety: every method may be called from any thread.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/types.h"
+#include "config/schema.h"
+
+namespace sluice::cluster {
+
+using sluice::topic_id;
+
+struct topic_info {
+  std::string name;
+  topic_id id{};
+  int32_t partitions = 0;
+  config::config_map overrides;  // topic keys -> values, validated
+};
+
+// Kafka's internal topics: written only by the broker itself (the group
+// coordinator's offsets and group records), never by clients, and never
+// deleted by them.
+bool is_internal_topic(const std::string& name);
+
+// Checks a topic name by Kafka's rules: 1 to 249 characters of
+// [a-zA-Z0-9._-], and not "." or "..". errc::invalid_argument naming why.
+status validate_topic_name(const std::string& name);
+
+class metadata_store {
+ public:
+  virtual ~metadata_store() = default;
+
+  virtual std::optional<topic_info> get(const std::string& name) const = 0;
+  // The topic with this id, or nullopt: an id of a deleted topic finds
+  // nothing, even when a topic of the same name exists again.
+  virtual std::optional<topic_info> get_by_id(const topic_id& id) const = 0;
+  virtual std::vector<topic_info> list() const = 0;
+  virtual size_t size() const = 0;
+
+  // Adds a topic with a new id; partitions in 1..limits::max_partitions_per_topic.
+  virtual result<topic_info> create(const std::string& name, int32_t partitions,
+                                    const config::config_map& overrides) = 0;
+  virtual status remove(const std::string& name) = 0;
+  // Raises the partition count (never lowers it).
+  virtual status set_partitions(const std::string& name, int32_t partitions) = 0;
+  // Replaces the topic's overrides.
+  virtual status set_overrides(const std::string& name, const config::config_map& overrides) = 0;
+};
+
+}  // namespace sluice::cluster
