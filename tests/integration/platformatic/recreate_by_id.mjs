@@ -37,6 +37,9 @@ tracingChannel('plt:kafka:connections:api').subscribe({
   end () {}, asyncStart () {}, asyncEnd () {}, error () {}
 })
 
+// Deadlines are generous: a commit waits for an fdatasync of
+// __consumer_offsets, and this VM's disk can stall for seconds (after
+// other tests delete large files, for instance).
 const deadline = (ms, what) => new Promise((_, reject) => setTimeout(() => reject(new Error(`timed out: ${what}`)), ms).unref())
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
@@ -88,7 +91,7 @@ try {
   assert.deepEqual(got1, Array.from({ length: OLD }, (_, i) => `old-${i}`))
   assert.equal((await first.metadata({ topics: [topic] })).topics.get(topic).id, oldId)
   assert.ok([...fetchVersions].every(v => v >= 13), `fetches by id, versions ${[...fetchVersions]}`)
-  await Promise.race([(async () => { while (await committed(admin) !== BigInt(OLD)) await sleep(100) })(), deadline(10_000, 'the commits')])
+  await Promise.race([(async () => { while (await committed(admin) !== BigInt(OLD)) await sleep(100) })(), deadline(30_000, 'the commits')])
 
   // Delete, create again, write the new topic.
   deleted = true
@@ -105,7 +108,7 @@ try {
   // The old topic's offsets went with it.
   let left = -2n
   await Promise.race([(async () => { while ((left = await committed(admin)) !== -1n) await sleep(100) })(),
-    deadline(10_000, 'the deleted topic\'s committed offset to go')]).catch(e => assert.fail(`${e.message}: still ${left}`))
+    deadline(30_000, 'the deleted topic\'s committed offset to go')]).catch(e => assert.fail(`${e.message}: still ${left}`))
 
   // A new member: the new id, every new message, nothing old.
   const second = member({})
