@@ -91,7 +91,9 @@ try {
   assert.deepEqual(got1, Array.from({ length: OLD }, (_, i) => `old-${i}`))
   assert.equal((await first.metadata({ topics: [topic] })).topics.get(topic).id, oldId)
   assert.ok([...fetchVersions].every(v => v >= 13), `fetches by id, versions ${[...fetchVersions]}`)
-  await Promise.race([(async () => { while (await committed(admin) !== BigInt(OLD)) await sleep(100) })(), deadline(30_000, 'the commits')])
+  let seen = -2n
+  await Promise.race([(async () => { while ((seen = await committed(admin)) !== BigInt(OLD)) await sleep(100) })(),
+    deadline(30_000, 'the commits')]).catch(e => assert.fail(`${e.message}: committed offset ${seen}, messages read ${got1.length}`))
 
   // Delete, create again, write the new topic.
   deleted = true
