@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "broker/metrics_view.h"
 #include "cluster/broker_configs.h"
+#include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
 #include "group/service.h"
 #include "kafka/delayed_ops.h"
@@ -103,6 +104,7 @@ struct broker::impl {
   kafka::fetch_session_cache fetch_sessions;
   metrics::request_metrics requests;
   std::unique_ptr<metrics::http_endpoint> metrics_http;
+  std::unique_ptr<cluster::metadata_cache> metadata;
   kafka::services svc;
   std::unique_ptr<kafka::dispatcher> dispatch;
   std::unique_ptr<net::server> server;
@@ -165,7 +167,9 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->watch->start();
   i->groups->start();
 
+  i->metadata = std::make_unique<cluster::metadata_cache>(*i->partitions, cfg->node_id, cluster_id);
   i->svc.partitions = i->partitions.get();
+  i->svc.metadata = i->metadata.get();
   i->svc.clk = &i->clk;
   i->svc.delayed = &i->delayed;
   i->svc.fetch_sessions = &i->fetch_sessions;
@@ -173,9 +177,6 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.groups = &i->groups->coordinator();
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
-  i->svc.advertised_host = cfg->advertised_listener.host;
-  i->svc.advertised_port = cfg->advertised_listener.port;
-  i->svc.cluster_id = cluster_id;
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
 
   net::server_config scfg;
@@ -198,8 +199,17 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
       raw->groups->coordinator().update_config(group::coordinator_config::from(next));
     });
   }
+  // One broker: it is the only live broker and the controller. When the
+  // config asked for port 0 the port is known only once the listener is
+  // bound; no client can have learnt it before then.
+  cluster::broker_endpoint self{cfg->node_id, cfg->advertised_listener.host, cfg->advertised_listener.port,
+                                std::nullopt};
+  i->metadata->set_brokers({self}, cfg->node_id);
   SLUICE_TRY(i->server->start());
-  if (i->svc.advertised_port == 0) i->svc.advertised_port = i->server->port();
+  if (self.port == 0) {
+    self.port = i->server->port();
+    i->metadata->set_brokers({self}, cfg->node_id);
+  }
   if (cfg->metrics_listener) {
     // Metrics are for the operator; a port that cannot be bound is logged
     // and the broker serves Kafka clients all the same.
@@ -214,7 +224,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     }
   }
   SLUICE_LOG_INFO("sluice listening on {}:{} (advertised {}:{}), data in {}, cluster id {}, {} topics", scfg.host,
-                  i->server->port(), i->svc.advertised_host, i->svc.advertised_port, dir, cluster_id,
+                  i->server->port(), self.host, self.port, dir, cluster_id,
                   i->partitions->topics().size());
   return std::unique_ptr<broker>(new broker(std::move(i)));
 }

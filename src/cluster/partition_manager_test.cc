@@ -3,6 +3,7 @@
 // what a restart makes of what they leave behind.
 
 #include "cluster/test_managers.h"
+#include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
 
 #include <filesystem>
@@ -511,6 +512,31 @@ TEST_F(PartitionManagerTest, TopicsLiveInTheGivenMetadataStore) {
   ASSERT_FALSE(pm_->delete_topic("m"));
   EXPECT_FALSE(s->get("m").has_value());
   EXPECT_EQ(pm_->get("m", 0), nullptr);
+}
+
+// The metadata cache answers what Metadata-like requests describe: the
+// brokers and controller it was told, the topics of the store and each
+// partition's leadership from its replica state.
+TEST_F(PartitionManagerTest, MetadataCacheDescribesBrokersAndLeadership) {
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}), nullptr);
+  ASSERT_FALSE(pm_->create_topic("c", 1, 1, {}, false));
+  metadata_cache md(*pm_, 4, "cid");
+  EXPECT_TRUE(md.brokers().empty());
+  EXPECT_EQ(md.controller_id(), -1);
+  md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::string("r1")}}, 5);
+  EXPECT_EQ(md.brokers().size(), 2u);
+  EXPECT_EQ(md.broker(5)->rack, std::optional<std::string>("r1"));
+  EXPECT_FALSE(md.broker(6).has_value());
+  EXPECT_EQ(md.controller_id(), 5);
+  EXPECT_EQ(md.cluster_id(), "cid");
+  EXPECT_EQ(md.topic("c")->id, pm_->topic("c")->id);
+  append("c", 0, 2);
+  const partition_leadership l = md.leadership("c", 0);
+  EXPECT_TRUE(l.has_leader);
+  EXPECT_EQ(l.leader_id, 4);
+  EXPECT_EQ(l.leader_epoch, 0);
+  EXPECT_EQ(l.replicas, std::vector<int32_t>{4});
+  EXPECT_EQ(l.isr, std::vector<int32_t>{4});
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "protocol/messages.h"
 
 namespace sluice::cluster {
+class metadata_cache;
 class partition_manager;
 }
 namespace sluice::group {
@@ -43,16 +44,16 @@ class delayed_ops;
 // server.
 struct services {
   cluster::partition_manager* partitions = nullptr;
+  // Brokers, controller, cluster id and partition leadership, as
+  // Metadata-like answers describe them.
+  const cluster::metadata_cache* metadata = nullptr;
   sluice::clock* clk = nullptr;
   delayed_ops* delayed = nullptr;
   fetch_session_cache* fetch_sessions = nullptr;
   metrics::request_metrics* requests = nullptr;  // null: not counted
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   io::filesystem* fs = nullptr;          // for disk space (DescribeLogDirs); null: not reported
-  int32_t node_id = 0;
-  std::string advertised_host;
-  int32_t advertised_port = 0;
-  std::string cluster_id;
+  int32_t node_id = 0;  // this broker (config resources name it)
 };
 
 // Per-connection state kept in net::connection_context::state.

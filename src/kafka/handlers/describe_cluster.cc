@@ -29,12 +29,16 @@ void handle_describe_cluster(request req) {
     resp.error_code = to_wire(error_code::unsupported_endpoint_type);
     resp.error_message = "unknown endpoint type " + std::to_string(body->endpoint_type);
   } else {
-    resp.cluster_id = svc.cluster_id;
-    resp.controller_id = svc.node_id;
-    auto& b = resp.brokers.emplace_back();
-    b.broker_id = svc.node_id;
-    b.host = svc.advertised_host;
-    b.port = svc.advertised_port;
+    const cluster::metadata_cache& md = *svc.metadata;
+    resp.cluster_id = md.cluster_id();
+    resp.controller_id = md.controller_id();
+    for (const auto& e : md.brokers()) {
+      auto& b = resp.brokers.emplace_back();
+      b.broker_id = e.node_id;
+      b.host = e.host;
+      b.port = e.port;
+      b.rack = e.rack;
+    }
   }
   req.respond(resp);
 }

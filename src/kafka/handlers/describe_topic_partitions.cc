@@ -48,7 +48,7 @@ void handle_describe_topic_partitions(request req) {
 
   std::set<std::string> names;
   if (all) {
-    for (const auto& t : pm.topics())
+    for (const auto& t : svc.metadata->topics())
       if (t.name >= from) names.insert(t.name);
   } else {
     for (const auto& t : body->topics)
@@ -74,7 +74,7 @@ void handle_describe_topic_partitions(request req) {
       resp.next_cursor.emplace().topic_name = name;
       break;
     }
-    auto t = pm.topic(name);
+    auto t = svc.metadata->topic(name);
     if (!t) {
       if (all) continue;  // deleted since it was listed
       auto& out = resp.topics.emplace_back();

@@ -41,9 +41,12 @@ void answer(Answer& a, const lookup& l, const services& svc) {
     a.error_message = l.message;
     return;
   }
+  // The coordinator of every group is this broker (one broker leads every
+  // partition of __consumer_offsets).
+  auto self = svc.metadata->broker(svc.node_id);
   a.node_id = svc.node_id;
-  a.host = svc.advertised_host;
-  a.port = svc.advertised_port;
+  a.host = self ? self->host : std::string();
+  a.port = self ? self->port : -1;
 }
 
 constexpr int16_t batched_version = 4;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/metadata_cache.h"
 #include "kafka/request.h"
 #include "protocol/error_code.h"
 
@@ -44,32 +45,22 @@ void handle_describe_groups(request req);
 void handle_list_groups(request req);
 void handle_delete_groups(request req);
 
-// One partition as Metadata and DescribeTopicPartitions describe it (both
-// call this, so the two never disagree). On this single broker every
-// partition has this broker as its only replica, leader at epoch 0 and in
-// sync. A partition whose log is still being created
-// (partition_manager's create_mode::background) is described as Kafka
-// describes one without a leader yet: LEADER_NOT_AVAILABLE, leader and
-// epoch -1, no in-sync replica; clients retry until it has one.
-struct partition_description {
-  error_code error = error_code::none;
-  int32_t leader_id = -1;
-  int32_t leader_epoch = -1;
-  std::vector<int32_t> replica_nodes;
-  std::vector<int32_t> isr_nodes;
-};
-partition_description describe_partition(const services& svc, const std::string& topic, int32_t partition);
 // Fills `out`, a partition of a Metadata or a DescribeTopicPartitions
-// answer (the fields both have), with describe_partition's description.
+// answer (the fields both have), from the metadata cache's leadership, so
+// the two never disagree. A partition without a leader (its log still being
+// created, partition_manager's create_mode::background) is described as
+// Kafka's Metadata describes one: LEADER_NOT_AVAILABLE, leader and epoch
+// -1, no in-sync replica; clients retry until it has one.
 template <class Partition>
 void fill_partition(const services& svc, const std::string& topic, int32_t partition, Partition& out) {
-  auto d = describe_partition(svc, topic, partition);
-  out.error_code = to_wire(d.error);
+  cluster::partition_leadership l = svc.metadata->leadership(topic, partition);
+  out.error_code = to_wire(l.has_leader ? error_code::none : error_code::leader_not_available);
   out.partition_index = partition;
-  out.leader_id = d.leader_id;
-  out.leader_epoch = d.leader_epoch;
-  out.replica_nodes = std::move(d.replica_nodes);
-  out.isr_nodes = std::move(d.isr_nodes);
+  out.leader_id = l.leader_id;
+  out.leader_epoch = l.leader_epoch;
+  out.replica_nodes = std::move(l.replicas);
+  out.isr_nodes = std::move(l.isr);
+  out.offline_replicas = std::move(l.offline_replicas);
 }
 // Whether Metadata and DescribeTopicPartitions mark `topic` internal.
 bool described_as_internal(const std::string& topic);

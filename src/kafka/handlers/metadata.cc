@@ -5,27 +5,6 @@
 
 namespace sluice::kafka {
 
-partition_description describe_partition(const services& svc, const std::string& topic, int32_t partition) {
-  partition_description d;
-  auto part = svc.partitions->get(topic, partition);
-  if (!part) {
-    // Its log is still being created: no leader yet. (The assignment is
-    // this broker until the metadata store holds assignments.)
-    d.replica_nodes = {svc.node_id};
-    d.error = error_code::leader_not_available;
-    d.leader_id = -1;
-    d.leader_epoch = -1;
-    return d;
-  }
-  const cluster::replica_state st = part->replicas();
-  d.error = error_code::none;
-  d.leader_id = st.leader_id;
-  d.leader_epoch = st.epoch.value();
-  d.replica_nodes = st.replicas;
-  for (const auto& m : st.isr) d.isr_nodes.push_back(m.node_id);
-  return d;
-}
-
 bool described_as_internal(const std::string& topic) { return !topic.empty() && topic.rfind("__", 0) == 0; }
 
 namespace {
@@ -50,17 +29,21 @@ void handle_metadata(request req) {
   const auto cfg = pm.broker_config();
 
   protocol::metadata_response resp;
-  auto& b = resp.brokers.emplace_back();
-  b.node_id = svc.node_id;
-  b.host = svc.advertised_host;
-  b.port = svc.advertised_port;
-  resp.cluster_id = svc.cluster_id;
-  resp.controller_id = svc.node_id;
+  const cluster::metadata_cache& md = *svc.metadata;
+  for (const auto& e : md.brokers()) {
+    auto& b = resp.brokers.emplace_back();
+    b.node_id = e.node_id;
+    b.host = e.host;
+    b.port = e.port;
+    b.rack = e.rack;
+  }
+  resp.cluster_id = md.cluster_id();
+  resp.controller_id = md.controller_id();
 
   // v0 sends an empty list for "all topics"; v1+ sends null.
   const bool all = !body->topics.has_value() || (req.version() == 0 && body->topics->empty());
   if (all) {
-    for (const auto& t : pm.topics()) describe_topic(svc, t, resp.topics.emplace_back());
+    for (const auto& t : md.topics()) describe_topic(svc, t, resp.topics.emplace_back());
     req.respond(resp);
     return;
   }
@@ -81,7 +64,7 @@ void handle_metadata(request req) {
     if (rt.topic_id != no_id) {
       // By id: never creates a topic. A deleted topic's id is unknown even
       // when a topic of the same name exists again.
-      if (auto t = pm.topic_by_id(rt.topic_id)) {
+      if (auto t = md.topic_by_id(rt.topic_id)) {
         describe_topic(svc, *t, out);
       } else {
         out.name = std::nullopt;
@@ -96,7 +79,7 @@ void handle_metadata(request req) {
     }
     const std::string name = *rt.name;
     out.name = name;
-    auto t = pm.topic(name);
+    auto t = md.topic(name);
     if (!t && may_create) {
       if (auto bad = cluster::validate_topic_name(name); !bad.ok()) {
         out.error_code = to_wire(error_code::invalid_topic_exception);
@@ -108,7 +91,7 @@ void handle_metadata(request req) {
         out.error_code = to_wire(e->code);
         continue;
       }
-      t = pm.topic(name);
+      t = md.topic(name);
     }
     if (!t) {
       out.error_code = to_wire(cluster::validate_topic_name(name).ok() ? error_code::unknown_topic_or_partition

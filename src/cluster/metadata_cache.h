@@ -1,0 +1,81 @@
+#pragma once
+
+// The read side of the metadata, as the broker answers clients: the live
+// brokers and their endpoints, the controller, the cluster id, the topics
+// and, per partition, its leader, leader epoch, replicas and in-sync
+// replicas. The handlers that describe the cluster (Metadata,
+// DescribeCluster, DescribeTopicPartitions, FindCoordinator) ask it rather
+// than assemble these facts themselves.
+//
+// Single broker (today): the live brokers are this one, set by the broker
+// once its listener's port is known, and it is the controller; topics come
+// from the partition manager's metadata store and each partition's
+// leadership from its replica state. In a cluster (issue 19) the brokers and
+// the controller come from the registrations the broker follows in etcd
+// (set_brokers on each change) and partitions it does not host from the
+// partition records; the handlers stay as they are.
+//
+// Thread safety: every method is thread-safe and returns copies.
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/metadata_store.h"
+
+namespace sluice::cluster {
+
+class partition_manager;
+
+struct broker_endpoint {
+  int32_t node_id = -1;
+  std::string host;
+  int32_t port = 0;
+  std::optional<std::string> rack;
+  bool operator==(const broker_endpoint&) const = default;
+};
+
+// Who leads a partition, as Metadata describes it.
+struct partition_leadership {
+  bool has_leader = false;  // false while no replica leads (its log is still being created)
+  int32_t leader_id = -1;
+  int32_t leader_epoch = -1;
+  std::vector<int32_t> replicas;
+  std::vector<int32_t> isr;
+  std::vector<int32_t> offline_replicas;
+};
+
+class metadata_cache {
+ public:
+  // `pm` must outlive the cache. `node_id` is this broker's.
+  metadata_cache(const partition_manager& pm, int32_t node_id, std::string cluster_id);
+
+  // Replaces the live brokers and the controller's id (-1: none known).
+  void set_brokers(std::vector<broker_endpoint> brokers, int32_t controller_id);
+
+  std::vector<broker_endpoint> brokers() const;
+  // The live broker with this id, or nullopt.
+  std::optional<broker_endpoint> broker(int32_t node_id) const;
+  int32_t controller_id() const;
+  int32_t node_id() const { return node_id_; }
+  const std::string& cluster_id() const { return cluster_id_; }
+
+  std::optional<topic_info> topic(const std::string& name) const;
+  std::optional<topic_info> topic_by_id(const topic_id& id) const;
+  std::vector<topic_info> topics() const;
+  // Partition `partition` of `topic`, which the caller found in topic()
+  // or topics().
+  partition_leadership leadership(const std::string& topic, int32_t partition) const;
+
+ private:
+  const partition_manager& pm_;
+  const int32_t node_id_;
+  const std::string cluster_id_;
+  mutable std::mutex mu_;
+  std::vector<broker_endpoint> brokers_;  // guarded by mu_
+  int32_t controller_id_ = -1;            // guarded by mu_
+};
+
+}  // namespace sluice::cluster
