@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "broker/metrics_view.h"
 #include "cluster/broker_configs.h"
+#include "cluster/log_maintenance.h"
 #include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
 #include "group/service.h"
@@ -105,6 +106,7 @@ struct broker::impl {
   metrics::request_metrics requests;
   std::unique_ptr<metrics::http_endpoint> metrics_http;
   std::unique_ptr<cluster::metadata_cache> metadata;
+  std::unique_ptr<cluster::log_maintenance> maintenance;  // walks partitions: after them, so it goes first
   kafka::services svc;
   std::unique_ptr<kafka::dispatcher> dispatch;
   std::unique_ptr<net::server> server;
@@ -149,6 +151,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   lcfg.default_log = cluster::to_log_config(cfg->topic_defaults);
   SLUICE_ASSIGN_OR_RETURN(i->logs, storage::log_manager::open(i->fs, i->clk, lcfg));
   SLUICE_ASSIGN_OR_RETURN(i->partitions, cluster::partition_manager::open(i->fs, i->clk, cfg, *i->logs));
+  i->maintenance = std::make_unique<cluster::log_maintenance>(*i->partitions, i->clk);
+  i->maintenance->start();
   // The coordinator replays __consumer_offsets on its own thread; until
   // then group requests get COORDINATOR_LOAD_IN_PROGRESS.
   SLUICE_ASSIGN_OR_RETURN(i->groups, group::service::open(*i->partitions, i->clk, *cfg));
@@ -242,6 +246,7 @@ status broker::stop() {
   impl_->delayed.stop();
   impl_->groups->stop();
   impl_->watch->stop();
+  impl_->maintenance->stop();
   impl_->partitions->shutdown();
   status s = impl_->logs->shutdown();
   if (s.ok()) {

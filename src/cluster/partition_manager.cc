@@ -20,8 +20,6 @@ result<std::unique_ptr<partition_manager>> partition_manager::open(io::filesyste
   std::unique_ptr<partition_manager> m(new partition_manager(fs, clk, std::move(cfg), logs));
   SLUICE_TRY(m->load(std::move(store)));
   m->start_creator();
-  m->start_retention();
-  m->start_cleaner();
   return m;
 }
 
@@ -393,7 +391,6 @@ status partition_manager::alter_broker_config(bool cluster_default, const broker
       }
     }
   }
-  if (retention_) retention_->set_interval_ms(published->log_retention_check_interval_ms);
   for (const auto& fn : cfg_listeners_) fn(*published);
   SLUICE_LOG_INFO("broker config changed ({}): {} dynamic default and {} node values",
                   cluster_default ? "cluster-wide default" : "this node",
@@ -409,10 +406,7 @@ void partition_manager::on_broker_config_change(
 }
 
 partition_manager::~partition_manager() {
-  // The retention and cleaner threads walk the partitions: stop them before they go.
   stop_creator();
-  if (cleaner_) cleaner_->stop();
-  if (retention_) retention_->stop();
 }
 
 // ---- Background creation of partition logs ---------------------------------
@@ -546,24 +540,8 @@ void partition_manager::create_logs(creation_job& job) {
                   job.partitions.size(), ms);
 }
 
-void partition_manager::start_cleaner() {
-  if (cleaner_ || !cfg_->log_cleaner_enable || cfg_->log_cleaner_threads <= 0) return;
-  cleaner_ = std::make_unique<log_cleaner>(*this, clk_, cfg_->log_cleaner_threads,
-                                           cfg_->log_cleaner_dedupe_buffer_bytes, cfg_->log_cleaner_backoff_ms);
-  cleaner_->start();
-}
-
-void partition_manager::start_retention() {
-  if (retention_) return;
-  retention_ = std::make_unique<retention_task>(*this, clk_,
-                                                broker_config()->log_retention_check_interval_ms);
-  retention_->start();
-}
-
 void partition_manager::shutdown() {
   stop_creator();
-  if (cleaner_) cleaner_->stop();
-  if (retention_) retention_->stop();
   std::vector<std::shared_ptr<partition>> all;
   {
     std::shared_lock g(mu_);

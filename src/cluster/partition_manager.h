@@ -34,10 +34,8 @@
 
 #include "base/clock.h"
 #include "base/result.h"
-#include "cluster/compaction.h"
 #include "cluster/partition.h"
 #include "cluster/producer_ids.h"
-#include "cluster/retention.h"
 #include "cluster/metadata_store.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
@@ -165,17 +163,9 @@ class partition_manager {
 
   ~partition_manager();
 
-  // Starts the background retention pass (every
-  // log.retention.check.interval.ms); open() calls it.
-  void start_retention();
-  retention_task* retention() { return retention_.get(); }
-  // Starts the log cleaner (log.cleaner.enable, log.cleaner.threads);
-  // open() calls it.
-  void start_cleaner();
-  log_cleaner* cleaner() { return cleaner_.get(); }
-
-  // Stops the background creation of logs, retention and the cleaner, writes
-  // producer-state snapshots and wakes every fetch waiter. The logs
+  // Stops the background creation of logs, writes producer-state snapshots
+  // and wakes every fetch waiter. (Retention and the cleaner belong to
+  // log_maintenance, stopped before this.) The logs
   // themselves are closed by the log manager.
   void shutdown();
 
@@ -225,8 +215,6 @@ class partition_manager {
   storage::log_manager& logs_;
   std::unique_ptr<metadata_store> table_;  // topics: read and changed only through it
   std::unique_ptr<producer_id_allocator> producer_ids_;
-  std::unique_ptr<retention_task> retention_;
-  std::unique_ptr<log_cleaner> cleaner_;
 
   std::mutex change_mu_;  // serialises create/delete/add-partitions/alter
   mutable std::shared_mutex mu_;  // guards partitions_; never held across file I/O
