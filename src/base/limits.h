@@ -65,6 +65,23 @@ inline constexpr int flusher_threads = 4;
 inline constexpr size_t shutdown_threads = 8;
 
 // ---- Network ----------------------------------------------------------------
+// The server's own buffers (net/server.cc).
+// Bytes read from a socket per read call. Also bounds how many bytes of
+// not-yet-dispatched requests a paused connection holds in memory.
+inline constexpr size_t read_buffer_bytes = 64 * 1024;
+// A frame's buffer is reserved up to this size when its length arrives,
+// so the bytes of a typical produce request (librdkafka batches up to 1 MB)
+// are copied once rather than again at every doubling; a larger frame grows
+// from here as its bytes arrive. A reservation is address space: glibc maps
+// a block this big fresh or reuses a freed one, and its pages are touched
+// only as bytes land in them.
+inline constexpr size_t frame_reserve_bytes = 1 << 20;
+// Most iovecs and bytes handed to one sendmsg call.
+inline constexpr int max_iovecs = 64;
+inline constexpr uint64_t max_gather_bytes = 4ull << 20;
+// Largest count for one sendfile call (Linux caps it at 0x7ffff000 anyway).
+inline constexpr uint64_t max_sendfile_bytes = 1ull << 30;
+// socket.request.max.bytes, Kafka's default.
 inline constexpr int64_t default_socket_request_max_bytes = 100ll << 20;  // 100 MiB
 // fetch.max.bytes: largest Fetch answer the broker builds, whatever the
 // request asks (Kafka's default, 55 MiB, and its lower bound).
@@ -127,6 +144,17 @@ constexpr int64_t min_queued_max_request_bytes(int64_t socket_request_max_bytes,
 // stops a client that stalls or trickles mid-frame (slowloris), or declares
 // a large frame and sends nothing, from holding its share for longer.
 inline constexpr int64_t default_request_read_timeout_ms = 30'000;
+
+// ---- The log cleaner (cluster/compaction.h) ----------------------------------
+// Bytes read from a segment per read_segment call.
+inline constexpr size_t cleaner_read_chunk_bytes = 1 << 20;
+// Cleaned bytes gathered before one append to the cleaned copy.
+inline constexpr size_t cleaner_write_chunk_bytes = 1 << 20;
+
+// ---- Idempotent producers (cluster/producer_state.h) ---------------------------
+// Batches remembered per producer for duplicate detection: Kafka's bound on
+// max.in.flight.requests.per.connection with idempotence.
+inline constexpr size_t batches_per_producer = 5;
 
 // ---- Topics (broker/) -----------------------------------------------------
 // Kafka's limit on a topic name's length. "<topic>-<partition>" does not

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "base/limits.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "protocol/records/record_batch.h"
@@ -18,10 +19,6 @@ namespace sbatch = storage::batch;
 
 namespace {
 
-// Bytes read from a segment per read_segment call.
-constexpr size_t kReadChunkBytes = 1 << 20;
-// Cleaned bytes gathered before one append to the cleaned copy.
-constexpr size_t kWriteChunkBytes = 1 << 20;
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
@@ -138,7 +135,7 @@ status for_each_batch(storage::log& log, offset base, const std::atomic<bool>& s
   std::vector<std::byte> buf;
   for (;;) {
     if (stop) return status(errc::shutting_down, "cleaner stopping");
-    SLUICE_ASSIGN_OR_RETURN(auto r, log.read_segment(base, pos, kReadChunkBytes));
+    SLUICE_ASSIGN_OR_RETURN(auto r, log.read_segment(base, pos, limits::cleaner_read_chunk_bytes));
     if (r.len == 0) return {};
     buf.resize(r.len);
     SLUICE_ASSIGN_OR_RETURN(size_t got, r.file->pread(buf.data(), r.len, r.pos));
@@ -286,7 +283,7 @@ status clean_group(clean_context& c, const std::vector<storage::segment_info>& s
     SLUICE_TRY(for_each_batch(c.log, segs[i].base, c.stop,
                               [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
                                 SLUICE_TRY(filter_batch(c, h, b, out));
-                                if (out.size() >= kWriteChunkBytes) {
+                                if (out.size() >= limits::cleaner_write_chunk_bytes) {
                                   SLUICE_TRY(rw->append(out));
                                   out.clear();
                                 }

@@ -27,6 +27,7 @@
 #include "base/types.h"
 #include "io/file.h"
 #include "base/error.h"
+#include "base/limits.h"
 
 namespace sluice::cluster {
 
@@ -67,7 +68,7 @@ class producer_state {
  public:
   // How many batches per producer are remembered for duplicate detection
   // (Kafka's max.in.flight.requests.per.connection bound for idempotence).
-  static constexpr size_t batches_per_producer = 5;
+  static constexpr size_t batches_per_producer = limits::batches_per_producer;
 
   // Decides whether `b` may be appended. Never changes state.
   producer_check check(const producer_batch& b) const;

@@ -22,6 +22,7 @@
 
 #include "base/assert.h"
 #include "base/endian.h"
+#include "base/limits.h"
 #include "base/log.h"
 #include "net/tcp_info.h"
 
@@ -34,21 +35,11 @@ using steady = std::chrono::steady_clock;
 class connection;
 struct io_thread;
 
-// Bytes read from a socket per read call. Also bounds how many bytes of
-// not-yet-dispatched requests a paused connection holds in memory.
-constexpr size_t read_buffer_bytes = 64 * 1024;
-// A frame's buffer is reserved up to this size when its length arrives,
-// so the bytes of a typical produce request (librdkafka batches up to 1 MB)
-// are copied once rather than again at every doubling; a larger frame grows
-// from here as its bytes arrive. A reservation is address space: glibc maps
-// a block this big fresh or reuses a freed one, and its pages are touched
-// only as bytes land in them.
-constexpr size_t frame_reserve_bytes = 1 << 20;
-// Most iovecs and bytes handed to one sendmsg call.
-constexpr int max_iovecs = 64;
-constexpr uint64_t max_gather_bytes = 4ull << 20;
-// Largest count for one sendfile call (Linux caps it at 0x7ffff000 anyway).
-constexpr uint64_t max_sendfile_bytes = 1ull << 30;
+using limits::frame_reserve_bytes;
+using limits::max_gather_bytes;
+using limits::max_iovecs;
+using limits::max_sendfile_bytes;
+using limits::read_buffer_bytes;
 
 // Responders may be completed from any thread at any time, even after the
 // server is gone. The gate is the one place that knows whether posting to
