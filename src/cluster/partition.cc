@@ -235,7 +235,8 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
       out.duplicate = true;
       return out;
     }
-    auto r = log_->append(bytes, epoch());
+    // The CRC was checked above (or recomputed with the max timestamp).
+    auto r = log_->append(bytes, epoch(), storage::batch::crc_check::already_verified);
     if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);

@@ -89,20 +89,20 @@ status log::write_failed(const error& e) {
   return status(e);
 }
 
-result<append_result> log::append(std::span<std::byte> batches, leader_epoch epoch) {
-  return append_and_ask(batches, epoch);
+result<append_result> log::append(std::span<std::byte> batches, leader_epoch epoch, batch::crc_check crc) {
+  return append_and_ask(batches, crc, epoch);
 }
 
 result<append_result> log::append_replicated(std::span<std::byte> batches) {
-  return append_and_ask(batches, std::nullopt);
+  return append_and_ask(batches, batch::crc_check::verify, std::nullopt);
 }
 
-result<append_result> log::append_and_ask(std::span<std::byte> batches,
+result<append_result> log::append_and_ask(std::span<std::byte> batches, batch::crc_check crc,
                                           std::optional<leader_epoch> epoch) {
   flush_ask ask;
   result<append_result> r = [&] {
     std::lock_guard g(mu_);
-    return append_locked(batches, epoch, ask);
+    return append_locked(batches, crc, epoch, ask);
   }();
   answer_waiters();
   ask_flusher(ask);
@@ -122,12 +122,12 @@ void log::flush_on_timer() {
   flush().ignore();
 }
 
-result<append_result> log::append_locked(std::span<std::byte> batches,
+result<append_result> log::append_locked(std::span<std::byte> batches, batch::crc_check crc,
                                          std::optional<leader_epoch> epoch, flush_ask& ask) {
   SLUICE_TRY(check_writable());
   std::vector<batch::header> hs;
   const auto strict = epoch ? batch::strictness::leader : batch::strictness::stored;
-  SLUICE_TRY(batch::check_all(batches, strict, hs));
+  SLUICE_TRY(batch::check_all(batches, strict, hs, crc));
   offset next(log_end_.load());
   if (epoch) {
     if (!epochs_.empty() && *epoch < epochs_.back().epoch)

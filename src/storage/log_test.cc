@@ -108,6 +108,15 @@ TEST(RecordBatch, ValidatesHeader) {
   bad_crc.back() ^= std::byte{1};
   hs.clear();
   EXPECT_EQ(batch::check_all(bad_crc, batch::strictness::leader, hs).code(), errc::corrupt_data);
+  // A caller that verified the CRC itself (the produce path) is trusted:
+  // the headers are still checked, the CRC is not computed again.
+  hs.clear();
+  EXPECT_TRUE(batch::check_all(bad_crc, batch::strictness::leader, hs, batch::crc_check::already_verified).ok());
+  auto bad_magic_unchecked = bad_magic;
+  hs.clear();
+  EXPECT_EQ(batch::check_all(bad_magic_unchecked, batch::strictness::leader, hs, batch::crc_check::already_verified)
+                .code(),
+            errc::unsupported_format);
 
   auto short_buf = std::vector<std::byte>(b.begin(), b.end() - 1);
   hs.clear();

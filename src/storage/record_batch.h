@@ -71,8 +71,14 @@ status check_crc(const header& h, std::span<const std::byte> bytes);
 // place. Both fields precede the CRC'd range, so the CRC stays valid.
 void stamp(std::byte* p, offset base, leader_epoch epoch);
 
+// Whether check_all verifies each batch's CRC-32C, or trusts a caller that
+// verified it already (the produce path checks it once, before it reads
+// anything else of the batch).
+enum class crc_check { verify, already_verified };
+
 // Parses and fully validates every batch of `bytes` (which must consist of
 // whole batches only). Appends the headers to `out`.
-status check_all(std::span<const std::byte> bytes, strictness s, std::vector<header>& out);
+status check_all(std::span<const std::byte> bytes, strictness s, std::vector<header>& out,
+                 crc_check crc = crc_check::verify);
 
 }  // namespace sluice::storage::batch
