@@ -17,6 +17,7 @@
 
 #include "base/endian.h"
 #include "protocol/frame.h"
+#include "kafka/dispatcher.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::broker {
@@ -212,6 +213,16 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
     }
   }
   EXPECT_TRUE(produce);
+  // Exactly the dispatcher's table (which handlers_doc_test holds to
+  // docs/protocol.md), each at its advertised range.
+  std::map<int16_t, std::pair<int16_t, int16_t>> advertised, served;
+  for (const auto& k : resp.api_keys) {
+    EXPECT_TRUE(advertised.emplace(k.api_key, std::make_pair(k.min_version, k.max_version)).second) << k.api_key;
+  }
+  for (const auto& h : kafka::api_handlers()) {
+    served[h.api_key] = {kafka::advertised_min_version(h), h.max_version};
+  }
+  EXPECT_EQ(advertised, served);
 }
 
 TEST_F(BrokerTest, UnsupportedApiVersionsAnsweredInV0Layout) {
