@@ -110,6 +110,20 @@ void answer(std::function<void(T)>& cb, T resp, std::function<void(std::function
 
 bool valid_group_id(const std::string& id) { return !id.empty() && id.size() <= limits::max_group_id_bytes; }
 
+// The records that delete these committed offsets: a tombstone (key, no
+// value) each, stamped `now_ms`.
+std::vector<protocol::records::record_input> offset_tombstones(const std::vector<offset_key>& keys, int64_t now_ms) {
+  std::vector<protocol::records::record_input> records;
+  records.reserve(keys.size());
+  for (const auto& k : keys) {
+    protocol::records::record_input r;
+    r.key = encode_key(k);
+    r.timestamp_ms = now_ms;
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
 protocol_list to_protocols(const proto::join_group_request& req) {
   protocol_list out;
   out.reserve(req.protocols.size());
@@ -1343,13 +1357,7 @@ void coordinator::delete_topic_offsets(const std::string& topic) {
     for (const auto& [tp, _] : gp->offsets)
       if (tp.first == topic) gone.push_back({id, tp.first, tp.second});
     if (gone.empty()) continue;
-    std::vector<protocol::records::record_input> records;
-    for (const auto& k : gone) {
-      protocol::records::record_input r;
-      r.key = encode_key(k);
-      r.timestamp_ms = now;
-      records.push_back(std::move(r));
-    }
+    auto records = offset_tombstones(gone, now);
     SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topic {} removed", id, gone.size(), topic);
     append_locked(id, std::move(records), [this, gone](status s, outbox&) {
       if (!s.ok()) return;
@@ -1370,13 +1378,7 @@ void coordinator::expire_offsets_locked(int64_t now_ms) {
     const bool whole_group =
         expired.size() == g.offsets.size() && now_ms - g.state_timestamp_ms >= cfg_.offsets_retention_ms;
     if (expired.empty() && !whole_group) continue;
-    std::vector<protocol::records::record_input> records;
-    for (const auto& k : expired) {
-      protocol::records::record_input r;
-      r.key = encode_key(k);
-      r.timestamp_ms = now_ms;
-      records.push_back(std::move(r));
-    }
+    auto records = offset_tombstones(expired, now_ms);
     if (whole_group) {
       protocol::records::record_input r;
       r.key = encode_key(group_key{id});
