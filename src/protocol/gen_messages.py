@@ -444,7 +444,12 @@ class Gen:
             out.append(f'{p}    if (!({nul})) r.fail("null struct {fld.name} in a version where it is not nullable");')
             out.append(f'{p}    {name}.reset();')
             out.append(f'{p}  }} else {{')
-            out.append(f'{p}    {name}.emplace().read(r, version);')
+            # Assigned, not emplace()d: clang decides whether a nested
+            # struct with default member initialisers is default-
+            # constructible while the enclosing message is still incomplete,
+            # and std::optional::emplace() then fails to compile.
+            out.append(f'{p}    {name} = std::decay_t<decltype({name})>::value_type{{}};')
+            out.append(f'{p}    {name}->read(r, version);')
             out.append(f'{p}  }}')
             out.append(f'{p}}}')
             return out
@@ -561,7 +566,13 @@ class Gen:
             elif f.elem == 'records':
                 out.append(f'    if ({may_null}) s.{f.name} = records_field(); else s.{f.name} = c.records();')
             elif f.nullable:
-                out.append(f'    if ({may_null}) s.{f.name}.reset(); else fill_value(s.{f.name}.emplace(), c, version);')
+                # Assigned, not emplace()d (see the reader's nullable struct).
+                out.append(f'    if ({may_null}) {{')
+                out.append(f'      s.{f.name}.reset();')
+                out.append('    } else {')
+                out.append(f'      s.{f.name} = std::decay_t<decltype(s.{f.name})>::value_type{{}};')
+                out.append(f'      fill_value(*s.{f.name}, c, version);')
+                out.append('    }')
             else:
                 out.append(f'    fill_value(s.{f.name}, c, version);')
             if f.tag is not None:
