@@ -1077,6 +1077,19 @@ TEST_F(BrokerTest, ClientsCannotDeleteInternalTopicsById) {
   auto resp = delete_by(c, {{std::nullopt, d.topics[0].topic_id}});
   EXPECT_EQ(resp.responses[0].error_code, 17);  // INVALID_TOPIC_EXCEPTION
   EXPECT_EQ(resp.responses[0].name, "__consumer_offsets");
+
+  // A client's own topic named with "__" is not internal (Kafka names
+  // exactly its internal topics so), in Metadata as in this API.
+  create(c, "__mine", 1);
+  req.topics[0].name = "__mine";
+  d = c.call<protocol::describe_topic_partitions_response>(req, 0);
+  ASSERT_EQ(d.topics.size(), 1u);
+  EXPECT_FALSE(d.topics[0].is_internal);
+  protocol::metadata_request m;
+  m.topics.emplace().emplace_back().name = "__mine";
+  auto md = c.call<protocol::metadata_response>(m, 12);
+  ASSERT_EQ(md.topics.size(), 1u);
+  EXPECT_FALSE(md.topics[0].is_internal);
 }
 
 // DescribeTopicPartitions with a limit of 3 partitions a page: following

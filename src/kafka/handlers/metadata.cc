@@ -5,7 +5,9 @@
 
 namespace sluice::kafka {
 
-bool described_as_internal(const std::string& topic) { return !topic.empty() && topic.rfind("__", 0) == 0; }
+// Kafka marks exactly its internal topics internal; a client's topic whose
+// name starts with "__" is an ordinary topic.
+bool described_as_internal(const std::string& topic) { return cluster::is_internal_topic(topic); }
 
 namespace {
 
