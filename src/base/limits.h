@@ -32,6 +32,13 @@ inline constexpr size_t time_index_entry_bytes = 12;                    // times
 inline constexpr int64_t default_file_delete_delay_ms = 60'000;
 
 // ---- Files ------------------------------------------------------------------
+// The file deleter's longest sleep between looks at the clock: deadlines on
+// the real clock are met exactly; this bounds how late one on a clock that
+// jumps (a manual clock in tests) is noticed.
+inline constexpr int64_t file_deleter_max_sleep_ms = 1000;
+// The longest a flush.ms timer is armed for: a larger flush.ms syncs after
+// this long instead.
+inline constexpr int64_t max_flush_timer_ms = 24ll * 3600 * 1000;
 // Open segment file handles per broker; idle segments are closed beyond this.
 inline constexpr size_t default_max_open_segment_files = 1024;
 // Checkpoint files are small text files; a larger one on disk is corrupt.

@@ -3,17 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/limits.h"
 #include "base/log.h"
 
 namespace sluice::storage {
-namespace {
-
-// The longest the thread sleeps between looks at the clock. Deadlines on the
-// real clock are met exactly; this only bounds how late a deadline on a
-// clock that jumps (a manual clock in tests) is noticed.
-constexpr int64_t kMaxSleepMs = 1000;
-
-}  // namespace
 
 file_deleter::file_deleter(io::filesystem& fs, sluice::clock& clk)
     : fs_(fs), clk_(clk), thread_([this] { run(); }) {}
@@ -83,9 +76,9 @@ size_t file_deleter::pending() const {
 void file_deleter::run() {
   std::unique_lock lk(mu_);
   while (!stopping_) {
-    int64_t wait = kMaxSleepMs;
+    int64_t wait = limits::file_deleter_max_sleep_ms;
     if (!due_.empty())
-      wait = std::clamp<int64_t>(due_.begin()->first - clk_.monotonic_ms(), 0, kMaxSleepMs);
+      wait = std::clamp<int64_t>(due_.begin()->first - clk_.monotonic_ms(), 0, limits::file_deleter_max_sleep_ms);
     if (wait > 0) cv_.wait_for(lk, std::chrono::milliseconds(wait));
     if (stopping_) break;
     lk.unlock();

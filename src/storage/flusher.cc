@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/limits.h"
 #include "storage/log.h"
 
 namespace sluice::storage {
@@ -27,12 +28,11 @@ void flusher::request(std::shared_ptr<log> l) {
 }
 
 void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
-  constexpr int64_t max_ms = 24ll * 3600 * 1000;
   {
     std::lock_guard g(mu_);
     if (!stopped_) {
       const auto at = std::chrono::steady_clock::now() +
-                      std::chrono::milliseconds(std::clamp<int64_t>(ms, 0, max_ms));
+                      std::chrono::milliseconds(std::clamp<int64_t>(ms, 0, limits::max_flush_timer_ms));
       timers_.push({at, std::move(l)});
       cv_.notify_one();  // a waiting thread may need an earlier wake-up
       return;
