@@ -30,24 +30,12 @@ partition::partition(storage::topic_partition tp, std::shared_ptr<storage::log> 
     : tp_(std::move(tp)), log_(std::move(log)), fs_(fs), snapshot_path_(std::move(snapshot_path)),
       cfg_(std::move(cfg)) {}
 
-offset partition::high_watermark() const {
-  const offset own = log_->log_end_offset();
-  // The only in-sync replica: every offset it has is committed. (No lock on
-  // the read path of a single broker.)
-  if (sole_in_sync_.load(std::memory_order_acquire)) return own;
-  std::lock_guard g(state_mu_);
-  offset hw = own;
-  for (const auto& m : state_.isr)
-    if (m.node_id != node_id_) hw = std::min(hw, m.log_end);
-  // Never backwards: a replica (re)joining the ISR below it cannot lower it.
-  state_.high_watermark = std::max(hw, state_.high_watermark);
-  return state_.high_watermark;
-}
+// This broker is the only in-sync replica until replication (issue 20)
+// adds followers and their log end offsets: every offset it has is
+// committed, read without a lock.
+offset partition::high_watermark() const { return log_->log_end_offset(); }
 
-leader_epoch partition::epoch() const {
-  std::lock_guard g(state_mu_);
-  return state_.epoch;
-}
+leader_epoch partition::epoch() const { return leader_epoch(epoch_.load(std::memory_order_acquire)); }
 
 replica_state partition::replicas() const {
   replica_state s;
@@ -55,6 +43,7 @@ replica_state partition::replicas() const {
     std::lock_guard g(state_mu_);
     s = state_;
   }
+  s.epoch = epoch();
   for (auto& m : s.isr)
     if (m.node_id == node_id_) m.log_end = log_->log_end_offset();
   s.high_watermark = high_watermark();
@@ -111,9 +100,9 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
   p->node_id_ = node_id;
   p->state_.role = replica_role::leader;
   p->state_.leader_id = node_id;
-  p->state_.epoch = leader_epoch(0);
+  p->epoch_.store(0);
   p->state_.replicas = {node_id};
-  p->state_.isr = {isr_member{node_id, offset(0)}};
+  p->state_.isr = {isr_member{node_id, offset(0)}};  // log_end filled in by replicas()
   SLUICE_TRY(p->load_producers());
   return p;
 }

@@ -6,11 +6,11 @@
 // high watermark, and the listeners that long-polling fetches wait on.
 //
 // Replica state: the partition knows its role (leader or follower), leader
-// epoch, replicas and in-sync replicas with their log end offsets, and
-// derives the high watermark from them (the smallest log end offset in the
-// ISR, never moving backwards). Single node today: this broker leads every
-// partition at leader epoch 0 and is its only replica, so the high
-// watermark is the log end offset. Durability for acks=all is separate: see
+// epoch, replicas and in-sync replicas with their log end offsets. Single
+// node today: this broker leads every partition at leader epoch 0 and is
+// its only replica, so the high watermark is the log end offset; with
+// followers (issue 20) it becomes the smallest log end offset in the ISR,
+// never moving backwards. Durability for acks=all is separate: see
 // on_durable().
 //
 // The only door to a partition's data: nothing outside cluster/ reaches its
@@ -102,8 +102,8 @@ class partition {
   // the write rate /metrics reports): one relaxed add per appended batch.
   uint64_t bytes_appended() const { return bytes_appended_.load(std::memory_order_relaxed); }
 
-  // The smallest log end offset among the in-sync replicas (this broker's
-  // own when it is the only one). Consumers read below it.
+  // Consumers read below it. This broker's log end offset while it is the
+  // only in-sync replica (see the header comment).
   offset high_watermark() const;
   offset log_start_offset() const { return log_->log_start_offset(); }
   offset log_end_offset() const { return log_->log_end_offset(); }
@@ -192,12 +192,12 @@ class partition {
   sluice::topic_id topic_id_{};  // set once by open()
   int32_t node_id_ = 0;          // this broker; set once by open()
   mutable std::mutex state_mu_;
-  // Guarded by state_mu_; this broker's own ISR entry's log_end is filled
-  // in on read, and high_watermark is the last one given out.
-  mutable replica_state state_;
-  // True while this broker is the only in-sync replica: the high watermark
-  // is then its log end offset, read without the lock.
-  std::atomic<bool> sole_in_sync_{true};
+  // Guarded by state_mu_. Its epoch and high watermark and this broker's
+  // own ISR log_end are filled in by replicas(): the epoch lives in epoch_
+  // (every append reads it, so without the lock) and the high watermark is
+  // derived.
+  replica_state state_;
+  std::atomic<int32_t> epoch_{0};
   const std::shared_ptr<storage::log> log_;
   io::filesystem& fs_;
   const std::string snapshot_path_;

@@ -66,8 +66,10 @@ void handle_describe_topic_partitions(request req) {
     return;
   }
 
-  int64_t remaining = std::min<int64_t>(body->response_partition_limit,
-                                        pm.broker_config()->max_request_partition_size_limit);
+  // At least one partition a page, so that following next_cursor always
+  // moves on (a limit of 0 would answer the same cursor for ever).
+  int64_t remaining = std::max<int64_t>(
+      1, std::min<int64_t>(body->response_partition_limit, pm.broker_config()->max_request_partition_size_limit));
   for (const auto& name : names) {
     if (remaining < 0) break;
     if (remaining == 0) {
@@ -81,14 +83,14 @@ void handle_describe_topic_partitions(request req) {
       out.error_code = to_wire(cluster::validate_topic_name(name).ok() ? error_code::unknown_topic_or_partition
                                                                        : error_code::invalid_topic_exception);
       out.name = name;
-      out.is_internal = described_as_internal(name);
+      out.is_internal = cluster::is_internal_topic(name);
       continue;
     }
     auto& out = resp.topics.emplace_back();
     out.error_code = to_wire(error_code::none);
     out.name = name;
     out.topic_id = t->id;
-    out.is_internal = described_as_internal(name);
+    out.is_internal = cluster::is_internal_topic(name);
     const int32_t first = cursor && name == from ? cursor->partition_index : 0;
     const auto end = static_cast<int32_t>(std::min<int64_t>(t->partitions, first + remaining));
     for (int32_t p = first; p < end; ++p) {

@@ -325,10 +325,13 @@ void handle_fetch(request req) {
           make_target(pm, by_id, sp->topic_id, sp->topic, sp->partition, sp->fetch_offset, sp->max_bytes, sp));
     }
   } else {
-    for (const auto& t : body->topics)
+    for (const auto& t : body->topics) {
+      // One lookup per topic, not per partition.
+      const std::string name = by_id ? resolve_name(t.topic_id) : t.topic;
       for (const auto& p : t.partitions)
-        op->targets.push_back(make_target(pm, by_id, t.topic_id, by_id ? std::string() : t.topic, p.partition,
-                                          p.fetch_offset, p.partition_max_bytes, nullptr));
+        op->targets.push_back(
+            make_target(pm, by_id, t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes, nullptr));
+    }
   }
   // The scan for records starts after the partition that ended the last
   // answer (the session's, or without one the connection's), so partitions

@@ -62,8 +62,6 @@ void fill_partition(const services& svc, const std::string& topic, int32_t parti
   out.isr_nodes = std::move(l.isr);
   out.offline_replicas = std::move(l.offline_replicas);
 }
-// Whether Metadata and DescribeTopicPartitions mark `topic` internal.
-bool described_as_internal(const std::string& topic);
 
 // For CreateTopics and CreatePartitions: calls `answer` once the logs of
 // every topic in `topics` exist (partition_manager::when_created) or after

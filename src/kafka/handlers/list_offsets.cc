@@ -75,7 +75,7 @@ found by_timestamp(cluster::partition& p, int64_t ts) {
   for (const auto& r : batch->records) {
     const int64_t o = batch->header.base_offset + r.offset_delta;
     const int64_t rts = record_timestamp(*batch, r);
-    if (o >= base.value() && rts >= ts) return {error_code::none, o, rts};
+    if (o >= base.value() && rts >= ts) return {error_code::none, o, rts, batch->header.partition_leader_epoch};
   }
   return fallback;
 }

@@ -5,9 +5,6 @@
 
 namespace sluice::kafka {
 
-// Kafka marks exactly its internal topics internal; a client's topic whose
-// name starts with "__" is an ordinary topic.
-bool described_as_internal(const std::string& topic) { return cluster::is_internal_topic(topic); }
 
 namespace {
 
@@ -17,7 +14,7 @@ void describe_topic(const services& svc, const cluster::topic_info& t, topic_res
   out.error_code = to_wire(error_code::none);
   out.name = t.name;
   out.topic_id = t.id;
-  out.is_internal = described_as_internal(t.name);
+  out.is_internal = cluster::is_internal_topic(t.name);
   for (int32_t p = 0; p < t.partitions; ++p) fill_partition(svc, t.name, p, out.partitions.emplace_back());
 }
 
