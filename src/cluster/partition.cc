@@ -104,6 +104,14 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
   p->state_.replicas = {node_id};
   p->state_.isr = {isr_member{node_id, offset(0)}};  // log_end filled in by replicas()
   SLUICE_TRY(p->load_producers());
+  // A roll's producer snapshot is written where the roll is sealed.
+  p->log_->set_seal_hook([w = std::weak_ptr<partition>(p)] {
+    auto self = w.lock();
+    if (!self || self->closed_.load()) return;
+    if (auto s = self->snapshot_producers(); !s.ok())
+      SLUICE_LOG_WARN("{}-{}: producer state snapshot failed: {}", self->tp_.topic, self->tp_.partition,
+                      s.err().message);
+  });
   return p;
 }
 
@@ -140,7 +148,6 @@ status partition::load_producers() {
     if (next <= from) break;
     from = next;
   }
-  active_base_ = log_->active_segment_base();
   return {};
 }
 
@@ -213,7 +220,6 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     store_be<uint32_t>(bytes.data() + batch::crc_pos, crc);
   }
 
-  bool rolled = false;
   {
     std::lock_guard g(append_mu_);
     auto verdict = producers_.check(pb);
@@ -231,16 +237,6 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
     out.base = r->base;
     out.last = r->last;
-    // A roll shows as a new active segment; snapshot the producer state then.
-    if (log_->active_segment_base() != active_base_) {
-      active_base_ = log_->active_segment_base();
-      rolled = true;
-    }
-  }
-  if (rolled) {
-    if (auto s = snapshot_producers(); !s.ok()) {
-      SLUICE_LOG_WARN("{}-{}: producer state snapshot failed: {}", tp_.topic, tp_.partition, s.err().message);
-    }
   }
   wake_listeners();
   return out;
@@ -299,10 +295,17 @@ std::vector<offset> partition::producer_last_batch_bases() {
 }
 
 status partition::snapshot_producers() {
+  std::lock_guard sg(snapshot_mu_);
+  offset end;
+  std::vector<std::byte> bytes;
+  {
+    std::lock_guard g(append_mu_);
+    producers_.expire(INT64_MIN, limits::max_producers_per_partition);
+    end = log_->log_end_offset();
+    bytes = producers_.encode_snapshot(end);
+  }
+  SLUICE_TRY(fs_.write_atomic(snapshot_path_, bytes));
   std::lock_guard g(append_mu_);
-  producers_.expire(INT64_MIN, limits::max_producers_per_partition);
-  const offset end = log_->log_end_offset();
-  SLUICE_TRY(producers_.write_snapshot(fs_, snapshot_path_, end));
   snapshot_offset_ = end;
   return {};
 }

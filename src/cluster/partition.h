@@ -163,7 +163,9 @@ class partition {
   // See producer_state::last_batch_bases (for the log cleaner).
   std::vector<offset> producer_last_batch_bases();
 
-  // Writes the producer-state snapshot (after a segment roll).
+  // Writes the producer-state snapshot: on the flusher thread after a
+  // segment roll was sealed (the log's seal hook), never on the append path.
+  // The state is copied under the append lock and written without it.
   status snapshot_producers();
   // The same at shutdown, skipped when it would change nothing: the
   // snapshot on disk (loaded or written) already covers the log end offset,
@@ -205,9 +207,9 @@ class partition {
   mutable std::mutex cfg_mu_;
   config::topic_config cfg_;
 
-  std::mutex append_mu_;  // guards producers_ and active_base_
+  std::mutex snapshot_mu_;  // one snapshot write at a time, in the order taken; before append_mu_
+  std::mutex append_mu_;    // guards producers_ and snapshot_offset_
   producer_state producers_;
-  offset active_base_{-1};  // base offset of the active segment at the last snapshot check
   offset snapshot_offset_{
       -1};  // next_offset of the snapshot on disk, if this process loaded or wrote it
 

@@ -438,6 +438,48 @@ TEST_F(PartitionManagerTest, PartitionHoldsItsReplicaState) {
   EXPECT_EQ(part->epoch(), leader_epoch(0));
 }
 
+// A roll's producer-state snapshot is written where the roll is sealed (the
+// flusher), never by the producer's append; it covers the log end then.
+TEST_F(PartitionManagerTest, RollSnapshotsProducersWhenSealed) {
+  ASSERT_NE(open(io::filesystem::posix()), nullptr);
+  const std::vector<config::config_entry> cfg{{"segment.bytes", std::string("2048")}};
+  ASSERT_FALSE(pm_->create_topic("idem", 1, 1, cfg, false));
+  auto part = pm_->get("idem", 0);
+  ASSERT_NE(part, nullptr);
+  const std::string snapshots = io::join(io::join(tmp_.path(), "meta"), "producers");
+  for (int32_t i = 0; i < 20; ++i) {
+    storage::batch_spec spec;
+    spec.records = 1;
+    spec.value_bytes = 300;
+    spec.producer_id = 42;
+    spec.producer_epoch = 0;
+    spec.base_sequence = i;
+    auto b = storage::build_batch(spec);
+    auto out = part->append(b, 1'700'000'000'000);
+    ASSERT_EQ(out.error, errc::ok) << out.message;
+  }
+  auto& log = partition_test_access::log(*part);
+  ASSERT_GT(log.segments().size(), 2u);
+  // The flusher seals the last roll and then writes the snapshot, which
+  // covers at least everything below the active segment.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::optional<producer_state::loaded> loaded;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(snapshots) && names_in(snapshots).size() == 1) {
+      auto l = producer_state::load_snapshot(io::filesystem::posix(),
+                                             io::join(snapshots, *names_in(snapshots).begin()));
+      if (l.ok() && l->next_offset >= log.active_segment_base()) {
+        loaded = std::move(l).value();
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(loaded) << "no snapshot covering the last roll";
+  EXPECT_LE(loaded->next_offset, log.log_end_offset());
+  EXPECT_EQ(loaded->state.producer_count(), 1u);
+}
+
 // A metadata store of the test's own, in memory: the seam a cluster's etcd
 // store (issue 19) and deterministic tests plug into.
 class memory_store final : public metadata_store {

@@ -127,7 +127,7 @@ void producer_state::expire(int64_t min_timestamp_ms, size_t max_producers) {
   for (size_t i = 0; i + max_producers < by_age.size(); ++i) producers_.erase(by_age[i].second);
 }
 
-status producer_state::write_snapshot(io::filesystem& fs, const std::string& path, offset next_offset) const {
+std::vector<std::byte> producer_state::encode_snapshot(offset next_offset) const {
   std::vector<std::byte> out;
   auto put = [&](auto v) {
     size_t at = out.size();
@@ -151,7 +151,7 @@ status producer_state::write_snapshot(io::filesystem& fs, const std::string& pat
     }
   }
   put(crc32c(out.data(), out.size()));
-  return fs.write_atomic(path, out);
+  return out;
 }
 
 result<producer_state::loaded> producer_state::load_snapshot(io::filesystem& fs, const std::string& path) {

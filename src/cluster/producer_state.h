@@ -94,7 +94,11 @@ class producer_state {
 
   // Snapshots. `next_offset` is the log offset up to which the state was
   // built; replay continues from there. A corrupt snapshot is errc::corrupt_data.
-  status write_snapshot(io::filesystem& fs, const std::string& path, offset next_offset) const;
+  status write_snapshot(io::filesystem& fs, const std::string& path, offset next_offset) const {
+    return fs.write_atomic(path, encode_snapshot(next_offset));
+  }
+  // The snapshot's bytes, to be written later without the caller's lock.
+  std::vector<std::byte> encode_snapshot(offset next_offset) const;
   struct loaded;
   static result<loaded> load_snapshot(io::filesystem& fs, const std::string& path);
 

@@ -136,6 +136,7 @@ void fault_fs::simulate_syncs(bool on) {
 }
 
 status fault_fs::check_sync(const std::string& path, bool& skip) {
+  if (on_sync_) on_sync_(path);
   std::lock_guard g(mu_);
   skip = simulate_syncs_;
   if (crashed_) return status(errc::io_error, "sync " + path + ": crashed (injected)");

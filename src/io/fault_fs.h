@@ -9,6 +9,7 @@
 // their whole life.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,10 @@ class fault_fs final : public filesystem {
   void simulate_syncs(bool on);
   bool crashed() const;
   uint64_t syncs() const;
+  // Called on the syncing thread before each sync (file or directory), with
+  // no lock held; may block (a test holding a flusher mid-sync). Set it
+  // before the filesystem is shared.
+  void on_sync(std::function<void(const std::string& path)> fn) { on_sync_ = std::move(fn); }
 
   result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) override;
   status rename(const std::string& from, const std::string& to) override;
@@ -88,6 +93,7 @@ class fault_fs final : public filesystem {
   bool simulate_syncs_ = false;
   uint64_t syncs_ = 0;
   std::map<std::string, uint64_t> synced_size_;  // files written through us
+  std::function<void(const std::string&)> on_sync_;
 };
 
 }  // namespace sluice::io

@@ -56,6 +56,11 @@ void flusher::promote_due_locked() {
   }
 }
 
+void flusher::wait_idle() {
+  std::unique_lock lk(mu_);
+  idle_cv_.wait(lk, [&] { return stopped_ || (queue_.empty() && busy_ == 0); });
+}
+
 void flusher::stop() {
   {
     std::lock_guard g(mu_);
@@ -81,6 +86,7 @@ void flusher::run() {
     }
     job j = std::move(queue_.front());
     queue_.pop_front();
+    ++busy_;
     lk.unlock();
     if (j.timer)
       j.l->flush_on_timer();
@@ -88,11 +94,13 @@ void flusher::run() {
       j.l->flush_for_waiters();
     j.l.reset();  // the last owner may be us; destroy outside the lock
     lk.lock();
+    if (--busy_ == 0 && queue_.empty()) idle_cv_.notify_all();
   }
   // Requests after the last thread leaves are served by their callers.
   if (--running_ == 0) {
     stopped_ = true;
     timers_ = {};
+    idle_cv_.notify_all();
   }
 }
 

@@ -44,6 +44,10 @@ class flusher {
   // (capped at a day: a log re-arms after each). The log keeps at most one
   // such request outstanding.
   void request_after(std::shared_ptr<log> l, int64_t ms);
+  // Returns once no job is queued or running (timers not yet due aside).
+  // For tests that drop a log without close() to act out a crash: its
+  // queued sync or seal must not touch files after the successor opened.
+  void wait_idle();
   // Syncs what is queued, then stops the threads. Idempotent. Requests after
   // stop() are served on the calling thread.
   void stop();
@@ -66,6 +70,8 @@ class flusher {
 
   std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  int busy_ = 0;  // jobs taken off the queue and not yet done
   std::deque<job> queue_;
   std::priority_queue<timed, std::vector<timed>, std::greater<>> timers_;
   bool stopping_ = false;

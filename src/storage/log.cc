@@ -151,7 +151,7 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
   }
   const offset first = hs.front().base, last = hs.back().last_offset();
   if (last - first > INT32_MAX) return error{errc::invalid_record, name_ + ": batches span too many offsets"};
-  SLUICE_TRY(maybe_roll(batches.size(), last));
+  SLUICE_TRY(maybe_roll(batches.size(), last, ask));
   if (last - active().base() > INT32_MAX)  // only a replicated gap into an empty segment gets here
     return error{errc::invalid_record, name_ + ": offsets too far from the segment base"};
   for (const auto& h : hs) {
@@ -177,7 +177,7 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
   return append_result{first, last};
 }
 
-status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
+status log::maybe_roll(size_t incoming_bytes, offset incoming_last, flush_ask& ask) {
   segment& s = active();
   if (s.empty()) return {};
   const bool by_size = static_cast<int64_t>(s.size() + incoming_bytes) > cfg_.segment_bytes;
@@ -185,39 +185,102 @@ status log::maybe_roll(size_t incoming_bytes, offset incoming_last) {
   const bool by_index = s.index_full(cfg_.segment_index_bytes);
   const bool by_offset = incoming_last - s.base() > INT32_MAX;
   if (!(by_size || by_time || by_index || by_offset)) return {};
-  return roll();
+  return roll(ask);
 }
 
 // Closes the active segment for writing and starts a new one at the log end
-// offset. The old segment's data and indexes are synced before the recovery
-// point moves past it, so a crash never trusts unsynced bytes.
-status log::roll(bool move_recovery_point) {
+// offset. Only the new file is created here; the old segment stays unsealed
+// (its data unsynced, its index files unwritten, the recovery point below
+// it) until seal_closed() runs on the flusher, so a crash never trusts
+// unsynced bytes and an append never waits on an fsync.
+status log::roll(flush_ask& ask) {
   files_unchanged_ = false;
   segment& old = active();
   const offset base(log_end_.load());
-  // Writing the indexes, creating the new file and the checkpoint may meet
-  // a full disk and be tried again by the next append (a second pass over
-  // the same segment rewrites its indexes whole); a failed sync may not.
-  auto fail = [&](const status& st) { return write_failed(st.err()); };
-  if (cfg_.fsync) {
-    if (auto st = old.sync(); !st.ok()) return go_offline(st.err());
-  }
-  old.seal_time_index();
-  if (auto st = old.write_indexes(cfg_.fsync); !st.ok()) return fail(st);
+  // Creating the new file may meet a full disk and be tried again by the
+  // next append.
   auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, base, ctx_.clk->now_ms());
-  if (!seg.ok()) return fail(seg.to_status());
+  if (!seg.ok()) return write_failed(seg.err());
+  old.seal_time_index();
+  old.mark_unsealed();
   segments_.push_back(std::move(seg).value());
   note_active();
-  if (move_recovery_point) {
-    if (auto st = write_recovery_point(base); !st.ok()) return fail(st);
-  }
-  if (cfg_.fsync && durable_.load() < base.value()) durable_ = base.value();
+  dir_unsynced_ = cfg_.fsync;
+  ask.now = true;
   SLUICE_LOG_DEBUG("{}: rolled to segment {}", name_, base.value());
   return {};
 }
 
+offset log::recovery_point_target_locked() const {
+  for (const auto& s : segments_)
+    if (!s->sealed() || !s->damaged().empty()) return s->base();
+  return segments_.back()->base();
+}
+
+result<bool> log::seal_closed() {
+  struct job {
+    segment* seg;  // stays in the log while flush_mu_ is held
+    segment::index_files files;
+    std::shared_ptr<io::file> unsynced;
+  };
+  std::lock_guard fg(flush_mu_);
+  std::vector<job> jobs;
+  bool fsync = false;
+  {
+    std::lock_guard g(mu_);
+    if (closed_ || offline_) return false;
+    fsync = cfg_.fsync;
+    for (size_t i = 0; i + 1 < segments_.size(); ++i) {
+      segment& s = *segments_[i];
+      if (s.sealed()) continue;
+      job j{&s, s.index_files_now(), nullptr};
+      if (fsync && !s.synced()) {
+        auto f = s.file();
+        if (!f.ok()) return go_offline(f.err()).err();
+        j.unsynced = std::move(f).value();
+      }
+      jobs.push_back(std::move(j));
+    }
+  }
+  if (jobs.empty()) return false;
+  for (auto& j : jobs) {
+    if (j.unsynced) {
+      if (auto st = j.unsynced->sync(); !st.ok()) {
+        std::lock_guard g(mu_);
+        return go_offline(st.err()).err();
+      }
+    }
+    // A full disk leaves the segment unsealed; the next flush tries again.
+    if (auto st = segment::write_index_files(*ctx_.fs, j.files, fsync); !st.ok()) {
+      std::lock_guard g(mu_);
+      return write_failed(st.err()).err();
+    }
+  }
+  offset rp;
+  {
+    std::lock_guard g(mu_);
+    for (auto& j : jobs) j.seg->mark_sealed();
+    rp = recovery_point_target_locked();
+    if (rp <= recovery_point_) rp = offset(-1);
+  }
+  if (rp.value() >= 0) {
+    // Without mu_: every writer of the recovery point holds flush_mu_.
+    status st = checkpoint::write(*ctx_.fs, io::join(dir_, files::kRecoveryPoint), {{rp.value()}});
+    std::lock_guard g(mu_);
+    if (!st.ok()) return write_failed(st.err()).err();
+    recovery_point_ = rp;
+  }
+  return true;
+}
+
+void log::set_seal_hook(std::function<void()> fn) {
+  std::lock_guard g(mu_);
+  seal_hook_ = std::move(fn);
+}
+
 status log::truncate_to(offset o) {
   status st = [&] {
+    std::lock_guard fg(flush_mu_);
     std::lock_guard g(mu_);
     return truncate_locked(o);
   }();
@@ -251,6 +314,7 @@ status log::truncate_locked(offset o) {
   if (seg.base() < recovery_point_) {
     if (auto st = write_recovery_point(seg.base()); !st.ok()) return go_offline(st.err());
   }
+  const bool reopened = idx + 1 < segments_.size();  // a closed segment becomes the active one
   // Later segments go first, from the last one down, so a crash half way
   // leaves a shorter log without holes (docs/log_format.md, "Truncation").
   while (segments_.size() > idx + 1) {
@@ -259,6 +323,12 @@ status log::truncate_locked(offset o) {
   }
   if (*loc) {
     if (auto st = seg.truncate_at(**loc); !st.ok()) return go_offline(st.err());
+  }
+  if (reopened) {
+    // Its index files describe the longer segment; once a roll closes it
+    // again, their absence tells recovery it may be torn (recover_segments).
+    if (auto st = seg.remove_index_files(); !st.ok()) return go_offline(st.err());
+    seg.mark_sealed();
   }
   note_active();
   const offset new_end = seg.next();
@@ -310,15 +380,18 @@ status log::truncate_fully_locked(offset o) {
 }
 
 status log::advance_log_start(offset o) {
+  flush_ask ask;
   status st = [&] {
+    std::lock_guard fg(flush_mu_);
     std::lock_guard g(mu_);
-    return advance_start_locked(o);
+    return advance_start_locked(o, ask);
   }();
   answer_waiters();
+  ask_flusher(ask);
   return st;
 }
 
-status log::advance_start_locked(offset o) {
+status log::advance_start_locked(offset o, flush_ask& ask) {
   SLUICE_TRY(check_writable());
   if (o > offset(log_end_.load()))
     return status(errc::offset_out_of_range, name_ + ": log start " + std::to_string(o.value()) +
@@ -331,7 +404,7 @@ status log::advance_start_locked(offset o) {
   if (truncate_epochs_from_start(o)) {
     if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
   }
-  if (!active().empty() && active().next() <= o) SLUICE_TRY(roll());
+  if (!active().empty() && active().next() <= o) SLUICE_TRY(roll(ask));
   while (segments_.size() > 1 && segments_[1]->base() <= o) {
     std::unique_ptr<segment> gone = std::move(segments_.front());
     segments_.erase(segments_.begin());
@@ -453,12 +526,29 @@ status log::wait_durable(offset o) {
 status log::flush() {
   status st = sync_once();
   answer_waiters();  // with no lock held: callbacks may call back into the log
+  // Sealing comes after the answers: acks=all producers wait on the sync,
+  // not on index files.
+  result<bool> sealed = seal_closed();
+  if (!sealed.ok()) return st.ok() ? sealed.to_status() : st;
+  if (*sealed) {
+    std::function<void()> hook;
+    {
+      std::lock_guard g(mu_);
+      hook = seal_hook_;
+    }
+    if (hook) hook();
+  }
   return st;
 }
 
 status log::sync_once() {
   std::lock_guard fg(flush_mu_);
-  std::shared_ptr<io::file> file;
+  // The active segment, every segment a roll closed since its last sync,
+  // and the directory when a roll created a file: once all are synced
+  // everything below the log end is durable.
+  std::vector<std::shared_ptr<io::file>> files;
+  std::vector<segment*> closed;  // stay in the log while flush_mu_ is held
+  bool dir = false;
   offset target;
   uint64_t gen = 0;
   {
@@ -468,14 +558,23 @@ status log::sync_once() {
     gen = truncations_;
     unflushed_messages_ = 0;  // this sync covers them
     if (!cfg_.fsync || target.value() <= durable_.load()) return {};
-    auto f = active().file();
-    if (!f.ok()) return go_offline(f.err());
-    file = std::move(f).value();
+    for (auto& seg : segments_) {
+      if (seg->synced() && seg != segments_.back()) continue;
+      auto f = seg->file();
+      if (!f.ok()) return go_offline(f.err());
+      files.push_back(std::move(f).value());
+      if (seg != segments_.back()) closed.push_back(seg.get());
+    }
+    dir = std::exchange(dir_unsynced_, false);
   }
-  // The sync runs without mu_, so appends continue and gather for the next.
-  status st = file->sync();
+  // The syncs run without mu_, so appends continue and gather for the next.
+  status st;
+  for (auto& f : files)
+    if (st.ok()) st = f->sync();
+  if (st.ok() && dir) st = ctx_.fs->sync_dir(dir_);
   std::lock_guard g(mu_);
   if (!st.ok()) return go_offline(st.err());
+  for (segment* seg : closed) seg->mark_synced();
   if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
   return {};
 }
@@ -683,12 +782,16 @@ status log::close_files(bool write_marker) {
       // them again would change nothing.
       status st;
       if (!files_unchanged_) {
-        segment& s = active();
-        st = cfg_.fsync ? s.sync() : status();
-        if (st.ok()) {
-          s.seal_time_index();
-          st = s.write_indexes(cfg_.fsync);
+        // The active segment and any a roll closed that the flusher has
+        // not sealed yet.
+        active().seal_time_index();
+        for (auto& seg : segments_) {
+          if (seg->sealed() && seg != segments_.back()) continue;
+          if (st.ok() && cfg_.fsync) st = seg->sync();
+          if (st.ok()) st = seg->write_indexes(cfg_.fsync);
+          if (st.ok()) seg->mark_sealed();
         }
+        if (st.ok() && cfg_.fsync && dir_unsynced_) st = ctx_.fs->sync_dir(dir_);
       }
       if (st.ok() && write_marker) st = write_clean_marker();
       if (st.ok()) durable_ = log_end_.load();

@@ -14,6 +14,13 @@
 //   * Every public method of `log` is thread-safe. Appends, truncation and
 //     log-start moves are serialised by a per-log mutex; call them from any
 //     I/O thread.
+//   * A segment roll on the append path only opens the next segment file.
+//     Syncing the closed segment, writing its index files and moving the
+//     recovery point past it ("sealing" it) happen on a flusher thread, so
+//     an append never waits on an fsync. Until then recovery rescans it.
+//   * Removing or replacing segments (truncation, log-start moves,
+//     compaction's swap, damage removal) and writing the recovery point
+//     take the flush mutex, so they wait for a sync or seal in progress.
 //   * Reads run concurrently with appends: they hold the mutex only to locate
 //     the batch, then return a `file_region` whose bytes are immutable until
 //     a truncation below them. A region keeps its file open while held, even
@@ -266,8 +273,14 @@ class log : public std::enable_shared_from_this<log> {
   // Blocking form of on_durable, for tests and tools (never on an I/O thread).
   status wait_durable(offset o);
   // Syncs everything written so far on the calling thread and answers the
-  // waiters it covers.
+  // waiters it covers; then seals the segments rolls closed (index files,
+  // recovery point) and calls the seal hook if it sealed any.
   status flush();
+  // Called (on a flusher thread, or the thread of a flush()) after segments
+  // closed by a roll were sealed, with no lock of the log held: the
+  // partition writes its producer-state snapshot then. Set once, before the
+  // first append.
+  void set_seal_hook(std::function<void()> fn);
 
   // ---- Reading -------------------------------------------------------------
   // Returns the region starting at the batch that contains `o` and holding
@@ -443,7 +456,7 @@ class log : public std::enable_shared_from_this<log> {
   // What an append asks of the flusher for flush.messages and flush.ms,
   // decided with mu_ held and asked (ask_flusher) once it is released.
   struct flush_ask {
-    bool now = false;       // flush.messages reached
+    bool now = false;       // flush.messages reached, or a roll left a segment to seal
     int64_t after_ms = -1;  // arm the flush.ms timer
   };
   result<append_result> append_and_ask(std::span<std::byte> batches, batch::crc_check crc,
@@ -453,13 +466,24 @@ class log : public std::enable_shared_from_this<log> {
   // Writing, all with mu_ held.
   result<append_result> append_locked(std::span<std::byte> batches, batch::crc_check crc,
                                       std::optional<leader_epoch> epoch, flush_ask& ask);
-  status maybe_roll(size_t incoming_bytes, offset incoming_last);
-  // `move_recovery_point` false keeps the recovery point at the segment
-  // being closed (remove_damage: a crash before its rewrite must rescan it).
-  status roll(bool move_recovery_point = true);
+  status maybe_roll(size_t incoming_bytes, offset incoming_last, flush_ask& ask);
+  // Closes the active segment (unsealed: see seal_closed) and starts the
+  // next one at the log end offset. Asks for a flush to seal it.
+  status roll(flush_ask& ask);
+  // Syncs every unsealed segment, writes its index files, marks it sealed
+  // and moves the recovery point up to recovery_point_target_locked(). Takes
+  // flush_mu_, then mu_ only briefly: the writes run without it. True when
+  // it sealed a segment.
+  result<bool> seal_closed();
+  // Where the recovery point may be: the base of the first segment that is
+  // unsealed, holds known damage (a crash before its rewrite rescans it),
+  // or is the active one.
+  offset recovery_point_target_locked() const;
+  // With flush_mu_ and mu_ held, as for every caller below that removes
+  // segments or writes the recovery point.
   status truncate_locked(offset o);
   status truncate_fully_locked(offset o);
-  status advance_start_locked(offset o);
+  status advance_start_locked(offset o, flush_ask& ask);
   status remove_segment_files(segment& s);
   // Renames a segment that leaves the log to *.deleted and schedules the
   // removal of its files; the caller drops it from segments_ (with mu_ held).
@@ -473,7 +497,7 @@ class log : public std::enable_shared_from_this<log> {
   segment& active() { return *segments_.back(); }
   void note_active();
 
-  // Checkpoints, with mu_ held.
+  // Checkpoints, with mu_ held (and flush_mu_ for the recovery point).
   status write_recovery_point(offset o);
   status write_log_start(offset o);
   status write_epochs();
@@ -517,7 +541,9 @@ class log : public std::enable_shared_from_this<log> {
   log_config cfg_;
   std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
   std::vector<epoch_entry> epochs_;
-  offset recovery_point_;
+  offset recovery_point_;  // written with flush_mu_ and mu_ held
+  bool dir_unsynced_ = false;  // a roll created a file the next sync must make durable in the directory
+  std::function<void()> seal_hook_;
   offset cleaner_checkpoint_;  // as in the file; 0 when there is none
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
   int64_t unflushed_messages_ = 0;  // offsets appended since the last sync began (flush.messages)
@@ -541,7 +567,9 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<bool> flush_timer_armed_{false};  // a flush.ms timer is queued with the flusher
   std::atomic<uint64_t> damaged_ranges_{0}, damaged_bytes_{0}, damage_removed_bytes_{0}, scrubbed_bytes_{0};
 
-  std::mutex flush_mu_;    // one sync of this log at a time; taken before mu_
+  // One sync or seal of this log at a time, and no segment leaves the log
+  // while one runs; taken before mu_.
+  std::mutex flush_mu_;
   std::mutex waiters_mu_;  // taken after mu_ when both are held
   std::vector<waiter> waiters_;  // bounded by the appends in flight
   std::vector<std::pair<waiter, error>> doomed_;  // answered by answer_waiters()

@@ -71,7 +71,9 @@ status log::remove_damage(offset base) {
   offset end;
   uint64_t seg_id = 0;
   std::string file;
+  flush_ask ask;
   {
+    std::lock_guard fg(flush_mu_);
     std::lock_guard g(mu_);
     SLUICE_TRY(check_writable());
     const size_t i = segment_index_for(base);
@@ -81,16 +83,16 @@ status log::remove_damage(offset base) {
     file = seg.log_path();
     if (i + 1 == segments_.size()) {
       // Only closed segments are rewritten. The recovery point stays at
-      // this segment, so a crash before the swap rescans it.
-      SLUICE_TRY(roll(/*move_recovery_point=*/false));
+      // or below this segment while it holds known damage
+      // (recovery_point_target_locked), so a crash before the swap rescans it.
+      SLUICE_TRY(roll(ask));
     } else if (base < recovery_point_) {
-      // Likewise for a closed segment the recovery point had passed (a
-      // later roll may raise it again before the swap; the scrubber then
-      // finds the damage again after a crash).
+      // Likewise for a closed segment the recovery point had passed.
       if (auto st = write_recovery_point(base); !st.ok()) return go_offline(st.err());
     }
     end = segments_[i + 1]->base();
   }
+  ask_flusher(ask);
   // The copy reads through read_segment, which skips damaged ranges, and
   // runs without the mutex like a clean.
   SLUICE_ASSIGN_OR_RETURN(auto rw, begin_rewrite(base, end, "repair"));
@@ -120,10 +122,11 @@ status log::remove_damage(offset base) {
   SLUICE_TRY(st);
   damage_removed_bytes_ += damaged_bytes;
   {
+    std::lock_guard fg(flush_mu_);
     std::lock_guard g(mu_);
-    const offset active_base = segments_.back()->base();
-    if (recovery_point_ < active_base && !offline_ && !closed_) {
-      if (auto rp = write_recovery_point(active_base); !rp.ok()) return go_offline(rp.err());
+    const offset target = recovery_point_target_locked();
+    if (recovery_point_ < target && !offline_ && !closed_) {
+      if (auto rp = write_recovery_point(target); !rp.ok()) return go_offline(rp.err());
     }
   }
   SLUICE_LOG_WARN("{}: rewrote {} without its {} damaged bytes ({} bytes kept)", name_, file, damaged_bytes,

@@ -415,6 +415,7 @@ TEST(LogDamage, CrashAtEveryStepOfARemoval) {
         }
         done = !ffs.crashed();
         if (r.ok()) r->reset();  // the crash: no close
+        env.flush.wait_idle();   // and nothing of it runs after
         ffs.crash_after_ops(std::nullopt);
         ASSERT_TRUE(ffs.drop_unsynced().ok());
       }

@@ -157,10 +157,20 @@ status log::recover_segments(std::vector<offset> bases, std::optional<offset> rp
     }
     std::optional<segment::cut> cut;
     if (!trusted) {
-      // Only the last segment can have a torn tail; damage anywhere else
-      // leaves intact batches (in this segment or later ones) to keep.
-      SLUICE_ASSIGN_OR_RETURN(auto rec, seg->recover(bases[i], interval, visit, i + 1 == bases.size()));
+      // A torn tail is possible in the last segment, and in one a roll
+      // closed whose seal (data synced, then index files written) a crash
+      // interrupted: without index files it may have lost bytes that later
+      // segments follow. Damage anywhere else leaves intact batches (in
+      // this segment or later ones) to keep.
+      const bool last = i + 1 == bases.size();
+      const bool unsealed = !last && !seg->has_index_file();
+      SLUICE_ASSIGN_OR_RETURN(auto rec, seg->recover(bases[i], interval, visit, last || unsealed));
       cut = std::move(rec.tail);
+      if (!cut && unsealed && seg->next() < bases[i + 1])
+        cut = segment::cut{seg->size(), 0,
+                           error{errc::corrupt_data, "it ends at offset " + std::to_string(seg->next().value()) +
+                                                         " below the next segment's base: a roll's data not "
+                                                         "synced before a crash"}};
       if (!rec.damaged.empty()) {
         recovery_.damaged_ranges += rec.damaged.size();
         for (const auto& d : rec.damaged) recovery_.damaged_bytes += d.end - d.pos;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -48,8 +49,14 @@ class LogTest : public ::testing::Test {
     if (clean) {
       ASSERT_TRUE(log_->close().ok());
     }
-    log_.reset();
+    crash();
     open(cfg);
+  }
+  // Drops the log without close() and waits until the flusher let go of it:
+  // nothing of the dropped log touches its files after this.
+  void crash() {
+    log_.reset();
+    env_->flush.wait_idle();
   }
   appended append(int32_t records, size_t value_bytes, int32_t epoch = 0, int64_t ts = -1) {
     const uint32_t seed = seed_++;
@@ -280,6 +287,7 @@ TEST_F(LogTest, RetiredSegmentsAreRenamedThenRemovedAfterTheDelay) {
   cfg.file_delete_delay_ms = 5000;
   open(cfg);
   for (int i = 0; i < 80; ++i) append(1, 200);
+  ASSERT_TRUE(log_->flush().ok());  // sealed: every closed segment has its index files
   auto segs = log_->segments();
   ASSERT_GT(segs.size(), 3u);
   auto r = log_->read(offset(0), 1 << 20);
@@ -320,7 +328,7 @@ TEST_F(LogTest, RetiredLeftoversAreRemovedAtOpen) {
   ASSERT_TRUE(log_->advance_log_start(segs[1].base).ok());
   const std::string gone = segment_path(log_->dir(), segs[0].base, "log") + ".deleted";
   ASSERT_TRUE(std::filesystem::exists(gone));
-  log_.reset();  // a crash: the deleter never got to it
+  crash();  // the deleter never got to it
   auto env2 = std::make_unique<log_env>();
   auto r = log::open(env2->ctx(), dir_.sub("t-0"), "t-0", cfg);
   ASSERT_TRUE(r.ok());
@@ -337,6 +345,7 @@ TEST_F(LogTest, RetiredLeftoversAreRemovedAtOpen) {
 TEST_F(LogTest, RollsBySize) {
   open();
   for (int i = 0; i < 30; ++i) append(1, 500);
+  ASSERT_TRUE(log_->flush().ok());  // seals what the rolls closed: their index files
   auto segs = log_->segments();
   ASSERT_GT(segs.size(), 3u);
   for (size_t i = 0; i + 1 < segs.size(); ++i) {
@@ -349,6 +358,89 @@ TEST_F(LogTest, RollsBySize) {
   auto big = append(1, 6000);
   EXPECT_EQ(log_->segments().back().base, big.base);
   EXPECT_EQ(read_all_from(offset(0)), concat());
+}
+
+// A roll only opens the next file: the closed segment's sync, index files
+// and recovery point are the flusher's, never the appending thread's.
+TEST_F(LogTest, RollsSyncNothingOnTheAppendingThread) {
+  io::fault_fs ffs(io::filesystem::posix());
+  std::mutex mu;
+  std::vector<std::thread::id> syncers;
+  ffs.on_sync([&](const std::string&) {
+    std::lock_guard g(mu);
+    syncers.push_back(std::this_thread::get_id());
+  });
+  crash();
+  env_ = std::make_unique<log_env>(ffs);
+  open();
+  append(1, 500);  // the first append of an epoch records it in the epoch checkpoint
+  {
+    std::lock_guard g(mu);
+    syncers.clear();  // opening and a new epoch sync on this thread; rolls must not
+  }
+  for (int i = 0; i < 30; ++i) append(1, 500);
+  ASSERT_GT(log_->segments().size(), 3u);
+  ASSERT_TRUE(log_->wait_durable(log_->log_end_offset() - 1).ok());
+  env_->flush.wait_idle();
+  std::lock_guard g(mu);
+  EXPECT_FALSE(syncers.empty());
+  EXPECT_EQ(std::count(syncers.begin(), syncers.end(), std::this_thread::get_id()), 0);
+  // The flusher sealed every closed segment.
+  for (const auto& s : log_->segments()) {
+    if (s.base == log_->active_segment_base()) continue;
+    EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), s.base, "index")));
+  }
+}
+
+// Power lost while the flusher is still sealing what rolls closed: the
+// recovery point had not passed those segments, so recovery rescans them
+// and keeps everything that was durable.
+TEST_F(LogTest, PowerLossBeforeSealKeepsWhatWasDurable) {
+  io::fault_fs ffs(io::filesystem::posix());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false, held = false;
+  ffs.on_sync([&](const std::string&) {
+    std::unique_lock lk(mu);
+    if (!hold) return;
+    held = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return !hold; });
+  });
+  crash();
+  env_ = std::make_unique<log_env>(ffs);
+  open();
+  for (int i = 0; i < 10; ++i) append(1, 500);
+  ASSERT_TRUE(log_->wait_durable(log_->log_end_offset() - 1).ok());
+  const offset durable = log_->durable_offset();
+  {
+    std::lock_guard g(mu);
+    hold = true;
+  }
+  for (int i = 0; i < 20; ++i) append(1, 500);  // rolls more; the flusher blocks in its sync
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return held; });
+  }
+  ffs.crash_after_ops(0);  // the power goes now
+  {
+    std::lock_guard g(mu);
+    hold = false;
+  }
+  cv.notify_all();
+  crash();
+  ffs.crash_after_ops(std::nullopt);
+  ASSERT_TRUE(ffs.drop_unsynced().ok());
+  open();
+  EXPECT_GE(log_->log_end_offset(), durable);
+  std::vector<std::byte> expect;
+  for (const auto& a : all_)
+    if (a.last < log_->log_end_offset()) expect.insert(expect.end(), a.bytes.begin(), a.bytes.end());
+  const auto got = read_all_from(offset(0));
+  ASSERT_EQ(got.size(), expect.size());
+  size_t at = 0;
+  while (at < got.size() && got[at] == expect[at]) ++at;
+  EXPECT_EQ(at, got.size()) << "first difference at byte " << at;
 }
 
 TEST_F(LogTest, RollsByTime) {
@@ -599,7 +691,7 @@ TEST_F(LogTest, LeaderEpochsRebuiltFromBatchesWhenCheckpointLost) {
   open();
   append(1, 10, 2);
   append(1, 10, 7);
-  log_.reset();  // crash
+  crash();
   std::filesystem::remove(io::join(dir_.sub("t-0"), files::kLeaderEpochs));
   open();
   EXPECT_EQ(log_->leader_epochs(),
@@ -775,6 +867,7 @@ TEST_F(LogTest, ReadsRunConcurrentlyWithAppends) {
     }
   });
   for (int i = 0; i < 300; ++i) append(1 + i % 3, 30 + i % 200);
+  while (regions.load() == 0) std::this_thread::yield();  // appends may outrun the reader's start
   stop = true;
   reader.join();
   EXPECT_GT(regions.load(), 0);
@@ -816,7 +909,7 @@ TEST_F(LogTest, UnreadableCheckpointsAreIgnoredAndRebuilt) {
   open();
   for (int i = 0; i < 40; ++i) append(1, 200, i < 20 ? 1 : 2);
   const auto epochs = log_->leader_epochs();
-  log_.reset();  // crash
+  crash();
   for (const char* name : {files::kLeaderEpochs, files::kRecoveryPoint, files::kLogStart}) {
     std::ofstream f(io::join(dir_.sub("t-0"), name), std::ios::trunc);
     f << "garbage\n";

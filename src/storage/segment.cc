@@ -573,17 +573,25 @@ void segment::seal_time_index() {
   if (last_batch_rel_ >= 0) times_.maybe_append({max_ts_, last_batch_rel_});
 }
 
-status segment::write_indexes(bool sync) {
-  auto ob = offsets_.serialize();
-  auto tb = times_.serialize();
+segment::index_files segment::index_files_now() const {
+  return {index_path_, time_index_path_, offsets_.serialize(), times_.serialize()};
+}
+
+status segment::write_index_files(io::filesystem& fs, const index_files& f, bool sync) {
   if (sync) {
-    SLUICE_TRY(fs_.write_atomic(index_path_, ob));
-    return fs_.write_atomic(time_index_path_, tb);
+    SLUICE_TRY(fs.write_atomic(f.offsets_path, f.offsets));
+    return fs.write_atomic(f.times_path, f.times);
   }
-  for (auto [path, bytes] : {std::pair{&index_path_, &ob}, std::pair{&time_index_path_, &tb}}) {
-    SLUICE_ASSIGN_OR_RETURN(auto f, fs_.open(*path, io::open_mode::truncate));
-    SLUICE_TRY(f->append(*bytes));
+  for (auto [path, bytes] : {std::pair{&f.offsets_path, &f.offsets}, std::pair{&f.times_path, &f.times}}) {
+    SLUICE_ASSIGN_OR_RETURN(auto file, fs.open(*path, io::open_mode::truncate));
+    SLUICE_TRY(file->append(*bytes));
   }
+  return {};
+}
+
+status segment::remove_index_files() {
+  for (const std::string* p : {&index_path_, &time_index_path_})
+    if (fs_.exists(*p)) SLUICE_TRY(fs_.remove(*p));
   return {};
 }
 

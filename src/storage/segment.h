@@ -152,8 +152,25 @@ class segment {
   status truncate_at(const located& at);
   // Adds the closing time index entry (the segment's largest timestamp).
   void seal_time_index();
+  // Whether the offset index file exists. A segment a roll closed gets
+  // its index files only once its data is synced (log::seal_closed), so a
+  // segment without them may have lost its tail in a crash.
+  bool has_index_file() const { return fs_.exists(index_path_); }
+  // Removes both index files if present (no sync): stale ones of a closed
+  // segment that truncation made active again.
+  status remove_index_files();
   // Writes both index files whole; synced (atomic replace) when `sync`.
-  status write_indexes(bool sync);
+  status write_indexes(bool sync) { return write_index_files(fs_, index_files_now(), sync); }
+  // The index files' bytes as they are now, to be written later without the
+  // log's mutex (a roll's seal on the flusher thread).
+  struct index_files {
+    std::string offsets_path, times_path;
+    std::vector<std::byte> offsets, times;
+  };
+  index_files index_files_now() const;
+  // Writes them whole; synced (atomic replace) when `sync`. Touches no
+  // segment, so it needs no lock.
+  static status write_index_files(io::filesystem& fs, const index_files& f, bool sync);
   // Syncs the .log file.
   status sync();
   // Deletes the segment's files and drops its cached handle.
@@ -187,6 +204,16 @@ class segment {
   // True when another index entry would pass `segment_index_bytes`.
   bool index_full(int64_t segment_index_bytes) const;
   const std::string& log_path() const { return log_path_; }
+
+  // A segment closed by a roll is "unsealed" until the flusher has synced
+  // its .log file (synced()) and written its index files (sealed()); the
+  // log's recovery point never passes it before. Segments opened from disk,
+  // created by a rewrite, and the active one count as sealed.
+  bool sealed() const { return sealed_; }
+  bool synced() const { return synced_; }
+  void mark_unsealed() { sealed_ = synced_ = false; }
+  void mark_synced() { synced_ = true; }
+  void mark_sealed() { sealed_ = synced_ = true; }
 
  private:
   segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms,
@@ -227,6 +254,7 @@ class segment {
   std::vector<damage> damage_;  // ascending, disjoint; read paths skip them
   std::vector<std::pair<uint64_t, uint64_t>> verified_;  // ascending, disjoint, not adjacent
   const uint64_t id_;
+  bool sealed_ = true, synced_ = true;
 };
 
 }  // namespace sluice::storage
