@@ -6,19 +6,14 @@
 #include <string>
 #include <vector>
 
-#include <sys/types.h>
+#include "kafka_util.h"
 
 namespace sluice::bench {
 
 inline constexpr int max_catch_up_consumers = 64;
 
 struct broker_options {
-  std::string bootstrap;                 // a running broker; empty with `start`
-  bool start = false;                    // start build/bin/sluice on a free loopback port
-  std::string sluice_path;               // the binary for `start` (default: beside sluice-bench)
-  std::vector<std::string> broker_args;  // KEY=VALUE, passed as --KEY VALUE with `start`
-  pid_t broker_pid = 0;                  // for CPU and memory figures with --bootstrap
-  std::string dir;  // temp data directory parent with `start`; raw fsync limit measured here
+  broker_target broker;
   int partitions = 16;
   bool keys = false;
   double rate = 0;      // messages per second; 0 = as fast as possible

@@ -16,6 +16,33 @@
 #include "maintenance_bench.h"
 #include "storage_bench.h"
 
+namespace {
+
+// --json and --repeats, which every mode takes.
+void add_report_options(CLI::App* m, bool& json, int& repeats, const char* repeats_help) {
+  m->add_flag("--json", json, "print one JSON object");
+  m->add_option("--repeats", repeats, repeats_help)->check(CLI::Range(1, 100));
+}
+
+// The broker a mode measures (kafka_util.h); `attach` adds --bootstrap and
+// --broker-pid beside --start.
+void add_broker_options(CLI::App* m, sluice::bench::broker_target& t, bool attach) {
+  if (attach) {
+    auto* boot = m->add_option("--bootstrap", t.bootstrap, "HOST:PORT of a running broker");
+    m->add_flag("--start", t.start, "start sluice on a free loopback port with a temp dir")
+        ->excludes(boot);
+    m->add_option("--broker-pid", t.broker_pid,
+                  "pid of the --bootstrap broker, for its CPU and memory");
+  }
+  m->add_option("--sluice", t.sluice_path, "the sluice binary to start (default: beside this one)");
+  m->add_option("--broker-arg", t.broker_args,
+                "KEY=VALUE broker setting, passed to sluice serve as --KEY VALUE (repeatable)");
+  m->add_option("--dir", t.dir, "parent of the broker's temp data dir; raw disk limits measured here")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   // stdout carries the report (or the JSON, or the idle child's answer), so
@@ -32,11 +59,9 @@ int main(int argc, char** argv) {
                                 "append and read throughput of the partition log vs raw file I/O");
   st->add_option("--dir", so.dir, "directory for logs and raw files (on the disk to measure)")
       ->required();
-  st->add_flag("--json", so.json, "print one JSON object");
+  add_report_options(st, so.json, so.repeats, "measured raw/Sluice pairs after the warm-up");
   st->add_option("--mib-per-run", so.mib_per_run, "MiB written or read per measured run")
       ->check(CLI::Range(1, 65536));
-  st->add_option("--repeats", so.repeats, "measured raw/Sluice pairs after the warm-up")
-      ->check(CLI::Range(1, 100));
   st->add_option("--appenders", so.appenders, "threads sharing group-commit fsyncs")
       ->check(CLI::Range(1, 64));
   st->add_option("--batch-kib", so.batch_kib, "batch sizes in KiB")->check(CLI::Range(2, 8192));
@@ -61,36 +86,21 @@ int main(int argc, char** argv) {
       app.add_subcommand("compaction", "log cleaner throughput vs raw sequential read plus write");
   cp->add_option("--dir", co.dir, "directory for the log and raw files (on the disk to measure)")
       ->required();
-  cp->add_flag("--json", co.json, "print one JSON object");
+  add_report_options(cp, co.json, co.repeats, "measured raw/Sluice pairs after the warm-up");
   cp->add_option("--mib", co.mib, "MiB of log cleaned per run")->check(CLI::Range(1, 65536));
   cp->add_option("--keys", co.keys, "distinct keys")->check(CLI::Range(1, 10'000'000));
-  cp->add_option("--repeats", co.repeats, "measured raw/Sluice pairs after the warm-up")
-      ->check(CLI::Range(1, 100));
 
   sluice::bench::broker_options bo;
   auto* br = app.add_subcommand(
       "broker", "produce/consume throughput and latency through a broker (librdkafka)");
-  auto* boot = br->add_option("--bootstrap", bo.bootstrap, "HOST:PORT of a running broker");
-  br->add_flag("--start", bo.start,
-               "start build/bin/sluice on a free loopback port with a temp dir")
-      ->excludes(boot);
-  br->add_option("--sluice", bo.sluice_path,
-                 "the sluice binary for --start (default: beside sluice-bench)");
-  br->add_option("--broker-arg", bo.broker_args,
-                 "KEY=VALUE broker setting for --start (repeatable)");
-  br->add_option("--broker-pid", bo.broker_pid,
-                 "pid of the --bootstrap broker, for its CPU and memory");
-  br->add_option("--dir", bo.dir,
-                 "parent of the temp data dir (--start); raw fsync limit measured here")
-      ->capture_default_str();
-  bo.dir = "/tmp";
+  add_broker_options(br, bo.broker, true);
+  add_report_options(br, bo.json, bo.repeats, "measured runs, each after the raw limits");
   br->add_option("--partitions", bo.partitions, "partitions of the topic")
       ->check(CLI::Range(1, 10000));
   br->add_flag("--keys", bo.keys, "messages carry keys (1000 distinct)");
   br->add_option("--rate", bo.rate, "messages per second; 0 = unlimited")
       ->check(CLI::Range(0.0, 1e8));
   br->add_option("--seconds", bo.seconds, "produce time per run")->check(CLI::Range(0.1, 3600.0));
-  br->add_option("--repeats", bo.repeats, "measured runs")->check(CLI::Range(1, 100));
   br->add_option("--message-bytes", bo.message_bytes, "payload bytes")
       ->check(CLI::Range(8, 1 << 20));
   br->add_option("--acks", bo.acks, "producer acks")->check(CLI::IsMember({"all", "-1", "0", "1"}));
@@ -108,25 +118,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   br->add_option("--tcp-seconds", bo.tcp_seconds, "seconds per raw loopback TCP measurement")
       ->check(CLI::Range(0.05, 60.0));
-  br->add_flag("--json", bo.json, "print one JSON object");
 
   sluice::bench::group_options go;
-  go.dir = "/tmp";
   auto* gr = app.add_subcommand(
       "group",
       "consumer-group rebalance times and pauses, group consume throughput and commit latency");
-  auto* gboot = gr->add_option("--bootstrap", go.bootstrap, "HOST:PORT of a running broker");
-  gr->add_flag("--start", go.start,
-               "start build/bin/sluice on a free loopback port with a temp dir")
-      ->excludes(gboot);
-  gr->add_option("--sluice", go.sluice_path,
-                 "the sluice binary for --start (default: beside sluice-bench)");
-  gr->add_option("--broker-arg", go.broker_args,
-                 "KEY=VALUE broker setting for --start (repeatable)");
-  gr->add_option("--broker-pid", go.broker_pid, "pid of the --bootstrap broker, for its CPU");
-  gr->add_option("--dir", go.dir,
-                 "parent of the temp data dir (--start); raw fsync latency measured here")
-      ->capture_default_str();
+  add_broker_options(gr, go.broker, true);
+  add_report_options(gr, go.json, go.repeats, "measured runs, each after the raw limits");
   gr->add_option("--members", go.members,
                  "members of the rebalance phases (one more joins and leaves)")
       ->check(CLI::Range(1, 1000));
@@ -148,24 +146,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 30));
   gr->add_option("--session-timeout-ms", go.session_timeout_ms, "members' session.timeout.ms")
       ->check(CLI::Range(1000, 3'600'000));
-  gr->add_option("--repeats", go.repeats, "measured runs")->check(CLI::Range(1, 100));
   gr->add_option("--tcp-seconds", go.tcp_seconds, "seconds per raw loopback TCP measurement")
       ->check(CLI::Range(0.05, 60.0));
-  gr->add_flag("--json", go.json, "print one JSON object");
 
   sluice::bench::maintenance_options mo;
   auto* mt = app.add_subcommand(
       "maintenance",
       "produce throughput while retention deletes and the cleaner compacts, vs idle");
-  mt->add_option("--sluice", mo.sluice_path,
-                 "the sluice binary to start (default: beside sluice-bench)");
-  mt->add_option("--broker-arg", mo.broker_args, "KEY=VALUE broker setting (repeatable)");
-  mt->add_option("--dir", mo.dir, "parent of the broker's temp data dir")->capture_default_str();
+  add_broker_options(mt, mo.broker, false);
+  add_report_options(mt, mo.json, mo.repeats, "idle/active pairs");
   mt->add_option("--partitions", mo.partitions, "partitions of the measured topic")
       ->check(CLI::Range(1, 10000));
   mt->add_option("--seconds", mo.seconds, "measured produce window per run")
       ->check(CLI::Range(0.5, 3600.0));
-  mt->add_option("--repeats", mo.repeats, "idle/active pairs")->check(CLI::Range(1, 100));
   mt->add_option("--prefill-mib", mo.prefill_mib,
                  "MiB written to each maintenance topic before a run")
       ->check(CLI::Range(4, 65536));
@@ -179,7 +172,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10'000'000));
   mt->add_option("--message-bytes", mo.message_bytes, "payload bytes")
       ->check(CLI::Range(8, 1 << 20));
-  mt->add_flag("--json", mo.json, "print one JSON object");
 
   CLI11_PARSE(app, argc, argv);
   if (mt->parsed()) return sluice::bench::run_maintenance(mo);

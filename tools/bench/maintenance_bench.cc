@@ -23,10 +23,8 @@
 #include "maintenance_bench.h"
 
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
@@ -144,33 +142,13 @@ run_result run_once(const maintenance_options& o, const broker_process& broker, 
   alter_topic_configs(boot, compacted, compacted_configs(active));
 
   // The maintenance topics' own traffic, the same in both runs.
-  produce_stats churn[2];
-  std::exception_ptr churn_error[2];
-  std::thread churners[2];
-  for (int i = 0; i < 2; ++i) {
-    churners[i] = std::thread([&, i] {
-      try {
-        churn[i] = produce_phase(
-            i == 0 ? spec_for(o, boot, retained, 0, o.churn_rate, o.seconds)
-                   : spec_for(o, boot, compacted, o.churn_keys, o.churn_rate, o.seconds));
-      } catch (...) {
-        churn_error[i] = std::current_exception();
-      }
-    });
-  }
+  background_produce churn_retained(spec_for(o, boot, retained, 0, o.churn_rate, o.seconds));
+  background_produce churn_compacted(
+      spec_for(o, boot, compacted, o.churn_keys, o.churn_rate, o.seconds));
   produce_spec m = spec_for(o, boot, measured, 0, 0, o.seconds);
   m.broker_pid = broker.pid();
-  produce_stats ps;
-  std::exception_ptr main_error;
-  try {
-    ps = produce_phase(m);
-  } catch (...) {
-    main_error = std::current_exception();
-  }
-  for (auto& t : churners) t.join();
-  if (main_error) std::rethrow_exception(main_error);
-  for (auto& e : churn_error)
-    if (e) std::rethrow_exception(e);
+  const produce_stats ps = produce_phase(m);
+  const produce_stats churn[2] = {churn_retained.finish(), churn_compacted.finish()};
 
   const topic_state r1 = observe(admin.get(), broker.data_dir(), retained, mp);
   const topic_state c1 = observe(admin.get(), broker.data_dir(), compacted, mp);
@@ -213,11 +191,11 @@ int run_maintenance(const maintenance_options& o) {
   try {
     // Retention checks and cleaner passes often enough to act within a
     // window of seconds (Kafka's defaults are 5 minutes and 15 seconds).
-    std::vector<std::string> args = o.broker_args;
+    std::vector<std::string> args = o.broker.broker_args;
     if (!has_key(args, "log.retention.check.interval.ms"))
       args.push_back("log.retention.check.interval.ms=500");
     if (!has_key(args, "log.cleaner.backoff.ms")) args.push_back("log.cleaner.backoff.ms=200");
-    broker_process broker(o.sluice_path, o.dir, args);
+    broker_process broker(o.broker.sluice_path, o.broker.dir, args);
     for (int i = 0; i < o.repeats; ++i) {
       for (int k = 0; k < 2; ++k) {
         const bool active = (i % 2 == 0) == (k == 1);  // idle first on even repeats
@@ -243,7 +221,7 @@ int run_maintenance(const maintenance_options& o) {
   };
   const double idle_mb = med(false, &run_result::produce_mb),
                active_mb = med(true, &run_result::produce_mb);
-  const double ratio = idle_mb > 0 ? active_mb / idle_mb : 0;
+  const double active_vs_idle = ratio(active_mb, idle_mb);
   bool observed = true;
   uint64_t failed = 0;
   std::string first_error;
@@ -288,10 +266,10 @@ int run_maintenance(const maintenance_options& o) {
     j["idle_publish_p99_ms"] = med(false, &run_result::pub_p99);
     j["active_publish_p99_ms"] = med(true, &run_result::pub_p99);
     j["produce_failed_messages"] = failed;
-    j["ratio"] = ratio;
+    j["ratio"] = active_vs_idle;
     j["maintenance_observed"] = observed;
     json tg = json::object();
-    tg["active_vs_idle_min_0_8"] = ratio >= 0.8;
+    tg["active_vs_idle_min_0_8"] = active_vs_idle >= 0.8;
     j["targets_met"] = std::move(tg);
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -322,9 +300,9 @@ int run_maintenance(const maintenance_options& o) {
   }
   std::printf(
       "\nproduce while maintaining %8s MB/s   idle %8s MB/s   ratio %.2f  target >= 0.80 %s\n",
-      fixed(active_mb, 1).c_str(), fixed(idle_mb, 1).c_str(), ratio,
+      fixed(active_mb, 1).c_str(), fixed(idle_mb, 1).c_str(), active_vs_idle,
       !observed      ? "(not meaningful: maintenance not observed)"
-      : ratio >= 0.8 ? "met"
+      : active_vs_idle >= 0.8 ? "met"
                      : "MISSED");
   if (failed)
     std::printf("produce failures: %llu (first: %s)\n", static_cast<unsigned long long>(failed),

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "kafka_util.h"
+
 namespace sluice::bench {
 
 struct maintenance_options {
-  std::string sluice_path;               // the broker binary (default: beside sluice-bench)
-  std::vector<std::string> broker_args;  // KEY=VALUE, passed as --KEY VALUE
-  std::string dir = "/tmp";              // parent of the broker's temp data directory
+  broker_target broker;                  // always started: its data directory is observed
   int partitions = 16;                   // of the measured topic
   double seconds = 10;                   // measured produce window per run
   int repeats = 3;                       // idle/active pairs

@@ -73,12 +73,6 @@ struct topic_deleter {
 
 }  // namespace
 
-double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
-                     int64_t t1_ns) {
-  if (!cpu0 || !cpu1 || t1_ns <= t0_ns) return -1;
-  return (*cpu1 - *cpu0) / (static_cast<double>(t1_ns - t0_ns) / 1e9);
-}
-
 produce_stats produce_phase(const produce_spec& spec) {
   producer_state ps;
   ps.pub_ms.reserve(1 << 20);
@@ -115,7 +109,9 @@ produce_stats produce_phase(const produce_spec& spec) {
   double lag_max = 0;
   for (;;) {
     int64_t now = now_ns();
-    if (now >= end || (spec.max_messages > 0 && sent >= spec.max_messages)) break;
+    if (now >= end || (spec.max_messages > 0 && sent >= spec.max_messages) ||
+        (spec.stop && spec.stop->load()))
+      break;
     if (interval_ns > 0) {
       const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
       if (now < due) {
@@ -129,8 +125,12 @@ produce_stats produce_phase(const produce_spec& spec) {
     }
     std::memcpy(payload.data(), &now, sizeof now);
     const std::string* key = keys.empty() ? nullptr : &keys[sent % keys.size()];
+    const int32_t partition =
+        spec.round_robin_partitions > 0
+            ? static_cast<int32_t>(sent % static_cast<uint64_t>(spec.round_robin_partitions))
+            : RD_KAFKA_PARTITION_UA;
     for (;;) {
-      int rc = rd_kafka_produce(t.get(), RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payload.data(),
+      int rc = rd_kafka_produce(t.get(), partition, RD_KAFKA_MSG_F_COPY, payload.data(),
                                 payload.size(), key ? key->data() : nullptr, key ? key->size() : 0,
                                 reinterpret_cast<void*>(static_cast<intptr_t>(now)));
       if (rc == 0) break;
@@ -162,6 +162,27 @@ produce_stats produce_phase(const produce_spec& spec) {
   r.client_cores = cores_between(self0, self1, t0, t1);
   r.schedule_lag_max_ms = lag_max;
   return r;
+}
+
+background_produce::background_produce(produce_spec spec)
+    : thread_([this, spec = std::move(spec)]() mutable {
+        spec.stop = &stop_;
+        try {
+          stats_ = produce_phase(spec);
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      }) {}
+
+background_produce::~background_produce() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+produce_stats background_produce::finish() {
+  thread_.join();
+  if (error_) std::rethrow_exception(error_);
+  return std::move(stats_);
 }
 
 }  // namespace sluice::bench

@@ -2,15 +2,18 @@
 
 // One timed produce phase with librdkafka, as the OpenMessaging Benchmark's
 // Kafka driver runs it: one producer, fixed or unlimited rate, publish latency
-// from the produce() call to its delivery report. Shared by the `broker` and
-// `maintenance` modes.
+// from the produce() call to its delivery report. Every mode's producers are
+// this one: the measured ones of `broker` and `maintenance`, and the data
+// sources of `group` and `maintenance`.
 //
 // Each message carries its send time (steady clock, nanoseconds) in its first
 // 8 bytes, so a consumer can measure end-to-end latency.
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <optional>
+#include <exception>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +32,11 @@ struct produce_spec {
   uint64_t max_messages = 0;    // stop after this many (0 = no limit; `seconds` still applies)
   size_t message_bytes = 1024;  // at least 8 (the send time)
   int key_count = 0;            // 0: no keys; else keys "key-0".."key-(n-1)" in turn
-  pid_t broker_pid = 0;         // for the broker's CPU; 0 = not measured
+  // 0: librdkafka's partitioner; else message i goes to partition i % n, so
+  // every partition gets messages at an even pace.
+  int round_robin_partitions = 0;
+  const std::atomic<bool>* stop = nullptr;  // ends the phase early when it turns true
+  pid_t broker_pid = 0;                     // for the broker's CPU; 0 = not measured
 };
 
 struct produce_stats {
@@ -45,6 +52,24 @@ struct produce_stats {
 // Throws bench_error when the client cannot be made or produce() fails for
 // another reason than a full queue.
 produce_stats produce_phase(const produce_spec& spec);
+
+// produce_phase on a thread of its own from construction. finish() waits for
+// the phase to end and returns its figures or rethrows its error; destruction
+// ends it early and waits.
+class background_produce {
+ public:
+  explicit background_produce(produce_spec spec);
+  ~background_produce();
+  background_produce(const background_produce&) = delete;
+  background_produce& operator=(const background_produce&) = delete;
+  produce_stats finish();
+
+ private:
+  std::atomic<bool> stop_{false};
+  produce_stats stats_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
 
 // How many of a topic's `partitions` take a producer's messages at once,
 // so how many logs' syncs a message waits among (the group-commit floor's
@@ -64,9 +89,5 @@ inline int partitions_taking_messages(int partitions, bool keys,
       return partitions;
   return 1;
 }
-
-// CPU cores busy between two process_cpu_seconds readings; -1 if unknown.
-double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
-                     int64_t t1_ns);
 
 }  // namespace sluice::bench

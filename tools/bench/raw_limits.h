@@ -15,6 +15,8 @@
 
 #include <unistd.h>
 
+#include "report.h"
+
 namespace sluice::bench {
 
 // "what: strerror(errno)".
@@ -38,6 +40,12 @@ struct fd_guard {
 
 // Bytes per second, or why it could not be measured.
 using rate = std::variant<double, std::string>;
+
+// The rate, or a bench_error saying why there is none.
+inline double or_throw(const rate& r) {
+  if (auto e = std::get_if<std::string>(&r)) throw bench_error{*e};
+  return std::get<double>(r);
+}
 
 // Sequential write of `total_bytes` in write(2) calls of `chunk_bytes`,
 // calling fdatasync after every `sync_every_bytes` and once at the end.
