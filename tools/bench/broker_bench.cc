@@ -78,8 +78,8 @@ struct partition_range {
 // `together`, the messages all of them got, and each stops once it reaches
 // `expected`; a lone consumer passes null. Sets `ready` once it has assigned
 // the partitions and polled once.
-void consume(const broker_options& o, const std::string& bootstrap, const std::string& topic,
-             partition_range parts_to_read, bool record_e2e, const std::atomic<bool>& producing,
+void consume(const std::string& bootstrap, const std::string& topic, partition_range parts_to_read,
+             bool record_e2e, const std::atomic<bool>& producing,
              const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out,
              std::atomic<uint64_t>* together = nullptr, std::atomic<bool>* ready = nullptr) {
   try {
@@ -87,7 +87,6 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
     set(c, "group.id", "sluice-bench-" + std::to_string(::getpid()));
     set(c, "enable.auto.commit", "false");
     set(c, "auto.offset.reset", "earliest");
-    set_all(c, o.consumer_props);
     client_ptr rk = make_client(RD_KAFKA_CONSUMER, c);
     rd_kafka_poll_set_consumer(rk.get());
     parts_ptr parts(rd_kafka_topic_partition_list_new(parts_to_read.count));
@@ -228,7 +227,7 @@ catch_up_result catch_up(const broker_options& o, int consumers, const broker_ha
     std::vector<std::thread> readers;
     for (int i = 0; i < consumers; ++i)
       readers.emplace_back([&, i] {
-        consume(o, b.bootstrap, topic, share_of(o.partitions, consumers, i), false, not_producing,
+        consume(b.bootstrap, topic, share_of(o.partitions, consumers, i), false, not_producing,
                 expected, deadline, cus[static_cast<size_t>(i)],
                 consumers > 1 ? &together : nullptr);
       });
@@ -266,8 +265,8 @@ run_result run_once(const broker_options& o, int consumers, const broker_handle&
   const int64_t tail_deadline = now_ns() + static_cast<int64_t>((o.seconds + 90) * 1e9);
   std::atomic<bool> tail_ready{false};
   std::thread tail_thread([&] {
-    consume(o, b.bootstrap, topic, {0, o.partitions}, true, producing, expected, tail_deadline,
-            tail, nullptr, &tail_ready);
+    consume(b.bootstrap, topic, {0, o.partitions}, true, producing, expected, tail_deadline, tail,
+            nullptr, &tail_ready);
   });
   // Like OMB, start producing once the consumer is in place: assigned, and
   // given half a second to connect and send its first fetch.
@@ -352,8 +351,8 @@ run_result run_once(const broker_options& o, int consumers, const broker_handle&
 
 struct raw_result {
   double sync = 0, sync_burst = 0;  // write + fdatasync every 1 MiB for `seconds`, its first part
-  double tcp = 0, tcp_reno = 0, sendfile = 0;  // loopback; reno 0 when it failed
-  double fsync_p50 = 0, fsync_p99 = 0;         // one 4 KiB write + fdatasync, ms
+  double tcp = 0, tcp_reno = 0, sendfile = 0;          // loopback; reno 0 when it failed
+  double fsync_p50 = 0, fsync_p99 = 0;                 // one 4 KiB write + fdatasync, ms
   double round_p50 = 0, round_p99 = 0, round_max = 0;  // one on every partition's file, ms
   double floor_p99 = 0, floor_p999 = 0;                // the group-commit floor, ms
 };
@@ -403,10 +402,10 @@ raw_result measure_raw(const broker_options& o, const std::string& dir, int floo
       raw_fsync_rounds(dir, floor_files, limits::flusher_threads, INT_MAX, seconds, err);
   if (!err.empty()) throw bench_error{err};
   // A round over every partition, as a keyed produce waits among.
-  const auto every = floor_files == o.partitions
-                         ? rounds
-                         : raw_fsync_rounds(dir, o.partitions, limits::flusher_threads, 500, 2.0,
-                                            err);
+  const auto every =
+      floor_files == o.partitions
+          ? rounds
+          : raw_fsync_rounds(dir, o.partitions, limits::flusher_threads, 500, 2.0, err);
   if (!err.empty()) throw bench_error{err};
   const auto round = round_latencies_ms(every);
   r.round_p50 = percentile_sorted(round, 50);
@@ -422,16 +421,12 @@ raw_result measure_raw(const broker_options& o, const std::string& dir, int floo
 }  // namespace
 
 int run_broker(const broker_options& o) {
-  if (o.consumers > o.partitions) {
-    std::fprintf(stderr, "sluice-bench broker: --consumers %d is more than the %d partitions\n",
-                 o.consumers, o.partitions);
-    return 2;
-  }
-  // 0: one per core, as many as the partitions allow.
-  const int consumers = o.consumers > 0
-                            ? o.consumers
-                            : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
-                                         std::min(o.partitions, max_catch_up_consumers));
+  // Catch-up consumers, each its own librdkafka client (OMB's consumers per
+  // subscription): one per core, at most one per partition. librdkafka
+  // fetches for a broker on one thread, one fetch at a time, so one consumer
+  // alone is bound by that thread; its figure is printed beside.
+  const int consumers =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, o.partitions);
   const int floor_files = partitions_taking_messages(o.partitions, o.keys, o.producer_props);
   const std::string congestion = default_congestion_control();
   std::string reno_error;
@@ -454,9 +449,8 @@ int run_broker(const broker_options& o) {
     for (int i = 0; i < o.repeats; ++i) {
       raws.push_back(measure_raw(o, b.data_dir, floor_files, o.seconds, raw_files, reno_error));
       if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
-      runs.push_back(run_once(o, consumers, b,
-                              "sluice-bench-" + std::to_string(::getpid()) + "-" +
-                                  std::to_string(i)));
+      runs.push_back(run_once(
+          o, consumers, b, "sluice-bench-" + std::to_string(::getpid()) + "-" + std::to_string(i)));
     }
     rss.reset();
     if (b.pid > 0)
@@ -610,8 +604,9 @@ int run_broker(const broker_options& o) {
     std::printf("  (one consumer alone: %.1f MB/s, ratio %.2f)\n", cons_one_mb,
                 ratio(cons_one_mb, tcp_mb));
   if (reno_mb > 0)
-    std::printf("  (loopback TCP under %s, as the broker's sockets; under reno %.1f MB/s, ratio %.2f)\n",
-                congestion.c_str(), reno_mb, ratio(cons_mb, reno_mb));
+    std::printf(
+        "  (loopback TCP under %s, as the broker's sockets; under reno %.1f MB/s, ratio %.2f)\n",
+        congestion.c_str(), reno_mb, ratio(cons_mb, reno_mb));
   else
     std::printf("  (loopback TCP under %s; the reno stream failed: %s)\n", congestion.c_str(),
                 reno_error.c_str());
@@ -646,11 +641,12 @@ int run_broker(const broker_options& o) {
     std::printf("broker CPU and memory: not measured (give --broker-pid with --bootstrap)\n");
     return 0;
   }
-  std::printf("broker CPU  %s producing, %s catch-up consume, %s fetch only (client: %s producing)\n",
-              cores_text(med(&run_result::broker_cpu_produce)).c_str(),
-              cores_text(med(&run_result::broker_cpu_consume)).c_str(),
-              cores_text(med(&run_result::broker_cpu_fetch_only)).c_str(),
-              cores_text(med(&run_result::client_cpu_produce)).c_str());
+  std::printf(
+      "broker CPU  %s producing, %s catch-up consume, %s fetch only (client: %s producing)\n",
+      cores_text(med(&run_result::broker_cpu_produce)).c_str(),
+      cores_text(med(&run_result::broker_cpu_consume)).c_str(),
+      cores_text(med(&run_result::broker_cpu_fetch_only)).c_str(),
+      cores_text(med(&run_result::client_cpu_produce)).c_str());
   std::printf("client CPU during catch-up consume %s, its busiest thread %s\n",
               cores_text(med(&run_result::client_cpu_consume)).c_str(),
               cores_text(med(&run_result::client_thread_max_consume)).c_str());

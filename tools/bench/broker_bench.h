@@ -10,8 +10,6 @@
 
 namespace sluice::bench {
 
-inline constexpr int max_catch_up_consumers = 64;
-
 struct broker_options {
   broker_target broker;
   int partitions = 16;
@@ -22,16 +20,8 @@ struct broker_options {
   size_t message_bytes = 1024;
   std::string acks = "all";
   std::vector<std::string> producer_props;  // KEY=VALUE librdkafka overrides
-  std::vector<std::string> consumer_props;
-  // Catch-up consumers sharing the topic's partitions, each its own client
-  // (OMB's consumers per subscription); 0: one per core, at most one per
-  // partition. librdkafka fetches for all of a client's partitions on one
-  // broker from one thread, one fetch at a time, so one consumer cannot use
-  // more than that thread. With more than one, the read is done once more
-  // by one consumer alone, and both figures are reported.
-  int consumers = 0;
   uint64_t raw_sync_mib = 16384;  // cap of a raw fdatasync measurement (it runs `seconds`)
-  double tcp_seconds = 1.5;     // per raw loopback TCP measurement
+  double tcp_seconds = 1.5;       // per raw loopback TCP measurement
   bool json = false;
 };
 

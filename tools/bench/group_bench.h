@@ -15,7 +15,7 @@ namespace sluice::bench {
 
 struct group_options {
   broker_target broker;
-  int members = 10;                      // members of the rebalance phases (one more joins)
+  int members = 10;  // members of the rebalance phases (one more joins)
   int partitions = 100;
   std::vector<std::string> protocols = {"eager", "cooperative"};
   double rate = 20'000;         // msgs/s produced while the rebalance phases run

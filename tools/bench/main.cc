@@ -37,7 +37,8 @@ void add_broker_options(CLI::App* m, sluice::bench::broker_target& t, bool attac
   m->add_option("--sluice", t.sluice_path, "the sluice binary to start (default: beside this one)");
   m->add_option("--broker-arg", t.broker_args,
                 "KEY=VALUE broker setting, passed to sluice serve as --KEY VALUE (repeatable)");
-  m->add_option("--dir", t.dir, "parent of the broker's temp data dir; raw disk limits measured here")
+  m->add_option("--dir", t.dir,
+                "parent of the broker's temp data dir; raw disk limits measured here")
       ->capture_default_str();
 }
 
@@ -68,9 +69,6 @@ int main(int argc, char** argv) {
   st->add_option("--idle-partitions", so.idle_partitions,
                  "partitions held open for the memory figure")
       ->check(CLI::Range(1, 100000));
-
-  st->add_option("--only", so.only, "measure one kind of row only (for profiling)")
-      ->check(CLI::IsMember({"append_fsync", "append_buffered", "read_cached"}));
 
   std::string idle_dir, idle_phase;
   int idle_parts = 0;
@@ -106,12 +104,6 @@ int main(int argc, char** argv) {
   br->add_option("--acks", bo.acks, "producer acks")->check(CLI::IsMember({"all", "-1", "0", "1"}));
   br->add_option("--producer-prop", bo.producer_props,
                  "KEY=VALUE librdkafka producer property (repeatable)");
-  br->add_option("--consumer-prop", bo.consumer_props,
-                 "KEY=VALUE librdkafka consumer property (repeatable)");
-  br->add_option("--consumers", bo.consumers,
-                 "catch-up consumers sharing the partitions, each its own client; 0: one per "
-                 "core (with more than one, one consumer alone reads the topic again)")
-      ->check(CLI::Range(0, sluice::bench::max_catch_up_consumers));
   br->add_option("--raw-mib", bo.raw_sync_mib,
                  "MiB at most per raw fdatasync-write measurement (it runs --seconds; each "
                  "run's file is kept until the bench ends)")
@@ -162,16 +154,9 @@ int main(int argc, char** argv) {
   mt->add_option("--prefill-mib", mo.prefill_mib,
                  "MiB written to each maintenance topic before a run")
       ->check(CLI::Range(4, 65536));
-  mt->add_option("--maintenance-partitions", mo.maintenance_partitions,
-                 "partitions of each maintenance topic")
-      ->check(CLI::Range(1, 1000));
   mt->add_option("--churn-rate", mo.churn_rate,
                  "msgs/s to each maintenance topic during the window")
       ->check(CLI::Range(1.0, 1e6));
-  mt->add_option("--keys", mo.churn_keys, "distinct keys of the compacted topic")
-      ->check(CLI::Range(1, 10'000'000));
-  mt->add_option("--message-bytes", mo.message_bytes, "payload bytes")
-      ->check(CLI::Range(8, 1 << 20));
 
   CLI11_PARSE(app, argc, argv);
   if (mt->parsed()) return sluice::bench::run_maintenance(mo);

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <thread>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <sys/types.h>
@@ -71,15 +71,11 @@ class background_produce {
   std::thread thread_;
 };
 
-// How many of a topic's `partitions` take a producer's messages at once,
-// so how many logs' syncs a message waits among (the group-commit floor's
-// file count). With keys, every partition does, and the broker's flusher
-// syncs them all in turn (librdkafka 2.0.2 sends each partition's batch in a
-// request of its own; those wait side by side). Without keys, librdkafka's
-// partitioner sends every message to one partition for
-// sticky.partitioning.linger.ms (10 by default), so one partition is synced
-// at a time; set to 0 in `producer_props` (KEY=VALUE), each message goes to
-// any partition, as with keys.
+// How many of a topic's `partitions` take a producer's messages at once, so
+// how many logs' syncs a message waits among (the group-commit floor's file
+// count): all of them with keys, or when `producer_props` (KEY=VALUE) set
+// sticky.partitioning.linger.ms=0; else one, since librdkafka's partitioner
+// sends messages without a key to one partition for that linger (10 ms).
 inline int partitions_taking_messages(int partitions, bool keys,
                                       const std::vector<std::string>& producer_props) {
   if (keys) return partitions;

@@ -168,8 +168,8 @@ double sluice_read(storage::log& l, size_t max_bytes, std::vector<char>& buf) {
 
 // Appends copies of `batch` to `l` and writes the same bytes to a plain file
 // at `raw_path`, one batch to each in turn, until `total` bytes are in each.
-void fill_in_turns(storage::log& l, const std::vector<std::byte>& batch, const std::string& raw_path,
-                   uint64_t total) {
+void fill_in_turns(storage::log& l, const std::vector<std::byte>& batch,
+                   const std::string& raw_path, uint64_t total) {
   const int fd = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw bench_error{"opening " + raw_path};
   auto b = batch;
@@ -300,29 +300,22 @@ int run_storage(const storage_options& o) {
       const size_t chunk = batch.size();
       if (!o.json) std::fprintf(stderr, "measuring %zu KiB batches...\n", kib);
 
-      auto wanted = [&](const char* what) { return o.only.empty() || o.only == what; };
-      if (wanted("append_fsync"))
-        rows.push_back(
-            {kib, chunk, "append_fsync", "write+fdatasync every 1 MiB",
-             alternate(
-                 o.repeats,
-                 [&] { return or_throw(raw_sync_write(dir, total, chunk, kSyncEveryBytes)); },
-                 [&] { return sluice_append_fsync(dir, batch, total, o.appenders); }),
-             kib == 1024 ? 0.85 : 0.0});
-      if (wanted("append_buffered"))
-        rows.push_back({kib, chunk, "append_buffered", "buffered write",
-                        alternate(
-                            o.repeats, [&] { return or_throw(raw_buffered_write(dir, total, chunk)); },
-                            [&] { return sluice_append_buffered(dir, batch, total); }),
-                        0.8});
-
-      if (!wanted("read_cached")) continue;
-      // Read: the same bytes once in a log and once in a plain file, both
-      // just written and therefore cached; read passes alternate.
-      // The two are filled in turns, batch by batch: the page cache serves a
-      // file written later measurably faster (its pages come from a less
-      // fragmented pool), so writing one after the other would favour the
-      // second.
+      rows.push_back(
+          {kib, chunk, "append_fsync", "write+fdatasync every 1 MiB",
+           alternate(
+               o.repeats,
+               [&] { return or_throw(raw_sync_write(dir, total, chunk, kSyncEveryBytes)); },
+               [&] { return sluice_append_fsync(dir, batch, total, o.appenders); }),
+           kib == 1024 ? 0.85 : 0.0});
+      rows.push_back(
+          {kib, chunk, "append_buffered", "buffered write",
+           alternate(
+               o.repeats, [&] { return or_throw(raw_buffered_write(dir, total, chunk)); },
+               [&] { return sluice_append_buffered(dir, batch, total); }),
+           0.8});
+      // Read: the same bytes in a log and in a plain file, both just
+      // written and so cached. They are filled in turns, batch by batch:
+      // the page cache serves a file written later measurably faster.
       scratch_log s(dir, "read", false);
       const std::string raw_path = dir + "/raw-read.tmp";
       fill_in_turns(s.log(), batch, raw_path, total);
