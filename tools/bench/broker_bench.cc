@@ -219,7 +219,7 @@ catch_up_result catch_up(const broker_options& o, int consumers, const broker_ha
   };
   std::vector<cpu_sample> samples;
   {
-    sampler cpu([&] {
+    repeat_thread cpu([&] {
       samples.push_back({now_ns(), process_cpu_seconds(b.pid), process_cpu_seconds(::getpid()),
                          thread_cpu_seconds(::getpid())});
     });
@@ -439,7 +439,7 @@ int run_broker(const broker_options& o) {
     b = open_broker(o.broker);
     removed_at_end raw_files;  // declared after the broker: removed before it stops
     std::atomic<uint64_t> sampled_peak{0};
-    std::optional<sampler> rss;
+    std::optional<repeat_thread> rss;
     if (b.pid > 0)
       rss.emplace([&] {
         sampled_peak = std::max<uint64_t>(sampled_peak.load(),

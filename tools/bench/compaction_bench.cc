@@ -1,13 +1,6 @@
-// Compaction benchmark: the log cleaner (cluster/compaction.h) against the
-// disk's raw sequential read-plus-write rate, alternately, after one
-// uncounted warm-up pair (see README.md, "How it measures").
-//
-//   Sluice  a log of `mib` MiB of 1 KiB uncompressed keyed records over
-//           `keys` keys (batches of 32), all in closed segments, cleaned
-//           once by clean_log with a 128 MiB map: MB of log read / seconds.
-//   raw     pread of a cached file of the same size in 1 MiB calls, each
-//           chunk written to a second file, fdatasync at the end:
-//           MB / seconds.
+// Compaction benchmark (see README.md): one clean_log pass over a log of
+// keyed records in closed segments, against a raw read of a cached file of
+// the same size written to a second file with one fdatasync; alternately.
 
 #include "compaction_bench.h"
 

@@ -1,26 +1,12 @@
-// Group benchmark: consumer groups of librdkafka members, each polling on a
-// thread of its own in this process, against one broker.
-//
-// Rebalance phases, per protocol (eager = the range assignor, cooperative =
-// cooperative-sticky): a producer writes a steady `rate` to a fresh topic of
-// `partitions`; `members` consumers subscribe at once (formation), then one
-// more joins, then it leaves (LeaveGroup). A tracker sees every assignment
-// callback and every message: a phase has settled when the partitions are
-// exactly covered by the expected members and every partition assigned
-// since the phase began has delivered a new message since ("consumed
-// again"). The pause is the longest gap between two new messages of a
-// partition while the phase runs (re-deliveries from the last commit do not
-// count as progress).
-//
-// Throughput phase: a topic filled once with `messages`; a fresh group of
-// `throughput_members`, then of one, reads all of it from the beginning,
-// each member committing synchronously every `commit_every` messages. The
-// members hold their partitions paused until the whole group has its
-// assignment, so the figure is the group's steady read, not its formation.
-//
-// Each repeat first measures the raw limits (one loopback TCP stream, a
-// 4 KiB write + fdatasync on --dir, the durable write every commit waits
-// for), so raw and broker figures alternate; figures are medians.
+// Group benchmark (see README.md): consumer groups of librdkafka members,
+// each polling on a thread of its own in this process. Rebalance phases per
+// protocol (formation, one member joining, then leaving) while a producer
+// writes a steady rate; then a group and a single consumer read a filled
+// topic with synchronous commits. Each repeat first measures the raw limits
+// (loopback TCP; a 4 KiB write + fdatasync, which every commit waits for).
+// A tracker sees every assignment and every message: a phase has settled
+// when the partitions are exactly covered by the expected members and every
+// partition assigned since the phase began has delivered a new message.
 
 #include "group_bench.h"
 
@@ -533,17 +519,13 @@ int run_group(const group_options& o) {
 
   auto med_phase = [](const std::vector<rebalance_result>& runs,
                       phase_figures rebalance_result::*which) {
+    std::vector<phase_figures> v;
+    for (const auto& r : runs) v.push_back(r.*which);
     phase_figures out;
-    auto m = [&](double phase_figures::*f) {
-      std::vector<double> v;
-      for (const auto& r : runs) v.push_back(r.*which.*f);
-      return median(v);
-    };
-    out.assigned_ms = m(&phase_figures::assigned_ms);
-    out.consumed_ms = m(&phase_figures::consumed_ms);
-    out.pause_max_ms = m(&phase_figures::pause_max_ms);
-    out.pause_median_ms = m(&phase_figures::pause_median_ms);
-    out.moved = m(&phase_figures::moved);
+    for (auto f :
+         {&phase_figures::assigned_ms, &phase_figures::consumed_ms, &phase_figures::pause_max_ms,
+          &phase_figures::pause_median_ms, &phase_figures::moved})
+      out.*f = median_of(v, f);
     return out;
   };
   auto med_tput = [](const std::vector<throughput_result>& runs) {

@@ -29,7 +29,7 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   auto* st = static_cast<producer_state*>(opaque);
   const int64_t t = now_ns();
   const auto sent = static_cast<int64_t>(reinterpret_cast<intptr_t>(m->_private));
-  // Called on the poller thread (delivery_poller) and, at the end, on the
+  // Called on the poller thread and, at the end, on the
   // sending thread inside rd_kafka_flush; the lock orders them and the
   // final read.
   std::lock_guard g(st->mu);
@@ -42,30 +42,6 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   st->last_ack_ns = t;
   st->pub_ms.push_back(static_cast<double>(t - sent) / 1e6);
 }
-
-// Serves delivery reports on a thread of their own from construction to
-// destruction, so that an acknowledgement is timed when librdkafka hands it
-// over: the thread waits in rd_kafka_poll and wakes when one arrives. Timed
-// by the sending thread, it also counted however long that thread was away
-// (sleeping to its next message, or not scheduled: up to 3 ms on two busy
-// cores), which is no part of the broker's answer.
-class delivery_poller {
- public:
-  explicit delivery_poller(rd_kafka_t* rk)
-      : thread_([this, rk] {
-          while (!stop_.load()) rd_kafka_poll(rk, 10);
-        }) {}
-  ~delivery_poller() {
-    stop_ = true;
-    thread_.join();
-  }
-  delivery_poller(const delivery_poller&) = delete;
-  delivery_poller& operator=(const delivery_poller&) = delete;
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 struct topic_deleter {
   void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
@@ -86,7 +62,10 @@ produce_stats produce_phase(const produce_spec& spec) {
   client_ptr prod = make_client(RD_KAFKA_PRODUCER, c);
   std::unique_ptr<rd_kafka_topic_t, topic_deleter> t(
       rd_kafka_topic_new(prod.get(), spec.topic.c_str(), nullptr));
-  std::optional<delivery_poller> poller(std::in_place, prod.get());  // gone before prod
+  // Delivery reports are served on a thread of their own, so each is timed
+  // when librdkafka hands it over, not when the sender next gets round to it.
+  std::optional<repeat_thread> poller(
+      std::in_place, [rk = prod.get()] { rd_kafka_poll(rk, 10); }, std::chrono::milliseconds(0));
   // The clock starts once the producer knows the topic's partitions and
   // leaders, and so is connected to the broker: otherwise the first
   // milliseconds of messages wait for the connection and the metadata

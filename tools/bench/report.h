@@ -2,7 +2,7 @@
 
 // What every benchmark mode shares: the error it throws, medians and
 // percentiles, the raw/Sluice alternation, a clock, a tiny JSON writer for
-// `--json`, a periodic sampler, and /proc readers for a process's CPU and
+// `--json`, a repeating thread, and /proc readers for a process's CPU and
 // memory.
 //
 // Nothing here is thread-safe unless said so; each mode builds its report on
@@ -67,23 +67,24 @@ struct paired_runs {
 paired_runs alternate(int repeats, const std::function<double()>& raw,
                       const std::function<double()>& sluice);
 
-// Calls `sample` every 50 ms on a thread of its own from construction to
-// destruction.
-class sampler {
+// Calls `f` over and over, `pause` apart, on a thread of its own from
+// construction to destruction.
+class repeat_thread {
  public:
-  explicit sampler(std::function<void()> sample)
-      : thread_([this, f = std::move(sample)] {
+  explicit repeat_thread(std::function<void()> f,
+                         std::chrono::milliseconds pause = std::chrono::milliseconds(50))
+      : thread_([this, f = std::move(f), pause] {
           while (!stop_.load()) {
             f();
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            std::this_thread::sleep_for(pause);
           }
         }) {}
-  ~sampler() {
+  ~repeat_thread() {
     stop_ = true;
     thread_.join();
   }
-  sampler(const sampler&) = delete;
-  sampler& operator=(const sampler&) = delete;
+  repeat_thread(const repeat_thread&) = delete;
+  repeat_thread& operator=(const repeat_thread&) = delete;
 
  private:
   std::atomic<bool> stop_{false};

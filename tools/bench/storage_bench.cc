@@ -1,18 +1,13 @@
-// Storage benchmark. For each batch size it measures three things through
-// the partition log and, alternately in the same run and directory, the raw
-// equivalent with plain system calls:
+// Storage benchmark (see README.md): for each batch size, the partition log
+// against the raw equivalent with plain system calls on the same directory,
+// alternately (report.h, alternate):
 //
-//   append+fsync   several appender threads on one log, each appending a
-//                  batch and waiting for it to be durable (group commit via
-//                  the flusher); raw: write(2) + fdatasync every 1 MiB.
-//   append         one appender, log with fsync off (page cache only);
-//                  raw: write(2) of the same chunks.
-//   read (cached)  log::read regions of up to read_max_bytes then pread of
-//                  each region into one buffer, over data just written;
-//                  raw: pread of a cached file in read_max_bytes chunks.
-//
-// Each figure is the median of `repeats` runs alternating raw and Sluice
-// after one uncounted warm-up pair (report.h, alternate).
+//   append_fsync     appender threads on one log, each waiting until its
+//                    batch is durable (group commit through the flusher);
+//                    raw: write(2) + fdatasync every 1 MiB.
+//   append_buffered  one appender, fsync off; raw: write(2), never synced.
+//   read_cached      log::read regions, each pread into one buffer; raw:
+//                    pread of a cached file in the same calls.
 
 #include "storage_bench.h"
 
