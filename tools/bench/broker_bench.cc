@@ -46,7 +46,6 @@ constexpr double kFloorRate = 50'000;
 
 struct consume_result {
   uint64_t messages = 0;
-  uint64_t bytes = 0;
   uint64_t first_batch = 0;  // messages in the first non-empty poll
   int64_t started_ns = 0;    // partitions assigned
   int64_t first_ns = 0, last_ns = 0;
@@ -120,7 +119,6 @@ void consume(const std::string& bootstrap, const std::string& topic, partition_r
         if (!m->err) {
           if (out.messages == 0) out.first_ns = t;
           ++out.messages;
-          out.bytes += m->len;
           out.last_ns = t;
           if (record_e2e && m->len >= 8) {
             int64_t sent;
@@ -149,15 +147,13 @@ partition_range share_of(int partitions, int n, int i) {
   return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
-// Consumers that read one topic together, as one: their messages and bytes
-// summed, from the earliest first poll (with its batch, which
-// consume_rate leaves out) to the latest last message.
+// Consumers that read one topic together, as one: their messages summed, from the earliest first
+// poll (with its batch, which consume_rate leaves out) to the latest last message.
 consume_result merged(const std::vector<consume_result>& all) {
   consume_result m;
   for (const auto& c : all) {
     if (m.error.empty()) m.error = c.error;
     m.messages += c.messages;
-    m.bytes += c.bytes;
     if (m.started_ns == 0 || c.started_ns < m.started_ns) m.started_ns = c.started_ns;
     if (c.messages > 0 && (m.first_ns == 0 || c.first_ns < m.first_ns)) {
       m.first_ns = c.first_ns;

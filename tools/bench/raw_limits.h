@@ -56,7 +56,6 @@ rate raw_sync_write(const std::string& dir, uint64_t total_bytes, size_t chunk_b
 struct timed_write {
   double bytes_per_s = 0;
   double first_bytes_per_s = 0;
-  uint64_t bytes = 0;
 };
 
 // raw_sync_write for `seconds` (at most `max_bytes`) into `path`: a disk may

@@ -165,24 +165,13 @@ double sluice_read(storage::log& l, size_t max_bytes, std::vector<char>& buf) {
 // at `raw_path`, one batch to each in turn, until `total` bytes are in each.
 void fill_in_turns(storage::log& l, const std::vector<std::byte>& batch,
                    const std::string& raw_path, uint64_t total) {
-  const int fd = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw bench_error{"opening " + raw_path};
+  fd_guard f(::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (f.fd < 0) throw bench_error{os_error("open " + raw_path)};
   auto b = batch;
   for (uint64_t w = 0; w < total; w += b.size()) {
-    if (auto r = l.append(b, leader_epoch(0)); !r.ok()) {
-      ::close(fd);
-      throw bench_error{r.err().message};
-    }
-    for (size_t done = 0; done < b.size();) {
-      const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
-      if (n <= 0) {
-        ::close(fd);
-        throw bench_error{"writing " + raw_path};
-      }
-      done += static_cast<size_t>(n);
-    }
+    if (auto r = l.append(b, leader_epoch(0)); !r.ok()) throw bench_error{r.err().message};
+    if (!write_all(f.fd, b.data(), b.size())) throw bench_error{os_error("write " + raw_path)};
   }
-  ::close(fd);
 }
 
 struct row {
