@@ -431,8 +431,8 @@ int run_broker(const broker_options& o) {
   broker_handle b;
   uint64_t peak_rss = 0;
   const double load_before = load_average_1m();
-  try {
-    b = open_broker(o.broker);
+  b = open_broker(o.broker);
+  {
     removed_at_end raw_files;  // declared after the broker: removed before it stops
     std::atomic<uint64_t> sampled_peak{0};
     std::optional<repeat_thread> rss;
@@ -451,9 +451,6 @@ int run_broker(const broker_options& o) {
     rss.reset();
     if (b.pid > 0)
       peak_rss = std::max(process_status_bytes(b.pid, "VmHWM").value_or(0), sampled_peak.load());
-  } catch (const bench_error& e) {
-    std::fprintf(stderr, "sluice-bench broker: %s\n", e.message.c_str());
-    return 1;
   }
   const bool started = b.process != nullptr;
   const pid_t pid = b.pid;

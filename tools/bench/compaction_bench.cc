@@ -109,24 +109,18 @@ std::optional<double> raw_run(const compaction_options& o, const std::string& di
 }  // namespace
 
 int run_compaction(const compaction_options& o) {
-  paired_runs runs;
-  try {
-    runs = alternate(
-        o.repeats,
-        [&] {
-          auto r = raw_run(o, o.dir + "/raw");
-          if (!r) throw bench_error{"the raw read + write failed"};
-          return *r;
-        },
-        [&] {
-          auto s = sluice_run(o, o.dir + "/log");
-          if (!s) throw bench_error{"the clean failed"};
-          return static_cast<double>(s->second) / kMB / s->first;
-        });
-  } catch (const bench_error& e) {
-    std::fprintf(stderr, "sluice-bench compaction: %s\n", e.message.c_str());
-    return 1;
-  }
+  const paired_runs runs = alternate(
+      o.repeats,
+      [&] {
+        auto r = raw_run(o, o.dir + "/raw");
+        if (!r) throw bench_error{"the raw read + write failed"};
+        return *r;
+      },
+      [&] {
+        auto s = sluice_run(o, o.dir + "/log");
+        if (!s) throw bench_error{"the clean failed"};
+        return static_cast<double>(s->second) / kMB / s->first;
+      });
   fs::remove_all(o.dir + "/log");
   fs::remove_all(o.dir + "/raw");
   const double c = median(runs.sluice), r = median(runs.raw);

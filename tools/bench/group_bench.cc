@@ -472,8 +472,8 @@ int run_group(const group_options& o) {
   std::vector<raw_result> raws;
   std::string initial_delay;
   const double load_before = load_average_1m();
-  try {
-    b = open_broker(o.broker);
+  b = open_broker(o.broker);
+  {
     initial_delay = broker_config_value(b.bootstrap, "group.initial.rebalance.delay.ms");
     const std::string tput_topic =
         "sluice-bench-group-" + std::to_string(::getpid()) + "-throughput";
@@ -508,9 +508,6 @@ int run_group(const group_options& o) {
                                           g + std::to_string(group_seq++)));
     }
     delete_topic(b.bootstrap, tput_topic);
-  } catch (const bench_error& e) {
-    std::fprintf(stderr, "sluice-bench group: %s\n", e.message.c_str());
-    return 1;
   }
   const bool started = b.process != nullptr;
   const pid_t pid = b.pid;

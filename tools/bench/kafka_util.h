@@ -5,8 +5,8 @@
 // broker they measure (a `sluice serve` child with `--start`, or one already
 // running).
 //
-// Errors are thrown as bench_error (caught at the mode's entry point and
-// printed); nothing here is thread-safe unless said so.
+// Errors are thrown as bench_error; nothing here is thread-safe unless said
+// so.
 
 #include <memory>
 #include <string>

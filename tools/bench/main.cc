@@ -5,6 +5,8 @@
 // machine's own limits measured in the same run. Not a timed test: it asserts
 // nothing about speed.
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -159,10 +161,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1e6));
 
   CLI11_PARSE(app, argc, argv);
-  if (mt->parsed()) return sluice::bench::run_maintenance(mo);
-  if (cp->parsed()) return sluice::bench::run_compaction(co);
-  if (st->parsed()) return sluice::bench::run_storage(so);
-  if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
-  if (gr->parsed()) return sluice::bench::run_group(go);
-  return sluice::bench::run_broker(bo);
+  try {
+    if (mt->parsed()) return sluice::bench::run_maintenance(mo);
+    if (cp->parsed()) return sluice::bench::run_compaction(co);
+    if (st->parsed()) return sluice::bench::run_storage(so);
+    if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
+    if (gr->parsed()) return sluice::bench::run_group(go);
+    return sluice::bench::run_broker(bo);
+  } catch (const sluice::bench::bench_error& e) {
+    // Every mode's measurements throw this when they cannot go on.
+    std::fprintf(stderr, "sluice-bench %s: %s\n", app.get_subcommands().front()->get_name().c_str(),
+                 e.message.c_str());
+    return 1;
+  }
 }

@@ -23,8 +23,7 @@
 
 namespace sluice::bench {
 
-// Thrown by a measurement that cannot go on; each mode's entry point catches
-// it, prints it and exits 1.
+// Thrown by a measurement that cannot go on; main() prints it and exits 1.
 struct bench_error {
   std::string message;
 };

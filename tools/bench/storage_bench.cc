@@ -270,15 +270,18 @@ int run_storage(const storage_options& o) {
   fs::create_directories(o.dir, ec);
   const std::string dir = o.dir + "/sluice-bench-" + std::to_string(::getpid());
   fs::create_directories(dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "sluice-bench storage: cannot create %s: %s\n", dir.c_str(),
-                 ec.message().c_str());
-    return 1;
-  }
+  if (ec) throw bench_error{"cannot create " + dir + ": " + ec.message()};
+  struct removed_at_end {
+    const std::string& dir;
+    ~removed_at_end() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
   const uint64_t total = o.mib_per_run << 20;
   const double load_before = load_average_1m();
   std::vector<row> rows;
-  try {
+  {
     for (size_t kib : o.batch_kib) {
       const auto batch = make_batch(kib << 10);
       const size_t chunk = batch.size();
@@ -312,20 +315,12 @@ int run_storage(const storage_options& o) {
            0.8});
       ::unlink(raw_path.c_str());
     }
-  } catch (const bench_error& e) {
-    std::fprintf(stderr, "sluice-bench storage: %s\n", e.message.c_str());
-    fs::remove_all(dir, ec);
-    return 1;
   }
 
   const double load_after = load_average_1m();
   std::string idle_err;
   auto idle = idle_rss(dir, o.idle_partitions, idle_err);
-  fs::remove_all(dir, ec);
-  if (!idle) {
-    std::fprintf(stderr, "sluice-bench storage: %s\n", idle_err.c_str());
-    return 1;
-  }
+  if (!idle) throw bench_error{idle_err};
   constexpr double kIdleTargetMiB = 64;
 
   if (o.json) {
