@@ -73,7 +73,7 @@ class background_produce {
 
 // How many of a topic's `partitions` take a producer's messages at once, so
 // how many logs' syncs a message waits among (the group-commit floor's file
-// count): all of them with keys, or when `producer_props` (KEY=VALUE) set
+// count): all of them with keys, or when `producer_props` (KEY=VALUE) sets
 // sticky.partitioning.linger.ms=0; else one, since librdkafka's partitioner
 // sends messages without a key to one partition for that linger (10 ms).
 inline int partitions_taking_messages(int partitions, bool keys,
