@@ -1,23 +1,11 @@
-// Broker benchmark, OpenMessaging style: one topic, one producer and one
-// tailing consumer in this process (librdkafka), 1 KB messages for a fixed
-// time at a fixed or unlimited rate; then a second consumer (or several
-// sharing the partitions, --consumers) reads the whole topic from the
-// beginning (from the page cache) as fast as it can.
-//
-// Each message carries its send time (steady clock, nanoseconds) in its first
-// 8 bytes for the end-to-end latency; the publish latency is from the
-// produce() call to its delivery report, as OMB measures it.
-//
-// After the catch-up consumer, the same topic is read once more by a bare
-// Fetch loop shaped like librdkafka's requests that does not parse records
-// (fetch_only.h): the broker's part of the catch-up without the client's.
-//
-// Each run is preceded by the raw limits (write + fdatasync every 1 MiB on
-// the data directory; one loopback TCP stream with the system's congestion
-// control, as the broker's sockets have, and one with reno, which does not
-// pace; one loopback stream fed by sendfile), so raw and broker figures
-// alternate; one uncounted raw warm-up comes first. Figures are medians over
-// runs.
+// Broker benchmark, OpenMessaging style (see README.md): per run a fresh
+// topic, one producer and one tailing consumer in this process (librdkafka)
+// for a fixed time at a fixed or unlimited rate; then catch-up consumers
+// read the whole topic from the page cache as fast as they can, and a bare
+// Fetch loop (fetch_only.h) reads it once more without parsing records.
+// Each run is preceded by the raw limits (raw_limits.h) on the same disk
+// and loopback interface, after one uncounted raw warm-up; figures are
+// medians over runs.
 
 #include "broker_bench.h"
 
@@ -30,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <thread>
-#include <tuple>
 
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
@@ -48,7 +35,7 @@ namespace {
 constexpr size_t kRawChunk = 1 << 20;
 constexpr uint64_t kBurstBytes = 256ull << 20;
 // The raw sendfile stream's file: in the page cache, and larger than a
-// CPU's caches (32 MiB of L3 on the machine this was written on).
+// CPU's caches.
 constexpr uint64_t kSendfileFileBytes = 64ull << 20;
 constexpr int kKeyCount = 1000;
 // Messages per second for the group-commit floor of an unlimited-rate run:
@@ -59,7 +46,6 @@ constexpr double kFloorRate = 50'000;
 
 struct consume_result {
   uint64_t messages = 0;
-  uint64_t bytes = 0;
   uint64_t first_batch = 0;  // messages in the first non-empty poll
   int64_t started_ns = 0;    // partitions assigned
   int64_t first_ns = 0, last_ns = 0;
@@ -91,8 +77,8 @@ struct partition_range {
 // `together`, the messages all of them got, and each stops once it reaches
 // `expected`; a lone consumer passes null. Sets `ready` once it has assigned
 // the partitions and polled once.
-void consume(const broker_options& o, const std::string& bootstrap, const std::string& topic,
-             partition_range parts_to_read, bool record_e2e, const std::atomic<bool>& producing,
+void consume(const std::string& bootstrap, const std::string& topic, partition_range parts_to_read,
+             bool record_e2e, const std::atomic<bool>& producing,
              const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out,
              std::atomic<uint64_t>* together = nullptr, std::atomic<bool>* ready = nullptr) {
   try {
@@ -100,7 +86,6 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
     set(c, "group.id", "sluice-bench-" + std::to_string(::getpid()));
     set(c, "enable.auto.commit", "false");
     set(c, "auto.offset.reset", "earliest");
-    set_all(c, o.consumer_props);
     client_ptr rk = make_client(RD_KAFKA_CONSUMER, c);
     rd_kafka_poll_set_consumer(rk.get());
     parts_ptr parts(rd_kafka_topic_partition_list_new(parts_to_read.count));
@@ -134,7 +119,6 @@ void consume(const broker_options& o, const std::string& bootstrap, const std::s
         if (!m->err) {
           if (out.messages == 0) out.first_ns = t;
           ++out.messages;
-          out.bytes += m->len;
           out.last_ns = t;
           if (record_e2e && m->len >= 8) {
             int64_t sent;
@@ -163,15 +147,13 @@ partition_range share_of(int partitions, int n, int i) {
   return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
-// Consumers that read one topic together, as one: their messages and bytes
-// summed, from the earliest first poll (with its batch, which
-// consume_rate leaves out) to the latest last message.
+// Consumers that read one topic together, as one: their messages summed, from the earliest first
+// poll (with its batch, which consume_rate leaves out) to the latest last message.
 consume_result merged(const std::vector<consume_result>& all) {
   consume_result m;
   for (const auto& c : all) {
     if (m.error.empty()) m.error = c.error;
     m.messages += c.messages;
-    m.bytes += c.bytes;
     if (m.started_ns == 0 || c.started_ns < m.started_ns) m.started_ns = c.started_ns;
     if (c.messages > 0 && (m.first_ns == 0 || c.first_ns < m.first_ns)) {
       m.first_ns = c.first_ns;
@@ -194,14 +176,13 @@ struct run_result {
   // The catch-up read again by one consumer, when the one above had more;
   // 0 otherwise.
   double consume_one_msgs = 0, consume_one_bytes = 0;
-  double tail_msgs = 0;                                        // tailing consumer, per second
-  double broker_cpu_produce = -1, broker_cpu_consume = -1;     // cores busy
+  double tail_msgs = 0;                                     // tailing consumer, per second
+  double broker_cpu_produce = -1, broker_cpu_consume = -1;  // cores busy
   double client_cpu_produce = -1;
   // Catch-up consume: the whole client process, and its busiest thread
   // (librdkafka's fetch thread for the broker).
   double client_cpu_consume = -1, client_thread_max_consume = -1;
-  // The bare Fetch loop over the same topic (fetch_only.h), per second.
-  double fetch_only_msgs = 0, fetch_only_bytes = 0;
+  double fetch_only_msgs = 0, fetch_only_bytes = 0;  // the bare Fetch loop, per second
   double broker_cpu_fetch_only = -1;
   double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
 };
@@ -209,53 +190,46 @@ struct run_result {
 struct catch_up_result {
   double msgs = 0;  // per second
   // Cores busy (-1: not measured): the broker, the whole client process, and
-  // its busiest thread (librdkafka's fetch thread for the broker).
+  // its busiest thread.
   double broker_cpu = -1, client_cpu = -1, client_thread_max = -1;
 };
 
 // Reads the whole topic, `expected_msgs` messages, from the beginning with
 // `consumers` consumers sharing its partitions in ranges, each its own
 // client, so its own fetch thread.
-catch_up_result catch_up(const broker_options& o, int consumers, const std::string& bootstrap,
-                         pid_t broker, const std::string& topic, uint64_t expected_msgs) {
+catch_up_result catch_up(const broker_options& o, int consumers, const broker_handle& b,
+                         const std::string& topic, uint64_t expected_msgs) {
   catch_up_result out;
   std::atomic<uint64_t> expected{expected_msgs};
   std::vector<consume_result> cus(static_cast<size_t>(consumers));
   std::atomic<uint64_t> together{0};
   std::atomic<bool> not_producing{false};
-  // CPU is sampled every 50 ms while the consumers run and figured between
-  // the first sample after the first message and the last one before the
-  // last message, so connecting, the first fetch and closing are left out.
-  // The consumers' threads end with them, so they are read here too.
+  // CPU is figured between the first sample after the first message and the
+  // last one before the last message, so connecting, the first fetch and
+  // closing are left out. The consumers' threads end with them, so thread
+  // times are sampled too.
   struct cpu_sample {
     int64_t at;
     std::optional<double> broker, self;
     std::map<pid_t, double> threads;
   };
   std::vector<cpu_sample> samples;
-  std::atomic<bool> sampling{true};
-  std::thread sampler([&] {
-    while (sampling.load()) {
-      const int64_t at = now_ns();
-      samples.push_back({at, process_cpu_seconds(broker), process_cpu_seconds(::getpid()),
-                         thread_cpu_seconds(::getpid())});
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
   {
+    repeat_thread cpu([&] {
+      samples.push_back({now_ns(), process_cpu_seconds(b.pid), process_cpu_seconds(::getpid()),
+                         thread_cpu_seconds(::getpid())});
+    });
     const int64_t deadline = now_ns() + 120'000'000'000;
     std::vector<std::thread> readers;
     for (int i = 0; i < consumers; ++i)
       readers.emplace_back([&, i] {
-        consume(o, bootstrap, topic, share_of(o.partitions, consumers, i), false, not_producing,
+        consume(b.bootstrap, topic, share_of(o.partitions, consumers, i), false, not_producing,
                 expected, deadline, cus[static_cast<size_t>(i)],
                 consumers > 1 ? &together : nullptr);
       });
     for (auto& t : readers) t.join();
   }
   const consume_result cu = merged(cus);
-  sampling = false;
-  sampler.join();
   if (!cu.error.empty()) throw bench_error{"catch-up consumer: " + cu.error};
   if (cu.messages < expected_msgs)
     throw bench_error{"catch-up consumer got " + std::to_string(cu.messages) + " of " +
@@ -276,9 +250,9 @@ catch_up_result catch_up(const broker_options& o, int consumers, const std::stri
   return out;
 }
 
-run_result run_once(const broker_options& o, int consumers, const std::string& bootstrap,
-                    pid_t broker, const std::string& topic) {
-  create_topic(bootstrap, topic, o.partitions);
+run_result run_once(const broker_options& o, int consumers, const broker_handle& b,
+                    const std::string& topic) {
+  create_topic(b.bootstrap, topic, o.partitions);
   run_result r;
 
   std::atomic<bool> producing{true};
@@ -287,7 +261,7 @@ run_result run_once(const broker_options& o, int consumers, const std::string& b
   const int64_t tail_deadline = now_ns() + static_cast<int64_t>((o.seconds + 90) * 1e9);
   std::atomic<bool> tail_ready{false};
   std::thread tail_thread([&] {
-    consume(o, bootstrap, topic, {0, o.partitions}, true, producing, expected, tail_deadline, tail,
+    consume(b.bootstrap, topic, {0, o.partitions}, true, producing, expected, tail_deadline, tail,
             nullptr, &tail_ready);
   });
   // Like OMB, start producing once the consumer is in place: assigned, and
@@ -296,7 +270,7 @@ run_result run_once(const broker_options& o, int consumers, const std::string& b
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   produce_spec spec;
-  spec.bootstrap = bootstrap;
+  spec.bootstrap = b.bootstrap;
   spec.topic = topic;
   spec.acks = o.acks;
   spec.props = o.producer_props;
@@ -304,7 +278,7 @@ run_result run_once(const broker_options& o, int consumers, const std::string& b
   spec.seconds = o.seconds;
   spec.message_bytes = o.message_bytes;
   spec.key_count = o.keys ? kKeyCount : 0;
-  spec.broker_pid = broker;
+  spec.broker_pid = b.pid;
   produce_stats ps;
   try {
     ps = produce_phase(spec);
@@ -313,7 +287,7 @@ run_result run_once(const broker_options& o, int consumers, const std::string& b
     tail_thread.join();
     throw;
   }
-  const size_t payload_bytes = std::max<size_t>(o.message_bytes, 8);
+  const auto payload_bytes = static_cast<double>(std::max<size_t>(o.message_bytes, 8));
   r.acked = ps.acked;
   r.failed = ps.failed;
   r.produce_error = ps.first_error;
@@ -340,21 +314,21 @@ run_result run_once(const broker_options& o, int consumers, const std::string& b
 
   // Catch-up read of everything, now in the page cache, by `consumers`
   // consumers; and, when that is more than one, by one consumer alone.
-  const catch_up_result cu = catch_up(o, consumers, bootstrap, broker, topic, r.acked);
+  const catch_up_result cu = catch_up(o, consumers, b, topic, r.acked);
   r.consume_msgs = cu.msgs;
-  r.consume_bytes = r.consume_msgs * static_cast<double>(payload_bytes);
+  r.consume_bytes = r.consume_msgs * payload_bytes;
   r.broker_cpu_consume = cu.broker_cpu;
   r.client_cpu_consume = cu.client_cpu;
   r.client_thread_max_consume = cu.client_thread_max;
   if (consumers != 1) {
-    r.consume_one_msgs = catch_up(o, 1, bootstrap, broker, topic, r.acked).msgs;
-    r.consume_one_bytes = r.consume_one_msgs * static_cast<double>(payload_bytes);
+    r.consume_one_msgs = catch_up(o, 1, b, topic, r.acked).msgs;
+    r.consume_one_bytes = r.consume_one_msgs * payload_bytes;
   }
 
-  const auto fcpu0 = process_cpu_seconds(broker);
+  const auto fcpu0 = process_cpu_seconds(b.pid);
   const int64_t f0 = now_ns();
-  auto fo = fetch_only(bootstrap, topic, o.partitions);
-  const auto fcpu1 = process_cpu_seconds(broker);
+  auto fo = fetch_only(b.bootstrap, topic, o.partitions);
+  const auto fcpu1 = process_cpu_seconds(b.pid);
   if (auto e = std::get_if<std::string>(&fo)) throw bench_error{*e};
   const auto& f = std::get<fetch_only_result>(fo);
   if (f.records < r.acked)
@@ -362,28 +336,22 @@ run_result run_once(const broker_options& o, int consumers, const std::string& b
                       std::to_string(r.acked)};
   if (f.seconds > 0) {
     r.fetch_only_msgs = static_cast<double>(f.records) / f.seconds;
-    r.fetch_only_bytes = r.fetch_only_msgs * static_cast<double>(payload_bytes);
+    r.fetch_only_bytes = r.fetch_only_msgs * payload_bytes;
   }
   r.broker_cpu_fetch_only = cores_between(fcpu0, fcpu1, f0, now_ns());
-  delete_topic(bootstrap, topic);
+  delete_topic(b.bootstrap, topic);
   return r;
 }
 
-double ratio(double a, double b) {
-  return b > 0 ? a / b : 0;
-}
+// ---- The raw limits before each run ---------------------------------------------
 
-// A CPU figure (cores busy; -1: not measured, as when a catch-up read ends
-// before two samples 50 ms apart) for the report and for the JSON.
-std::string cores_text(double cores) {
-  if (cores < 0) return "n/a (too short to sample)";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f cores", cores);
-  return b;
-}
-json cores_json(double cores) {
-  return cores < 0 ? json() : json(cores);
-}
+struct raw_result {
+  double sync = 0, sync_burst = 0;  // write + fdatasync every 1 MiB for `seconds`, its first part
+  double tcp = 0, tcp_reno = 0, sendfile = 0;          // loopback; reno 0 when it failed
+  double fsync_p50 = 0, fsync_p99 = 0;                 // one 4 KiB write + fdatasync, ms
+  double round_p50 = 0, round_p99 = 0, round_max = 0;  // one on every partition's file, ms
+  double floor_p99 = 0, floor_p999 = 0;                // the group-commit floor, ms
+};
 
 // Files removed when it goes (those already gone are skipped).
 struct removed_at_end {
@@ -396,142 +364,107 @@ struct removed_at_end {
   }
 };
 
+// The write + fdatasync runs as long as a produce phase, since the disk
+// takes a burst far faster than it sustains; its file is kept in
+// `raw_files` until every figure is measured, since deleting gigabytes
+// stalls the disk (raw_sync_write_for). `reno_error` says why the reno
+// stream failed, when it did (not fatal: no target uses it).
+raw_result measure_raw(const broker_options& o, const std::string& dir, int floor_files,
+                       double seconds, removed_at_end& raw_files, std::string& reno_error) {
+  raw_result r;
+  raw_files.paths.push_back(dir + "/raw-write-" + std::to_string(raw_files.paths.size()) + ".tmp");
+  auto s = raw_sync_write_for(raw_files.paths.back(), seconds, o.raw_sync_mib << 20, kRawChunk,
+                              kRawChunk, kBurstBytes);
+  if (auto e = std::get_if<std::string>(&s)) throw bench_error{*e};
+  r.sync = std::get<timed_write>(s).bytes_per_s;
+  r.sync_burst = std::get<timed_write>(s).first_bytes_per_s;
+  r.tcp = or_throw(loopback_tcp(o.tcp_seconds, kRawChunk));
+  r.sendfile = or_throw(loopback_sendfile(dir, o.tcp_seconds, kRawChunk, kSendfileFileBytes));
+  auto reno = loopback_tcp(o.tcp_seconds, kRawChunk, "reno");
+  if (auto v = std::get_if<double>(&reno))
+    r.tcp_reno = *v;
+  else
+    reno_error = std::get<std::string>(reno);
+
+  std::string err;
+  auto lat = raw_fsync_latencies_ms(dir, 500, 2.0, err);
+  if (!err.empty()) throw bench_error{err};
+  r.fsync_p50 = percentile_sorted(lat, 50);
+  r.fsync_p99 = percentile_sorted(lat, 99);
+  // The floor's rounds touch as many files as the run has partitions taking
+  // messages at once, for as long as a produce phase: a rare stall leaves
+  // the p99 of a short sample alone but holds up every message behind it.
+  const auto rounds =
+      raw_fsync_rounds(dir, floor_files, limits::flusher_threads, INT_MAX, seconds, err);
+  if (!err.empty()) throw bench_error{err};
+  // A round over every partition, as a keyed produce waits among.
+  const auto every =
+      floor_files == o.partitions
+          ? rounds
+          : raw_fsync_rounds(dir, o.partitions, limits::flusher_threads, 500, 2.0, err);
+  if (!err.empty()) throw bench_error{err};
+  const auto round = round_latencies_ms(every);
+  r.round_p50 = percentile_sorted(round, 50);
+  r.round_p99 = percentile_sorted(round, 99);
+  r.round_max = round.empty() ? 0 : round.back();
+  const auto floor =
+      group_commit_floor_ms(rounds, static_cast<int64_t>(1e9 / (o.rate > 0 ? o.rate : kFloorRate)));
+  r.floor_p99 = percentile_sorted(floor, 99);
+  r.floor_p999 = percentile_sorted(floor, 99.9);
+  return r;
+}
+
 }  // namespace
 
 int run_broker(const broker_options& o) {
-  if (o.start == !o.bootstrap.empty()) {
-    std::fprintf(stderr, "sluice-bench broker: give exactly one of --bootstrap and --start\n");
-    return 2;
-  }
-  if (o.consumers > o.partitions) {
-    std::fprintf(stderr, "sluice-bench broker: --consumers %d is more than the %d partitions\n",
-                 o.consumers, o.partitions);
-    return 2;
-  }
-  // 0: one per core, as many as the partitions allow.
-  const int consumers = o.consumers > 0
-                            ? o.consumers
-                            : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
-                                         std::min(o.partitions, max_catch_up_consumers));
-  std::unique_ptr<broker_process> proc;
-  removed_at_end raw_files;  // the raw writes' files, kept until every figure is measured
-  std::string bootstrap = o.bootstrap;
-  pid_t pid = o.broker_pid;
-  std::string data_dir = o.dir;
-  std::vector<run_result> runs;
-  std::vector<double> raw_sync, raw_sync_burst, raw_tcp, raw_tcp_reno, raw_sendfile, raw_fsync_p50,
-      raw_fsync_p99, raw_round_p50, raw_round_p99, raw_round_max, raw_floor_p99, raw_floor_p999;
-  std::string reno_error;  // why a reno stream failed, if one did
-  const std::string congestion = default_congestion_control();
+  // Catch-up consumers, each its own librdkafka client (OMB's consumers per
+  // subscription): one per core, at most one per partition. librdkafka
+  // fetches for a broker on one thread, one fetch at a time, so one consumer
+  // alone is bound by that thread; its figure is printed beside.
+  const int consumers =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, o.partitions);
   const int floor_files = partitions_taking_messages(o.partitions, o.keys, o.producer_props);
+  const std::string congestion = default_congestion_control();
+  std::string reno_error;
+  std::vector<raw_result> raws;
+  std::vector<run_result> runs;
+  broker_handle b;
   uint64_t peak_rss = 0;
-  std::atomic<bool> sampling{true};
-  std::atomic<uint64_t> sampled_peak{0};
-  std::thread sampler;
   const double load_before = load_average_1m();
-  try {
-    if (o.start) {
-      proc = std::make_unique<broker_process>(o.sluice_path, o.dir, o.broker_args);
-      bootstrap = proc->bootstrap();
-      pid = proc->pid();
-      data_dir = proc->data_dir();
-    }
-    if (pid > 0)
-      sampler = std::thread([&] {
-        while (sampling.load()) {
-          uint64_t v = process_status_bytes(pid, "VmRSS").value_or(0);
-          if (v > sampled_peak.load()) sampled_peak = v;
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
+  b = open_broker(o.broker);
+  {
+    removed_at_end raw_files;  // declared after the broker: removed before it stops
+    std::atomic<uint64_t> sampled_peak{0};
+    std::optional<repeat_thread> rss;
+    if (b.pid > 0)
+      rss.emplace([&] {
+        sampled_peak = std::max<uint64_t>(sampled_peak.load(),
+                                          process_status_bytes(b.pid, "VmRSS").value_or(0));
       });
-    // The fdatasync write runs as long as a produce phase: this disk takes a
-    // burst of about 1 GB far faster than it sustains, and a produce phase
-    // writes well past it. Its first kBurstBytes are timed too.
-    // Each raw write's file stays until the bench has measured everything:
-    // deleting it would make the disk stall through the latency figures
-    // that follow (raw_sync_write_for).
-    auto raw_pair = [&](double seconds) {
-      raw_files.paths.push_back(data_dir + "/raw-write-" + std::to_string(raw_files.paths.size()) +
-                                ".tmp");
-      auto s = raw_sync_write_for(raw_files.paths.back(), seconds, o.raw_sync_mib << 20, kRawChunk,
-                                  kRawChunk, kBurstBytes);
-      if (auto e = std::get_if<std::string>(&s)) throw bench_error{*e};
-      auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
-      if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
-      auto f = loopback_sendfile(data_dir, o.tcp_seconds, kRawChunk, kSendfileFileBytes);
-      if (auto e = std::get_if<std::string>(&f)) throw bench_error{"sendfile: " + *e};
-      // Not a target's figure: a failure is reported, not fatal.
-      auto reno = loopback_tcp(o.tcp_seconds, kRawChunk, "reno");
-      return std::make_tuple(std::get<timed_write>(s), std::get<double>(t), std::get<double>(f),
-                             reno);
-    };
-    raw_pair(0.5);  // warm-up, not counted
+    measure_raw(o, b.data_dir, floor_files, 0.5, raw_files, reno_error);  // warm-up
     for (int i = 0; i < o.repeats; ++i) {
-      auto [s, t, f, reno] = raw_pair(o.seconds);
-      raw_sync.push_back(s.bytes_per_s);
-      if (auto v = std::get_if<double>(&reno))
-        raw_tcp_reno.push_back(*v);
-      else
-        reno_error = std::get<std::string>(reno);
-      raw_sync_burst.push_back(s.first_bytes_per_s);
-      raw_tcp.push_back(t);
-      raw_sendfile.push_back(f);
-      std::string lat_err;
-      auto lat = raw_fsync_latencies_ms(data_dir, 500, 2.0, lat_err);
-      if (!lat_err.empty()) throw bench_error{lat_err};
-      raw_fsync_p50.push_back(percentile_sorted(lat, 50));
-      raw_fsync_p99.push_back(percentile_sorted(lat, 99));
-      // The floor's rounds touch as many files as the run has partitions
-      // taking messages at once (floor_files). They run as long as a produce
-      // phase, since a disk's stalls are rare: one of 150 ms every few
-      // seconds leaves p99 of a short sample alone, and holds up every
-      // message that arrives while it lasts.
-      const auto rounds = raw_fsync_rounds(data_dir, floor_files, limits::flusher_threads, INT_MAX,
-                                           o.seconds, lat_err);
-      if (!lat_err.empty()) throw bench_error{lat_err};
-      // The round over every partition, as a keyed produce waits among; the
-      // floor's own rounds when those are it, else a short sample.
-      const auto every = floor_files == o.partitions
-                             ? rounds
-                             : raw_fsync_rounds(data_dir, o.partitions, limits::flusher_threads,
-                                                500, 2.0, lat_err);
-      if (!lat_err.empty()) throw bench_error{lat_err};
-      const auto round = round_latencies_ms(every);
-      raw_round_p50.push_back(percentile_sorted(round, 50));
-      raw_round_p99.push_back(percentile_sorted(round, 99));
-      raw_round_max.push_back(round.empty() ? 0 : round.back());
-      const auto floor = group_commit_floor_ms(
-          rounds, static_cast<int64_t>(1e9 / (o.rate > 0 ? o.rate : kFloorRate)));
-      raw_floor_p99.push_back(percentile_sorted(floor, 99));
-      raw_floor_p999.push_back(percentile_sorted(floor, 99.9));
+      raws.push_back(measure_raw(o, b.data_dir, floor_files, o.seconds, raw_files, reno_error));
       if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
-      const std::string topic =
-          "sluice-bench-" + std::to_string(::getpid()) + "-" + std::to_string(i);
-      runs.push_back(run_once(o, consumers, bootstrap, pid, topic));
+      runs.push_back(run_once(
+          o, consumers, b, "sluice-bench-" + std::to_string(::getpid()) + "-" + std::to_string(i)));
     }
-    if (pid > 0) peak_rss = process_status_bytes(pid, "VmHWM").value_or(0);
-  } catch (const bench_error& e) {
-    sampling = false;
-    if (sampler.joinable()) sampler.join();
-    std::fprintf(stderr, "sluice-bench broker: %s\n", e.message.c_str());
-    return 1;
+    rss.reset();
+    if (b.pid > 0)
+      peak_rss = std::max(process_status_bytes(b.pid, "VmHWM").value_or(0), sampled_peak.load());
   }
-  sampling = false;
-  if (sampler.joinable()) sampler.join();
-  peak_rss = std::max<uint64_t>(peak_rss, sampled_peak.load());
-  proc.reset();  // stops the broker we started
+  const bool started = b.process != nullptr;
+  const pid_t pid = b.pid;
+  b.process.reset();  // stops the broker we started
   const double load_after = load_average_1m();
 
-  auto med = [&](double run_result::*f) {
-    std::vector<double> v;
-    for (const auto& r : runs) v.push_back(r.*f);
-    return median(v);
-  };
-  const double sync_mb = median(raw_sync) / kMB, tcp_mb = median(raw_tcp) / kMB,
-               sendfile_mb = median(raw_sendfile) / kMB;
-  // 0 when no reno stream ran (reno_error says why).
-  const double reno_mb = raw_tcp_reno.empty() ? 0 : median(raw_tcp_reno) / kMB;
-  const double burst_mb = median(raw_sync_burst) / kMB;  // 0: the cap came first
+  auto med = [&](double run_result::*f) { return median_of(runs, f); };
+  auto raw = [&](double raw_result::*f) { return median_of(raws, f); };
+  const double sync_mb = raw(&raw_result::sync) / kMB, tcp_mb = raw(&raw_result::tcp) / kMB,
+               sendfile_mb = raw(&raw_result::sendfile) / kMB;
+  // 0 when no reno stream ran (reno_error says why), or when the cap on the
+  // raw write came before its first 256 MiB.
+  const double reno_mb = reno_error.empty() ? raw(&raw_result::tcp_reno) / kMB : 0;
+  const double burst_mb = raw(&raw_result::sync_burst) / kMB;
   const double prod_mb = med(&run_result::produce_bytes) / kMB,
                cons_mb = med(&run_result::consume_bytes) / kMB,
                cons_one_mb = med(&run_result::consume_one_bytes) / kMB,  // 0: not read
@@ -548,14 +481,15 @@ int run_broker(const broker_options& o) {
   const bool tput_cfg = o.partitions == 16 && o.rate == 0 && (o.acks == "all" || o.acks == "-1");
   const bool lat_cfg = o.rate == 50'000;
   const double pub_p99 = med(&run_result::pub_p99), pub_p999 = med(&run_result::pub_p999);
+  auto if_positive = [](double v) { return v > 0 ? json(v) : json(); };
 
   if (o.json) {
     json j = json::object();
     j["mode"] = "broker";
-    j["bootstrap"] = o.start ? "started" : o.bootstrap;
+    j["bootstrap"] = started ? "started" : o.broker.bootstrap;
     j["partitions"] = o.partitions;
     j["keys"] = o.keys;
-    j["rate_msgs_per_s"] = o.rate > 0 ? json(o.rate) : json();
+    j["rate_msgs_per_s"] = if_positive(o.rate);
     j["seconds"] = o.seconds;
     j["repeats"] = o.repeats;
     j["message_bytes"] = static_cast<uint64_t>(o.message_bytes);
@@ -568,8 +502,7 @@ int run_broker(const broker_options& o) {
     j["produce_failed_messages"] = failed;
     j["consume_msgs_per_s"] = med(&run_result::consume_msgs);
     j["consume_mb_per_s"] = cons_mb;
-    // The same read by one consumer; null when the one above was one.
-    j["consume_one_consumer_mb_per_s"] = cons_one_mb > 0 ? json(cons_one_mb) : json();
+    j["consume_one_consumer_mb_per_s"] = if_positive(cons_one_mb);
     j["tailing_consume_msgs_per_s"] = med(&run_result::tail_msgs);
     j["fetch_only_msgs_per_s"] = med(&run_result::fetch_only_msgs);
     j["fetch_only_mb_per_s"] = fetch_mb;
@@ -584,7 +517,6 @@ int run_broker(const broker_options& o) {
     e2e["p99"] = med(&run_result::e2e_p99);
     j["end_to_end_latency_ms"] = std::move(e2e);
     j["schedule_lag_max_ms"] = med(&run_result::schedule_lag_max_ms);
-    // Without a broker pid these are -1 (no /proc entry), so null too.
     j["broker_cpu_cores_produce"] = cores_json(med(&run_result::broker_cpu_produce));
     j["broker_cpu_cores_consume"] = cores_json(med(&run_result::broker_cpu_consume));
     j["broker_cpu_cores_fetch_only"] = cores_json(med(&run_result::broker_cpu_fetch_only));
@@ -593,31 +525,29 @@ int run_broker(const broker_options& o) {
     j["client_busiest_thread_cores_consume"] =
         cores_json(med(&run_result::client_thread_max_consume));
     j["broker_peak_rss_mib"] = pid > 0 ? json(rss_mib) : json();
-    json raw = json::object();
-    raw["fdatasync_write_mb_per_s"] = sync_mb;
-    raw["fdatasync_write_seconds"] = o.seconds;
-    raw["fdatasync_write_first_256_mib_mb_per_s"] = burst_mb > 0 ? json(burst_mb) : json();
-    raw["loopback_tcp_mb_per_s"] = tcp_mb;
-    raw["loopback_tcp_congestion_control"] = congestion;
-    raw["loopback_tcp_reno_mb_per_s"] = reno_mb > 0 ? json(reno_mb) : json();
-    raw["loopback_sendfile_mb_per_s"] = sendfile_mb;
-    raw["fdatasync_4k_latency_p50_ms"] = median(raw_fsync_p50);
-    raw["fdatasync_4k_latency_p99_ms"] = median(raw_fsync_p99);
-    raw["fdatasync_4k_every_partition_round_p50_ms"] = median(raw_round_p50);
-    raw["fdatasync_4k_every_partition_round_p99_ms"] = median(raw_round_p99);
-    raw["fdatasync_4k_every_partition_round_max_ms"] = median(raw_round_max);
-    raw["group_commit_floor_files"] = floor_files;
-    raw["group_commit_floor_p99_ms"] = median(raw_floor_p99);
-    raw["group_commit_floor_p99_9_ms"] = median(raw_floor_p999);
-    j["raw"] = std::move(raw);
+    json rw = json::object();
+    rw["fdatasync_write_mb_per_s"] = sync_mb;
+    rw["fdatasync_write_seconds"] = o.seconds;
+    rw["fdatasync_write_first_256_mib_mb_per_s"] = if_positive(burst_mb);
+    rw["loopback_tcp_mb_per_s"] = tcp_mb;
+    rw["loopback_tcp_congestion_control"] = congestion;
+    rw["loopback_tcp_reno_mb_per_s"] = if_positive(reno_mb);
+    rw["loopback_sendfile_mb_per_s"] = sendfile_mb;
+    rw["fdatasync_4k_latency_p50_ms"] = raw(&raw_result::fsync_p50);
+    rw["fdatasync_4k_latency_p99_ms"] = raw(&raw_result::fsync_p99);
+    rw["fdatasync_4k_every_partition_round_p50_ms"] = raw(&raw_result::round_p50);
+    rw["fdatasync_4k_every_partition_round_p99_ms"] = raw(&raw_result::round_p99);
+    rw["fdatasync_4k_every_partition_round_max_ms"] = raw(&raw_result::round_max);
+    rw["group_commit_floor_files"] = floor_files;
+    rw["group_commit_floor_p99_ms"] = raw(&raw_result::floor_p99);
+    rw["group_commit_floor_p99_9_ms"] = raw(&raw_result::floor_p999);
+    j["raw"] = std::move(rw);
     json rat = json::object();
     rat["produce_vs_fdatasync_write"] = ratio(prod_mb, sync_mb);
-    rat["produce_vs_fdatasync_write_first_256_mib"] =
-        burst_mb > 0 ? json(ratio(prod_mb, burst_mb)) : json();
+    rat["produce_vs_fdatasync_write_first_256_mib"] = if_positive(ratio(prod_mb, burst_mb));
     rat["consume_vs_loopback_tcp"] = ratio(cons_mb, tcp_mb);
-    rat["consume_one_consumer_vs_loopback_tcp"] =
-        cons_one_mb > 0 ? json(ratio(cons_one_mb, tcp_mb)) : json();
-    rat["consume_vs_loopback_tcp_reno"] = reno_mb > 0 ? json(ratio(cons_mb, reno_mb)) : json();
+    rat["consume_one_consumer_vs_loopback_tcp"] = if_positive(ratio(cons_one_mb, tcp_mb));
+    rat["consume_vs_loopback_tcp_reno"] = if_positive(ratio(cons_mb, reno_mb));
     rat["fetch_only_vs_loopback_tcp"] = ratio(fetch_mb, tcp_mb);
     rat["fetch_only_vs_loopback_sendfile"] = ratio(fetch_mb, sendfile_mb);
     rat["consume_vs_loopback_sendfile"] = ratio(cons_mb, sendfile_mb);
@@ -637,65 +567,47 @@ int run_broker(const broker_options& o) {
     return 0;
   }
 
-  auto verdict = [](bool applies, bool met) {
-    return !applies ? std::string("(n/a for this config)")
-           : met    ? std::string("met")
-                    : std::string("MISSED");
-  };
   std::printf(
-      "sluice-bench broker: %s, topic of %d partitions, %zu B messages, %s keys, acks=%s, %s, %.0f "
+      "sluice-bench broker: %s, topic of %d partitions, %zu B messages, %s keys, acks=%s, %s, %.3g "
       "s runs\n",
-      o.start ? "started broker" : o.bootstrap.c_str(), o.partitions, o.message_bytes,
+      started ? "started broker" : o.broker.bootstrap.c_str(), o.partitions, o.message_bytes,
       o.keys ? "with" : "without", o.acks.c_str(),
       o.rate > 0 ? ("rate " + fixed(o.rate, 0) + " msgs/s").c_str() : "unlimited rate", o.seconds);
   std::printf(
       "medians of %d runs, each after the raw limits (one raw warm-up first); load average (1 min) "
       "%.2f before, %.2f after\n\n",
       o.repeats, load_before, load_after);
-  std::printf(
-      "produce      %10.0f msgs/s %8.1f MB/s   raw write+fdatasync/1MiB %8.1f MB/s  ratio %.2f  "
-      "target >= 0.60 %s\n",
-      med(&run_result::produce_msgs), prod_mb, sync_mb, ratio(prod_mb, sync_mb),
-      verdict(tput_cfg, ratio(prod_mb, sync_mb) >= 0.6).c_str());
+  // One throughput figure beside its raw limit.
+  auto row = [](const char* what, double msgs, double mb, const char* raw_what, double raw_mb,
+                const std::string& target) {
+    std::printf("%-12s %10.0f msgs/s %8.1f MB/s   raw %-22s %8.1f MB/s  ratio %.2f  %s\n", what,
+                msgs, mb, raw_what, raw_mb, ratio(mb, raw_mb), target.c_str());
+  };
+  row("produce", med(&run_result::produce_msgs), prod_mb, "write+fdatasync/1MiB", sync_mb,
+      "target >= 0.60 " + verdict(tput_cfg, ratio(prod_mb, sync_mb) >= 0.6));
   if (burst_mb > 0)
-    std::printf(
-        "  (raw write for %.0f s as the produce phase; its first 256 MiB alone went at %.1f MB/s, "
-        "ratio %.2f against that burst)\n",
-        o.seconds, burst_mb, ratio(prod_mb, burst_mb));
+    std::printf("  (raw write for %.0f s; its first 256 MiB alone: %.1f MB/s, ratio %.2f)\n",
+                o.seconds, burst_mb, ratio(prod_mb, burst_mb));
+  row("consume", med(&run_result::consume_msgs), cons_mb, "loopback TCP", tcp_mb,
+      "target >= 0.40 " + verdict(tput_cfg, ratio(cons_mb, tcp_mb) >= 0.4));
   std::printf(
-      "consume      %10.0f msgs/s %8.1f MB/s   raw loopback TCP         %8.1f MB/s  ratio %.2f  "
-      "target >= 0.40 %s\n",
-      med(&run_result::consume_msgs), cons_mb, tcp_mb, ratio(cons_mb, tcp_mb),
-      verdict(tput_cfg, ratio(cons_mb, tcp_mb) >= 0.4).c_str());
-  std::printf(
-      "  (consume: catch-up read of the whole topic from cache by %d consumer%s; the tailing "
-      "consumer\n   averaged %.0f msgs/s from its first message to its last, which can be after "
-      "the producer stopped)\n",
-      consumers, consumers == 1 ? "" : "s sharing its partitions", med(&run_result::tail_msgs));
+      "  (catch-up read from cache by %d consumer%s; the tailing consumer averaged %.0f msgs/s)\n",
+      consumers, consumers == 1 ? "" : "s sharing the partitions", med(&run_result::tail_msgs));
   if (cons_one_mb > 0)
-    std::printf(
-        "  (the same read by one consumer alone: %.1f MB/s, ratio %.2f; librdkafka fetches and "
-        "parses\n   for a broker on one thread, one fetch at a time, so the broker and that "
-        "thread take turns)\n",
-        cons_one_mb, ratio(cons_one_mb, tcp_mb));
+    std::printf("  (one consumer alone: %.1f MB/s, ratio %.2f)\n", cons_one_mb,
+                ratio(cons_one_mb, tcp_mb));
   if (reno_mb > 0)
     std::printf(
-        "  (raw loopback TCP under this machine's congestion control, %s, as the broker's sockets "
-        "have;\n   the same stream under reno, which does not pace: %.1f MB/s, the consume is %.2f "
-        "of it)\n",
+        "  (loopback TCP under %s, as the broker's sockets; under reno %.1f MB/s, ratio %.2f)\n",
         congestion.c_str(), reno_mb, ratio(cons_mb, reno_mb));
   else
-    std::printf(
-        "  (raw loopback TCP under this machine's congestion control, %s; the stream under reno "
-        "failed: %s)\n",
-        congestion.c_str(), reno_error.c_str());
+    std::printf("  (loopback TCP under %s; the reno stream failed: %s)\n", congestion.c_str(),
+                reno_error.c_str());
+  row("fetch only", med(&run_result::fetch_only_msgs), fetch_mb, "loopback sendfile", sendfile_mb,
+      "");
   std::printf(
-      "fetch only   %10.0f msgs/s %8.1f MB/s   raw loopback sendfile    %8.1f MB/s  ratio %.2f\n"
-      "  (fetch only: the topic read again by bare Fetch v11 requests shaped like librdkafka's,\n"
-      "   answers read whole, records not parsed: the broker's part of the catch-up consume;\n"
-      "   raw: one loopback stream fed by sendfile from a cached file, as fetch answers are sent;\n"
-      "   the catch-up consume is %.2f of it)\n",
-      med(&run_result::fetch_only_msgs), fetch_mb, sendfile_mb, ratio(fetch_mb, sendfile_mb),
+      "  (bare Fetch v11 requests shaped like librdkafka's, records not parsed: the broker's part "
+      "of the consume;\n   the catch-up consume is %.2f of the sendfile stream)\n",
       ratio(cons_mb, sendfile_mb));
   if (failed)
     std::printf("produce failures: %llu (first: %s)\n", static_cast<unsigned long long>(failed),
@@ -706,43 +618,33 @@ int run_broker(const broker_options& o) {
       med(&run_result::pub_p50), pub_p99, pub_p999, med(&run_result::pub_max),
       verdict(lat_cfg, pub_p99 < 5).c_str(), verdict(lat_cfg, pub_p999 < 20).c_str());
   std::printf(
-      "  (raw: one 4 KiB write + fdatasync on the data dir takes p50 %.2f ms, p99 %.2f ms;\n"
-      "   one on each of %d files, %d threads syncing, as a produce spread over every partition "
-      "waits for: p50 %.2f ms, p99 %.2f ms, max %.2f ms;\n"
-      "   rounds on %d file%s, the partitions that take messages at once in this run (%s),\n"
-      "   back to back for %.3g s, each taking the messages that arrived at %.0f msgs/s before it "
-      "began,\n   answer them at p99 %.2f ms, p99.9 %.2f ms: the floor for the publish "
-      "latency on this disk)\n",
-      median(raw_fsync_p50), median(raw_fsync_p99), o.partitions, limits::flusher_threads,
-      median(raw_round_p50), median(raw_round_p99), median(raw_round_max), floor_files,
-      floor_files == 1 ? "" : "s",
-      o.keys ? "keys spread messages over every partition"
-      : floor_files == 1
-          ? "without keys, librdkafka sends to one partition for sticky.partitioning.linger.ms"
-          : "without keys and sticky.partitioning.linger.ms=0, messages go to any partition",
-      o.seconds, o.rate > 0 ? o.rate : kFloorRate, median(raw_floor_p99), median(raw_floor_p999));
+      "  (raw: 4 KiB write + fdatasync p50 %.2f ms, p99 %.2f ms; on each of %d files by %d threads "
+      "p50 %.2f, p99 %.2f, max %.2f ms;\n"
+      "   group-commit floor on %d file%s at %.0f msgs/s for %.3g s: p99 %.2f ms, p99.9 %.2f ms)\n",
+      raw(&raw_result::fsync_p50), raw(&raw_result::fsync_p99), o.partitions,
+      limits::flusher_threads, raw(&raw_result::round_p50), raw(&raw_result::round_p99),
+      raw(&raw_result::round_max), floor_files, floor_files == 1 ? "" : "s",
+      o.rate > 0 ? o.rate : kFloorRate, o.seconds, raw(&raw_result::floor_p99),
+      raw(&raw_result::floor_p999));
   std::printf("end-to-end latency ms p50 %.2f  p99 %.2f\n", med(&run_result::e2e_p50),
               med(&run_result::e2e_p99));
   if (o.rate > 0)
     std::printf("sender schedule lag max %.2f ms\n", med(&run_result::schedule_lag_max_ms));
-  if (pid > 0) {
-    std::printf(
-        "broker CPU  %s while producing, %s during catch-up consume, %s during the fetch-only "
-        "read (client: %s producing)\n",
-        cores_text(med(&run_result::broker_cpu_produce)).c_str(),
-        cores_text(med(&run_result::broker_cpu_consume)).c_str(),
-        cores_text(med(&run_result::broker_cpu_fetch_only)).c_str(),
-        cores_text(med(&run_result::client_cpu_produce)).c_str());
-    std::printf(
-        "client CPU during catch-up consume %s, its busiest thread %s (librdkafka fetches and "
-        "parses on one thread per broker)\n",
-        cores_text(med(&run_result::client_cpu_consume)).c_str(),
-        cores_text(med(&run_result::client_thread_max_consume)).c_str());
-    std::printf("broker peak RSS %.1f MiB   target < 512 MiB %s\n", rss_mib,
-                rss_mib < 512 ? "met" : "MISSED");
-  } else {
+  if (pid <= 0) {
     std::printf("broker CPU and memory: not measured (give --broker-pid with --bootstrap)\n");
+    return 0;
   }
+  std::printf(
+      "broker CPU  %s producing, %s catch-up consume, %s fetch only (client: %s producing)\n",
+      cores_text(med(&run_result::broker_cpu_produce)).c_str(),
+      cores_text(med(&run_result::broker_cpu_consume)).c_str(),
+      cores_text(med(&run_result::broker_cpu_fetch_only)).c_str(),
+      cores_text(med(&run_result::client_cpu_produce)).c_str());
+  std::printf("client CPU during catch-up consume %s, its busiest thread %s\n",
+              cores_text(med(&run_result::client_cpu_consume)).c_str(),
+              cores_text(med(&run_result::client_thread_max_consume)).c_str());
+  std::printf("broker peak RSS %.1f MiB   target < 512 MiB %s\n", rss_mib,
+              rss_mib < 512 ? "met" : "MISSED");
   return 0;
 }
 

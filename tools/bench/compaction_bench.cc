@@ -1,13 +1,6 @@
-// Compaction benchmark: the log cleaner (cluster/compaction.h) against the
-// disk's raw sequential read-plus-write rate, alternately, after one
-// uncounted warm-up pair (see README.md, "How it measures").
-//
-//   Sluice  a log of `mib` MiB of 1 KiB uncompressed keyed records over
-//           `keys` keys (batches of 32), all in closed segments, cleaned
-//           once by clean_log with a 128 MiB map: MB of log read / seconds.
-//   raw     pread of a cached file of the same size in 1 MiB calls, each
-//           chunk written to a second file, fdatasync at the end:
-//           MB / seconds.
+// Compaction benchmark (see README.md): one clean_log pass over a log of
+// keyed records in closed segments, against a raw read of a cached file of
+// the same size written to a second file with one fdatasync; alternately.
 
 #include "compaction_bench.h"
 
@@ -116,21 +109,21 @@ std::optional<double> raw_run(const compaction_options& o, const std::string& di
 }  // namespace
 
 int run_compaction(const compaction_options& o) {
-  std::vector<double> cleaner, raw;
-  for (int i = 0; i <= o.repeats; ++i) {
-    auto r = raw_run(o, o.dir + "/raw");
-    auto s = sluice_run(o, o.dir + "/log");
-    if (!r || !s) {
-      std::fprintf(stderr, "sluice-bench compaction: a run failed\n");
-      return 1;
-    }
-    if (i == 0) continue;  // warm-up
-    raw.push_back(*r);
-    cleaner.push_back(static_cast<double>(s->second) / kMB / s->first);
-  }
+  const paired_runs runs = alternate(
+      o.repeats,
+      [&] {
+        auto r = raw_run(o, o.dir + "/raw");
+        if (!r) throw bench_error{"the raw read + write failed"};
+        return *r;
+      },
+      [&] {
+        auto s = sluice_run(o, o.dir + "/log");
+        if (!s) throw bench_error{"the clean failed"};
+        return static_cast<double>(s->second) / kMB / s->first;
+      });
   fs::remove_all(o.dir + "/log");
   fs::remove_all(o.dir + "/raw");
-  const double c = median(cleaner), r = median(raw);
+  const double c = median(runs.sluice), r = median(runs.raw);
   if (o.json) {
     json j = json::object();
     j["mode"] = "compaction";
@@ -138,7 +131,7 @@ int run_compaction(const compaction_options& o) {
     j["keys"] = o.keys;
     j["cleaner_mb_per_s"] = c;
     j["raw_read_write_mb_per_s"] = r;
-    j["ratio"] = r > 0 ? c / r : 0.0;
+    j["ratio"] = ratio(c, r);
     j["load_1m"] = load_average_1m();
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -146,7 +139,7 @@ int run_compaction(const compaction_options& o) {
                 o.mib, o.keys, o.repeats, load_average_1m());
     std::printf("  cleaner            %10s MB/s of log read\n", fixed(c, 1).c_str());
     std::printf("  raw read + write   %10s MB/s\n", fixed(r, 1).c_str());
-    std::printf("  ratio              %10s\n", fixed(r > 0 ? c / r : 0, 2).c_str());
+    std::printf("  ratio              %10s\n", fixed(ratio(c, r), 2).c_str());
   }
   return 0;
 }

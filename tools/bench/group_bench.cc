@@ -1,26 +1,12 @@
-// Group benchmark: consumer groups of librdkafka members, each polling on a
-// thread of its own in this process, against one broker.
-//
-// Rebalance phases, per protocol (eager = the range assignor, cooperative =
-// cooperative-sticky): a producer writes a steady `rate` to a fresh topic of
-// `partitions`; `members` consumers subscribe at once (formation), then one
-// more joins, then it leaves (LeaveGroup). A tracker sees every assignment
-// callback and every message: a phase has settled when the partitions are
-// exactly covered by the expected members and every partition assigned
-// since the phase began has delivered a new message since ("consumed
-// again"). The pause is the longest gap between two new messages of a
-// partition while the phase runs (re-deliveries from the last commit do not
-// count as progress).
-//
-// Throughput phase: a topic filled once with `messages`; a fresh group of
-// `throughput_members`, then of one, reads all of it from the beginning,
-// each member committing synchronously every `commit_every` messages. The
-// members hold their partitions paused until the whole group has its
-// assignment, so the figure is the group's steady read, not its formation.
-//
-// Each repeat first measures the raw limits (one loopback TCP stream, a
-// 4 KiB write + fdatasync on --dir, the durable write every commit waits
-// for), so raw and broker figures alternate; figures are medians.
+// Group benchmark (see README.md): consumer groups of librdkafka members,
+// each polling on a thread of its own in this process. Rebalance phases per
+// protocol (formation, one member joining, then leaving) while a producer
+// writes a steady rate; then a group and a single consumer read a filled
+// topic with synchronous commits. Each repeat first measures the raw limits
+// (loopback TCP; a 4 KiB write + fdatasync, which every commit waits for).
+// A tracker sees every assignment and every message: a phase has settled
+// when the partitions are exactly covered by the expected members and every
+// partition assigned since the phase began has delivered a new message.
 
 #include "group_bench.h"
 
@@ -38,6 +24,7 @@
 #include <unistd.h>
 
 #include "kafka_util.h"
+#include "produce_phase.h"
 #include "raw_limits.h"
 #include "report.h"
 
@@ -291,79 +278,21 @@ class member {
   std::string error_;
 };
 
-// Produces `rate` messages per second round-robin over the partitions of
-// `topic` until stopped (acks=1: it is only the data source).
-class steady_producer {
- public:
-  steady_producer(const std::string& bootstrap, const std::string& topic, int partitions,
-                  double rate, size_t message_bytes) {
-    rd_kafka_conf_t* c = base_conf(bootstrap);
-    set(c, "acks", "1");
-    set(c, "linger.ms", "2");
-    rk_ = make_client(RD_KAFKA_PRODUCER, c);
-    topic_ = rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr);
-    thread_ = std::thread(
-        [this, partitions, rate, message_bytes] { run(partitions, rate, message_bytes); });
-  }
-  ~steady_producer() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    rd_kafka_flush(rk_.get(), 10'000);
-    rd_kafka_topic_destroy(topic_);
-  }
-  steady_producer(const steady_producer&) = delete;
-  steady_producer& operator=(const steady_producer&) = delete;
-
- private:
-  void run(int partitions, double rate, size_t message_bytes) {
-    std::vector<char> payload(message_bytes, 'g');
-    const int64_t t0 = now_ns();
-    uint64_t sent = 0;
-    while (!stop_.load()) {
-      const auto due = t0 + static_cast<int64_t>(static_cast<double>(sent) * 1e9 / rate);
-      if (now_ns() < due) {
-        rd_kafka_poll(rk_.get(), 1);
-        continue;
-      }
-      const auto p = static_cast<int32_t>(sent % static_cast<uint64_t>(partitions));
-      if (rd_kafka_produce(topic_, p, RD_KAFKA_MSG_F_COPY, payload.data(), payload.size(), nullptr,
-                           0, nullptr) == 0) {
-        ++sent;
-      } else {
-        rd_kafka_poll(rk_.get(), 10);  // queue full
-      }
-      if (sent % 256 == 0) rd_kafka_poll(rk_.get(), 0);
-    }
-  }
-
-  client_ptr rk_;
-  rd_kafka_topic_t* topic_ = nullptr;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-// Fills `topic` with `count` messages round-robin over its partitions.
-void fill_topic(const std::string& bootstrap, const std::string& topic, int partitions,
-                uint64_t count, size_t message_bytes) {
-  rd_kafka_conf_t* c = base_conf(bootstrap);
-  set(c, "acks", "all");
-  set(c, "linger.ms", "5");
-  set(c, "batch.size", "1048576");
-  client_ptr rk = make_client(RD_KAFKA_PRODUCER, c);
-  rd_kafka_topic_t* t = rd_kafka_topic_new(rk.get(), topic.c_str(), nullptr);
-  std::vector<char> payload(message_bytes, 't');
-  for (uint64_t i = 0; i < count;) {
-    const auto p = static_cast<int32_t>(i % static_cast<uint64_t>(partitions));
-    if (rd_kafka_produce(t, p, RD_KAFKA_MSG_F_COPY, payload.data(), payload.size(), nullptr, 0,
-                         nullptr) == 0) {
-      ++i;
-    } else {
-      rd_kafka_poll(rk.get(), 10);
-    }
-  }
-  const bool flushed = rd_kafka_flush(rk.get(), 120'000) == RD_KAFKA_RESP_ERR_NO_ERROR;
-  rd_kafka_topic_destroy(t);
-  if (!flushed) throw bench_error{"filling " + topic + " did not finish within 120 s"};
+// A data source of `messages` (0: until stopped) of `o.message_bytes` to
+// `topic`, round-robin over its partitions so each gets messages at an even
+// pace, at `rate` msgs/s (0: unlimited).
+produce_spec source(const group_options& o, const std::string& bootstrap, const std::string& topic,
+                    double rate, uint64_t messages) {
+  produce_spec s;
+  s.bootstrap = bootstrap;
+  s.topic = topic;
+  s.acks = "1";
+  s.rate = rate;
+  s.seconds = 3600;
+  s.max_messages = messages;
+  s.message_bytes = o.message_bytes;
+  s.round_robin_partitions = o.partitions;
+  return s;
 }
 
 // ---- Rebalance phases -----------------------------------------------------------
@@ -412,7 +341,7 @@ rebalance_result run_rebalance(const group_options& o, const std::string& bootst
   rebalance_result r;
   {
     tracker tr(o.partitions);
-    steady_producer producer(bootstrap, name, o.partitions, o.rate, o.message_bytes);
+    background_produce producer(source(o, bootstrap, name, o.rate, 0));
     std::vector<std::unique_ptr<member>> members;
     auto add = [&] {
       const int i = static_cast<int>(members.size());
@@ -465,7 +394,7 @@ rebalance_result run_rebalance(const group_options& o, const std::string& bootst
 
 struct throughput_result {
   double msgs_per_s = 0;
-  std::vector<double> commit_ms;  // sorted
+  double commit_p50 = 0, commit_p99 = 0;  // ms
   double broker_cpu_cores = -1;
 };
 
@@ -508,19 +437,17 @@ throughput_result run_throughput(const group_options& o, const std::string& boot
   const int64_t first = tp.first_ns.load(), done = tp.done_ns.load();
   if (done > first)
     r.msgs_per_s = static_cast<double>(o.messages - 1) * 1e9 / static_cast<double>(done - first);
-  if (cpu0 && cpu1 && done > first)
-    r.broker_cpu_cores = (*cpu1 - *cpu0) / (static_cast<double>(done - first) / 1e9);
+  r.broker_cpu_cores = cores_between(cpu0, cpu1, first, done);
   for (auto& m : members) m->stop();
+  std::vector<double> commits;
   for (auto& m : members) {
     if (!m->error().empty()) throw bench_error{"member: " + m->error()};
-    r.commit_ms.insert(r.commit_ms.end(), m->commit_ms().begin(), m->commit_ms().end());
+    commits.insert(commits.end(), m->commit_ms().begin(), m->commit_ms().end());
   }
-  std::sort(r.commit_ms.begin(), r.commit_ms.end());
+  std::sort(commits.begin(), commits.end());
+  r.commit_p50 = percentile_sorted(commits, 50);
+  r.commit_p99 = percentile_sorted(commits, 99);
   return r;
-}
-
-double ratio(double a, double b) {
-  return b > 0 ? a / b : 0;
 }
 
 json phase_json(const phase_figures& f) {
@@ -536,101 +463,85 @@ json phase_json(const phase_figures& f) {
 }  // namespace
 
 int run_group(const group_options& o) {
-  if (o.start == !o.bootstrap.empty()) {
-    std::fprintf(stderr, "sluice-bench group: give exactly one of --bootstrap and --start\n");
-    return 2;
-  }
-  std::unique_ptr<broker_process> proc;
-  std::string bootstrap = o.bootstrap;
-  pid_t pid = o.broker_pid;
-  std::string data_dir = o.dir;
+  broker_handle b;
   std::map<std::string, std::vector<rebalance_result>> rebalances;
   std::vector<throughput_result> group_runs, single_runs;
-  std::vector<double> raw_tcp, raw_fsync_p50, raw_fsync_p99;
+  struct raw_result {
+    double tcp = 0, fsync_p50 = 0, fsync_p99 = 0;
+  };
+  std::vector<raw_result> raws;
   std::string initial_delay;
   const double load_before = load_average_1m();
-  try {
-    if (o.start) {
-      proc = std::make_unique<broker_process>(o.sluice_path, o.dir, o.broker_args);
-      bootstrap = proc->bootstrap();
-      pid = proc->pid();
-      data_dir = proc->data_dir();
-    }
-    initial_delay = broker_config_value(bootstrap, "group.initial.rebalance.delay.ms");
+  b = open_broker(o.broker);
+  {
+    initial_delay = broker_config_value(b.bootstrap, "group.initial.rebalance.delay.ms");
     const std::string tput_topic =
         "sluice-bench-group-" + std::to_string(::getpid()) + "-throughput";
-    create_topic(bootstrap, tput_topic, o.partitions);
+    create_topic(b.bootstrap, tput_topic, o.partitions);
     if (!o.json)
       std::fprintf(stderr, "filling %s with %llu messages...\n", tput_topic.c_str(),
                    static_cast<unsigned long long>(o.messages));
-    fill_topic(bootstrap, tput_topic, o.partitions, o.messages, o.message_bytes);
+    if (produce_phase(source(o, b.bootstrap, tput_topic, 0, o.messages)).acked < o.messages)
+      throw bench_error{"filling " + tput_topic + " failed"};
+    // Each commit waits for an fdatasync (shared with others at the moment).
     auto raw = [&] {
-      auto t = loopback_tcp(o.tcp_seconds, kRawChunk);
-      if (auto e = std::get_if<std::string>(&t)) throw bench_error{*e};
+      raw_result r;
+      r.tcp = or_throw(loopback_tcp(o.tcp_seconds, kRawChunk));
       std::string err;
-      auto lat = raw_fsync_latencies_ms(data_dir, 500, 2.0, err);
+      auto lat = raw_fsync_latencies_ms(b.data_dir, 500, 2.0, err);
       if (!err.empty()) throw bench_error{err};
-      return std::make_tuple(std::get<double>(t), percentile_sorted(lat, 50),
-                             percentile_sorted(lat, 99));
+      r.fsync_p50 = percentile_sorted(lat, 50);
+      r.fsync_p99 = percentile_sorted(lat, 99);
+      return r;
     };
     raw();  // warm-up, not counted
     int group_seq = 0;
     for (int i = 0; i < o.repeats; ++i) {
-      auto [tcp, p50, p99] = raw();
-      raw_tcp.push_back(tcp);
-      raw_fsync_p50.push_back(p50);
-      raw_fsync_p99.push_back(p99);
+      raws.push_back(raw());
       if (!o.json) std::fprintf(stderr, "run %d of %d...\n", i + 1, o.repeats);
       for (const auto& protocol : o.protocols)
-        rebalances[protocol].push_back(run_rebalance(o, bootstrap, protocol, i));
+        rebalances[protocol].push_back(run_rebalance(o, b.bootstrap, protocol, i));
       const std::string g = "sluice-bench-group-" + std::to_string(::getpid()) + "-";
       single_runs.push_back(
-          run_throughput(o, bootstrap, pid, tput_topic, 1, g + std::to_string(group_seq++)));
-      group_runs.push_back(run_throughput(o, bootstrap, pid, tput_topic, o.throughput_members,
+          run_throughput(o, b.bootstrap, b.pid, tput_topic, 1, g + std::to_string(group_seq++)));
+      group_runs.push_back(run_throughput(o, b.bootstrap, b.pid, tput_topic, o.throughput_members,
                                           g + std::to_string(group_seq++)));
     }
-    delete_topic(bootstrap, tput_topic);
-  } catch (const bench_error& e) {
-    std::fprintf(stderr, "sluice-bench group: %s\n", e.message.c_str());
-    return 1;
+    delete_topic(b.bootstrap, tput_topic);
   }
-  proc.reset();  // stops the broker we started
+  const bool started = b.process != nullptr;
+  const pid_t pid = b.pid;
+  b.process.reset();  // stops the broker we started
   const double load_after = load_average_1m();
 
   auto med_phase = [](const std::vector<rebalance_result>& runs,
                       phase_figures rebalance_result::*which) {
+    std::vector<phase_figures> v;
+    for (const auto& r : runs) v.push_back(r.*which);
     phase_figures out;
-    auto m = [&](double phase_figures::*f) {
-      std::vector<double> v;
-      for (const auto& r : runs) v.push_back(r.*which.*f);
-      return median(v);
-    };
-    out.assigned_ms = m(&phase_figures::assigned_ms);
-    out.consumed_ms = m(&phase_figures::consumed_ms);
-    out.pause_max_ms = m(&phase_figures::pause_max_ms);
-    out.pause_median_ms = m(&phase_figures::pause_median_ms);
-    out.moved = m(&phase_figures::moved);
+    for (auto f :
+         {&phase_figures::assigned_ms, &phase_figures::consumed_ms, &phase_figures::pause_max_ms,
+          &phase_figures::pause_median_ms, &phase_figures::moved})
+      out.*f = median_of(v, f);
     return out;
   };
   auto med_tput = [](const std::vector<throughput_result>& runs) {
-    std::vector<double> rate, cpu, p50, p99;
-    for (const auto& r : runs) {
-      rate.push_back(r.msgs_per_s);
-      cpu.push_back(r.broker_cpu_cores);
-      p50.push_back(percentile_sorted(r.commit_ms, 50));
-      p99.push_back(percentile_sorted(r.commit_ms, 99));
-    }
-    return std::make_tuple(median(rate), median(cpu), median(p50), median(p99));
+    return std::make_tuple(median_of(runs, &throughput_result::msgs_per_s),
+                           median_of(runs, &throughput_result::broker_cpu_cores),
+                           median_of(runs, &throughput_result::commit_p50),
+                           median_of(runs, &throughput_result::commit_p99));
   };
   const auto [g_rate, g_cpu, g_p50, g_p99] = med_tput(group_runs);
   const auto [s_rate, s_cpu, s_p50, s_p99] = med_tput(single_runs);
   const double bytes = static_cast<double>(o.message_bytes);
-  const double tcp_mb = median(raw_tcp) / kMB;
+  const double tcp_mb = median_of(raws, &raw_result::tcp) / kMB;
+  const double fsync_p50 = median_of(raws, &raw_result::fsync_p50),
+               fsync_p99 = median_of(raws, &raw_result::fsync_p99);
 
   if (o.json) {
     json j = json::object();
     j["mode"] = "group";
-    j["bootstrap"] = o.start ? "started" : o.bootstrap;
+    j["bootstrap"] = started ? "started" : o.broker.bootstrap;
     j["members"] = o.members;
     j["partitions"] = o.partitions;
     j["rate_msgs_per_s"] = o.rate;
@@ -672,8 +583,8 @@ int run_group(const group_options& o) {
     j["throughput"] = std::move(tp);
     json raw = json::object();
     raw["loopback_tcp_mb_per_s"] = tcp_mb;
-    raw["fdatasync_4k_latency_p50_ms"] = median(raw_fsync_p50);
-    raw["fdatasync_4k_latency_p99_ms"] = median(raw_fsync_p99);
+    raw["fdatasync_4k_latency_p50_ms"] = fsync_p50;
+    raw["fdatasync_4k_latency_p99_ms"] = fsync_p99;
     j["raw"] = std::move(raw);
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -683,7 +594,7 @@ int run_group(const group_options& o) {
       "sluice-bench group: %s, %d members (+1 joining and leaving) on %d partitions, %.0f msgs/s "
       "of %zu B "
       "produced meanwhile, session.timeout.ms %d\n",
-      o.start ? "started broker" : o.bootstrap.c_str(), o.members, o.partitions, o.rate,
+      started ? "started broker" : o.broker.bootstrap.c_str(), o.members, o.partitions, o.rate,
       o.message_bytes, o.session_timeout_ms);
   std::printf("broker group.initial.rebalance.delay.ms: %s (formation includes it)\n",
               initial_delay.empty() ? "unknown" : initial_delay.c_str());
@@ -723,7 +634,7 @@ int run_group(const group_options& o) {
   std::printf(
       "raw: loopback TCP %.1f MB/s; 4 KiB write + fdatasync p50 %.2f ms, p99 %.2f ms (each commit "
       "waits for an fdatasync, shared with others)\n",
-      tcp_mb, median(raw_fsync_p50), median(raw_fsync_p99));
+      tcp_mb, fsync_p50, fsync_p99);
   return 0;
 }
 

@@ -9,18 +9,13 @@
 #include <string>
 #include <vector>
 
-#include <sys/types.h>
+#include "kafka_util.h"
 
 namespace sluice::bench {
 
 struct group_options {
-  std::string bootstrap;                 // a running broker; empty with `start`
-  bool start = false;                    // start build/bin/sluice on a free loopback port
-  std::string sluice_path;               // the binary for `start` (default: beside sluice-bench)
-  std::vector<std::string> broker_args;  // KEY=VALUE, passed as --KEY VALUE with `start`
-  pid_t broker_pid = 0;                  // for CPU figures with --bootstrap
-  std::string dir;                       // temp data directory parent; fsync latency measured here
-  int members = 10;                      // members of the rebalance phases (one more joins)
+  broker_target broker;
+  int members = 10;  // members of the rebalance phases (one more joins)
   int partitions = 100;
   std::vector<std::string> protocols = {"eager", "cooperative"};
   double rate = 20'000;         // msgs/s produced while the rebalance phases run

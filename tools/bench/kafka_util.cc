@@ -157,6 +157,23 @@ broker_process::~broker_process() {
   fs::remove_all(root_, ec);
 }
 
+broker_handle open_broker(const broker_target& t) {
+  if (t.start == !t.bootstrap.empty())
+    throw bench_error{"give exactly one of --bootstrap and --start"};
+  broker_handle h;
+  if (!t.start) {
+    h.bootstrap = t.bootstrap;
+    h.pid = t.broker_pid;
+    h.data_dir = t.dir;
+    return h;
+  }
+  h.process = std::make_unique<broker_process>(t.sluice_path, t.dir, t.broker_args);
+  h.bootstrap = h.process->bootstrap();
+  h.pid = h.process->pid();
+  h.data_dir = h.process->data_dir();
+  return h;
+}
+
 // ---- Topic administration ---------------------------------------------------
 
 event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type) {

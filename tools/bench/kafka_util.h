@@ -1,11 +1,12 @@
 #pragma once
 
-// What the broker and group benchmarks share: librdkafka handles with RAII,
-// configuration helpers, topic administration, and the `sluice serve` child
-// process of `--start`.
+// What the broker, group and maintenance benchmarks share: librdkafka
+// handles with RAII, configuration helpers, topic administration, and the
+// broker they measure (a `sluice serve` child with `--start`, or one already
+// running).
 //
-// Errors are thrown as bench_error (caught at the mode's entry point and
-// printed); nothing here is thread-safe unless said so.
+// Errors are thrown as bench_error; nothing here is thread-safe unless said
+// so.
 
 #include <memory>
 #include <string>
@@ -15,11 +16,9 @@
 #include <librdkafka/rdkafka.h>
 #include <sys/types.h>
 
-namespace sluice::bench {
+#include "report.h"
 
-struct bench_error {
-  std::string message;
-};
+namespace sluice::bench {
 
 struct rk_deleter {
   void operator()(rd_kafka_t* p) const { rd_kafka_destroy(p); }
@@ -66,6 +65,30 @@ class broker_process {
   uint16_t port_ = 0;
   pid_t pid_ = 0;
 };
+
+// Which broker a mode measures: one it starts (`start`) or one running at
+// `bootstrap`; the options every mode that talks to a broker takes.
+struct broker_target {
+  std::string bootstrap;                 // a running broker; empty with `start`
+  bool start = false;                    // start `sluice serve` on a free loopback port
+  std::string sluice_path;               // the binary for `start` (default: beside sluice-bench)
+  std::vector<std::string> broker_args;  // KEY=VALUE, passed as --KEY VALUE with `start`
+  pid_t broker_pid = 0;                  // for CPU and memory figures with `bootstrap`
+  std::string dir = "/tmp";  // parent of the temp data directory; raw fsync figures measured here
+};
+
+// The broker being measured, started or attached to. `pid` is 0 when
+// unknown (no CPU or memory figures then); `data_dir` is where the raw disk
+// limits are measured.
+struct broker_handle {
+  std::unique_ptr<broker_process> process;  // null when attached
+  std::string bootstrap;
+  pid_t pid = 0;
+  std::string data_dir;
+};
+// Throws bench_error unless exactly one of `start` and `bootstrap` is given,
+// or when the broker does not start.
+broker_handle open_broker(const broker_target& t);
 
 // Waits (60 s at most) for an admin result event of `type` on `q`.
 event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type);

@@ -5,6 +5,8 @@
 // machine's own limits measured in the same run. Not a timed test: it asserts
 // nothing about speed.
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -15,6 +17,34 @@
 #include "group_bench.h"
 #include "maintenance_bench.h"
 #include "storage_bench.h"
+
+namespace {
+
+// --json and --repeats, which every mode takes.
+void add_report_options(CLI::App* m, bool& json, int& repeats, const char* repeats_help) {
+  m->add_flag("--json", json, "print one JSON object");
+  m->add_option("--repeats", repeats, repeats_help)->check(CLI::Range(1, 100));
+}
+
+// The broker a mode measures (kafka_util.h); `attach` adds --bootstrap and
+// --broker-pid beside --start.
+void add_broker_options(CLI::App* m, sluice::bench::broker_target& t, bool attach) {
+  if (attach) {
+    auto* boot = m->add_option("--bootstrap", t.bootstrap, "HOST:PORT of a running broker");
+    m->add_flag("--start", t.start, "start sluice on a free loopback port with a temp dir")
+        ->excludes(boot);
+    m->add_option("--broker-pid", t.broker_pid,
+                  "pid of the --bootstrap broker, for its CPU and memory");
+  }
+  m->add_option("--sluice", t.sluice_path, "the sluice binary to start (default: beside this one)");
+  m->add_option("--broker-arg", t.broker_args,
+                "KEY=VALUE broker setting, passed to sluice serve as --KEY VALUE (repeatable)");
+  m->add_option("--dir", t.dir,
+                "parent of the broker's temp data dir; raw disk limits measured here")
+      ->capture_default_str();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
@@ -32,20 +62,15 @@ int main(int argc, char** argv) {
                                 "append and read throughput of the partition log vs raw file I/O");
   st->add_option("--dir", so.dir, "directory for logs and raw files (on the disk to measure)")
       ->required();
-  st->add_flag("--json", so.json, "print one JSON object");
+  add_report_options(st, so.json, so.repeats, "measured raw/Sluice pairs after the warm-up");
   st->add_option("--mib-per-run", so.mib_per_run, "MiB written or read per measured run")
       ->check(CLI::Range(1, 65536));
-  st->add_option("--repeats", so.repeats, "measured raw/Sluice pairs after the warm-up")
-      ->check(CLI::Range(1, 100));
   st->add_option("--appenders", so.appenders, "threads sharing group-commit fsyncs")
       ->check(CLI::Range(1, 64));
   st->add_option("--batch-kib", so.batch_kib, "batch sizes in KiB")->check(CLI::Range(2, 8192));
   st->add_option("--idle-partitions", so.idle_partitions,
                  "partitions held open for the memory figure")
       ->check(CLI::Range(1, 100000));
-
-  st->add_option("--only", so.only, "measure one kind of row only (for profiling)")
-      ->check(CLI::IsMember({"append_fsync", "append_buffered", "read_cached"}));
 
   std::string idle_dir, idle_phase;
   int idle_parts = 0;
@@ -61,72 +86,39 @@ int main(int argc, char** argv) {
       app.add_subcommand("compaction", "log cleaner throughput vs raw sequential read plus write");
   cp->add_option("--dir", co.dir, "directory for the log and raw files (on the disk to measure)")
       ->required();
-  cp->add_flag("--json", co.json, "print one JSON object");
+  add_report_options(cp, co.json, co.repeats, "measured raw/Sluice pairs after the warm-up");
   cp->add_option("--mib", co.mib, "MiB of log cleaned per run")->check(CLI::Range(1, 65536));
   cp->add_option("--keys", co.keys, "distinct keys")->check(CLI::Range(1, 10'000'000));
-  cp->add_option("--repeats", co.repeats, "measured raw/Sluice pairs after the warm-up")
-      ->check(CLI::Range(1, 100));
 
   sluice::bench::broker_options bo;
   auto* br = app.add_subcommand(
       "broker", "produce/consume throughput and latency through a broker (librdkafka)");
-  auto* boot = br->add_option("--bootstrap", bo.bootstrap, "HOST:PORT of a running broker");
-  br->add_flag("--start", bo.start,
-               "start build/bin/sluice on a free loopback port with a temp dir")
-      ->excludes(boot);
-  br->add_option("--sluice", bo.sluice_path,
-                 "the sluice binary for --start (default: beside sluice-bench)");
-  br->add_option("--broker-arg", bo.broker_args,
-                 "KEY=VALUE broker setting for --start (repeatable)");
-  br->add_option("--broker-pid", bo.broker_pid,
-                 "pid of the --bootstrap broker, for its CPU and memory");
-  br->add_option("--dir", bo.dir,
-                 "parent of the temp data dir (--start); raw fsync limit measured here")
-      ->capture_default_str();
-  bo.dir = "/tmp";
+  add_broker_options(br, bo.broker, true);
+  add_report_options(br, bo.json, bo.repeats, "measured runs, each after the raw limits");
   br->add_option("--partitions", bo.partitions, "partitions of the topic")
       ->check(CLI::Range(1, 10000));
   br->add_flag("--keys", bo.keys, "messages carry keys (1000 distinct)");
   br->add_option("--rate", bo.rate, "messages per second; 0 = unlimited")
       ->check(CLI::Range(0.0, 1e8));
   br->add_option("--seconds", bo.seconds, "produce time per run")->check(CLI::Range(0.1, 3600.0));
-  br->add_option("--repeats", bo.repeats, "measured runs")->check(CLI::Range(1, 100));
   br->add_option("--message-bytes", bo.message_bytes, "payload bytes")
       ->check(CLI::Range(8, 1 << 20));
   br->add_option("--acks", bo.acks, "producer acks")->check(CLI::IsMember({"all", "-1", "0", "1"}));
   br->add_option("--producer-prop", bo.producer_props,
                  "KEY=VALUE librdkafka producer property (repeatable)");
-  br->add_option("--consumer-prop", bo.consumer_props,
-                 "KEY=VALUE librdkafka consumer property (repeatable)");
-  br->add_option("--consumers", bo.consumers,
-                 "catch-up consumers sharing the partitions, each its own client; 0: one per "
-                 "core (with more than one, one consumer alone reads the topic again)")
-      ->check(CLI::Range(0, sluice::bench::max_catch_up_consumers));
   br->add_option("--raw-mib", bo.raw_sync_mib,
                  "MiB at most per raw fdatasync-write measurement (it runs --seconds; each "
                  "run's file is kept until the bench ends)")
       ->check(CLI::Range(1, 65536));
   br->add_option("--tcp-seconds", bo.tcp_seconds, "seconds per raw loopback TCP measurement")
       ->check(CLI::Range(0.05, 60.0));
-  br->add_flag("--json", bo.json, "print one JSON object");
 
   sluice::bench::group_options go;
-  go.dir = "/tmp";
   auto* gr = app.add_subcommand(
       "group",
       "consumer-group rebalance times and pauses, group consume throughput and commit latency");
-  auto* gboot = gr->add_option("--bootstrap", go.bootstrap, "HOST:PORT of a running broker");
-  gr->add_flag("--start", go.start,
-               "start build/bin/sluice on a free loopback port with a temp dir")
-      ->excludes(gboot);
-  gr->add_option("--sluice", go.sluice_path,
-                 "the sluice binary for --start (default: beside sluice-bench)");
-  gr->add_option("--broker-arg", go.broker_args,
-                 "KEY=VALUE broker setting for --start (repeatable)");
-  gr->add_option("--broker-pid", go.broker_pid, "pid of the --bootstrap broker, for its CPU");
-  gr->add_option("--dir", go.dir,
-                 "parent of the temp data dir (--start); raw fsync latency measured here")
-      ->capture_default_str();
+  add_broker_options(gr, go.broker, true);
+  add_report_options(gr, go.json, go.repeats, "measured runs, each after the raw limits");
   gr->add_option("--members", go.members,
                  "members of the rebalance phases (one more joins and leaves)")
       ->check(CLI::Range(1, 1000));
@@ -148,44 +140,38 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 30));
   gr->add_option("--session-timeout-ms", go.session_timeout_ms, "members' session.timeout.ms")
       ->check(CLI::Range(1000, 3'600'000));
-  gr->add_option("--repeats", go.repeats, "measured runs")->check(CLI::Range(1, 100));
   gr->add_option("--tcp-seconds", go.tcp_seconds, "seconds per raw loopback TCP measurement")
       ->check(CLI::Range(0.05, 60.0));
-  gr->add_flag("--json", go.json, "print one JSON object");
 
   sluice::bench::maintenance_options mo;
   auto* mt = app.add_subcommand(
       "maintenance",
       "produce throughput while retention deletes and the cleaner compacts, vs idle");
-  mt->add_option("--sluice", mo.sluice_path,
-                 "the sluice binary to start (default: beside sluice-bench)");
-  mt->add_option("--broker-arg", mo.broker_args, "KEY=VALUE broker setting (repeatable)");
-  mt->add_option("--dir", mo.dir, "parent of the broker's temp data dir")->capture_default_str();
+  add_broker_options(mt, mo.broker, false);
+  add_report_options(mt, mo.json, mo.repeats, "idle/active pairs");
   mt->add_option("--partitions", mo.partitions, "partitions of the measured topic")
       ->check(CLI::Range(1, 10000));
   mt->add_option("--seconds", mo.seconds, "measured produce window per run")
       ->check(CLI::Range(0.5, 3600.0));
-  mt->add_option("--repeats", mo.repeats, "idle/active pairs")->check(CLI::Range(1, 100));
   mt->add_option("--prefill-mib", mo.prefill_mib,
                  "MiB written to each maintenance topic before a run")
       ->check(CLI::Range(4, 65536));
-  mt->add_option("--maintenance-partitions", mo.maintenance_partitions,
-                 "partitions of each maintenance topic")
-      ->check(CLI::Range(1, 1000));
   mt->add_option("--churn-rate", mo.churn_rate,
                  "msgs/s to each maintenance topic during the window")
       ->check(CLI::Range(1.0, 1e6));
-  mt->add_option("--keys", mo.churn_keys, "distinct keys of the compacted topic")
-      ->check(CLI::Range(1, 10'000'000));
-  mt->add_option("--message-bytes", mo.message_bytes, "payload bytes")
-      ->check(CLI::Range(8, 1 << 20));
-  mt->add_flag("--json", mo.json, "print one JSON object");
 
   CLI11_PARSE(app, argc, argv);
-  if (mt->parsed()) return sluice::bench::run_maintenance(mo);
-  if (cp->parsed()) return sluice::bench::run_compaction(co);
-  if (st->parsed()) return sluice::bench::run_storage(so);
-  if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
-  if (gr->parsed()) return sluice::bench::run_group(go);
-  return sluice::bench::run_broker(bo);
+  try {
+    if (mt->parsed()) return sluice::bench::run_maintenance(mo);
+    if (cp->parsed()) return sluice::bench::run_compaction(co);
+    if (st->parsed()) return sluice::bench::run_storage(so);
+    if (idle->parsed()) return sluice::bench::run_idle_child(idle_dir, idle_parts, idle_phase);
+    if (gr->parsed()) return sluice::bench::run_group(go);
+    return sluice::bench::run_broker(bo);
+  } catch (const sluice::bench::bench_error& e) {
+    // Every mode's measurements throw this when they cannot go on.
+    std::fprintf(stderr, "sluice-bench %s: %s\n", app.get_subcommands().front()->get_name().c_str(),
+                 e.message.c_str());
+    return 1;
+  }
 }

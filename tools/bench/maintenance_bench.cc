@@ -1,32 +1,17 @@
 // Maintenance benchmark: does retention and compaction slow producers down?
-//
-// One broker (started here) and, per run, three fresh topics:
-//   measured     `partitions` partitions; one producer, unlimited rate,
-//                acks=all: the figure.
-//   retained     `maintenance_partitions` partitions of 1 MiB segments,
-//                prefilled with `prefill_mib` MiB, then fed `churn_rate`
-//                msgs/s during the window.
-//   compacted    the same, keyed over `churn_keys` keys.
-// An idle run leaves both maintenance topics on cleanup.policy=delete with
-// no limits, so retention and the cleaner find nothing to do. An active run
-// sets, right before the window, retention.bytes = 4 MiB per partition on the
-// retained topic and cleanup.policy=compact (min.cleanable.dirty.ratio 0.01)
-// on the compacted one, so that retention deletes nearly all the prefill and
-// the cleaner compacts all of it while the measured producer runs. Both runs
-// send the same AlterConfigs and the same traffic; only the settings differ.
-//
-// What maintenance did is observed, not assumed: at the end of each window
-// the log start offsets of the retained topic (ListOffsets) and the bytes of
-// `.log` files of the compacted topic in the data directory. Figures are
-// medians over runs; idle and active alternate which goes first.
+// One started broker; per run a measured topic (one producer, unlimited
+// rate, acks=all: the figure) beside a retained and a compacted topic, both
+// prefilled and fed a steady rate during the window. Right before the window
+// an active run sets retention.bytes and cleanup.policy=compact on them, an
+// idle run the same AlterConfigs without limits; only the settings differ.
+// What maintenance did is observed (log start offsets, `.log` bytes), not
+// assumed. Idle and active alternate which goes first; figures are medians.
 
 #include "maintenance_bench.h"
 
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
@@ -41,6 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kSegmentBytes = 1 << 20;
+constexpr int kMaintenancePartitions = 4;  // of each maintenance topic
+constexpr int kChurnKeys = 1000;           // distinct keys of the compacted topic
+constexpr size_t kMessageBytes = 1024;
 constexpr int64_t kRetainedBytesPerPartition = 4 << 20;
 
 config_list retained_configs(bool active) {
@@ -102,17 +90,17 @@ struct run_result {
   bool as_expected = false;
 };
 
-// A producer of `o.message_bytes` messages to `topic`, `keys` distinct keys
+// A producer of `kMessageBytes` messages to `topic`, `keys` distinct keys
 // (0: none), at `rate` msgs/s (0: unlimited) for `seconds`.
-produce_spec spec_for(const maintenance_options& o, const std::string& bootstrap,
-                      const std::string& topic, int keys, double rate, double seconds) {
+produce_spec spec_for(const std::string& bootstrap, const std::string& topic, int keys, double rate,
+                      double seconds) {
   produce_spec s;
   s.bootstrap = bootstrap;
   s.topic = topic;
   s.key_count = keys;
   s.rate = rate;
   s.seconds = seconds;
-  s.message_bytes = o.message_bytes;
+  s.message_bytes = kMessageBytes;
   return s;
 }
 
@@ -121,16 +109,16 @@ run_result run_once(const maintenance_options& o, const broker_process& broker, 
   const std::string boot = broker.bootstrap();
   const std::string measured = tag + "-measured", retained = tag + "-retained",
                     compacted = tag + "-compacted";
-  const int mp = o.maintenance_partitions;
+  const int mp = kMaintenancePartitions;
   create_topic(boot, retained, mp, retained_configs(false));
   create_topic(boot, compacted, mp, compacted_configs(false));
   create_topic(boot, measured, o.partitions);
 
-  const uint64_t prefill = (static_cast<uint64_t>(o.prefill_mib) << 20) / o.message_bytes;
-  produce_spec fill = spec_for(o, boot, retained, 0, 0, 600);
+  const uint64_t prefill = (static_cast<uint64_t>(o.prefill_mib) << 20) / kMessageBytes;
+  produce_spec fill = spec_for(boot, retained, 0, 0, 600);
   fill.max_messages = prefill;
   const auto f1 = produce_phase(fill);
-  fill = spec_for(o, boot, compacted, o.churn_keys, 0, 600);
+  fill = spec_for(boot, compacted, kChurnKeys, 0, 600);
   fill.max_messages = prefill;
   const auto f2 = produce_phase(fill);
   if (f1.failed || f2.failed || f1.acked < prefill || f2.acked < prefill)
@@ -144,33 +132,13 @@ run_result run_once(const maintenance_options& o, const broker_process& broker, 
   alter_topic_configs(boot, compacted, compacted_configs(active));
 
   // The maintenance topics' own traffic, the same in both runs.
-  produce_stats churn[2];
-  std::exception_ptr churn_error[2];
-  std::thread churners[2];
-  for (int i = 0; i < 2; ++i) {
-    churners[i] = std::thread([&, i] {
-      try {
-        churn[i] = produce_phase(
-            i == 0 ? spec_for(o, boot, retained, 0, o.churn_rate, o.seconds)
-                   : spec_for(o, boot, compacted, o.churn_keys, o.churn_rate, o.seconds));
-      } catch (...) {
-        churn_error[i] = std::current_exception();
-      }
-    });
-  }
-  produce_spec m = spec_for(o, boot, measured, 0, 0, o.seconds);
+  background_produce churn_retained(spec_for(boot, retained, 0, o.churn_rate, o.seconds));
+  background_produce churn_compacted(
+      spec_for(boot, compacted, kChurnKeys, o.churn_rate, o.seconds));
+  produce_spec m = spec_for(boot, measured, 0, 0, o.seconds);
   m.broker_pid = broker.pid();
-  produce_stats ps;
-  std::exception_ptr main_error;
-  try {
-    ps = produce_phase(m);
-  } catch (...) {
-    main_error = std::current_exception();
-  }
-  for (auto& t : churners) t.join();
-  if (main_error) std::rethrow_exception(main_error);
-  for (auto& e : churn_error)
-    if (e) std::rethrow_exception(e);
+  const produce_stats ps = produce_phase(m);
+  const produce_stats churn[2] = {churn_retained.finish(), churn_compacted.finish()};
 
   const topic_state r1 = observe(admin.get(), broker.data_dir(), retained, mp);
   const topic_state c1 = observe(admin.get(), broker.data_dir(), compacted, mp);
@@ -186,7 +154,7 @@ run_result run_once(const maintenance_options& o, const broker_process& broker, 
   r.failed = ps.failed + churn[0].failed + churn[1].failed;
   for (const auto* e : {&ps.first_error, &churn[0].first_error, &churn[1].first_error})
     if (r.first_error.empty()) r.first_error = *e;
-  r.churn_mb = static_cast<double>((churn[0].acked + churn[1].acked) * o.message_bytes) / kMB;
+  r.churn_mb = static_cast<double>((churn[0].acked + churn[1].acked) * kMessageBytes) / kMB;
   r.retention_removed_msgs = r1.start_offsets - r0.start_offsets;
   r.retained_before_mib = static_cast<double>(r0.log_bytes) / kMiB;
   r.retained_after_mib = static_cast<double>(r1.log_bytes) / kMiB;
@@ -210,14 +178,14 @@ bool has_key(const std::vector<std::string>& args, const std::string& key) {
 int run_maintenance(const maintenance_options& o) {
   std::vector<run_result> runs;
   const double load_before = load_average_1m();
-  try {
+  {
     // Retention checks and cleaner passes often enough to act within a
     // window of seconds (Kafka's defaults are 5 minutes and 15 seconds).
-    std::vector<std::string> args = o.broker_args;
+    std::vector<std::string> args = o.broker.broker_args;
     if (!has_key(args, "log.retention.check.interval.ms"))
       args.push_back("log.retention.check.interval.ms=500");
     if (!has_key(args, "log.cleaner.backoff.ms")) args.push_back("log.cleaner.backoff.ms=200");
-    broker_process broker(o.sluice_path, o.dir, args);
+    broker_process broker(o.broker.sluice_path, o.broker.dir, args);
     for (int i = 0; i < o.repeats; ++i) {
       for (int k = 0; k < 2; ++k) {
         const bool active = (i % 2 == 0) == (k == 1);  // idle first on even repeats
@@ -229,9 +197,6 @@ int run_maintenance(const maintenance_options& o) {
         runs.push_back(run_once(o, broker, active, tag));
       }
     }
-  } catch (const bench_error& e) {
-    std::fprintf(stderr, "sluice-bench maintenance: %s\n", e.message.c_str());
-    return 1;
   }
   const double load_after = load_average_1m();
 
@@ -243,7 +208,7 @@ int run_maintenance(const maintenance_options& o) {
   };
   const double idle_mb = med(false, &run_result::produce_mb),
                active_mb = med(true, &run_result::produce_mb);
-  const double ratio = idle_mb > 0 ? active_mb / idle_mb : 0;
+  const double active_vs_idle = ratio(active_mb, idle_mb);
   bool observed = true;
   uint64_t failed = 0;
   std::string first_error;
@@ -259,9 +224,9 @@ int run_maintenance(const maintenance_options& o) {
     j["partitions"] = o.partitions;
     j["seconds"] = o.seconds;
     j["repeats"] = o.repeats;
-    j["message_bytes"] = static_cast<uint64_t>(o.message_bytes);
+    j["message_bytes"] = static_cast<uint64_t>(kMessageBytes);
     j["prefill_mib"] = o.prefill_mib;
-    j["maintenance_partitions"] = o.maintenance_partitions;
+    j["maintenance_partitions"] = kMaintenancePartitions;
     j["churn_msgs_per_s"] = o.churn_rate;
     j["load_average_1m_before"] = load_before;
     j["load_average_1m_after"] = load_after;
@@ -288,10 +253,10 @@ int run_maintenance(const maintenance_options& o) {
     j["idle_publish_p99_ms"] = med(false, &run_result::pub_p99);
     j["active_publish_p99_ms"] = med(true, &run_result::pub_p99);
     j["produce_failed_messages"] = failed;
-    j["ratio"] = ratio;
+    j["ratio"] = active_vs_idle;
     j["maintenance_observed"] = observed;
     json tg = json::object();
-    tg["active_vs_idle_min_0_8"] = ratio >= 0.8;
+    tg["active_vs_idle_min_0_8"] = active_vs_idle >= 0.8;
     j["targets_met"] = std::move(tg);
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -300,12 +265,12 @@ int run_maintenance(const maintenance_options& o) {
   std::printf(
       "sluice-bench maintenance: started broker, measured topic of %d partitions, %zu B messages, "
       "acks=all, unlimited rate, %.0f s windows\n",
-      o.partitions, o.message_bytes, o.seconds);
+      o.partitions, kMessageBytes, o.seconds);
   std::printf(
       "maintenance topics: %d partitions each of 1 MiB segments, %d MiB prefilled, %.0f msgs/s "
       "each "
       "during the window; active: retention.bytes 4 MiB per partition, compaction over %d keys\n",
-      o.maintenance_partitions, o.prefill_mib, o.churn_rate, o.churn_keys);
+      kMaintenancePartitions, o.prefill_mib, o.churn_rate, kChurnKeys);
   std::printf("%d idle/active pairs; load average (1 min) %.2f before, %.2f after\n\n", o.repeats,
               load_before, load_after);
   std::printf(
@@ -322,10 +287,10 @@ int run_maintenance(const maintenance_options& o) {
   }
   std::printf(
       "\nproduce while maintaining %8s MB/s   idle %8s MB/s   ratio %.2f  target >= 0.80 %s\n",
-      fixed(active_mb, 1).c_str(), fixed(idle_mb, 1).c_str(), ratio,
-      !observed      ? "(not meaningful: maintenance not observed)"
-      : ratio >= 0.8 ? "met"
-                     : "MISSED");
+      fixed(active_mb, 1).c_str(), fixed(idle_mb, 1).c_str(), active_vs_idle,
+      !observed               ? "(not meaningful: maintenance not observed)"
+      : active_vs_idle >= 0.8 ? "met"
+                              : "MISSED");
   if (failed)
     std::printf("produce failures: %llu (first: %s)\n", static_cast<unsigned long long>(failed),
                 first_error.c_str());

@@ -7,20 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "kafka_util.h"
+
 namespace sluice::bench {
 
 struct maintenance_options {
-  std::string sluice_path;               // the broker binary (default: beside sluice-bench)
-  std::vector<std::string> broker_args;  // KEY=VALUE, passed as --KEY VALUE
-  std::string dir = "/tmp";              // parent of the broker's temp data directory
-  int partitions = 16;                   // of the measured topic
-  double seconds = 10;                   // measured produce window per run
-  int repeats = 3;                       // idle/active pairs
-  int prefill_mib = 256;                 // written to each maintenance topic before a run
-  int maintenance_partitions = 4;        // of each maintenance topic
-  double churn_rate = 2000;              // msgs/s to each maintenance topic during the window
-  int churn_keys = 1000;                 // distinct keys of the compacted topic
-  size_t message_bytes = 1024;
+  broker_target broker;      // always started: its data directory is observed
+  int partitions = 16;       // of the measured topic
+  double seconds = 10;       // measured produce window per run
+  int repeats = 3;           // idle/active pairs
+  int prefill_mib = 256;     // written to each maintenance topic before a run
+  double churn_rate = 2000;  // msgs/s to each maintenance topic during the window
   bool json = false;
 };
 

@@ -29,7 +29,7 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   auto* st = static_cast<producer_state*>(opaque);
   const int64_t t = now_ns();
   const auto sent = static_cast<int64_t>(reinterpret_cast<intptr_t>(m->_private));
-  // Called on the poller thread (delivery_poller) and, at the end, on the
+  // Called on the poller thread and, at the end, on the
   // sending thread inside rd_kafka_flush; the lock orders them and the
   // final read.
   std::lock_guard g(st->mu);
@@ -43,41 +43,11 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   st->pub_ms.push_back(static_cast<double>(t - sent) / 1e6);
 }
 
-// Serves delivery reports on a thread of their own from construction to
-// destruction, so that an acknowledgement is timed when librdkafka hands it
-// over: the thread waits in rd_kafka_poll and wakes when one arrives. Timed
-// by the sending thread, it also counted however long that thread was away
-// (sleeping to its next message, or not scheduled: up to 3 ms on two busy
-// cores), which is no part of the broker's answer.
-class delivery_poller {
- public:
-  explicit delivery_poller(rd_kafka_t* rk)
-      : thread_([this, rk] {
-          while (!stop_.load()) rd_kafka_poll(rk, 10);
-        }) {}
-  ~delivery_poller() {
-    stop_ = true;
-    thread_.join();
-  }
-  delivery_poller(const delivery_poller&) = delete;
-  delivery_poller& operator=(const delivery_poller&) = delete;
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 struct topic_deleter {
   void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
 };
 
 }  // namespace
-
-double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
-                     int64_t t1_ns) {
-  if (!cpu0 || !cpu1 || t1_ns <= t0_ns) return -1;
-  return (*cpu1 - *cpu0) / (static_cast<double>(t1_ns - t0_ns) / 1e9);
-}
 
 produce_stats produce_phase(const produce_spec& spec) {
   producer_state ps;
@@ -92,7 +62,10 @@ produce_stats produce_phase(const produce_spec& spec) {
   client_ptr prod = make_client(RD_KAFKA_PRODUCER, c);
   std::unique_ptr<rd_kafka_topic_t, topic_deleter> t(
       rd_kafka_topic_new(prod.get(), spec.topic.c_str(), nullptr));
-  std::optional<delivery_poller> poller(std::in_place, prod.get());  // gone before prod
+  // Delivery reports are served on a thread of their own, so each is timed
+  // when librdkafka hands it over, not when the sender next gets round to it.
+  std::optional<repeat_thread> poller(
+      std::in_place, [rk = prod.get()] { rd_kafka_poll(rk, 10); }, std::chrono::milliseconds(0));
   // The clock starts once the producer knows the topic's partitions and
   // leaders, and so is connected to the broker: otherwise the first
   // milliseconds of messages wait for the connection and the metadata
@@ -115,7 +88,9 @@ produce_stats produce_phase(const produce_spec& spec) {
   double lag_max = 0;
   for (;;) {
     int64_t now = now_ns();
-    if (now >= end || (spec.max_messages > 0 && sent >= spec.max_messages)) break;
+    if (now >= end || (spec.max_messages > 0 && sent >= spec.max_messages) ||
+        (spec.stop && spec.stop->load()))
+      break;
     if (interval_ns > 0) {
       const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
       if (now < due) {
@@ -129,8 +104,12 @@ produce_stats produce_phase(const produce_spec& spec) {
     }
     std::memcpy(payload.data(), &now, sizeof now);
     const std::string* key = keys.empty() ? nullptr : &keys[sent % keys.size()];
+    const int32_t partition =
+        spec.round_robin_partitions > 0
+            ? static_cast<int32_t>(sent % static_cast<uint64_t>(spec.round_robin_partitions))
+            : RD_KAFKA_PARTITION_UA;
     for (;;) {
-      int rc = rd_kafka_produce(t.get(), RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payload.data(),
+      int rc = rd_kafka_produce(t.get(), partition, RD_KAFKA_MSG_F_COPY, payload.data(),
                                 payload.size(), key ? key->data() : nullptr, key ? key->size() : 0,
                                 reinterpret_cast<void*>(static_cast<intptr_t>(now)));
       if (rc == 0) break;
@@ -162,6 +141,27 @@ produce_stats produce_phase(const produce_spec& spec) {
   r.client_cores = cores_between(self0, self1, t0, t1);
   r.schedule_lag_max_ms = lag_max;
   return r;
+}
+
+background_produce::background_produce(produce_spec spec)
+    : thread_([this, spec = std::move(spec)]() mutable {
+        spec.stop = &stop_;
+        try {
+          stats_ = produce_phase(spec);
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      }) {}
+
+background_produce::~background_produce() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+produce_stats background_produce::finish() {
+  thread_.join();
+  if (error_) std::rethrow_exception(error_);
+  return std::move(stats_);
 }
 
 }  // namespace sluice::bench

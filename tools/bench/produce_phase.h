@@ -2,17 +2,20 @@
 
 // One timed produce phase with librdkafka, as the OpenMessaging Benchmark's
 // Kafka driver runs it: one producer, fixed or unlimited rate, publish latency
-// from the produce() call to its delivery report. Shared by the `broker` and
-// `maintenance` modes.
+// from the produce() call to its delivery report. Every mode's producers are
+// this one: the measured ones of `broker` and `maintenance`, and the data
+// sources of `group` and `maintenance`.
 //
 // Each message carries its send time (steady clock, nanoseconds) in its first
 // 8 bytes, so a consumer can measure end-to-end latency.
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <optional>
+#include <exception>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <sys/types.h>
@@ -29,7 +32,11 @@ struct produce_spec {
   uint64_t max_messages = 0;    // stop after this many (0 = no limit; `seconds` still applies)
   size_t message_bytes = 1024;  // at least 8 (the send time)
   int key_count = 0;            // 0: no keys; else keys "key-0".."key-(n-1)" in turn
-  pid_t broker_pid = 0;         // for the broker's CPU; 0 = not measured
+  // 0: librdkafka's partitioner; else message i goes to partition i % n, so
+  // every partition gets messages at an even pace.
+  int round_robin_partitions = 0;
+  const std::atomic<bool>* stop = nullptr;  // ends the phase early when it turns true
+  pid_t broker_pid = 0;                     // for the broker's CPU; 0 = not measured
 };
 
 struct produce_stats {
@@ -46,15 +53,29 @@ struct produce_stats {
 // another reason than a full queue.
 produce_stats produce_phase(const produce_spec& spec);
 
-// How many of a topic's `partitions` take a producer's messages at once,
-// so how many logs' syncs a message waits among (the group-commit floor's
-// file count). With keys, every partition does, and the broker's flusher
-// syncs them all in turn (librdkafka 2.0.2 sends each partition's batch in a
-// request of its own; those wait side by side). Without keys, librdkafka's
-// partitioner sends every message to one partition for
-// sticky.partitioning.linger.ms (10 by default), so one partition is synced
-// at a time; set to 0 in `producer_props` (KEY=VALUE), each message goes to
-// any partition, as with keys.
+// produce_phase on a thread of its own from construction. finish() waits for
+// the phase to end and returns its figures or rethrows its error; destruction
+// ends it early and waits.
+class background_produce {
+ public:
+  explicit background_produce(produce_spec spec);
+  ~background_produce();
+  background_produce(const background_produce&) = delete;
+  background_produce& operator=(const background_produce&) = delete;
+  produce_stats finish();
+
+ private:
+  std::atomic<bool> stop_{false};
+  produce_stats stats_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+// How many of a topic's `partitions` take a producer's messages at once, so
+// how many logs' syncs a message waits among (the group-commit floor's file
+// count): all of them with keys, or when `producer_props` (KEY=VALUE) sets
+// sticky.partitioning.linger.ms=0; else one, since librdkafka's partitioner
+// sends messages without a key to one partition for that linger (10 ms).
 inline int partitions_taking_messages(int partitions, bool keys,
                                       const std::vector<std::string>& producer_props) {
   if (keys) return partitions;
@@ -64,9 +85,5 @@ inline int partitions_taking_messages(int partitions, bool keys,
       return partitions;
   return 1;
 }
-
-// CPU cores busy between two process_cpu_seconds readings; -1 if unknown.
-double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
-                     int64_t t1_ns);
 
 }  // namespace sluice::bench

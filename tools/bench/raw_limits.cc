@@ -89,7 +89,6 @@ std::variant<timed_write, std::string> write_file_timed(const std::string& path,
   const int64_t t1 = now_ns();
   if (!keep) ::unlink(path.c_str());
   timed_write r;
-  r.bytes = written;
   r.bytes_per_s =
       static_cast<double>(written) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
   if (t_first)
@@ -154,30 +153,6 @@ rate raw_cached_read(const std::string& path, size_t chunk_bytes) {
   return static_cast<double>(pos) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
 }
 
-std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, double max_seconds,
-                                           std::string& error) {
-  const std::string path = dir + "/raw-fsync-latency.tmp";
-  std::vector<double> out;
-  fd_guard f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (f.fd < 0) {
-    error = os_error("open " + path);
-    return out;
-  }
-  auto buf = filled(4096);
-  const int64_t stop = now_ns() + static_cast<int64_t>(max_seconds * 1e9);
-  for (int i = 0; i < count && now_ns() < stop; ++i) {
-    const int64_t t0 = now_ns();
-    if (!write_all(f.fd, buf.data(), buf.size()) || ::fdatasync(f.fd) != 0) {
-      error = os_error("write+fdatasync " + path);
-      break;
-    }
-    out.push_back(static_cast<double>(now_ns() - t0) / 1e6);
-  }
-  ::unlink(path.c_str());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::vector<fsync_round> raw_fsync_rounds(const std::string& dir, int files, int threads, int count,
                                           double max_seconds, std::string& error) {
   std::vector<fsync_round> out;
@@ -233,6 +208,11 @@ std::vector<fsync_round> raw_fsync_rounds(const std::string& dir, int files, int
   fds.clear();
   for (const auto& p : paths) ::unlink(p.c_str());
   return out;
+}
+
+std::vector<double> raw_fsync_latencies_ms(const std::string& dir, int count, double max_seconds,
+                                           std::string& error) {
+  return round_latencies_ms(raw_fsync_rounds(dir, 1, 1, count, max_seconds, error));
 }
 
 std::vector<double> round_latencies_ms(const std::vector<fsync_round>& rounds) {

@@ -26,6 +26,18 @@ double percentile_sorted(const std::vector<double>& sorted, double p) {
   return sorted[std::min(i, sorted.size() - 1)];
 }
 
+paired_runs alternate(int repeats, const std::function<double()>& raw,
+                      const std::function<double()>& sluice) {
+  raw();
+  sluice();
+  paired_runs p;
+  for (int i = 0; i < repeats; ++i) {
+    p.raw.push_back(raw());
+    p.sluice.push_back(sluice());
+  }
+  return p;
+}
+
 json& json::operator[](const std::string& key) {
   auto& o = std::get<obj>(v_);
   for (auto& [k, v] : o)
@@ -185,6 +197,24 @@ std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
+}
+
+std::string verdict(bool applies, bool met) {
+  return !applies ? "(n/a for this config)" : met ? "met" : "MISSED";
+}
+
+double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
+                     int64_t t1_ns) {
+  if (!cpu0 || !cpu1 || t1_ns <= t0_ns) return -1;
+  return (*cpu1 - *cpu0) / (static_cast<double>(t1_ns - t0_ns) / 1e9);
+}
+
+std::string cores_text(double cores) {
+  return cores < 0 ? "n/a (too short to sample)" : fixed(cores) + " cores";
+}
+
+json cores_json(double cores) {
+  return cores < 0 ? json() : json(cores);
 }
 
 }  // namespace sluice::bench

@@ -1,22 +1,32 @@
 #pragma once
 
-// What both benchmark modes share: medians and percentiles, a clock, a tiny
-// JSON writer for `--json`, and /proc readers for a process's CPU and memory.
+// What every benchmark mode shares: the error it throws, medians and
+// percentiles, the raw/Sluice alternation, a clock, a tiny JSON writer for
+// `--json`, a repeating thread, and /proc readers for a process's CPU and
+// memory.
 //
 // Nothing here is thread-safe unless said so; each mode builds its report on
 // one thread after the measuring threads have joined.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
 #include <sys/types.h>
 
 namespace sluice::bench {
+
+// Thrown by a measurement that cannot go on; main() prints it and exits 1.
+struct bench_error {
+  std::string message;
+};
 
 inline constexpr double kMiB = 1024.0 * 1024.0;
 inline constexpr double kMB = 1e6;
@@ -33,6 +43,52 @@ double median(std::vector<double> v);
 
 // The p-th percentile (0..100) of sorted values, nearest rank; 0 for none.
 double percentile_sorted(const std::vector<double>& sorted, double p);
+
+// The median of one field over runs.
+template <class Run>
+double median_of(const std::vector<Run>& runs, double Run::*field) {
+  std::vector<double> v;
+  for (const auto& r : runs) v.push_back(r.*field);
+  return median(std::move(v));
+}
+
+// a / b, 0 when b is not positive.
+inline double ratio(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
+
+// Raw limit and Sluice measured alternately: one uncounted warm-up of each,
+// then `repeats` pairs, raw first (memory idle for a few seconds is slow to
+// touch again on the benchmark machine, so single runs swing).
+struct paired_runs {
+  std::vector<double> raw, sluice;
+};
+paired_runs alternate(int repeats, const std::function<double()>& raw,
+                      const std::function<double()>& sluice);
+
+// Calls `f` over and over, `pause` apart, on a thread of its own from
+// construction to destruction.
+class repeat_thread {
+ public:
+  explicit repeat_thread(std::function<void()> f,
+                         std::chrono::milliseconds pause = std::chrono::milliseconds(50))
+      : thread_([this, f = std::move(f), pause] {
+          while (!stop_.load()) {
+            f();
+            std::this_thread::sleep_for(pause);
+          }
+        }) {}
+  ~repeat_thread() {
+    stop_ = true;
+    thread_.join();
+  }
+  repeat_thread(const repeat_thread&) = delete;
+  repeat_thread& operator=(const repeat_thread&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // A JSON value built in memory and printed once. Object keys keep insertion
 // order so the output reads like the text report.
@@ -90,5 +146,16 @@ double load_average_1m();
 
 // "1.23" style formatting for the text report.
 std::string fixed(double v, int decimals = 2);
+
+// A target's verdict for the text report: "met", "MISSED", or "(n/a for
+// this config)" when the target is set for another configuration.
+std::string verdict(bool applies, bool met);
+
+// CPU cores busy between two process_cpu_seconds readings; -1 if unknown.
+double cores_between(std::optional<double> cpu0, std::optional<double> cpu1, int64_t t0_ns,
+                     int64_t t1_ns);
+// A CPU figure (-1: not measured) for the text report and for the JSON.
+std::string cores_text(double cores);
+json cores_json(double cores);
 
 }  // namespace sluice::bench

@@ -1,19 +1,13 @@
-// Storage benchmark. For each batch size it measures three things through
-// the partition log and, alternately in the same run and directory, the raw
-// equivalent with plain system calls:
+// Storage benchmark (see README.md): for each batch size, the partition log
+// against the raw equivalent with plain system calls on the same directory,
+// alternately (report.h, alternate):
 //
-//   append+fsync   several appender threads on one log, each appending a
-//                  batch and waiting for it to be durable (group commit via
-//                  the flusher); raw: write(2) + fdatasync every 1 MiB.
-//   append         one appender, log with fsync off (page cache only);
-//                  raw: write(2) of the same chunks.
-//   read (cached)  log::read regions of up to read_max_bytes then pread of
-//                  each region into one buffer, over data just written;
-//                  raw: pread of a cached file in read_max_bytes chunks.
-//
-// On this machine memory left idle is handed back to the host and is slow to
-// touch again, so each figure is the median of `repeats` runs taken raw,
-// Sluice, raw, Sluice ... after one uncounted warm-up pair.
+//   append_fsync     appender threads on one log, each waiting until its
+//                    batch is durable (group commit through the flusher);
+//                    raw: write(2) + fdatasync every 1 MiB.
+//   append_buffered  one appender, fsync off; raw: write(2), never synced.
+//   read_cached      log::read regions, each pread into one buffer; raw:
+//                    pread of a cached file in the same calls.
 
 #include "storage_bench.h"
 
@@ -55,10 +49,6 @@ std::vector<std::byte> make_batch(size_t target) {
   return b;
 }
 
-struct run_error {
-  std::string message;
-};
-
 // A log manager in a fresh subdirectory, removed with everything in it when
 // the scope ends.
 class scratch_log {
@@ -70,10 +60,10 @@ class scratch_log {
     cfg.data_dir = dir_;
     cfg.default_log.fsync = fsync;
     auto m = log_manager::open(io::filesystem::posix(), clock::system(), cfg);
-    if (!m.ok()) throw run_error{"opening a log manager in " + dir_ + ": " + m.err().message};
+    if (!m.ok()) throw bench_error{"opening a log manager in " + dir_ + ": " + m.err().message};
     mgr_ = std::move(m).value();
     auto l = mgr_->get_or_create({"bench", 0});
-    if (!l.ok()) throw run_error{"creating a log: " + l.err().message};
+    if (!l.ok()) throw bench_error{"creating a log: " + l.err().message};
     log_ = std::move(l).value();
   }
   ~scratch_log() {
@@ -93,11 +83,6 @@ class scratch_log {
 
 double bytes_per_sec(uint64_t bytes, int64_t t0, int64_t t1) {
   return static_cast<double>(bytes) * 1e9 / static_cast<double>(std::max<int64_t>(t1 - t0, 1));
-}
-
-double take(const rate& r) {
-  if (auto e = std::get_if<std::string>(&r)) throw run_error{*e};
-  return std::get<double>(r);
 }
 
 // `appenders` threads append copies of `batch` until `total` bytes are in,
@@ -134,7 +119,7 @@ double sluice_append_fsync(const std::string& dir, const std::vector<std::byte>&
   go = true;
   for (auto& t : ts) t.join();
   const int64_t t1 = now_ns();
-  if (!failure.empty()) throw run_error{"append with fsync: " + failure};
+  if (!failure.empty()) throw bench_error{"append with fsync: " + failure};
   return bytes_per_sec(appended.load(), t0, t1);
 }
 
@@ -146,7 +131,7 @@ double sluice_append_buffered(const std::string& dir, const std::vector<std::byt
   const int64_t t0 = now_ns();
   while (appended < total) {
     auto r = s.log().append(mine, leader_epoch(0));
-    if (!r.ok()) throw run_error{"append: " + r.err().message};
+    if (!r.ok()) throw bench_error{"append: " + r.err().message};
     appended += mine.size();
   }
   const int64_t t1 = now_ns();
@@ -161,12 +146,12 @@ double sluice_read(storage::log& l, size_t max_bytes, std::vector<char>& buf) {
   const int64_t t0 = now_ns();
   while (o < end) {
     auto r = l.read(o, max_bytes);
-    if (!r.ok()) throw run_error{"read: " + r.err().message};
+    if (!r.ok()) throw bench_error{"read: " + r.err().message};
     if (r->len == 0) break;
     for (uint64_t done = 0; done < r->len;) {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), r->len - done));
       auto n = r->file->pread(buf.data(), want, r->pos + done);
-      if (!n.ok() || *n == 0) throw run_error{"pread of a region failed"};
+      if (!n.ok() || *n == 0) throw bench_error{"pread of a region failed"};
       done += *n;
     }
     got += r->len;
@@ -178,43 +163,15 @@ double sluice_read(storage::log& l, size_t max_bytes, std::vector<char>& buf) {
 
 // Appends copies of `batch` to `l` and writes the same bytes to a plain file
 // at `raw_path`, one batch to each in turn, until `total` bytes are in each.
-void fill_in_turns(storage::log& l, const std::vector<std::byte>& batch, const std::string& raw_path,
-                   uint64_t total) {
-  const int fd = ::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw run_error{"opening " + raw_path};
+void fill_in_turns(storage::log& l, const std::vector<std::byte>& batch,
+                   const std::string& raw_path, uint64_t total) {
+  fd_guard f(::open(raw_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (f.fd < 0) throw bench_error{os_error("open " + raw_path)};
   auto b = batch;
   for (uint64_t w = 0; w < total; w += b.size()) {
-    if (auto r = l.append(b, leader_epoch(0)); !r.ok()) {
-      ::close(fd);
-      throw run_error{r.err().message};
-    }
-    for (size_t done = 0; done < b.size();) {
-      const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
-      if (n <= 0) {
-        ::close(fd);
-        throw run_error{"writing " + raw_path};
-      }
-      done += static_cast<size_t>(n);
-    }
+    if (auto r = l.append(b, leader_epoch(0)); !r.ok()) throw bench_error{r.err().message};
+    if (!write_all(f.fd, b.data(), b.size())) throw bench_error{os_error("write " + raw_path)};
   }
-  ::close(fd);
-}
-
-struct pair_result {
-  std::vector<double> raw, sluice;  // bytes per second, one per measured run
-};
-
-// Warm-up pair, then `repeats` pairs alternating raw and Sluice.
-pair_result alternate(int repeats, const std::function<double()>& raw,
-                      const std::function<double()>& sluice) {
-  raw();
-  sluice();
-  pair_result p;
-  for (int i = 0; i < repeats; ++i) {
-    p.raw.push_back(raw());
-    p.sluice.push_back(sluice());
-  }
-  return p;
 }
 
 struct row {
@@ -222,7 +179,7 @@ struct row {
   size_t batch_bytes;  // the actual batch: whole 1 KB records, no larger than the target
   std::string what;    // append_fsync, append_buffered, read_cached
   std::string raw_what;
-  pair_result r;
+  paired_runs r;
   double target;  // minimum ratio; 0 when none is set for this row
 };
 
@@ -313,43 +270,39 @@ int run_storage(const storage_options& o) {
   fs::create_directories(o.dir, ec);
   const std::string dir = o.dir + "/sluice-bench-" + std::to_string(::getpid());
   fs::create_directories(dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "sluice-bench storage: cannot create %s: %s\n", dir.c_str(),
-                 ec.message().c_str());
-    return 1;
-  }
+  if (ec) throw bench_error{"cannot create " + dir + ": " + ec.message()};
+  struct removed_at_end {
+    const std::string& dir;
+    ~removed_at_end() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
   const uint64_t total = o.mib_per_run << 20;
   const double load_before = load_average_1m();
   std::vector<row> rows;
-  try {
+  {
     for (size_t kib : o.batch_kib) {
       const auto batch = make_batch(kib << 10);
       const size_t chunk = batch.size();
       if (!o.json) std::fprintf(stderr, "measuring %zu KiB batches...\n", kib);
 
-      auto wanted = [&](const char* what) { return o.only.empty() || o.only == what; };
-      if (wanted("append_fsync"))
-        rows.push_back(
-            {kib, chunk, "append_fsync", "write+fdatasync every 1 MiB",
-             alternate(
-                 o.repeats,
-                 [&] { return take(raw_sync_write(dir, total, chunk, kSyncEveryBytes)); },
-                 [&] { return sluice_append_fsync(dir, batch, total, o.appenders); }),
-             kib == 1024 ? 0.85 : 0.0});
-      if (wanted("append_buffered"))
-        rows.push_back({kib, chunk, "append_buffered", "buffered write",
-                        alternate(
-                            o.repeats, [&] { return take(raw_buffered_write(dir, total, chunk)); },
-                            [&] { return sluice_append_buffered(dir, batch, total); }),
-                        0.8});
-
-      if (!wanted("read_cached")) continue;
-      // Read: the same bytes once in a log and once in a plain file, both
-      // just written and therefore cached; read passes alternate.
-      // The two are filled in turns, batch by batch: the page cache serves a
-      // file written later measurably faster (its pages come from a less
-      // fragmented pool), so writing one after the other would favour the
-      // second.
+      rows.push_back(
+          {kib, chunk, "append_fsync", "write+fdatasync every 1 MiB",
+           alternate(
+               o.repeats,
+               [&] { return or_throw(raw_sync_write(dir, total, chunk, kSyncEveryBytes)); },
+               [&] { return sluice_append_fsync(dir, batch, total, o.appenders); }),
+           kib == 1024 ? 0.85 : 0.0});
+      rows.push_back(
+          {kib, chunk, "append_buffered", "buffered write",
+           alternate(
+               o.repeats, [&] { return or_throw(raw_buffered_write(dir, total, chunk)); },
+               [&] { return sluice_append_buffered(dir, batch, total); }),
+           0.8});
+      // Read: the same bytes in a log and in a plain file, both just
+      // written and so cached. They are filled in turns, batch by batch:
+      // the page cache serves a file written later measurably faster.
       scratch_log s(dir, "read", false);
       const std::string raw_path = dir + "/raw-read.tmp";
       fill_in_turns(s.log(), batch, raw_path, total);
@@ -357,25 +310,17 @@ int run_storage(const storage_options& o) {
       rows.push_back(
           {kib, chunk, "read_cached", "pread of a cached file",
            alternate(
-               o.repeats, [&] { return take(raw_cached_read(raw_path, o.read_max_bytes)); },
+               o.repeats, [&] { return or_throw(raw_cached_read(raw_path, o.read_max_bytes)); },
                [&] { return sluice_read(s.log(), o.read_max_bytes, buf); }),
            0.8});
       ::unlink(raw_path.c_str());
     }
-  } catch (const run_error& e) {
-    std::fprintf(stderr, "sluice-bench storage: %s\n", e.message.c_str());
-    fs::remove_all(dir, ec);
-    return 1;
   }
 
   const double load_after = load_average_1m();
   std::string idle_err;
   auto idle = idle_rss(dir, o.idle_partitions, idle_err);
-  fs::remove_all(dir, ec);
-  if (!idle) {
-    std::fprintf(stderr, "sluice-bench storage: %s\n", idle_err.c_str());
-    return 1;
-  }
+  if (!idle) throw bench_error{idle_err};
   constexpr double kIdleTargetMiB = 64;
 
   if (o.json) {

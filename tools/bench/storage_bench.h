@@ -18,9 +18,7 @@ struct storage_options {
   int appenders = 4;           // threads sharing group-commit fsyncs
   std::vector<size_t> batch_kib = {16, 256, 1024};
   int idle_partitions = 1000;
-  size_t read_max_bytes = 1 << 20;
-  std::string only;  // one row kind (append_fsync, append_buffered, read_cached), for profiling  //
-                     // per log::read call (a fetch's per-partition default)
+  size_t read_max_bytes = 1 << 20;  // per log::read call (a fetch's per-partition default)
 };
 
 // Runs every measurement and prints the report; returns the exit status.
