@@ -14,6 +14,7 @@
 #include "cluster/partition_manager.h"
 #include "config/dynamic.h"
 #include "config/overrides_file.h"
+#include "storage/log.h"
 
 namespace sluice::cluster {
 namespace {

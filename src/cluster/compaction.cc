@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "protocol/records/record_batch.h"
+#include "storage/log.h"
 #include "storage/record_batch.h"
 
 namespace sluice::cluster {

@@ -50,8 +50,12 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "config/topic_config.h"
-#include "storage/log.h"
 #include "storage/log_manager.h"
+#include "storage/log_types.h"
+
+namespace sluice::storage {
+class log;
+}  // namespace sluice::storage
 
 namespace sluice::cluster {
 

@@ -1,4 +1,5 @@
 #include "cluster/partition.h"
+#include "storage/log.h"
 
 #include "base/crc32c.h"
 #include "base/endian.h"
@@ -83,6 +84,9 @@ status partition::delete_records_before(offset o) {
   if (o > high_watermark()) return status(errc::offset_out_of_range, "above the high watermark");
   return log_->advance_log_start(o);
 }
+
+offset partition::log_start_offset() const { return log_->log_start_offset(); }
+offset partition::log_end_offset() const { return log_->log_end_offset(); }
 
 std::vector<storage::segment_info> partition::segments() const { return log_->segments(); }
 

@@ -38,8 +38,11 @@
 #include "config/topic_config.h"
 #include "base/error.h"
 #include "cluster/producer_state.h"
-#include "storage/log.h"
-#include "storage/log_manager.h"
+#include "storage/log_types.h"
+
+namespace sluice::storage {
+class log;
+}  // namespace sluice::storage
 
 namespace sluice::cluster {
 
@@ -105,8 +108,8 @@ class partition {
   // Consumers read below it. This broker's log end offset while it is the
   // only in-sync replica (see the header comment).
   offset high_watermark() const;
-  offset log_start_offset() const { return log_->log_start_offset(); }
-  offset log_end_offset() const { return log_->log_end_offset(); }
+  offset log_start_offset() const;
+  offset log_end_offset() const;
   leader_epoch epoch() const;
   // A copy of the replica state, with this broker's log end offset current.
   replica_state replicas() const;

@@ -9,6 +9,7 @@
 #include "base/parallel.h"
 #include "cluster/broker_configs.h"
 #include "cluster/topic_table.h"
+#include "storage/log.h"
 
 namespace sluice::cluster {
 

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "cluster/partition_manager.h"
+#include "storage/log.h"
 
 namespace sluice::cluster {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "storage/log.h"
+#include "storage/log_types.h"
 
 namespace sluice::cluster {
 

@@ -1,4 +1,5 @@
 #include "storage/log_manager.h"
+#include "storage/log.h"
 
 #include <chrono>
 #include <cstdio>

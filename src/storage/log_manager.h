@@ -21,33 +21,16 @@
 
 #include "base/limits.h"
 #include "storage/file_deleter.h"
-#include "storage/log.h"
+#include "storage/log_types.h"
 #include "storage/scrubber.h"
 
 namespace sluice::storage {
 
-struct topic_partition {
-  std::string topic;
-  int32_t partition = 0;
-  auto operator<=>(const topic_partition&) const = default;
-  // The partition's directory name: "<topic>-<partition>" when that fits in
-  // `max_bytes`, otherwise "<first 200 bytes of topic>~<16 hex digits of
-  // FNV-1a 64 of the whole topic>-<partition>" (at most 228 bytes, see
-  // docs/log_format.md). '~' is not a topic character, so the two forms
-  // never meet. Only topics longer than 244 bytes with large partition
-  // numbers take the second form; every name that fitted before keeps its
-  // plain form, so data directories written by earlier versions open
-  // unchanged. The same name (with max_bytes 251, leaving room for ".tmp")
-  // names the partition's producer snapshot.
-  std::string dir_name(size_t max_bytes = limits::max_file_name_bytes) const;
-  // Whether `dir_name` has the shape of a partition directory (either form,
-  // ending in "-<partition>"). The topic cannot be recovered from the
-  // hashed form, so the directory name, not the topic, is the key.
-  static bool is_dir_name(const std::string& dir_name);
-  // Parses a plain directory name "<topic>-<partition>"; nullopt when it is
-  // not one (the hashed form included).
-  static std::optional<topic_partition> parse(const std::string& dir_name);
-};
+class file_cache;
+class flusher;
+class log;
+struct log_context;
+
 
 // The topic-name prefix kept by the hashed directory form, and the stem
 // "<prefix>~<hash>" that two topics would share if their directories could

@@ -1,4 +1,5 @@
 #include "storage/scrubber.h"
+#include "storage/log.h"
 
 #include <algorithm>
 #include <chrono>

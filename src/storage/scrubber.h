@@ -27,9 +27,11 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "storage/log.h"
+#include "storage/log_types.h"
 
 namespace sluice::storage {
+
+class log;
 
 struct scrub_stats {
   uint64_t bytes = 0;           // read and checked since start

@@ -16,6 +16,7 @@
 #include "protocol/records/record_batch.h"
 #include "raw_limits.h"
 #include "report.h"
+#include "storage/log.h"
 #include "storage/log_manager.h"
 
 namespace sluice::bench {

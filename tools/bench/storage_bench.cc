@@ -25,6 +25,7 @@
 #include "raw_limits.h"
 #include "report.h"
 #include "storage/batch_builder.h"
+#include "storage/log.h"
 #include "storage/log_manager.h"
 
 namespace sluice::bench {
