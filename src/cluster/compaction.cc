@@ -9,14 +9,14 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "cluster/partition_manager.h"
+#include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 #include "storage/log.h"
-#include "storage/record_batch.h"
 
 namespace sluice::cluster {
 
 namespace records = protocol::records;
-namespace sbatch = storage::batch;
+namespace batch = model::batch;
 
 namespace {
 
@@ -143,10 +143,10 @@ status for_each_batch(storage::log& log, offset base, const std::atomic<bool>& s
     if (got != r.len) return status(errc::io_error, log.name() + ": short read while cleaning");
     size_t at = 0;
     while (at < buf.size()) {
-      if (buf.size() - at < sbatch::header_bytes)
+      if (buf.size() - at < batch::header_bytes)
         return status(errc::corrupt_data, log.name() + ": partial batch");
-      const auto h = sbatch::parse(buf.data() + at);
-      SLUICE_TRY(sbatch::check(h, buf.size() - at, sbatch::strictness::stored));
+      const auto h = batch::parse(buf.data() + at);
+      SLUICE_TRY(batch::check(h, buf.size() - at, batch::strictness::stored));
       SLUICE_TRY(fn(h, std::span<const std::byte>(buf).subspan(at, h.size_bytes())));
       at += h.size_bytes();
     }
@@ -165,14 +165,14 @@ result<offset> build_map(clean_context& c, const std::vector<storage::segment_in
     if (s.next <= first_dirty) continue;
     SLUICE_TRY(for_each_batch(
         c.log, s.base, c.stop,
-        [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
+        [&](const batch::header& h, std::span<const std::byte> b) -> status {
           if (full || h.last_offset() < first_dirty) return {};
-          if ((h.attributes & protocol::records::attr::control) == 0) {
+          if (!h.is_control()) {
             auto d = records::decode_batch(as_u8(b));
             if (!d.ok()) return d.to_status();
             for (const auto& r : d->records) {
               if (!r.key) continue;
-              if (!c.map.put(offset_map::hash(*r.key), h.base.value() + r.offset_delta)) {
+              if (!c.map.put(offset_map::hash(*r.key), h.base_offset.value() + r.offset_delta)) {
                 full = true;  // what was put of this batch is true, and harmless
                 return {};
               }
@@ -191,7 +191,7 @@ std::vector<uint8_t> copy_of(std::span<const uint8_t> s) {
 }
 
 // Decides one batch: appends what stays of it to `out`.
-status filter_batch(clean_context& c, const sbatch::header& h, std::span<const std::byte> bytes,
+status filter_batch(clean_context& c, const batch::header& h, std::span<const std::byte> bytes,
                     std::vector<std::byte>& out) {
   auto keep_whole = [&] {
     out.insert(out.end(), bytes.begin(), bytes.end());
@@ -201,19 +201,19 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
     c.out.records_removed += static_cast<uint64_t>(h.records_count);
     return {};
   }
-  if (h.attributes & protocol::records::attr::control) return keep_whole();
+  if (h.is_control()) return keep_whole();
   auto d = records::decode_batch(as_u8(bytes));
   if (!d.ok()) {
     SLUICE_LOG_WARN("{}: cleaner keeps an undecodable batch at {}: {}", c.log.name(),
-                    h.base.value(), d.err().message);
+                    h.base_offset.value(), d.err().message);
     return keep_whole();
   }
-  const bool horizon_set = (h.attributes & protocol::records::attr::delete_horizon) != 0;
+  const bool horizon_set = h.has_delete_horizon();
   const int64_t horizon = d->header.base_timestamp;
   std::vector<const records::record*> kept;
   bool tombstone_kept = false;
   for (const auto& r : d->records) {
-    const int64_t off = h.base.value() + r.offset_delta;
+    const int64_t off = h.base_offset.value() + r.offset_delta;
     bool keep = true;
     if (r.key) {
       auto newest = c.map.get(offset_map::hash(*r.key));
@@ -232,13 +232,13 @@ status filter_batch(clean_context& c, const sbatch::header& h, std::span<const s
     if (tombstone_kept) c.out.next_horizon_ms = std::min(c.out.next_horizon_ms, horizon);
     return keep_whole();
   }
-  if (kept.empty() && !c.producer_last.count(h.base.value())) return {};
+  if (kept.empty() && !c.producer_last.count(h.base_offset.value())) return {};
   records::batch_options o;
-  o.base_offset = h.base.value();
-  o.partition_leader_epoch = h.epoch;
+  o.base_offset = h.base_offset.value();
+  o.partition_leader_epoch = h.partition_leader_epoch;
   o.codec = d->header.codec();
   o.ts_type = d->header.ts_type();
-  if (o.ts_type == records::timestamp_type::log_append_time)
+  if (o.ts_type == model::timestamp_type::log_append_time)
     o.log_append_time_ms = d->header.max_timestamp;
   o.transactional = d->header.is_transactional();
   o.producer_id = d->header.producer_id;
@@ -282,7 +282,7 @@ status clean_group(clean_context& c, const std::vector<storage::segment_info>& s
   for (size_t i = first; i < after; ++i) {
     read += segs[i].size_bytes;
     SLUICE_TRY(for_each_batch(c.log, segs[i].base, c.stop,
-                              [&](const sbatch::header& h, std::span<const std::byte> b) -> status {
+                              [&](const batch::header& h, std::span<const std::byte> b) -> status {
                                 SLUICE_TRY(filter_batch(c, h, b, out));
                                 if (out.size() >= limits::cleaner_write_chunk_bytes) {
                                   SLUICE_TRY(rw->append(out));

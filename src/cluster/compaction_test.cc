@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 #include "storage/test_util.h"
 
@@ -94,7 +95,7 @@ class Compaction : public ::testing::Test {
   // Every record readable from the log start, per key in offset order;
   // checks every batch's CRC, codec and ascending offsets on the way.
   std::map<std::string, std::vector<seen_record>> read_all(
-      int* batches_out = nullptr, std::vector<records::batch_header>* headers = nullptr) {
+      int* batches_out = nullptr, std::vector<model::batch::header>* headers = nullptr) {
     std::map<std::string, std::vector<seen_record>> out;
     offset o = log_->log_start_offset();
     int64_t last = -1;
@@ -107,24 +108,24 @@ class Compaction : public ::testing::Test {
           records::split_batches(std::span(reinterpret_cast<const uint8_t*>(r->data()), r->size()));
       EXPECT_TRUE(split.ok());
       for (auto b : *split) {
-        EXPECT_TRUE(records::crc_matches(b));
+        EXPECT_TRUE(model::batch::crc_matches(b));
         auto d = records::decode_batch(b);
         EXPECT_TRUE(d.ok()) << d.err().message;
         if (!d.ok()) return out;
-        EXPECT_GT(d->header.base_offset, last);
-        EXPECT_EQ(d->header.codec(), codecs_[d->header.base_offset])
-            << "batch at " << d->header.base_offset;
+        EXPECT_GT(d->header.base_offset.value(), last);
+        EXPECT_EQ(d->header.codec(), codecs_[d->header.base_offset.value()])
+            << "batch at " << d->header.base_offset.value();
         ++batches;
         if (headers) headers->push_back(d->header);
         for (const auto& rec : d->records) {
           std::string k(rec.key->begin(), rec.key->end());
           std::optional<std::string> v;
           if (rec.value) v = std::string(rec.value->begin(), rec.value->end());
-          out[k].push_back({d->header.base_offset + rec.offset_delta, v,
+          out[k].push_back({d->header.base_offset.value() + rec.offset_delta, v,
                             d->header.base_timestamp + rec.timestamp_delta});
           EXPECT_EQ(rec.headers.size(), 1u);
         }
-        last = d->header.last_offset();
+        last = d->header.last_offset().value();
       }
       o = offset(last + 1);
     }
@@ -225,11 +226,11 @@ TEST_F(Compaction, TombstonesStayForDeleteRetentionThenGo) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->next_horizon_ms, env_.clk.now_ms() + cfg_.delete_retention_ms);
   expect_newest_only(false);  // the tombstones are still there
-  std::vector<records::batch_header> hs;
+  std::vector<model::batch::header> hs;
   read_all(nullptr, &hs);
   int with_horizon = 0;
   for (const auto& h : hs)
-    if (h.attributes & records::attr::delete_horizon) ++with_horizon;
+    if (h.has_delete_horizon()) ++with_horizon;
   EXPECT_EQ(with_horizon, 2);
   // Before the horizon nothing changes; after it the tombstones go.
   env_.clk.advance_ms(cfg_.delete_retention_ms - 1);
@@ -269,10 +270,10 @@ TEST_F(Compaction, AnIdempotentProducersLastBatchStaysEmptied) {
   roll();
   offset_map map(1 << 20);
   ASSERT_TRUE(clean(map, {last_of_producer}).ok());
-  std::vector<records::batch_header> hs;
+  std::vector<model::batch::header> hs;
   read_all(nullptr, &hs);
   auto it = std::find_if(hs.begin(), hs.end(),
-                         [&](const auto& h) { return h.base_offset == last_of_producer.value(); });
+                         [&](const auto& h) { return h.base_offset == last_of_producer; });
   ASSERT_NE(it, hs.end());
   EXPECT_EQ(it->records_count, 0);
   EXPECT_EQ(it->last_offset_delta, 1);

@@ -1,17 +1,14 @@
 #include "cluster/partition.h"
 #include "storage/log.h"
 
-#include "base/crc32c.h"
-#include "base/endian.h"
 #include "base/limits.h"
 #include "base/log.h"
-#include "protocol/records/record_batch.h"
+#include "model/record_batch.h"
 #include "protocol/records/validate.h"
-#include "storage/record_batch.h"
 
 namespace sluice::cluster {
 
-namespace batch = storage::batch;
+namespace batch = model::batch;
 
 storage::log_config to_log_config(const config::topic_config& cfg) {
   storage::log_config l;
@@ -69,12 +66,12 @@ result<std::optional<storage::timestamp_lookup>> partition::offset_of_max_timest
 
 std::optional<int64_t> partition::batch_time_at(offset o) {
   auto region = log_->read(o, 1, high_watermark());
-  if (!region.ok() || region->len < storage::batch::header_bytes || !region->file) return std::nullopt;
-  std::byte buf[storage::batch::header_bytes];
+  if (!region.ok() || region->len < batch::header_bytes || !region->file) return std::nullopt;
+  std::byte buf[batch::header_bytes];
   auto n = region->file->pread(buf, sizeof buf, region->pos);
   if (!n.ok() || *n != sizeof buf) return std::nullopt;
-  const auto h = storage::batch::parse(buf);
-  const bool log_append_time = (h.attributes & protocol::records::attr::log_append_time) != 0;
+  const auto h = batch::parse(buf);
+  const bool log_append_time = h.ts_type() == model::timestamp_type::log_append_time;
   const int64_t ts = log_append_time ? h.max_timestamp : h.base_timestamp;
   if (ts < 0) return std::nullopt;
   return ts;
@@ -144,7 +141,7 @@ status partition::load_producers() {
       auto h = batch::parse(bytes.data() + pos);
       SLUICE_TRY(batch::check(h, bytes.size() - pos, batch::strictness::stored));
       if (h.last_offset() >= from) {
-        producers_.record(producer_batch::from_header(bytes.data() + pos), h.base, h.last_offset());
+        producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());
       }
       next = h.last_offset() + 1;
       pos += h.size_bytes();
@@ -186,11 +183,11 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   if (h.size_bytes() != bytes.size()) {
     return fail(errc::invalid_record, "a produce request must hold exactly one record batch per partition");
   }
-  const auto pb = producer_batch::from_header(bytes.data());
+  const auto pb = producer_batch::from_header(h);
   if (pb.transactional) {
     return fail(errc::invalid_txn_state, "transactions are not supported yet");
   }
-  if ((h.attributes & protocol::records::attr::control) != 0) {
+  if (h.is_control()) {
     return fail(errc::invalid_record, "producers may not send control batches");
   }
   // The CRC is checked before anything else looks at the batch.
@@ -209,19 +206,18 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   // so the broker writes it as Kafka does: the broker's time for
   // LogAppendTime (with the attribute bit), else the largest record
   // timestamp, whatever the client put there (some write -1). Both fields
-  // are inside the CRC.
-  int16_t attrs = h.attributes;
-  int64_t max_ts = facts->max_timestamp;
+  // are inside the CRC, so it is computed again, for this batch only, when
+  // either changed; a batch that already says the truth keeps its bytes.
+  batch::header stored = h;
+  stored.max_timestamp = facts->max_timestamp;
   if (cfg.message_timestamp_type == config::timestamp_type::log_append_time) {
-    attrs = static_cast<int16_t>(attrs | protocol::records::attr::log_append_time);
-    max_ts = now_ms;
+    stored.attributes = static_cast<int16_t>(stored.attributes | model::attr::log_append_time);
+    stored.max_timestamp = now_ms;
     out.log_append_time_ms = now_ms;
   }
-  if (attrs != h.attributes || max_ts != h.max_timestamp) {
-    store_be<int16_t>(bytes.data() + batch::attributes_pos, attrs);
-    store_be<int64_t>(bytes.data() + batch::max_timestamp_pos, max_ts);
-    uint32_t crc = crc32c(bytes.data() + batch::attributes_pos, bytes.size() - batch::attributes_pos);
-    store_be<uint32_t>(bytes.data() + batch::crc_pos, crc);
+  if (stored.attributes != h.attributes || stored.max_timestamp != h.max_timestamp) {
+    batch::write(bytes.data(), stored);
+    batch::update_crc(bytes);
   }
 
   {
@@ -235,7 +231,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
       return out;
     }
     // The CRC was checked above (or recomputed with the max timestamp).
-    auto r = log_->append(bytes, epoch(), storage::batch::crc_check::already_verified);
+    auto r = log_->append(bytes, epoch(), batch::crc_check::already_verified);
     if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);

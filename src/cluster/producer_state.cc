@@ -7,13 +7,12 @@
 #include "base/crc32c.h"
 #include "base/endian.h"
 #include "base/limits.h"
-#include "protocol/records/record_batch.h"
-#include "storage/record_batch.h"
+#include "model/record_batch.h"
 
 namespace sluice::cluster {
 namespace {
 
-namespace batch = storage::batch;
+namespace batch = model::batch;
 
 // The sequence that follows `s` (sequences wrap from INT32_MAX to 0).
 int32_t next_sequence(int32_t s) { return s == INT32_MAX ? 0 : s + 1; }
@@ -23,16 +22,15 @@ constexpr uint16_t snapshot_version = 1;
 
 }  // namespace
 
-producer_batch producer_batch::from_header(const std::byte* p) {
+producer_batch producer_batch::from_header(const batch::header& h) {
   producer_batch b;
-  b.producer_id = load_be<int64_t>(p + batch::producer_id_pos);
-  b.producer_epoch = load_be<int16_t>(p + batch::producer_epoch_pos);
-  b.first_sequence = load_be<int32_t>(p + batch::base_sequence_pos);
-  int32_t delta = load_be<int32_t>(p + batch::last_delta_pos);
-  int64_t last = static_cast<int64_t>(b.first_sequence) + delta;
+  b.producer_id = h.producer_id;
+  b.producer_epoch = h.producer_epoch;
+  b.first_sequence = h.base_sequence;
+  int64_t last = static_cast<int64_t>(b.first_sequence) + h.last_offset_delta;
   b.last_sequence = static_cast<int32_t>(last > INT32_MAX ? last - INT32_MAX - 1 : last);
-  b.max_timestamp = load_be<int64_t>(p + batch::max_timestamp_pos);
-  b.transactional = (load_be<int16_t>(p + batch::attributes_pos) & protocol::records::attr::transactional) != 0;
+  b.max_timestamp = h.max_timestamp;
+  b.transactional = h.is_transactional();
   return b;
 }
 
@@ -110,7 +108,7 @@ status producer_state::replay(std::span<const std::byte> batches) {
     const std::byte* p = batches.data() + pos;
     batch::header h = batch::parse(p);
     SLUICE_TRY(batch::check(h, batches.size() - pos, batch::strictness::stored));
-    record(producer_batch::from_header(p), h.base, h.last_offset());
+    record(producer_batch::from_header(h), h.base_offset, h.last_offset());
     pos += h.size_bytes();
   }
   if (pos != batches.size()) return status(errc::corrupt_data, "partial batch in producer state replay");

@@ -26,6 +26,7 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "io/file.h"
+#include "model/record_batch.h"
 #include "base/error.h"
 #include "base/limits.h"
 
@@ -40,8 +41,8 @@ struct producer_batch {
   int64_t max_timestamp = -1;
   bool transactional = false;
 
-  // Reads the fields from a batch header (at least 61 bytes).
-  static producer_batch from_header(const std::byte* batch);
+  // The fields of a parsed batch header.
+  static producer_batch from_header(const model::batch::header& h);
   bool idempotent() const { return producer_id >= 0; }
 };
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "model/record_batch.h"
 #include "storage/batch_builder.h"
 
 namespace sluice::cluster {
@@ -81,8 +82,7 @@ TEST(ProducerState, ReplayFromBatchesAndSnapshot) {
     spec.base_sequence = i * 4;
     auto b = storage::build_batch(spec);
     // Stamp the base offset as the log would.
-    for (int k = 0; k < 8; ++k) b[k] = std::byte(0);
-    b[7] = std::byte(i * 4);
+    model::batch::stamp(b.data(), offset(i * 4), leader_epoch(-1));
     log.insert(log.end(), b.begin(), b.end());
   }
   producer_state s;

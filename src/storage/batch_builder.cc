@@ -1,10 +1,10 @@
 #include "storage/batch_builder.h"
 
-#include "base/crc32c.h"
-#include "base/endian.h"
-#include "storage/record_batch.h"
+#include "model/record_batch.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 void put_varlong(std::vector<std::byte>& out, int64_t v) {
@@ -45,22 +45,19 @@ std::vector<std::byte> build_batch(const batch_spec& spec) {
     auto r = build_record(spec, i);
     b.insert(b.end(), r.begin(), r.end());
   }
-  std::byte* p = b.data();
-  store_be<int64_t>(p + batch::base_offset_pos, 0);
-  store_be<int32_t>(p + batch::length_pos, static_cast<int32_t>(b.size() - batch::length_field_end));
-  store_be<int32_t>(p + batch::epoch_pos, -1);
-  store_be<int8_t>(p + batch::magic_pos, 2);
-  store_be<int16_t>(p + batch::attributes_pos, 0);
-  store_be<int32_t>(p + batch::last_delta_pos, spec.records - 1);
-  store_be<int64_t>(p + batch::base_timestamp_pos, spec.base_timestamp);
-  store_be<int64_t>(p + batch::max_timestamp_pos,
-                    spec.base_timestamp + int64_t{spec.records - 1} * spec.timestamp_step);
-  store_be<int64_t>(p + batch::producer_id_pos, spec.producer_id);
-  store_be<int16_t>(p + batch::producer_epoch_pos, spec.producer_epoch);
-  store_be<int32_t>(p + batch::base_sequence_pos, spec.base_sequence);
-  store_be<int32_t>(p + batch::records_count_pos, spec.records);
-  const size_t crc_len = b.size() - batch::attributes_pos;
-  store_be<uint32_t>(p + batch::crc_pos, crc32c(p + batch::attributes_pos, crc_len));
+  batch::header h;
+  h.base_offset = offset(0);
+  h.batch_length = static_cast<int32_t>(b.size() - batch::length_field_end);
+  h.partition_leader_epoch = -1;
+  h.last_offset_delta = spec.records - 1;
+  h.base_timestamp = spec.base_timestamp;
+  h.max_timestamp = spec.base_timestamp + int64_t{spec.records - 1} * spec.timestamp_step;
+  h.producer_id = spec.producer_id;
+  h.producer_epoch = spec.producer_epoch;
+  h.base_sequence = spec.base_sequence;
+  h.records_count = spec.records;
+  batch::write(b.data(), h);
+  batch::update_crc(b);
   return b;
 }
 

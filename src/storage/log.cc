@@ -8,15 +8,17 @@
 #include <future>
 
 #include "base/log.h"
+#include "model/record_batch.h"
 #include "storage/checkpoint.h"
 #include "storage/log_files.h"
 #include "storage/file_deleter.h"
 #include "storage/flusher.h"
-#include "storage/record_batch.h"
 #include "storage/scrubber.h"
 #include "storage/segment.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 
 status log_config::validate() const {
   auto bad = [](const std::string& what) { return status(errc::invalid_config, what + " out of range"); };
@@ -136,26 +138,27 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
     size_t pos = 0;
     for (auto& h : hs) {
       batch::stamp(batches.data() + pos, next, *epoch);
-      h.base = next;
-      h.epoch = epoch->value();
+      h.base_offset = next;
+      h.partition_leader_epoch = epoch->value();
       next = h.last_offset() + 1;
       pos += h.size_bytes();
     }
   } else {
     for (const auto& h : hs) {
-      if (h.base < next)
-        return error{errc::invalid_argument, name_ + ": replicated batch at " + std::to_string(h.base.value()) +
-                                                 " below the log end offset " + std::to_string(next.value())};
+      if (h.base_offset < next)
+        return error{errc::invalid_argument, name_ + ": replicated batch at " +
+                                                 std::to_string(h.base_offset.value()) + " below the log end offset " +
+                                                 std::to_string(next.value())};
       next = h.last_offset() + 1;
     }
   }
-  const offset first = hs.front().base, last = hs.back().last_offset();
+  const offset first = hs.front().base_offset, last = hs.back().last_offset();
   if (last - first > INT32_MAX) return error{errc::invalid_record, name_ + ": batches span too many offsets"};
   SLUICE_TRY(maybe_roll(batches.size(), last, ask));
   if (last - active().base() > INT32_MAX)  // only a replicated gap into an empty segment gets here
     return error{errc::invalid_record, name_ + ": offsets too far from the segment base"};
   for (const auto& h : hs) {
-    auto st = note_epoch(leader_epoch(h.epoch), h.base);
+    auto st = note_epoch(leader_epoch(h.partition_leader_epoch), h.base_offset);
     if (!st.ok()) return go_offline(st.err()).err();
   }
   files_unchanged_ = false;
@@ -307,7 +310,7 @@ status log::truncate_locked(offset o) {
   segment& seg = *segments_[idx];
   auto loc = seg.locate(o);
   if (!loc.ok()) return go_offline(loc.err());
-  if (*loc && (*loc)->h.base < start) return truncate_fully_locked(o);
+  if (*loc && (*loc)->h.base_offset < start) return truncate_fully_locked(o);
   ++truncations_;
   // Lower the recovery point first: if we crash half way, the next open
   // rescans the cut segment instead of trusting its old indexes.
@@ -673,7 +676,7 @@ result<file_region> log::read_locked(offset o, size_t max_bytes, std::optional<o
     SLUICE_ASSIGN_OR_RETURN(offset next, seg.offset_at(stop));
     SLUICE_ASSIGN_OR_RETURN(auto f, seg.file());
     if (!seg.verified(loc->pos, stop)) check = read_check{true, seg.id(), truncations_, seg.size(), seg.base()};
-    return file_region{std::move(f), loc->pos, stop - loc->pos, loc->h.base, next};
+    return file_region{std::move(f), loc->pos, stop - loc->pos, loc->h.base_offset, next};
   }
   return none;
 }
@@ -694,7 +697,9 @@ result<std::optional<timestamp_lookup>> log::offset_for_timestamp(int64_t ts_ms)
   for (auto& seg : segments_) {
     if (seg->empty() || seg->max_timestamp() < ts_ms || seg->next() <= start) continue;
     SLUICE_ASSIGN_OR_RETURN(auto loc, seg->locate_time(ts_ms, start));
-    if (loc) return std::optional<timestamp_lookup>(timestamp_lookup{std::max(loc->h.base, start), loc->h.max_timestamp});
+    if (loc)
+      return std::optional<timestamp_lookup>(
+          timestamp_lookup{std::max(loc->h.base_offset, start), loc->h.max_timestamp});
   }
   return std::optional<timestamp_lookup>();
 }
@@ -720,7 +725,7 @@ result<std::optional<timestamp_lookup>> log::offset_of_max_timestamp() {
   }
   if (!best || best->h.max_timestamp < 0) return std::optional<timestamp_lookup>();
   return std::optional<timestamp_lookup>(
-      timestamp_lookup{std::max(best->h.base, start), best->h.max_timestamp});
+      timestamp_lookup{std::max(best->h.base_offset, start), best->h.max_timestamp});
 }
 
 // ---- Management ----------------------------------------------------------------

@@ -56,8 +56,8 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "io/file.h"
+#include "model/record_batch.h"
 #include "storage/log_types.h"
-#include "storage/record_batch.h"
 
 namespace sluice::storage {
 
@@ -150,7 +150,7 @@ class log : public std::enable_shared_from_this<log> {
   // (partition::append does, once per produced batch); the log then checks
   // the headers only.
   result<append_result> append(std::span<std::byte> batches, leader_epoch epoch,
-                               batch::crc_check crc = batch::crc_check::verify);
+                               model::batch::crc_check crc = model::batch::crc_check::verify);
   // Appends batches as a follower: offsets and epochs are kept as in the
   // bytes; the first base offset must be >= the log end offset.
   result<append_result> append_replicated(std::span<std::byte> batches);
@@ -359,12 +359,12 @@ class log : public std::enable_shared_from_this<log> {
     bool now = false;       // flush.messages reached, or a roll left a segment to seal
     int64_t after_ms = -1;  // arm the flush.ms timer
   };
-  result<append_result> append_and_ask(std::span<std::byte> batches, batch::crc_check crc,
+  result<append_result> append_and_ask(std::span<std::byte> batches, model::batch::crc_check crc,
                                        std::optional<leader_epoch> epoch);
   void ask_flusher(const flush_ask& ask);
 
   // Writing, all with mu_ held.
-  result<append_result> append_locked(std::span<std::byte> batches, batch::crc_check crc,
+  result<append_result> append_locked(std::span<std::byte> batches, model::batch::crc_check crc,
                                       std::optional<leader_epoch> epoch, flush_ask& ask);
   status maybe_roll(size_t incoming_bytes, offset incoming_last, flush_ask& ask);
   // Closes the active segment (unsealed: see seal_closed) and starts the

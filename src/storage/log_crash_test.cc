@@ -22,6 +22,8 @@
 #include "storage/test_util.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 using testing::temp_dir;
@@ -135,7 +137,7 @@ TEST(LogCrash, KilledAppenderLosesNothingReportedDurable) {
       ASSERT_TRUE(r.ok());
       std::vector<batch::header> hs;
       ASSERT_TRUE(batch::check_all(*r, batch::strictness::leader, hs).ok()) << "torn or corrupt batch at " << o.value();
-      ASSERT_EQ(hs.front().base, o);
+      ASSERT_EQ(hs.front().base_offset, o);
       o = hs.back().last_offset() + 1;
     }
     ASSERT_TRUE((*m)->shutdown().ok());

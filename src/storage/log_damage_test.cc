@@ -19,6 +19,8 @@
 #include "storage/test_util.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 using testing::log_env;
@@ -113,9 +115,9 @@ std::map<int64_t, std::vector<std::byte>> read_content(log& l) {
     if (!st.ok()) break;
     size_t pos = 0;
     for (const auto& h : hs) {
-      EXPECT_GT(h.base.value(), last);
+      EXPECT_GT(h.base_offset.value(), last);
       last = h.last_offset().value();
-      out[h.base.value()] = std::vector<std::byte>(r->begin() + static_cast<ptrdiff_t>(pos),
+      out[h.base_offset.value()] = std::vector<std::byte>(r->begin() + static_cast<ptrdiff_t>(pos),
                                                    r->begin() + static_cast<ptrdiff_t>(pos + h.size_bytes()));
       pos += h.size_bytes();
     }
@@ -155,8 +157,9 @@ TEST(LogDamage, CrashRecoveryKeepsIntactBatchesAfterAFlippedBit) {
   }
   const written& victim = ws[5];
   // The length, magic, CRC, CRC-covered header fields and records.
-  for (size_t at : {size_t{9}, size_t{11}, size_t{16}, size_t{18}, size_t{22}, size_t{40}, size_t{58},
-                    size_t{61}, victim.bytes.size() / 2, victim.bytes.size() - 1}) {
+  for (size_t at : {batch::length_pos + 1, batch::length_pos + 3, batch::magic_pos, batch::crc_pos + 1,
+                    batch::attributes_pos + 1, batch::max_timestamp_pos + 5, batch::records_count_pos + 1,
+                    batch::header_bytes, victim.bytes.size() / 2, victim.bytes.size() - 1}) {
     SCOPED_TRACE("byte " + std::to_string(at));
     const std::string dir = tmp.sub("flip-" + std::to_string(at));
     std::filesystem::copy(seed_dir, dir);
@@ -513,7 +516,7 @@ TEST(LogDamage, ReadSegmentChecksAndSkipsDamageToo) {
     ASSERT_TRUE(batch::check_all(bytes, batch::strictness::stored, hs).ok());
     size_t at = 0;
     for (const auto& h : hs) {
-      got[h.base.value()] = std::vector<std::byte>(bytes.begin() + static_cast<ptrdiff_t>(at),
+      got[h.base_offset.value()] = std::vector<std::byte>(bytes.begin() + static_cast<ptrdiff_t>(at),
                                                    bytes.begin() + static_cast<ptrdiff_t>(at + h.size_bytes()));
       at += h.size_bytes();
     }

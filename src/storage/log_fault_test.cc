@@ -9,11 +9,14 @@
 #include <gtest/gtest.h>
 
 #include "io/fault_fs.h"
+#include "model/record_batch.h"
 #include "storage/log.h"
 #include "storage/segment.h"
 #include "storage/test_util.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 using testing::log_env;
@@ -123,7 +126,8 @@ TEST(LogFault, FlippedBitInMiddleBatchIsRemovedAndLaterBatchesKept) {
   }
   const written& victim = ws[5];
   // Bytes in the length, magic, CRC, CRC-covered header fields and records.
-  for (size_t at : {size_t{9}, size_t{16}, size_t{18}, size_t{22}, size_t{40}, size_t{58}, size_t{61},
+  for (size_t at : {batch::length_pos + 1, batch::magic_pos, batch::crc_pos + 1, batch::attributes_pos + 1,
+                    batch::max_timestamp_pos + 5, batch::records_count_pos + 1, batch::header_bytes,
                     victim.bytes.size() / 2, victim.bytes.size() - 1}) {
     const std::string dir = tmp.sub("flip-" + std::to_string(at));
     std::filesystem::copy(seed_dir, dir);

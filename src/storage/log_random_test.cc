@@ -15,6 +15,8 @@
 #include "storage/test_util.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 using testing::log_env;

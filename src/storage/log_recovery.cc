@@ -13,6 +13,8 @@
 
 namespace sluice::storage {
 
+namespace batch = model::batch;
+
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -133,7 +135,7 @@ status log::recover_segments(std::vector<offset> bases, std::optional<offset> rp
       if (bases[i] <= *rp) first_scan = i;
   }
   const segment::batch_visitor visit = [this](const batch::header& h) {
-    note_epoch_in_memory(leader_epoch(h.epoch), h.base);
+    note_epoch_in_memory(leader_epoch(h.partition_leader_epoch), h.base_offset);
   };
   const int64_t interval = cfg_.index_interval_bytes;
   for (size_t i = 0; i < bases.size(); ++i) {

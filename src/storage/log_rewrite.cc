@@ -16,6 +16,8 @@
 #include "storage/segment.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 // "<dir>/<20-digit base>.<20-digit end>.<ext>", ext "cleaned" or "swap".
@@ -60,8 +62,8 @@ status segment_rewrite::append(std::span<const std::byte> batches) {
   SLUICE_TRY(batch::check_all(batches, batch::strictness::stored, hs));
   offset next = next_;
   for (const auto& h : hs) {
-    if (h.base < next || h.last_offset() >= end_ || h.last_offset() - base_ > INT32_MAX)
-      return status(errc::invalid_record, "cleaned batch at " + std::to_string(h.base.value()) +
+    if (h.base_offset < next || h.last_offset() >= end_ || h.last_offset() - base_ > INT32_MAX)
+      return status(errc::invalid_record, "cleaned batch at " + std::to_string(h.base_offset.value()) +
                                               ".." + std::to_string(h.last_offset().value()) +
                                               " outside [" + std::to_string(next.value()) + ", " +
                                               std::to_string(end_.value()) + ")");

@@ -19,6 +19,8 @@
 #include "storage/test_util.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 using testing::log_env;
@@ -43,9 +45,9 @@ content read_content(log& l) {
     EXPECT_TRUE(batch::check_all(*r, batch::strictness::stored, hs).ok());
     size_t pos = 0;
     for (const auto& h : hs) {
-      EXPECT_GT(h.base.value(), last);
+      EXPECT_GT(h.base_offset.value(), last);
       last = h.last_offset().value();
-      out[h.base.value()] =
+      out[h.base_offset.value()] =
           std::vector<std::byte>(r->begin() + static_cast<ptrdiff_t>(pos),
                                  r->begin() + static_cast<ptrdiff_t>(pos + h.size_bytes()));
       pos += h.size_bytes();
@@ -114,7 +116,7 @@ prepared clean_copy(log& l, size_t first, size_t count,
         if (keep(h)) {
           EXPECT_TRUE((*rw)->append(std::span(buf).subspan(at, h.size_bytes())).ok());
         } else {
-          p.after.erase(h.base.value());
+          p.after.erase(h.base_offset.value());
         }
         at += h.size_bytes();
       }
@@ -126,7 +128,7 @@ prepared clean_copy(log& l, size_t first, size_t count,
 }
 
 bool drop_thirds(const batch::header& h) {
-  return h.base.value() % 3 != 0;
+  return h.base_offset.value() % 3 != 0;
 }
 
 TEST(LogRewrite, SwapKeepsOffsetsLeavesGapsAndSurvivesRestart) {
@@ -140,7 +142,7 @@ TEST(LogRewrite, SwapKeepsOffsetsLeavesGapsAndSurvivesRestart) {
   // before the next segment starts.
   const offset tail_from = before[4].base;
   auto p = clean_copy(*l, 1, 4,
-                      [&](const batch::header& h) { return drop_thirds(h) && h.base < tail_from; });
+                      [&](const batch::header& h) { return drop_thirds(h) && h.base_offset < tail_from; });
   EXPECT_LT(p.rw->next(), before[5].base);
   EXPECT_TRUE(std::filesystem::exists(p.rw->path()));
   EXPECT_NE(p.rw->path().find(".cleaned"), std::string::npos);
@@ -183,7 +185,7 @@ TEST(LogRewrite, SwapKeepsOffsetsLeavesGapsAndSurvivesRestart) {
     EXPECT_FALSE(has_suffix(dir_names(l->dir()), ".deleted"));
   }
   // The cleaned segment can be cleaned again, and appends go on.
-  auto again = clean_copy(*l, 0, 2, [](const batch::header& h) { return h.base.value() % 2 == 0; });
+  auto again = clean_copy(*l, 0, 2, [](const batch::header& h) { return h.base_offset.value() % 2 == 0; });
   ASSERT_TRUE(l->replace_segments(std::move(again.rw)).ok());
   EXPECT_EQ(read_content(*l), again.after);
   auto extra = make_batch(1, 10, 999);
@@ -343,8 +345,8 @@ TEST(LogRewrite, ReadsRacingSwapsSeeWholeValidBatches) {
         }
         size_t at = 0;
         for (const auto& h : hs) {
-          auto it = original.find(h.base.value());
-          if (h.base.value() <= last || it == original.end() ||
+          auto it = original.find(h.base_offset.value());
+          if (h.base_offset.value() <= last || it == original.end() ||
               !std::equal(it->second.begin(), it->second.end(),
                           buf.begin() + static_cast<ptrdiff_t>(at)))
             ++bad;
@@ -362,7 +364,7 @@ TEST(LogRewrite, ReadsRacingSwapsSeeWholeValidBatches) {
     if (segs.size() < 4) break;
     const size_t first = static_cast<size_t>(round) % (segs.size() - 3);
     auto p = clean_copy(*l, first, 2,
-                        [&](const batch::header& h) { return (h.base.value() + round) % 4 != 0; });
+                        [&](const batch::header& h) { return (h.base_offset.value() + round) % 4 != 0; });
     ASSERT_TRUE(l->replace_segments(std::move(p.rw)).ok());
     if (round == 6) {
       ASSERT_TRUE(l->advance_log_start(l->segments()[1].base).ok());

@@ -24,6 +24,8 @@
 #include "storage/test_util.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 using testing::log_env;
@@ -150,8 +152,8 @@ TEST(RecordBatch, StampKeepsCrcValid) {
   auto b = make_batch(2, 10, 1);
   batch::stamp(b.data(), offset(12345), leader_epoch(7));
   auto h = batch::parse(b.data());
-  EXPECT_EQ(h.base, offset(12345));
-  EXPECT_EQ(h.epoch, 7);
+  EXPECT_EQ(h.base_offset, offset(12345));
+  EXPECT_EQ(h.partition_leader_epoch, 7);
   EXPECT_TRUE(batch::check_crc(h, b).ok());
 }
 
@@ -165,8 +167,8 @@ TEST_F(LogTest, AppendAssignsOffsetsAndStampsHeader) {
   EXPECT_EQ(b.last, offset(5));
   EXPECT_EQ(log_->log_end_offset(), offset(6));
   auto h = batch::parse(b.bytes.data());
-  EXPECT_EQ(h.base, offset(5));
-  EXPECT_EQ(h.epoch, 3);
+  EXPECT_EQ(h.base_offset, offset(5));
+  EXPECT_EQ(h.partition_leader_epoch, 3);
   // On disk exactly as sent, with the stamped fields.
   EXPECT_EQ(read_all_from(offset(0)), concat());
 }
@@ -180,7 +182,7 @@ TEST_F(LogTest, AppendOfSeveralConcatenatedBatches) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->base, offset(0));
   EXPECT_EQ(r->last, offset(4));
-  EXPECT_EQ(batch::parse(both.data() + x.size()).base, offset(2));
+  EXPECT_EQ(batch::parse(both.data() + x.size()).base_offset, offset(2));
   EXPECT_EQ(read_all_from(offset(0)), both);
 }
 
@@ -860,7 +862,7 @@ TEST_F(LogTest, ReadsRunConcurrentlyWithAppends) {
         ASSERT_TRUE(r.ok());
         std::vector<batch::header> hs;
         ASSERT_TRUE(batch::check_all(*r, batch::strictness::leader, hs).ok());
-        ASSERT_LE(hs.front().base, o);
+        ASSERT_LE(hs.front().base_offset, o);
         ASSERT_GE(hs.front().last_offset(), o);
         ++regions;
       }

@@ -10,6 +10,8 @@
 #include "base/endian.h"
 
 namespace sluice::storage {
+
+namespace batch = model::batch;
 namespace {
 
 constexpr size_t kScanChunkBytes = limits::recovery_scan_chunk_bytes;
@@ -69,10 +71,10 @@ result<probe> probe_batch(chunk_reader& rd, uint64_t pos, uint64_t to, offset mi
   const batch::header h = batch::parse(hp);
   if (status st = batch::check(h, to - pos, batch::strictness::stored); !st.ok())
     return probe{std::nullopt, st.err().message};
-  if (h.base < min_base)
+  if (h.base_offset < min_base)
     return probe{std::nullopt,
-                 "base offset " + std::to_string(h.base.value()) + " below " + std::to_string(min_base.value())};
-  if (h.base < seg_base || h.last_offset() - seg_base > INT32_MAX)
+                 "base offset " + std::to_string(h.base_offset.value()) + " below " + std::to_string(min_base.value())};
+  if (h.base_offset < seg_base || h.last_offset() - seg_base > INT32_MAX)
     return probe{std::nullopt, "offset too far from the segment base"};
   if (verify_crc) {
     SLUICE_ASSIGN_OR_RETURN(const std::byte* bp, rd.get(pos, h.size_bytes()));
@@ -114,7 +116,7 @@ result<std::optional<std::pair<uint64_t, batch::header>>> find_intact(chunk_read
   for (uint64_t q = bad + 1; q + batch::header_bytes <= to; ++q) {
     SLUICE_ASSIGN_OR_RETURN(const std::byte* p, rd.get(q, batch::header_bytes));
     if (!p) break;
-    if (p[batch::magic_pos] != std::byte{2}) continue;  // the cheap filter first
+    if (p[batch::magic_pos] != std::byte{batch::current_magic}) continue;  // the cheap filter first
     SLUICE_ASSIGN_OR_RETURN(found f, intact(q));
     if (f) return f;
   }
@@ -187,7 +189,7 @@ void segment::reset_to_start() {
 }
 
 void segment::index_batch(uint64_t pos, const batch::header& h, const walk_opts& o) {
-  const int32_t rel = static_cast<int32_t>(h.base - base_);
+  const int32_t rel = static_cast<int32_t>(h.base_offset - base_);
   const int64_t ts = std::max(max_ts_, h.max_timestamp);
   if (o.add_entries && pos > 0 && bytes_since_index_ >= o.interval_bytes) {
     auto last = offsets_.last();
@@ -280,7 +282,7 @@ result<std::vector<segment::damage>> segment::check_region(io::file& f, offset b
       rd.release();
       return q.err();
     }
-    out.push_back(damage{pos, *q ? (*q)->first : file_end, min_base, *q ? (*q)->second.base : min_base,
+    out.push_back(damage{pos, *q ? (*q)->first : file_end, min_base, *q ? (*q)->second.base_offset : min_base,
                          std::move(p->why)});
     pos = out.back().end;
   }
@@ -365,9 +367,9 @@ result<bool> segment::load_trusted(offset min_base, int64_t interval_bytes, cons
   if (auto e = offsets_.last()) {
     SLUICE_ASSIGN_OR_RETURN(auto f, file());
     auto h = read_header(*f, static_cast<uint64_t>(e->pos), file_size);
-    if (!h.ok() || h->base != base_ + e->rel) return false;
+    if (!h.ok() || h->base_offset != base_ + e->rel) return false;
     from = static_cast<uint64_t>(e->pos);
-    min_base = h->base;
+    min_base = h->base_offset;
     max_ts_ = times_.last() ? times_.last()->ts : -1;
   }
   walk_opts o{true, true, interval_bytes, min_base, &visit};
@@ -406,7 +408,7 @@ result<segment::recovered> segment::recover(offset min_base, int64_t interval_by
       out.tail = cut{bad, file_size - bad, std::move(*end.second)};
       break;
     }
-    damage d{bad, q ? q->first : file_size, first, q ? q->second.base : first, std::move(end.second->message)};
+    damage d{bad, q ? q->first : file_size, first, q ? q->second.base_offset : first, std::move(end.second->message)};
     damage_.push_back(d);
     out.damaged.push_back(std::move(d));
     if (!q) {
@@ -440,7 +442,7 @@ result<std::vector<segment::damage>> segment::scan(io::file& f, offset base, uin
       continue;
     }
     SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, pos, to, min_base, base));
-    out.push_back(damage{pos, q ? q->first : to, min_base, q ? q->second.base : min_base, std::move(p.why)});
+    out.push_back(damage{pos, q ? q->first : to, min_base, q ? q->second.base_offset : min_base, std::move(p.why)});
     pos = q ? q->first : to;
   }
   if (pace && pos > paced && !pace(pos - paced)) return error{errc::shutting_down, "scan stopped"};
@@ -515,7 +517,7 @@ result<offset> segment::offset_at(uint64_t pos) {
   if (pos >= size_) return next_;
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_ASSIGN_OR_RETURN(batch::header h, read_header(*f, pos, size_));
-  return h.base;
+  return h.base_offset;
 }
 
 result<std::optional<segment::located>> segment::locate_time(int64_t ts, offset from) {
@@ -553,7 +555,7 @@ status segment::truncate_at(const located& at) {
   std::erase_if(damage_, [&](const damage& d) { return d.pos >= at.pos; });
   std::erase_if(verified_, [&](const auto& r) { return r.first >= at.pos; });
   for (auto& r : verified_) r.second = std::min(r.second, at.pos);
-  const int32_t rel = static_cast<int32_t>(std::max<int64_t>(at.h.base - base_, 0));
+  const int32_t rel = static_cast<int32_t>(std::max<int64_t>(at.h.base_offset - base_, 0));
   offsets_.truncate_from(rel);
   times_.truncate_from(rel);
   // Recompute the tail state from the last kept index entry.

@@ -20,9 +20,9 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "io/file.h"
+#include "model/record_batch.h"
 #include "storage/file_cache.h"
 #include "storage/index.h"
-#include "storage/record_batch.h"
 
 namespace sluice::storage {
 
@@ -48,7 +48,7 @@ class segment {
   // A batch found in the segment: its header and byte position.
   struct located {
     uint64_t pos = 0;
-    batch::header h;
+    model::batch::header h;
   };
   // Where a recovery scan stopped early, and why.
   struct cut {
@@ -64,7 +64,7 @@ class segment {
     std::vector<damage> damaged;
     std::optional<cut> tail;
   };
-  using batch_visitor = std::function<void(const batch::header&)>;
+  using batch_visitor = std::function<void(const model::batch::header&)>;
 
   // Creates an empty segment, replacing any file of the same name.
   static result<std::unique_ptr<segment>> create(io::filesystem& fs, file_cache& files,
@@ -129,7 +129,7 @@ class segment {
   uint64_t id() const { return id_; }
 
   // Appends whole, validated batches (headers in `hs`, in order).
-  status append(std::span<const std::byte> data, std::span<const batch::header> hs,
+  status append(std::span<const std::byte> data, std::span<const model::batch::header> hs,
                 int64_t interval_bytes);
   // The first batch whose last offset is >= `o`, or nullopt past the end.
   result<std::optional<located>> locate(offset o);
@@ -230,10 +230,10 @@ class segment {
   // max_ts_, size_ and the index counters. Returns the position of the first
   // batch that is partial or invalid (== `to` when all are good) and why.
   result<std::pair<uint64_t, std::optional<error>>> walk(uint64_t from, uint64_t to, const walk_opts& o);
-  result<batch::header> read_header(io::file& f, uint64_t pos, uint64_t end);
+  result<model::batch::header> read_header(io::file& f, uint64_t pos, uint64_t end);
   // The start of the first damaged range at or after `pos`, or size_.
   uint64_t damage_after(uint64_t pos) const;
-  void index_batch(uint64_t pos, const batch::header& h, const walk_opts& o);
+  void index_batch(uint64_t pos, const model::batch::header& h, const walk_opts& o);
   void reset_to_start();
   result<std::vector<std::byte>> read_index_file(const std::string& path);
 

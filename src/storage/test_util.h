@@ -14,12 +14,12 @@
 
 #include "base/clock.h"
 #include "io/file.h"
+#include "model/record_batch.h"
 #include "storage/batch_builder.h"
 #include "storage/file_cache.h"
 #include "storage/file_deleter.h"
 #include "storage/flusher.h"
 #include "storage/log.h"
-#include "storage/record_batch.h"
 
 namespace sluice::storage::testing {
 
@@ -74,6 +74,6 @@ inline std::vector<std::byte> make_batch(int32_t records, size_t value_bytes, ui
   return build_batch(s);
 }
 
-inline batch::header header_of(const std::vector<std::byte>& b) { return batch::parse(b.data()); }
+inline model::batch::header header_of(const std::vector<std::byte>& b) { return model::batch::parse(b.data()); }
 
 }  // namespace sluice::storage::testing

@@ -22,6 +22,7 @@
 #include "fuzz_util.h"
 #include "base/crc32c.h"
 #include "base/endian.h"
+#include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 #include "protocol/records/validate.h"
 
@@ -33,21 +34,17 @@ namespace {
 using fuzz::check;
 
 std::vector<uint8_t> wrap(int16_t attributes, int32_t count, std::span<const uint8_t> payload) {
-  std::vector<uint8_t> b(batch_header_bytes);
-  store_be<int64_t>(b.data(), 0);
-  store_be<int32_t>(b.data() + batch_length_offset, static_cast<int32_t>(batch_header_bytes - 12 + payload.size()));
-  store_be<int32_t>(b.data() + 12, -1);
-  b[16] = static_cast<uint8_t>(current_magic);
-  store_be<int16_t>(b.data() + attributes_offset, attributes);
-  store_be<int32_t>(b.data() + 23, count == 0 ? 0 : count - 1);
-  store_be<int64_t>(b.data() + 27, 1'700'000'000'000);
-  store_be<int64_t>(b.data() + 35, -1);
-  store_be<int64_t>(b.data() + 43, -1);
-  store_be<int16_t>(b.data() + 51, -1);
-  store_be<int32_t>(b.data() + 53, -1);
-  store_be<int32_t>(b.data() + 57, count);
+  model::batch::header h;
+  h.batch_length = static_cast<int32_t>(model::batch::header_bytes - model::batch::length_field_end + payload.size());
+  h.attributes = attributes;
+  h.last_offset_delta = count == 0 ? 0 : count - 1;
+  h.base_timestamp = 1'700'000'000'000;
+  h.max_timestamp = -1;
+  h.records_count = count;
+  std::vector<uint8_t> b(model::batch::header_bytes);
+  model::batch::write(b.data(), h);
   b.insert(b.end(), payload.begin(), payload.end());
-  store_be<uint32_t>(b.data() + crc_offset, compute_crc(b));
+  model::batch::update_crc(b);
   return b;
 }
 
@@ -66,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.require_keys = (data[0] & 0x40) != 0;
   int16_t attributes = 0;
 #ifdef FUZZ_COMPRESSED
-  attributes = static_cast<int16_t>(data[1] & 0x07);
+  attributes = static_cast<int16_t>(data[1] & model::attr::compression_mask);
 #endif
   const auto batch = wrap(attributes, count, std::span<const uint8_t>(data + prefix, size - prefix));
   static decompression_budget budget(4 * fuzz::decompress_cap);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/record_batch.h"
 #include "protocol/frame.h"
 #include "protocol/messages_fill.h"
 #include "protocol/records/record_batch.h"
@@ -42,7 +43,7 @@ bool write_record_seeds(const std::string& plain_dir, const std::string& compres
     o.codec = static_cast<records::compression>(c);
     auto b = records::build_batch(o, recs);
     if (!b.ok()) return false;
-    const auto payload = std::span<const uint8_t>(*b).subspan(records::batch_header_bytes);
+    const auto payload = std::span<const uint8_t>(*b).subspan(sluice::model::batch::header_bytes);
     const uint8_t prefix[2] = {count_keyed, static_cast<uint8_t>(c)};
     if (c == 0 && !write_file(plain_dir + "/records", std::span(prefix, 1), payload)) return false;
     if (!write_file(compressed_dir + "/codec_" + std::to_string(c), prefix, payload)) return false;

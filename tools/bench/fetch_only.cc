@@ -10,6 +10,7 @@
 
 #include "base/endian.h"
 #include "protocol/frame.h"
+#include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 #include "raw_limits.h"
 #include "report.h"
@@ -123,10 +124,10 @@ std::variant<fetch_only_result, std::string> fetch_only(const std::string& boots
         auto batches = protocol::records::split_batches(pd.records.view());
         if (!batches.ok()) return "fetch-only: " + batches.err().message;
         for (auto b : *batches) {
-          auto hdr = protocol::records::read_batch_header(b);
+          auto hdr = model::batch::read_header(b);
           if (!hdr.ok()) return "fetch-only: " + hdr.err().message;
           out.records += static_cast<uint64_t>(hdr->records_count);
-          next[i] = hdr->last_offset() + 1;
+          next[i] = hdr->last_offset().value() + 1;
           moved = true;
         }
       }

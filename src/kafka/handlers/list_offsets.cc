@@ -10,6 +10,7 @@
 #include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::kafka {
@@ -54,7 +55,7 @@ std::optional<protocol::records::decoded_batch> batch_at(cluster::partition& p, 
 int64_t record_timestamp(const protocol::records::decoded_batch& b,
                          const protocol::records::record& r) {
   const auto& h = b.header;
-  return h.ts_type() == protocol::records::timestamp_type::log_append_time
+  return h.ts_type() == model::timestamp_type::log_append_time
              ? h.max_timestamp
              : h.base_timestamp + r.timestamp_delta;
 }
@@ -73,7 +74,7 @@ found by_timestamp(cluster::partition& p, int64_t ts) {
   auto batch = batch_at(p, base);
   if (!batch) return fallback;
   for (const auto& r : batch->records) {
-    const int64_t o = batch->header.base_offset + r.offset_delta;
+    const int64_t o = (batch->header.base_offset + r.offset_delta).value();
     const int64_t rts = record_timestamp(*batch, r);
     if (o >= base.value() && rts >= ts) return {error_code::none, o, rts, batch->header.partition_leader_epoch};
   }
@@ -95,7 +96,7 @@ found by_max_timestamp(cluster::partition& p) {
   if (!batch) return fallback;
   found best;
   for (const auto& r : batch->records) {
-    const int64_t o = batch->header.base_offset + r.offset_delta;
+    const int64_t o = (batch->header.base_offset + r.offset_delta).value();
     const int64_t rts = record_timestamp(*batch, r);
     if (o < base.value()) continue;
     if (best.offset < 0 || rts > best.timestamp) best = {error_code::none, o, rts};

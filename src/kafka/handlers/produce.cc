@@ -10,7 +10,7 @@
 #include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
-#include "protocol/records/record_batch.h"
+#include "model/record_batch.h"
 
 namespace sluice::kafka {
 
@@ -102,8 +102,8 @@ void handle_produce(request req) {
       if (req.version() < 7) {
         // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
         // read it back, so it is refused from them.
-        auto h = protocol::records::read_batch_header(pd.records.view());
-        if (h.ok() && h->codec() == protocol::records::compression::zstd) {
+        auto h = model::batch::read_header(pd.records.view());
+        if (h.ok() && h->codec() == model::compression::zstd) {
           set_error(error_code::unsupported_compression_type, "zstd needs Produce v7 or later");
           continue;
         }

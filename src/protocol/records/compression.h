@@ -1,6 +1,6 @@
 #pragma once
 
-// The record-batch codecs Kafka defines (attributes bits 0-2), through the
+// The record-batch codecs Kafka defines (model::compression), through the
 // Debian libraries: zlib (gzip), snappy, liblz4 (frame format) and zstd.
 // The broker stores batches as sent and never recompresses them; these are
 // for reading records (tools, the group coordinator, compaction) and for
@@ -31,10 +31,12 @@
 
 #include "base/limits.h"
 #include "base/result.h"
+#include "model/record_batch.h"
 
 namespace sluice::protocol::records {
 
-enum class compression : int8_t { none = 0, gzip = 1, snappy = 2, lz4 = 3, zstd = 4 };
+// The codec numbers are the batch model's (attribute bits 0-2).
+using compression = model::compression;
 
 std::string_view compression_name(compression c);
 

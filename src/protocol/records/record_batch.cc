@@ -4,8 +4,6 @@
 #include <cstring>
 #include <functional>
 
-#include "base/crc32c.h"
-#include "base/endian.h"
 #include "protocol/codec.h"
 
 namespace sluice::protocol::records {
@@ -48,50 +46,14 @@ bool record_header::operator==(const record_header& o) const {
   return !value || eq(*value, *o.value);
 }
 
-result<batch_header> read_batch_header(std::span<const uint8_t> b) {
-  if (b.size() < batch_header_bytes) return corrupt("shorter than the 61-byte header");
-  batch_header h;
-  h.base_offset = load_be<int64_t>(b.data());
-  h.batch_length = load_be<int32_t>(b.data() + 8);
-  h.partition_leader_epoch = load_be<int32_t>(b.data() + 12);
-  h.magic = static_cast<int8_t>(b[16]);
-  if (h.magic != current_magic)
-    return error{errc::unsupported_format, "record batch: magic " + std::to_string(h.magic) + " is not supported"};
-  h.crc = load_be<uint32_t>(b.data() + 17);
-  h.attributes = load_be<int16_t>(b.data() + 21);
-  h.last_offset_delta = load_be<int32_t>(b.data() + 23);
-  h.base_timestamp = load_be<int64_t>(b.data() + 27);
-  h.max_timestamp = load_be<int64_t>(b.data() + 35);
-  h.producer_id = load_be<int64_t>(b.data() + 43);
-  h.producer_epoch = load_be<int16_t>(b.data() + 51);
-  h.base_sequence = load_be<int32_t>(b.data() + 53);
-  h.records_count = load_be<int32_t>(b.data() + 57);
-  if (h.batch_length < static_cast<int32_t>(batch_header_bytes - 12))
-    return corrupt("batch_length " + std::to_string(h.batch_length) + " is below the header size");
-  if (h.batch_length > limits::max_batch_bytes) return corrupt("batch_length above limits::max_batch_bytes");
-  if (h.records_count < 0) return corrupt("negative record count");
-  if (h.last_offset_delta < 0) return corrupt("negative last_offset_delta");
-  return h;
-}
-
-uint32_t compute_crc(std::span<const uint8_t> batch) {
-  SLUICE_ASSERT(batch.size() >= batch_header_bytes, "compute_crc on less than a header");
-  return crc32c(batch.data() + attributes_offset, batch.size() - attributes_offset);
-}
-
-bool crc_matches(std::span<const uint8_t> batch) {
-  if (batch.size() < batch_header_bytes) return false;
-  return load_be<uint32_t>(batch.data() + crc_offset) == compute_crc(batch);
-}
-
 result<std::vector<std::span<const uint8_t>>> split_batches(std::span<const uint8_t> records,
                                                              size_t* trailing_bytes) {
   std::vector<std::span<const uint8_t>> out;
   size_t pos = 0;
   while (pos < records.size()) {
     const auto rest = records.subspan(pos);
-    if (rest.size() < batch_header_bytes) break;
-    SLUICE_ASSIGN_OR_RETURN(batch_header h, read_batch_header(rest));
+    if (rest.size() < model::batch::header_bytes) break;
+    SLUICE_ASSIGN_OR_RETURN(model::batch::header h, model::batch::read_header(rest));
     if (h.size_bytes() > rest.size()) break;
     out.push_back(rest.first(h.size_bytes()));
     pos += h.size_bytes();
@@ -150,14 +112,14 @@ result<std::vector<record>> decode_records(std::span<const uint8_t> bytes, int32
 }
 
 result<decoded_batch> decode_batch(std::span<const uint8_t> batch, size_t max_decompressed_bytes) {
-  SLUICE_ASSIGN_OR_RETURN(batch_header h, read_batch_header(batch));
+  SLUICE_ASSIGN_OR_RETURN(model::batch::header h, model::batch::read_header(batch));
   if (h.size_bytes() != batch.size())
     return corrupt("batch_length says " + std::to_string(h.size_bytes()) + " bytes, have " +
                    std::to_string(batch.size()));
-  if (!crc_matches(batch)) return corrupt("CRC-32C mismatch");
+  if (!model::batch::crc_matches(batch)) return corrupt("CRC-32C mismatch");
   decoded_batch out;
   out.header = h;
-  auto payload = batch.subspan(batch_header_bytes);
+  auto payload = batch.subspan(model::batch::header_bytes);
   // An emptied batch (compaction keeps an idempotent producer's last one)
   // carries its codec bits but no payload at all, as Kafka writes it.
   if (h.codec() != compression::none && !(h.records_count == 0 && payload.empty())) {
@@ -211,34 +173,28 @@ result<std::vector<uint8_t>> build_batch(const batch_options& o, std::span<const
     SLUICE_ASSIGN_OR_RETURN(payload, compress(o.codec, body.owned_bytes()));
   }
 
-  int16_t attributes = static_cast<int16_t>(o.codec);
-  if (o.ts_type == timestamp_type::log_append_time) attributes |= attr::log_append_time;
-  if (o.transactional) attributes |= attr::transactional;
-  if (o.control) attributes |= attr::control;
-  if (o.delete_horizon) attributes |= attr::delete_horizon;
-  if (o.ts_type == timestamp_type::log_append_time && o.log_append_time_ms) max_ts = *o.log_append_time_ms;
+  if (o.ts_type == model::timestamp_type::log_append_time && o.log_append_time_ms) max_ts = *o.log_append_time_ms;
 
-  const size_t total = batch_header_bytes + payload.size();
-  if (total - 12 > static_cast<size_t>(limits::max_batch_bytes))
+  const size_t total = model::batch::header_bytes + payload.size();
+  if (total - model::batch::length_field_end > static_cast<size_t>(limits::max_batch_bytes))
     return error{errc::message_too_large, "built batch exceeds limits::max_batch_bytes"};
-  writer w;
-  w.write_int64(o.base_offset);
-  w.write_int32(static_cast<int32_t>(total - 12));
-  w.write_int32(o.partition_leader_epoch);
-  w.write_int8(current_magic);
-  const size_t crc_pos = w.reserve_int32();
-  w.write_int16(attributes);
-  w.write_int32(last_delta);
-  w.write_int64(base_ts);
-  w.write_int64(max_ts);
-  w.write_int64(o.producer_id);
-  w.write_int16(o.producer_epoch);
-  w.write_int32(o.base_sequence);
-  w.write_int32(static_cast<int32_t>(records.size()));
-  w.write_raw(payload);
-  w.patch_int32(crc_pos, static_cast<int32_t>(compute_crc(w.owned_bytes())));
-  auto b = w.owned_bytes();
-  return std::vector<uint8_t>(b.begin(), b.end());
+  model::batch::header h;
+  h.base_offset = offset(o.base_offset);
+  h.batch_length = static_cast<int32_t>(total - model::batch::length_field_end);
+  h.partition_leader_epoch = o.partition_leader_epoch;
+  h.attributes = model::attr::make(o.codec, o.ts_type, o.transactional, o.control, o.delete_horizon);
+  h.last_offset_delta = last_delta;
+  h.base_timestamp = base_ts;
+  h.max_timestamp = max_ts;
+  h.producer_id = o.producer_id;
+  h.producer_epoch = o.producer_epoch;
+  h.base_sequence = o.base_sequence;
+  h.records_count = static_cast<int32_t>(records.size());
+  std::vector<uint8_t> out(total);
+  model::batch::write(out.data(), h);
+  std::copy(payload.begin(), payload.end(), out.begin() + static_cast<std::ptrdiff_t>(model::batch::header_bytes));
+  model::batch::update_crc(out);
+  return out;
 }
 
 }  // namespace sluice::protocol::records

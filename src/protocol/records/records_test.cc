@@ -9,6 +9,7 @@
 
 #include "base/crc32c.h"
 #include "base/endian.h"
+#include "model/record_batch.h"
 #include "protocol/codec.h"
 #include "protocol/consumer_protocol.h"
 #include "protocol/records/compression.h"
@@ -200,11 +201,11 @@ TEST(RecordBatchTest, BuildAndDecodeWithEveryCodec) {
     o.base_sequence = 42;
     auto built = build_batch(o, in);
     ASSERT_TRUE(built.ok());
-    auto h = read_batch_header(*built);
+    auto h = model::batch::read_header(*built);
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(h->size_bytes(), built->size());
-    EXPECT_EQ(h->base_offset, 1000);
-    EXPECT_EQ(h->last_offset(), 1009);
+    EXPECT_EQ(h->base_offset, offset(1000));
+    EXPECT_EQ(h->last_offset(), offset(1009));
     EXPECT_EQ(h->codec(), c);
     EXPECT_EQ(h->records_count, 4);
     EXPECT_EQ(h->base_timestamp, in[0].timestamp_ms);
@@ -212,7 +213,8 @@ TEST(RecordBatchTest, BuildAndDecodeWithEveryCodec) {
     EXPECT_EQ(h->producer_id, 7);
     EXPECT_EQ(h->base_sequence, 42);
     // The CRC is CRC-32C of attributes..end, computed independently here.
-    EXPECT_EQ(h->crc, crc32c(built->data() + 21, built->size() - 21));
+    const size_t covered = model::batch::attributes_pos;
+    EXPECT_EQ(h->crc, crc32c(built->data() + covered, built->size() - covered));
     auto d = decode_batch(*built);
     ASSERT_TRUE(d.ok()) << d.err().message;
     expect_same(in, *d);
@@ -230,7 +232,7 @@ TEST(RecordBatchTest, DamageIsDetected) {
   EXPECT_EQ(r.code(), errc::corrupt_data);
   // Old magic is a format error, not corruption.
   bytes old = *built;
-  old[16] = 1;
+  old[model::batch::magic_pos] = 1;
   EXPECT_EQ(decode_batch(old).code(), errc::unsupported_format);
   // Every strict prefix fails.
   for (size_t n = 0; n < built->size(); ++n) {
@@ -238,8 +240,8 @@ TEST(RecordBatchTest, DamageIsDetected) {
   }
   // A record count larger than the records, with a fixed-up CRC.
   bytes lying = *built;
-  store_be<int32_t>(lying.data() + 57, 1'000'000);
-  store_be<uint32_t>(lying.data() + 17, compute_crc(lying));
+  store_be<int32_t>(lying.data() + model::batch::records_count_pos, 1'000'000);
+  model::batch::update_crc(lying);
   EXPECT_FALSE(decode_batch(lying).ok());
   // Random record bytes behind a valid header never crash.
   std::mt19937_64 rng(11);
@@ -265,21 +267,21 @@ TEST(RecordBatchTest, SplitBatchesKeepsWholeBatchesOnly) {
   ASSERT_TRUE(parts.ok());
   ASSERT_EQ(parts->size(), 2u);
   EXPECT_EQ(trailing, 30u);
-  EXPECT_TRUE(crc_matches((*parts)[0]));
-  EXPECT_TRUE(crc_matches((*parts)[1]));
+  EXPECT_TRUE(model::batch::crc_matches((*parts)[0]));
+  EXPECT_TRUE(model::batch::crc_matches((*parts)[1]));
 }
 
 TEST(RecordBatchTest, LogAppendTimeAndControlFlags) {
   batch_options o;
-  o.ts_type = timestamp_type::log_append_time;
+  o.ts_type = model::timestamp_type::log_append_time;
   o.log_append_time_ms = 1'800'000'000'000;
   o.transactional = true;
   o.control = true;
   auto built = build_batch(o, sample_records());
   ASSERT_TRUE(built.ok());
-  auto h = read_batch_header(*built);
+  auto h = model::batch::read_header(*built);
   ASSERT_TRUE(h.ok());
-  EXPECT_EQ(h->ts_type(), timestamp_type::log_append_time);
+  EXPECT_EQ(h->ts_type(), model::timestamp_type::log_append_time);
   EXPECT_EQ(h->max_timestamp, 1'800'000'000'000);
   EXPECT_TRUE(h->is_transactional());
   EXPECT_TRUE(h->is_control());

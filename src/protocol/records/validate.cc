@@ -53,7 +53,7 @@ namespace {
 error invalid(std::string what) { return error{errc::invalid_record, std::move(what)}; }
 
 // Walks the uncompressed records of a batch whose header is `h`.
-result<batch_facts> walk(const batch_header& h, std::span<const uint8_t> payload, const validation_options& o) {
+result<batch_facts> walk(const model::batch::header& h, std::span<const uint8_t> payload, const validation_options& o) {
   batch_facts facts;
   int64_t max_delta = INT64_MIN;
   auto visit = [&](int32_t i, record& r) -> status {
@@ -82,12 +82,12 @@ result<batch_facts> walk(const batch_header& h, std::span<const uint8_t> payload
 
 result<batch_facts> validate_records(std::span<const uint8_t> batch, const validation_options& o,
                                      decompression_budget* budget) {
-  SLUICE_ASSIGN_OR_RETURN(batch_header h, read_batch_header(batch));
+  SLUICE_ASSIGN_OR_RETURN(model::batch::header h, model::batch::read_header(batch));
   if (h.size_bytes() != batch.size())
     return invalid("batch_length says " + std::to_string(h.size_bytes()) + " bytes, have " +
                    std::to_string(batch.size()));
-  const auto payload = batch.subspan(batch_header_bytes);
-  const int codec = h.attributes & attr::compression_mask;
+  const auto payload = batch.subspan(model::batch::header_bytes);
+  const int codec = h.codec_id();
   if (codec > static_cast<int>(compression::zstd))
     return error{errc::unsupported_compression, "unknown compression codec " + std::to_string(codec)};
   if (h.codec() == compression::none) return walk(h, payload, o);

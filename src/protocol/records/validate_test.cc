@@ -7,6 +7,7 @@
 
 #include "base/crc32c.h"
 #include "base/endian.h"
+#include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::protocol::records {
@@ -32,7 +33,7 @@ bytes build(compression c, int n, size_t value_bytes = 100, bool keyed = true) {
   return std::move(b).value();
 }
 
-void fix_crc(bytes& b) { store_be<uint32_t>(b.data() + crc_offset, compute_crc(b)); }
+void fix_crc(bytes& b) { model::batch::update_crc(b); }
 
 validation_options opts(size_t max = 1 << 20, bool keys = false) {
   validation_options o;
@@ -54,7 +55,7 @@ TEST(ValidateRecords, GoodBatchesPassWithTheirLargestTimestamp) {
 TEST(ValidateRecords, UnknownCodecIsUnsupported) {
   for (int codec : {5, 6, 7}) {
     auto b = build(compression::none, 3);
-    store_be<int16_t>(b.data() + attributes_offset, static_cast<int16_t>(codec));
+    store_be<int16_t>(b.data() + model::batch::attributes_pos, static_cast<int16_t>(codec));
     fix_crc(b);
     EXPECT_EQ(validate_records(b, opts(), nullptr).code(), errc::unsupported_compression) << codec;
   }
@@ -63,7 +64,7 @@ TEST(ValidateRecords, UnknownCodecIsUnsupported) {
 TEST(ValidateRecords, ACodecFlagOnPlainBytesIsCorrupt) {
   for (compression c : {compression::gzip, compression::snappy, compression::lz4, compression::zstd}) {
     auto b = build(compression::none, 3);
-    store_be<int16_t>(b.data() + attributes_offset, static_cast<int16_t>(c));
+    store_be<int16_t>(b.data() + model::batch::attributes_pos, static_cast<int16_t>(c));
     fix_crc(b);
     EXPECT_EQ(validate_records(b, opts(), nullptr).code(), errc::corrupt_data) << compression_name(c);
   }
@@ -81,8 +82,8 @@ TEST(ValidateRecords, ABombIsTooLarge) {
 TEST(ValidateRecords, RecordCountsThatDoNotMatchTheRecordsAreInvalid) {
   for (int32_t count : {4, 6, 0}) {
     auto b = build(compression::none, 5);
-    store_be<int32_t>(b.data() + batch_header_bytes - 4, count);
-    store_be<int32_t>(b.data() + 23, count == 0 ? 0 : count - 1);
+    store_be<int32_t>(b.data() + model::batch::records_count_pos, count);
+    store_be<int32_t>(b.data() + model::batch::last_delta_pos, count == 0 ? 0 : count - 1);
     fix_crc(b);
     EXPECT_EQ(validate_records(b, opts(), nullptr).code(), errc::invalid_record) << count;
   }
@@ -93,15 +94,16 @@ TEST(ValidateRecords, EveryTruncationOrByteFlipOfTheRecordsIsCaught) {
   // record past the batch's end; flipping a length byte misparses. Every
   // damaged variant is refused, none crashes.
   const auto good = build(compression::none, 3, 20);
-  for (size_t cut = batch_header_bytes; cut < good.size(); ++cut) {
+  for (size_t cut = model::batch::header_bytes; cut < good.size(); ++cut) {
     bytes b(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut));
-    store_be<int32_t>(b.data() + batch_length_offset, static_cast<int32_t>(b.size() - 12));
+    store_be<int32_t>(b.data() + model::batch::length_pos,
+                      static_cast<int32_t>(b.size() - model::batch::length_field_end));
     fix_crc(b);
     EXPECT_FALSE(validate_records(b, opts(), nullptr).ok()) << cut;
   }
   // The first record's length varint.
   bytes b = good;
-  b[batch_header_bytes] = 0x7e;  // zig-zag 63: past the end
+  b[model::batch::header_bytes] = 0x7e;  // zig-zag 63: past the end
   fix_crc(b);
   EXPECT_EQ(validate_records(b, opts(), nullptr).code(), errc::invalid_record);
 }
@@ -122,7 +124,7 @@ TEST(ValidateRecords, OffsetDeltasMustCountUp) {
   auto gap = build_batch(o, in);
   ASSERT_TRUE(gap.ok());
   // A gap is what compaction leaves behind; a producer may not send one.
-  store_be<int32_t>(gap->data() + batch_header_bytes - 4, 4);  // so the header counts agree
+  store_be<int32_t>(gap->data() + model::batch::records_count_pos, 4);  // so the header counts agree
   fix_crc(*gap);
   EXPECT_EQ(validate_records(*gap, opts(), nullptr).code(), errc::invalid_record);
 }
