@@ -222,11 +222,11 @@ offset log::recovery_point_target_locked() const {
 
 result<bool> log::seal_closed() {
   struct job {
-    segment* seg;  // stays in the log while flush_mu_ is held
+    segment* seg;  // stays in the log while seal_mu_ is held
     segment::index_files files;
     std::shared_ptr<io::file> unsynced;
   };
-  std::lock_guard fg(flush_mu_);
+  std::lock_guard sg(seal_mu_);
   std::vector<job> jobs;
   bool fsync = false;
   {
@@ -267,7 +267,7 @@ result<bool> log::seal_closed() {
     if (rp <= recovery_point_) rp = offset(-1);
   }
   if (rp.value() >= 0) {
-    // Without mu_: every writer of the recovery point holds flush_mu_.
+    // Without mu_: every writer of the recovery point holds seal_mu_.
     status st = checkpoint::write(*ctx_.fs, io::join(dir_, files::kRecoveryPoint), {{rp.value()}});
     std::lock_guard g(mu_);
     if (!st.ok()) return write_failed(st.err()).err();
@@ -284,6 +284,7 @@ void log::set_seal_hook(std::function<void()> fn) {
 status log::truncate_to(offset o) {
   status st = [&] {
     std::lock_guard fg(flush_mu_);
+    std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     return truncate_locked(o);
   }();
@@ -386,6 +387,7 @@ status log::advance_log_start(offset o) {
   flush_ask ask;
   status st = [&] {
     std::lock_guard fg(flush_mu_);
+    std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     return advance_start_locked(o, ask);
   }();
@@ -777,6 +779,7 @@ status log::close_files(bool write_marker) {
   status result_st;
   {
     std::lock_guard fg(flush_mu_);
+    std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     if (closed_) return {};
     if (offline_) {

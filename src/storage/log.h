@@ -20,7 +20,8 @@
 //     an append never waits on an fsync. Until then recovery rescans it.
 //   * Removing or replacing segments (truncation, log-start moves,
 //     compaction's swap, damage removal) and writing the recovery point
-//     take the flush mutex, so they wait for a sync or seal in progress.
+//     take the flush and seal mutexes, so they wait for a sync or seal in
+//     progress.
 //   * Reads run concurrently with appends: they hold the mutex only to locate
 //     the batch, then return a `file_region` whose bytes are immutable until
 //     a truncation below them. A region keeps its file open while held, even
@@ -372,14 +373,15 @@ class log : public std::enable_shared_from_this<log> {
   status roll(flush_ask& ask);
   // Syncs every unsealed segment, writes its index files, marks it sealed
   // and moves the recovery point up to recovery_point_target_locked(). Takes
-  // flush_mu_, then mu_ only briefly: the writes run without it. True when
+  // seal_mu_, then mu_ only briefly: the writes run without it, and a sync
+  // for durability waiters (flush_mu_) runs beside it. True when
   // it sealed a segment.
   result<bool> seal_closed();
   // Where the recovery point may be: the base of the first segment that is
   // unsealed, holds known damage (a crash before its rewrite rescans it),
   // or is the active one.
   offset recovery_point_target_locked() const;
-  // With flush_mu_ and mu_ held, as for every caller below that removes
+  // With flush_mu_, seal_mu_ and mu_ held, as for every caller that removes
   // segments or writes the recovery point.
   status truncate_locked(offset o);
   status truncate_fully_locked(offset o);
@@ -397,7 +399,7 @@ class log : public std::enable_shared_from_this<log> {
   segment& active() { return *segments_.back(); }
   void note_active();
 
-  // Checkpoints, with mu_ held (and flush_mu_ for the recovery point).
+  // Checkpoints, with mu_ held (and seal_mu_ for the recovery point).
   status write_recovery_point(offset o);
   status write_log_start(offset o);
   status write_epochs();
@@ -441,7 +443,7 @@ class log : public std::enable_shared_from_this<log> {
   log_config cfg_;
   std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
   std::vector<epoch_entry> epochs_;
-  offset recovery_point_;  // written with flush_mu_ and mu_ held
+  offset recovery_point_;  // written with seal_mu_ and mu_ held
   bool dir_unsynced_ = false;  // a roll created a file the next sync must make durable in the directory
   std::function<void()> seal_hook_;
   offset cleaner_checkpoint_;  // as in the file; 0 when there is none
@@ -467,9 +469,12 @@ class log : public std::enable_shared_from_this<log> {
   std::atomic<bool> flush_timer_armed_{false};  // a flush.ms timer is queued with the flusher
   std::atomic<uint64_t> damaged_ranges_{0}, damaged_bytes_{0}, damage_removed_bytes_{0}, scrubbed_bytes_{0};
 
-  // One sync or seal of this log at a time, and no segment leaves the log
-  // while one runs; taken before mu_.
+  // One sync of this log at a time (flush_mu_) and one seal (seal_mu_); a
+  // sync and a seal may run at once, so acks=all waiters never queue behind
+  // a roll's index writes. No segment leaves the log while either runs:
+  // removers take both. Order: flush_mu_, seal_mu_, mu_.
   std::mutex flush_mu_;
+  std::mutex seal_mu_;
   std::mutex waiters_mu_;  // taken after mu_ when both are held
   std::vector<waiter> waiters_;  // bounded by the appends in flight
   std::vector<std::pair<waiter, error>> doomed_;  // answered by answer_waiters()

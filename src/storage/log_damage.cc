@@ -74,6 +74,7 @@ status log::remove_damage(offset base) {
   flush_ask ask;
   {
     std::lock_guard fg(flush_mu_);
+    std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     SLUICE_TRY(check_writable());
     const size_t i = segment_index_for(base);
@@ -123,6 +124,7 @@ status log::remove_damage(offset base) {
   damage_removed_bytes_ += damaged_bytes;
   {
     std::lock_guard fg(flush_mu_);
+    std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     const offset target = recovery_point_target_locked();
     if (recovery_point_ < target && !offline_ && !closed_) {

@@ -162,6 +162,7 @@ status log::replace_segments(std::unique_ptr<segment_rewrite> rw) {
   // Step 1 ends with the copy durable; the sync runs without the mutex.
   if (config().fsync) SLUICE_TRY(rw->seg_->sync());
   std::lock_guard fg(flush_mu_);
+  std::lock_guard sg(seal_mu_);
   std::lock_guard g(mu_);
   SLUICE_TRY(check_writable());
   const auto first = find_run(*rw);
