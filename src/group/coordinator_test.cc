@@ -8,6 +8,7 @@
 
 #include "cluster/compaction.h"
 #include "protocol/consumer_protocol.h"
+#include "cluster/test_managers.h"
 #include "storage/test_util.h"
 
 namespace sluice::group {
@@ -770,50 +771,55 @@ TEST_F(coordinator_test, ReplayOfACompactedLogRebuildsTheSameState) {
   const auto before_f = fetch_all();
   const auto before_l = c_->list_groups({});
 
-  // The records into a storage log, one batch each, as the service writes them.
+  // The records into __consumer_offsets-0, one batch each, as the service
+  // writes them, through the broker's partition manager and log cleaner.
   storage::testing::temp_dir tmp;
-  storage::testing::log_env env;
-  storage::log_config lc;
-  lc.segment_bytes = 2048;
-  auto lg = storage::log::open(env.ctx(), tmp.sub("__consumer_offsets-0"), "__consumer_offsets-0", lc);
-  ASSERT_TRUE(lg.ok());
-  for (const auto& r : log_.durable) {
-    proto::records::record_input in;
-    in.key = r.key;
-    in.value = r.value;
-    in.timestamp_ms = env.clk.now_ms();
+  manual_clock log_clk;
+  config::config_map settings;
+  settings.set("log.dirs", std::vector<std::string>{tmp.path()});
+  auto broker_cfg = config::make_broker_config(std::move(settings));
+  ASSERT_TRUE(broker_cfg.ok());
+  auto m = cluster::testing::open_managers(io::filesystem::posix(), tmp.sub("logs"), *broker_cfg, nullptr, log_clk);
+  ASSERT_TRUE(m.partitions);
+  const std::vector<config::config_entry> topic_cfg = {
+      {"cleanup.policy", "compact"}, {"segment.bytes", "2048"}, {"delete.retention.ms", "1000"}};
+  ASSERT_FALSE(m.partitions->create_topic(std::string(offsets_topic), 1, 1, topic_cfg, false).has_value());
+  auto part = m.partitions->get(std::string(offsets_topic), 0);
+  ASSERT_TRUE(part);
+  auto append = [&](const proto::records::record_input& in) {
     auto b = proto::records::build_batch({}, std::span(&in, 1));
     ASSERT_TRUE(b.ok());
     std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b->data()),
                                  reinterpret_cast<const std::byte*>(b->data()) + b->size());
-    ASSERT_TRUE((*lg)->append(bytes, leader_epoch(0)).ok());
+    ASSERT_EQ(part->append(bytes, log_clk.now_ms()).error, errc::ok);
+  };
+  for (const auto& r : log_.durable) {
+    proto::records::record_input in;
+    in.key = r.key;
+    in.value = r.value;
+    in.timestamp_ms = log_clk.now_ms();
+    append(in);
   }
   // Close the last segment so all of it is cleanable.
-  lc.segment_ms = 1;
-  ASSERT_TRUE((*lg)->set_config(lc).ok());
-  env.clk.advance_ms(2);
+  auto tc = part->config();
+  tc.segment_ms = 1;
+  ASSERT_TRUE(part->set_config(tc).ok());
+  log_clk.advance_ms(2);
   {
     proto::records::record_input in;
     in.key = encode_key(offset_key{"other", "t", 0});
     in.value = std::nullopt;
-    auto b = proto::records::build_batch({}, std::span(&in, 1));
-    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b->data()),
-                                 reinterpret_cast<const std::byte*>(b->data()) + b->size());
-    ASSERT_TRUE((*lg)->append(bytes, leader_epoch(0)).ok());
+    append(in);
   }
-  config::topic_config tc;
-  tc.cleanup_compact = true;
-  tc.segment_bytes = 2048;
-  tc.delete_retention_ms = 1000;
-  tc.max_compaction_lag_ms = INT64_MAX;
-  cluster::offset_map map(1 << 20);
-  std::atomic<bool> stop{false};
+  cluster::log_cleaner cleaner(*m.partitions, log_clk, 1, 1 << 20, 1000);
+  const std::string log_name = std::string(offsets_topic) + "-0";
   auto replay_log = [&] {
     c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
     size_t n = 0;
-    offset o = (*lg)->log_start_offset();
-    while (o < (*lg)->active_segment_base()) {
-      auto rb = (*lg)->read_bytes(o, 1 << 20, (*lg)->active_segment_base());
+    offset o = part->log_start_offset();
+    const offset active_base = part->segments().back().base;
+    while (o < active_base) {
+      auto rb = part->read_bytes(o, 1 << 20, active_base);
       EXPECT_TRUE(rb.ok());
       if (!rb.ok() || rb->empty()) break;
       auto split = proto::records::split_batches(std::span(reinterpret_cast<const uint8_t*>(rb->data()), rb->size()));
@@ -831,19 +837,18 @@ TEST_F(coordinator_test, ReplayOfACompactedLogRebuildsTheSameState) {
     c_->set_loaded();
     return n;
   };
-  auto cleaned = cluster::clean_log(**lg, tc, map, {}, env.clk.now_ms(), stop);
-  ASSERT_TRUE(cleaned.ok()) << cleaned.err().message;
-  EXPECT_GT(cleaned->records_removed, 50u);
+  ASSERT_TRUE(cleaner.run_once());
+  const uint64_t removed = cleaner.stats(log_name).records_removed;
+  EXPECT_GT(removed, 50u);
   const size_t kept = replay_log();
   EXPECT_LT(kept, log_.durable.size() - 50);
   EXPECT_EQ(describe_all(), before_d);
   EXPECT_EQ(fetch_all(), before_f);
   EXPECT_EQ(c_->list_groups({}), before_l);
   // Past delete.retention.ms the tombstones go too; the state stays.
-  env.clk.advance_ms(tc.delete_retention_ms);
-  auto late = cluster::clean_log(**lg, tc, map, {}, env.clk.now_ms(), stop);
-  ASSERT_TRUE(late.ok());
-  EXPECT_GT(late->records_removed, 0u);
+  log_clk.advance_ms(tc.delete_retention_ms);
+  cleaner.run_once();
+  EXPECT_GT(cleaner.stats(log_name).records_removed, removed);
   EXPECT_LT(replay_log(), kept);
   EXPECT_EQ(describe_all(), before_d);
   EXPECT_EQ(fetch_all(), before_f);
