@@ -1,5 +1,7 @@
 #include "group/coordinator.h"
 
+#include "base/log.h"
+
 namespace sluice::group {
 
 using kafka::error_code;
@@ -7,7 +9,7 @@ using kafka::error_code;
 coordinator::coordinator(coordinator_config cfg, record_log& log, sluice::clock& clk, post_fn post,
                          partition_exists_fn partition_exists)
     : cfg_(cfg),
-      clk_(clk),
+      log_(log),
       partitions_(cfg_.num_partitions, log, std::move(post), mu_),
       members_(cfg_, partitions_, clk),
       offsets_(cfg_, partitions_, members_, clk, std::move(partition_exists)) {}
@@ -49,9 +51,16 @@ status coordinator::replay(std::span<const uint8_t> key, std::optional<std::span
   return apply_locked(key, value);
 }
 
-status coordinator::apply_locked(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value) {
+status coordinator::apply_locked(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value,
+                                 std::optional<int32_t> partition) {
   auto k = decode_key(key);
   if (!k.ok()) return k.err();
+  const std::string& group_id = std::holds_alternative<offset_key>(*k) ? std::get<offset_key>(*k).group
+                                                                       : std::get<group_key>(*k).group;
+  if (partition && partitions_.partition_of(group_id) != *partition) {
+    return status(errc::corrupt_data,
+                  "a record of group " + group_id + " in partition " + std::to_string(*partition) + ", not its own");
+  }
   if (const auto* ok = std::get_if<offset_key>(&*k)) {
     if (!value) {
       offsets_.apply(*ok, std::nullopt);
@@ -71,6 +80,56 @@ status coordinator::apply_locked(std::span<const uint8_t> key, std::optional<std
   if (!v.ok()) return v.err();
   members_.apply(gk.group, *v);
   return {};
+}
+
+coordinator::load_result coordinator::load_partition(int32_t p) {
+  load_result r;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard g(mu_);
+    if (partitions_.closed()) return r;
+    if (partitions_.state(p) == partition_state::loaded) {
+      r.loaded = true;
+      return r;
+    }
+    partitions_.begin_load(p);
+    epoch = partitions_.epoch(p);
+  }
+  r.read = log_.read(p, [&](std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value) {
+    status s;
+    {
+      std::lock_guard g(mu_);
+      // Shut down or unloaded meanwhile: the rest is not wanted.
+      if (partitions_.closed() || partitions_.epoch(p) != epoch) return false;
+      s = apply_locked(key, value, p);
+    }
+    ++r.records;
+    if (!s.ok()) {
+      ++r.skipped;
+      SLUICE_LOG_WARN("replaying {}-{}: record skipped: {}", offsets_topic, p, s.err().message);
+    }
+    return true;
+  });
+  // The owner stopping leaves the partition loading: half a partition is
+  // not served. (A damaged tail is: what was read before it is served, as
+  // a restart would.)
+  if (r.read.code() == errc::shutting_down) return r;
+  std::lock_guard g(mu_);
+  if (partitions_.closed() || !partitions_.finish_load(p, epoch)) return r;
+  // Members brought back by replay get a full session timeout from now.
+  members_.restart_sessions(p);
+  r.loaded = true;
+  return r;
+}
+
+void coordinator::unload_partition(int32_t p) {
+  outbox out;
+  std::lock_guard g(mu_);
+  // First: from the new epoch on, nothing of p is served, observed or
+  // applied by a completion in flight.
+  partitions_.unload(p);
+  members_.answer_waiting(p, error_code::not_coordinator, out);
+  offsets_.drop_partition(p);
 }
 
 // ---- Requests -------------------------------------------------------------------

@@ -64,11 +64,41 @@ class coordinator {
   coordinator& operator=(const coordinator&) = delete;
 
   // ---- Loading ------------------------------------------------------------
-  // Until set_loaded(), requests are answered COORDINATOR_LOAD_IN_PROGRESS.
+  // A new coordinator serves no group yet: every partition of
+  // __consumer_offsets is loading, and its groups' requests are answered
+  // COORDINATOR_LOAD_IN_PROGRESS. The single-node broker loads them all at
+  // start (load_partition each, then set_loaded); a broker in a cluster
+  // loads and unloads the partitions it gains and loses.
+
+  // What load_partition() did.
+  struct load_result {
+    size_t records = 0;   // read back, skipped ones included
+    size_t skipped = 0;   // undecodable or foreign: logged, not applied
+    bool loaded = false;  // false: unloaded again or shut down meanwhile
+    status read;          // the log's error; the records before it stay applied
+  };
+  // Replays partition `p` of __consumer_offsets (the groups that hash to it
+  // and their offsets) from the record_log, then serves its groups; their
+  // members get a full session timeout from then. Meanwhile its groups get
+  // COORDINATOR_LOAD_IN_PROGRESS; other partitions are served as usual (the
+  // mutex is taken per record). A loaded partition stays as it is. Calls for
+  // one partition come from one thread at a time (the service's thread).
+  load_result load_partition(int32_t p);
+  // Drops partition `p`'s groups and offsets from memory (the offset
+  // observer is not told: the offsets are not lost, another coordinator
+  // has them). Waiting JoinGroup and SyncGroup requests of its groups are
+  // answered NOT_COORDINATOR, appends in flight complete NOT_COORDINATOR
+  // without changing anything, and later requests for its groups get
+  // NOT_COORDINATOR until load_partition(p).
+  void unload_partition(int32_t p);
+
+  // True when no partition is loading and unload() was not called.
   bool loaded() const;
-  // Ends the load. Returns false, changing nothing, once unload() has been
-  // called: a replay that finishes during shutdown must not open the
-  // coordinator again, or requests would park in it while the server drains.
+  // Ends the start-up load: partitions still loading (records given by
+  // replay()) are served. Returns false, changing nothing, once unload()
+  // has been called: a replay that finishes during shutdown must not open
+  // the coordinator again, or requests would park in it while the server
+  // drains.
   bool set_loaded();
   // Shutdown, before the network server drains: answers every waiting
   // JoinGroup and SyncGroup with NOT_COORDINATOR (clients look for the
@@ -79,8 +109,9 @@ class coordinator {
   // True once unload() was called (a replay in progress stops early).
   bool unloaded() const;
   // Applies one record read back from __consumer_offsets (value nullopt: a
-  // tombstone). Undecodable or foreign records are skipped with an error
-  // value for the caller to log.
+  // tombstone) to a partition still loading (tests; load_partition reads
+  // the record_log itself). Undecodable or foreign records are skipped
+  // with an error value for the caller to log.
   status replay(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value);
 
   // ---- Requests --------------------------------------------------------------
@@ -130,13 +161,15 @@ class coordinator {
   void set_offset_observer(offset_observer fn) { offsets_.set_observer(std::move(fn)); }
 
  private:
-  // Applies one decoded record (replay).
-  status apply_locked(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value);
+  // Applies one record read back; with `partition`, a record of a group
+  // that hashes elsewhere is refused as foreign.
+  status apply_locked(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value,
+                      std::optional<int32_t> partition = std::nullopt);
 
   // num_partitions and the expiry interval never change; the fields
   // update_config() replaces are read and written under mu_.
   coordinator_config cfg_;
-  sluice::clock& clk_;
+  record_log& log_;
   mutable std::mutex mu_;
   offsets_partitions partitions_;  // guarded by mu_, as are the two below
   membership members_;

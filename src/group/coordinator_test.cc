@@ -42,6 +42,16 @@ class mem_log final : public record_log {
       e.done({});
     }
   }
+  status read(int32_t p, const record_fn& fn) override {
+    ++reads;
+    for (const auto& r : durable) {
+      if (r.partition != p) continue;
+      std::optional<std::span<const uint8_t>> v;
+      if (r.value) v = std::span<const uint8_t>(*r.value);
+      if (!fn(r.key, v)) break;
+    }
+    return {};
+  }
   void fail_all() {
     auto h = std::move(held);
     held.clear();
@@ -55,6 +65,7 @@ class mem_log final : public record_log {
   bool hold = false;
   bool keep = true;
   size_t appends = 0;
+  size_t reads = 0;
   std::vector<entry> held;
   std::vector<rec> durable;
 };
@@ -892,6 +903,149 @@ TEST_F(coordinator_test, ReplayFinishingAfterUnloadDoesNotReopen) {
   EXPECT_EQ(heartbeat("g", ids[0], gen), to_wire(error_code::coordinator_load_in_progress));
   advance(30'000);  // timers stay off: the replayed member does not expire, nothing is written
   EXPECT_EQ(log_.appends, appends_before);
+}
+
+// ---- Per-partition load and unload of __consumer_offsets ------------------------
+
+// A group id that hashes to partition `p` of __consumer_offsets.
+std::string group_in(int32_t p, const std::string& prefix, int32_t partitions) {
+  for (int i = 0;; ++i) {
+    std::string id = prefix + std::to_string(i);
+    if (partition_for(id, partitions) == p) return id;
+  }
+}
+
+TEST_F(coordinator_test, LoadOfOnePartitionReplaysOnlyItsGroups) {
+  const std::string a = group_in(1, "a", cfg_.num_partitions), b = group_in(2, "b", cfg_.num_partitions);
+  int32_t gen = 0;
+  auto ids = stable_group(a, 1, &gen);
+  commit(a, ids[0], gen, "t", 0, 11);
+  commit(b, "", -1, "t", 0, 22);
+  // A record of `a` filed under another partition is foreign there.
+  offset_value stray;
+  stray.offset = 99;
+  log_.durable.push_back({3, encode_key(offset_key{a, "t", 5}), encode_value(stray)});
+
+  c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+  const auto r = c_->load_partition(1);
+  EXPECT_TRUE(r.loaded);
+  EXPECT_TRUE(r.read.ok());
+  EXPECT_EQ(r.skipped, 0u);
+  EXPECT_GT(r.records, 0u);
+  EXPECT_EQ(c_->group_count(), 1u);
+  EXPECT_EQ(fetch(a, "t", 0), 11);
+  EXPECT_EQ(heartbeat(a, ids[0], gen), 0);
+  EXPECT_EQ(describe(a).group_state, "Stable");
+  // b's partition has not been loaded: it still loads.
+  const int16_t loading = to_wire(error_code::coordinator_load_in_progress);
+  EXPECT_EQ(describe(b).error_code, loading);
+  EXPECT_EQ(commit_error(commit(b, "", -1, "t", 0, 23)), loading);
+  EXPECT_EQ(c_->list_groups({}).error_code, loading);
+  EXPECT_FALSE(c_->loaded());
+
+  EXPECT_TRUE(c_->load_partition(2).loaded);
+  EXPECT_EQ(fetch(b, "t", 0), 22);
+  EXPECT_EQ(c_->group_count(), 2u);
+  const auto foreign = c_->load_partition(3);
+  EXPECT_EQ(foreign.records, 1u);
+  EXPECT_EQ(foreign.skipped, 1u);
+  EXPECT_EQ(fetch(a, "t", 5), -1);
+  EXPECT_TRUE(c_->load_partition(0).loaded);
+  EXPECT_TRUE(c_->loaded());
+  // Loading a loaded partition again reads nothing.
+  const size_t reads = log_.reads;
+  EXPECT_TRUE(c_->load_partition(1).loaded);
+  EXPECT_EQ(log_.reads, reads);
+}
+
+TEST_F(coordinator_test, UnloadedPartitionAnswersNotCoordinatorAndReloadBringsItBack) {
+  const std::string a = group_in(1, "a", cfg_.num_partitions), b = group_in(2, "b", cfg_.num_partitions);
+  int32_t gen = 0;
+  auto ids = stable_group(a, 2, &gen);
+  commit(a, ids[0], gen, "t", 0, 11);
+  commit(a, ids[1], gen, "t", 1, 12);
+  commit(b, "", -1, "t", 0, 22);
+  std::vector<std::string> observed;
+  c_->set_offset_observer([&](const std::string& g, const std::string&, int32_t, int64_t) { observed.push_back(g); });
+  const auto before = describe(a);
+  const size_t appends = log_.appends;
+
+  c_->unload_partition(1);
+  EXPECT_TRUE(observed.empty()) << "unloaded offsets are not lost";
+  EXPECT_EQ(log_.appends, appends);
+  EXPECT_EQ(c_->group_count(), 1u);
+  EXPECT_EQ(c_->committed_offsets().size(), 1u);
+  const int16_t not_coordinator = to_wire(error_code::not_coordinator);
+  EXPECT_EQ(heartbeat(a, ids[0], gen), not_coordinator);
+  EXPECT_EQ(join(join_req(a, ""))->error_code, not_coordinator);
+  EXPECT_EQ(sync(a, ids[0], gen)->error_code, not_coordinator);
+  EXPECT_EQ(commit_error(commit(a, ids[0], gen, "t", 0, 13)), not_coordinator);
+  proto::offset_fetch_request f;
+  f.group_id = a;
+  EXPECT_EQ(c_->offset_fetch(f, 7).error_code, not_coordinator);
+  EXPECT_EQ(describe(a).error_code, not_coordinator);
+  EXPECT_EQ(delete_groups({a}), std::vector<int16_t>{not_coordinator});
+  proto::leave_group_request l;
+  l.group_id = a;
+  l.member_id = ids[1];
+  EXPECT_EQ(c_->leave_group(l, 1).error_code, not_coordinator);
+  auto listed = c_->list_groups({});
+  EXPECT_EQ(listed.error_code, 0);
+  ASSERT_EQ(listed.groups.size(), 1u);
+  EXPECT_EQ(listed.groups[0].group_id, b);
+  EXPECT_EQ(fetch(b, "t", 0), 22);  // other partitions are served as before
+  advance(30'000);                   // nothing of the unloaded group expires or is written
+  EXPECT_EQ(log_.appends, appends);
+
+  // Reload: the same generation, members and offsets, from the log alone.
+  EXPECT_TRUE(c_->load_partition(1).loaded);
+  EXPECT_EQ(describe(a), before);
+  EXPECT_EQ(fetch(a, "t", 0), 11);
+  EXPECT_EQ(fetch(a, "t", 1), 12);
+  EXPECT_EQ(heartbeat(a, ids[0], gen), 0);
+  EXPECT_EQ(heartbeat(a, ids[1], gen), 0);
+  EXPECT_EQ(commit_error(commit(a, ids[0], gen, "t", 0, 14)), 0);
+  EXPECT_EQ(observed, std::vector<std::string>{a});  // a live change again
+}
+
+TEST_F(coordinator_test, UnloadAnswersWaitingRequestsOfItsGroupsOnly) {
+  const std::string a = group_in(1, "a", cfg_.num_partitions), b = group_in(2, "b", cfg_.num_partitions);
+  int32_t gen = 0, gen_b = 0;
+  auto ids = stable_group(a, 2, &gen);
+  auto ids_b = stable_group(b, 2, &gen_b);
+  auto j = join(join_req(a, ids[0]));  // the leader rejoins: the join waits for the other member
+  auto jb = join(join_req(b, ids_b[0]));
+  ASSERT_FALSE(j.done());
+  ASSERT_FALSE(jb.done());
+  // A commit and a static member's rejoin in flight when the partition goes.
+  const std::string solo = group_in(1, "solo", cfg_.num_partitions);
+  const std::string st = group_in(1, "static", cfg_.num_partitions);
+  auto s1 = join(join_req(st, "", "instance-1"));
+  ASSERT_TRUE(s1.done());
+  sync(st, s1->member_id, s1->generation_id, {{s1->member_id, {1}}}, "instance-1");
+  ASSERT_EQ(describe(st).group_state, "Stable");
+  log_.hold = true;
+  auto c = commit(solo, "", -1, "t", 0, 7);
+  auto s2 = join(join_req(st, "", "instance-1"));
+  ASSERT_FALSE(c.done());
+  ASSERT_FALSE(s2.done());
+
+  c_->unload_partition(1);
+  run();
+  ASSERT_TRUE(j.done());
+  EXPECT_EQ(j->error_code, to_wire(error_code::not_coordinator));
+  EXPECT_FALSE(jb.done()) << "another partition's rebalance goes on";
+  log_.complete_all();
+  run();
+  ASSERT_TRUE(c.done());
+  EXPECT_EQ(commit_error(c), to_wire(error_code::not_coordinator));
+  ASSERT_TRUE(s2.done());
+  EXPECT_EQ(s2->error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(c_->group_count(), 1u) << "a completion after the unload applies nothing";
+  // The durable commit is the next load's: the log is the truth.
+  log_.hold = false;
+  EXPECT_TRUE(c_->load_partition(1).loaded);
+  EXPECT_EQ(fetch(solo, "t", 0), 7);
 }
 
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,7 +40,8 @@
 
 namespace sluice::group {
 
-// Where the coordinator's records go: partition `p` of __consumer_offsets.
+// Where the coordinator's records go and come back from: partition `p` of
+// __consumer_offsets.
 class record_log {
  public:
   virtual ~record_log() = default;
@@ -46,6 +49,17 @@ class record_log {
   // failed). `done` may run on any thread, even before append returns.
   virtual void append(int32_t p, std::vector<protocol::records::record_input> records,
                       std::function<void(status)> done) = 0;
+  // One record read back: its key and value (nullopt: a tombstone). Returns
+  // false to stop the read.
+  using record_fn =
+      std::function<bool(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value)>;
+  // Reads partition `p` from its log start offset to its end, calling `fn`
+  // with every keyed record in offset order, on the calling thread. An
+  // error when the rest of the partition cannot be read (the records before
+  // it were passed), errc::shutting_down when the owner stops (the
+  // partition then stays loading); a partition that does not exist holds
+  // no records.
+  virtual status read(int32_t p, const record_fn& fn) = 0;
 };
 
 // Responses gathered under the coordinator's mutex and sent after it is

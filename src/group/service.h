@@ -50,6 +50,7 @@ class service {
   void post(std::function<void()> fn);
   void run();
   void load();
+  bool stopping();  // takes mu_
 
   cluster::partition_manager& partitions_;
   sluice::clock& clk_;
