@@ -145,16 +145,33 @@ void offset_manager::write_tombstones(const std::string& group_id, const std::ve
 
 // ---- OffsetCommit -------------------------------------------------------------------
 
-namespace {
-
-// The records of one OffsetCommit and what each changes once durable.
-struct commit_batch {
-  std::vector<protocol::records::record_input> records;
-  std::vector<std::pair<offset_key, offset_value>> applied;
-  std::vector<int16_t*> written;  // error codes of the partitions in `records`
-};
-
-}  // namespace
+// One partition of an OffsetCommit: its record and offset go into `batch`,
+// or the error that refuses it is returned. `held` counts the group's
+// offsets with those the batch adds.
+error_code offset_manager::add_commit(const std::string& group_id, const std::string& topic,
+                                      const commit_partition& p, const offset_map* held_offsets, size_t& held,
+                                      int64_t now_ms, commit_batch& batch) const {
+  if (p.committed_metadata && p.committed_metadata->size() > limits::max_offset_metadata_bytes)
+    return error_code::offset_metadata_too_large;
+  if (topic.empty() || topic.size() > limits::max_name_bytes || p.partition_index < 0 ||
+      (partition_exists_ && !partition_exists_(topic, p.partition_index)))
+    return error_code::unknown_topic_or_partition;
+  const bool known = held_offsets && held_offsets->count({topic, p.partition_index});
+  if (!known && ++held > limits::max_offsets_per_group) return error_code::invalid_commit_offset_size;
+  offset_key k{group_id, topic, p.partition_index};
+  offset_value v;
+  v.offset = p.committed_offset;
+  v.leader_epoch = p.committed_leader_epoch;
+  v.metadata = p.committed_metadata.value_or("");
+  v.commit_timestamp_ms = now_ms;
+  protocol::records::record_input r;
+  r.key = encode_key(k);
+  r.value = encode_value(v);
+  r.timestamp_ms = now_ms;
+  batch.records.push_back(std::move(r));
+  batch.applied.emplace_back(std::move(k), std::move(v));
+  return error_code::none;
+}
 
 void offset_manager::commit(const proto::offset_commit_request& req, int16_t version,
                             reply<proto::offset_commit_response> cb, outbox& out) {
@@ -183,35 +200,13 @@ void offset_manager::commit(const proto::offset_commit_request& req, int16_t ver
   for (size_t ti = 0; ti < req.topics.size(); ++ti) {
     const auto& t = req.topics[ti];
     for (size_t pi = 0; pi < t.partitions.size(); ++pi) {
-      const auto& p = t.partitions[pi];
       int16_t& ec = resp->topics[ti].partitions[pi].error_code;
-      if (p.committed_metadata && p.committed_metadata->size() > limits::max_offset_metadata_bytes) {
-        ec = to_wire(error_code::offset_metadata_too_large);
-        continue;
+      const auto e = add_commit(req.group_id, t.name, t.partitions[pi], held_offsets, held, now, batch);
+      if (e != error_code::none) {
+        ec = to_wire(e);
+      } else {
+        batch.written.push_back(&ec);
       }
-      if (t.name.empty() || t.name.size() > limits::max_name_bytes || p.partition_index < 0 ||
-          (partition_exists_ && !partition_exists_(t.name, p.partition_index))) {
-        ec = to_wire(error_code::unknown_topic_or_partition);
-        continue;
-      }
-      const bool known = held_offsets && held_offsets->count({t.name, p.partition_index});
-      if (!known && ++held > limits::max_offsets_per_group) {
-        ec = to_wire(error_code::invalid_commit_offset_size);
-        continue;
-      }
-      offset_key k{req.group_id, t.name, p.partition_index};
-      offset_value v;
-      v.offset = p.committed_offset;
-      v.leader_epoch = p.committed_leader_epoch;
-      v.metadata = p.committed_metadata.value_or("");
-      v.commit_timestamp_ms = now;
-      protocol::records::record_input r;
-      r.key = encode_key(k);
-      r.value = encode_value(v);
-      r.timestamp_ms = now;
-      batch.records.push_back(std::move(r));
-      batch.applied.emplace_back(std::move(k), std::move(v));
-      batch.written.push_back(&ec);
     }
   }
   if (batch.records.empty()) return answer(cb, *resp, out);

@@ -98,7 +98,18 @@ class offset_manager {
   using topic_partition = std::pair<std::string, int32_t>;
   using offset_map = std::map<topic_partition, offset_value>;
 
+  // The records of one OffsetCommit and what each changes once durable.
+  struct commit_batch {
+    std::vector<protocol::records::record_input> records;
+    std::vector<std::pair<offset_key, offset_value>> applied;
+    std::vector<int16_t*> written;  // error codes of the partitions in `records`
+  };
+  using commit_partition = protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition;
+
   const offset_map* offsets_of(const std::string& group_id) const;
+  kafka::error_code add_commit(const std::string& group_id, const std::string& topic, const commit_partition& p,
+                               const offset_map* held_offsets, size_t& held, int64_t now_ms,
+                               commit_batch& batch) const;
   std::vector<offset_key> keys_of(const std::string& group_id) const;
   protocol::offset_fetch_response::offset_fetch_response_group fetch_group(
       const std::string& group_id,
