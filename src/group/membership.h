@@ -33,6 +33,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/clock.h"
 #include "group/config.h"
