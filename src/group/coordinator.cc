@@ -1,5 +1,6 @@
 #include "group/coordinator.h"
 
+#include "base/assert.h"
 #include "base/log.h"
 
 namespace sluice::group {
@@ -130,6 +131,7 @@ void coordinator::unload_partition(int32_t p) {
   partitions_.unload(p);
   members_.answer_waiting(p, error_code::not_coordinator, out);
   offsets_.drop_partition(p);
+  SLUICE_ASSERT(members_.groups_of(p).empty(), "nothing of an unloaded partition stays in memory");
 }
 
 // ---- Requests -------------------------------------------------------------------

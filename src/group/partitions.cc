@@ -12,13 +12,23 @@ offsets_partitions::offsets_partitions(int32_t num_partitions, record_log& log, 
   SLUICE_ASSERT(num_partitions > 0, "__consumer_offsets has at least one partition");
 }
 
+offsets_partitions::slot& offsets_partitions::at(int32_t p) {
+  SLUICE_ASSERT(p >= 0 && p < count(), "a partition of __consumer_offsets");
+  return parts_[static_cast<size_t>(p)];
+}
+
+const offsets_partitions::slot& offsets_partitions::at(int32_t p) const {
+  SLUICE_ASSERT(p >= 0 && p < count(), "a partition of __consumer_offsets");
+  return parts_[static_cast<size_t>(p)];
+}
+
 int32_t offsets_partitions::partition_of(std::string_view group_id) const {
   return partition_for(group_id, count());
 }
 
-partition_state offsets_partitions::state(int32_t p) const { return parts_.at(static_cast<size_t>(p)).state; }
+partition_state offsets_partitions::state(int32_t p) const { return at(p).state; }
 
-uint64_t offsets_partitions::epoch(int32_t p) const { return parts_.at(static_cast<size_t>(p)).epoch; }
+uint64_t offsets_partitions::epoch(int32_t p) const { return at(p).epoch; }
 
 bool offsets_partitions::serves(int32_t p) const { return !closed_ && state(p) == partition_state::loaded; }
 
@@ -39,20 +49,21 @@ bool offsets_partitions::any_loading() const {
 }
 
 void offsets_partitions::begin_load(int32_t p) {
-  auto& s = parts_.at(static_cast<size_t>(p));
+  auto& s = at(p);
   s.state = partition_state::loading;
   ++s.epoch;
 }
 
 bool offsets_partitions::finish_load(int32_t p, uint64_t epoch) {
-  auto& s = parts_.at(static_cast<size_t>(p));
+  auto& s = at(p);
   if (s.state != partition_state::loading || s.epoch != epoch) return false;
+  SLUICE_ASSERT(!closed_, "a closed coordinator loads nothing");
   s.state = partition_state::loaded;
   return true;
 }
 
 void offsets_partitions::unload(int32_t p) {
-  auto& s = parts_.at(static_cast<size_t>(p));
+  auto& s = at(p);
   s.state = partition_state::not_owned;
   ++s.epoch;
 }

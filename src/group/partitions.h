@@ -132,6 +132,9 @@ class offsets_partitions {
     partition_state state = partition_state::loading;
     uint64_t epoch = 0;
   };
+  slot& at(int32_t p);  // asserts `p` is a partition
+  const slot& at(int32_t p) const;
+
   record_log& log_;
   const post_fn post_;
   std::mutex& mu_;
