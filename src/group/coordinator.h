@@ -74,7 +74,7 @@ class coordinator {
   struct load_result {
     size_t records = 0;   // read back, skipped ones included
     size_t skipped = 0;   // undecodable or foreign: logged, not applied
-    bool loaded = false;  // false: unloaded again or shut down meanwhile
+    bool loaded = false;  // false: unloaded, shut down or the owner stopping meanwhile
     status read;          // the log's error; the records before it stay applied
   };
   // Replays partition `p` of __consumer_offsets (the groups that hash to it
@@ -110,8 +110,8 @@ class coordinator {
   bool unloaded() const;
   // Applies one record read back from __consumer_offsets (value nullopt: a
   // tombstone) to a partition still loading (tests; load_partition reads
-  // the record_log itself). Undecodable or foreign records are skipped
-  // with an error value for the caller to log.
+  // the record_log itself). Undecodable records are skipped with an
+  // error value for the caller to log.
   status replay(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value);
 
   // ---- Requests --------------------------------------------------------------
