@@ -28,6 +28,7 @@ std::string_view errc_name(errc e) {
     case errc::invalid_partitions: return "invalid_partitions";
     case errc::invalid_replication_factor: return "invalid_replication_factor";
     case errc::policy_violation: return "policy_violation";
+    case errc::not_coordinator: return "not_coordinator";
     case errc::invalid_producer_epoch: return "invalid_producer_epoch";
     case errc::out_of_order_sequence: return "out_of_order_sequence";
     case errc::invalid_txn_state: return "invalid_txn_state";

@@ -35,6 +35,7 @@ enum class errc : int16_t {
   invalid_partitions,          // a partition count out of range or lowered
   invalid_replication_factor,  // a replication factor this cluster cannot meet
   policy_violation,   // allowed by Kafka, refused by this broker's limits
+  not_coordinator,    // this broker does not (or no longer) coordinate the group's __consumer_offsets partition
   // Producers.
   invalid_producer_epoch,  // a producer epoch older than the one known
   out_of_order_sequence,   // a sequence number that does not follow the last

@@ -8,6 +8,7 @@
 
 #include "cluster/compaction.h"
 #include "protocol/consumer_protocol.h"
+#include "cluster/test_managers.h"
 #include "storage/test_util.h"
 
 namespace sluice::group {
@@ -41,6 +42,16 @@ class mem_log final : public record_log {
       e.done({});
     }
   }
+  status read(int32_t p, const record_fn& fn) override {
+    ++reads;
+    for (const auto& r : durable) {
+      if (r.partition != p) continue;
+      std::optional<std::span<const uint8_t>> v;
+      if (r.value) v = std::span<const uint8_t>(*r.value);
+      if (!fn(r.key, v)) break;
+    }
+    return {};
+  }
   void fail_all() {
     auto h = std::move(held);
     held.clear();
@@ -54,6 +65,7 @@ class mem_log final : public record_log {
   bool hold = false;
   bool keep = true;
   size_t appends = 0;
+  size_t reads = 0;
   std::vector<entry> held;
   std::vector<rec> durable;
 };
@@ -770,50 +782,55 @@ TEST_F(coordinator_test, ReplayOfACompactedLogRebuildsTheSameState) {
   const auto before_f = fetch_all();
   const auto before_l = c_->list_groups({});
 
-  // The records into a storage log, one batch each, as the service writes them.
+  // The records into __consumer_offsets-0, one batch each, as the service
+  // writes them, through the broker's partition manager and log cleaner.
   storage::testing::temp_dir tmp;
-  storage::testing::log_env env;
-  storage::log_config lc;
-  lc.segment_bytes = 2048;
-  auto lg = storage::log::open(env.ctx(), tmp.sub("__consumer_offsets-0"), "__consumer_offsets-0", lc);
-  ASSERT_TRUE(lg.ok());
-  for (const auto& r : log_.durable) {
-    proto::records::record_input in;
-    in.key = r.key;
-    in.value = r.value;
-    in.timestamp_ms = env.clk.now_ms();
+  manual_clock log_clk;
+  config::config_map settings;
+  settings.set("log.dirs", std::vector<std::string>{tmp.path()});
+  auto broker_cfg = config::make_broker_config(std::move(settings));
+  ASSERT_TRUE(broker_cfg.ok());
+  auto m = cluster::testing::open_managers(io::filesystem::posix(), tmp.sub("logs"), *broker_cfg, nullptr, log_clk);
+  ASSERT_TRUE(m.partitions);
+  const std::vector<config::config_entry> topic_cfg = {
+      {"cleanup.policy", "compact"}, {"segment.bytes", "2048"}, {"delete.retention.ms", "1000"}};
+  ASSERT_FALSE(m.partitions->create_topic(std::string(offsets_topic), 1, 1, topic_cfg, false).has_value());
+  auto part = m.partitions->get(std::string(offsets_topic), 0);
+  ASSERT_TRUE(part);
+  auto append = [&](const proto::records::record_input& in) {
     auto b = proto::records::build_batch({}, std::span(&in, 1));
     ASSERT_TRUE(b.ok());
     std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b->data()),
                                  reinterpret_cast<const std::byte*>(b->data()) + b->size());
-    ASSERT_TRUE((*lg)->append(bytes, leader_epoch(0)).ok());
+    ASSERT_EQ(part->append(bytes, log_clk.now_ms()).error, errc::ok);
+  };
+  for (const auto& r : log_.durable) {
+    proto::records::record_input in;
+    in.key = r.key;
+    in.value = r.value;
+    in.timestamp_ms = log_clk.now_ms();
+    append(in);
   }
   // Close the last segment so all of it is cleanable.
-  lc.segment_ms = 1;
-  ASSERT_TRUE((*lg)->set_config(lc).ok());
-  env.clk.advance_ms(2);
+  auto tc = part->config();
+  tc.segment_ms = 1;
+  ASSERT_TRUE(part->set_config(tc).ok());
+  log_clk.advance_ms(2);
   {
     proto::records::record_input in;
     in.key = encode_key(offset_key{"other", "t", 0});
     in.value = std::nullopt;
-    auto b = proto::records::build_batch({}, std::span(&in, 1));
-    std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(b->data()),
-                                 reinterpret_cast<const std::byte*>(b->data()) + b->size());
-    ASSERT_TRUE((*lg)->append(bytes, leader_epoch(0)).ok());
+    append(in);
   }
-  config::topic_config tc;
-  tc.cleanup_compact = true;
-  tc.segment_bytes = 2048;
-  tc.delete_retention_ms = 1000;
-  tc.max_compaction_lag_ms = INT64_MAX;
-  cluster::offset_map map(1 << 20);
-  std::atomic<bool> stop{false};
+  cluster::log_cleaner cleaner(*m.partitions, log_clk, 1, 1 << 20, 1000);
+  const std::string log_name = std::string(offsets_topic) + "-0";
   auto replay_log = [&] {
     c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
     size_t n = 0;
-    offset o = (*lg)->log_start_offset();
-    while (o < (*lg)->active_segment_base()) {
-      auto rb = (*lg)->read_bytes(o, 1 << 20, (*lg)->active_segment_base());
+    offset o = part->log_start_offset();
+    const offset active_base = part->segments().back().base;
+    while (o < active_base) {
+      auto rb = part->read_bytes(o, 1 << 20, active_base);
       EXPECT_TRUE(rb.ok());
       if (!rb.ok() || rb->empty()) break;
       auto split = proto::records::split_batches(std::span(reinterpret_cast<const uint8_t*>(rb->data()), rb->size()));
@@ -831,19 +848,18 @@ TEST_F(coordinator_test, ReplayOfACompactedLogRebuildsTheSameState) {
     c_->set_loaded();
     return n;
   };
-  auto cleaned = cluster::clean_log(**lg, tc, map, {}, env.clk.now_ms(), stop);
-  ASSERT_TRUE(cleaned.ok()) << cleaned.err().message;
-  EXPECT_GT(cleaned->records_removed, 50u);
+  ASSERT_TRUE(cleaner.run_once());
+  const uint64_t removed = cleaner.stats(log_name).records_removed;
+  EXPECT_GT(removed, 50u);
   const size_t kept = replay_log();
   EXPECT_LT(kept, log_.durable.size() - 50);
   EXPECT_EQ(describe_all(), before_d);
   EXPECT_EQ(fetch_all(), before_f);
   EXPECT_EQ(c_->list_groups({}), before_l);
   // Past delete.retention.ms the tombstones go too; the state stays.
-  env.clk.advance_ms(tc.delete_retention_ms);
-  auto late = cluster::clean_log(**lg, tc, map, {}, env.clk.now_ms(), stop);
-  ASSERT_TRUE(late.ok());
-  EXPECT_GT(late->records_removed, 0u);
+  log_clk.advance_ms(tc.delete_retention_ms);
+  cleaner.run_once();
+  EXPECT_GT(cleaner.stats(log_name).records_removed, removed);
   EXPECT_LT(replay_log(), kept);
   EXPECT_EQ(describe_all(), before_d);
   EXPECT_EQ(fetch_all(), before_f);
@@ -887,6 +903,149 @@ TEST_F(coordinator_test, ReplayFinishingAfterUnloadDoesNotReopen) {
   EXPECT_EQ(heartbeat("g", ids[0], gen), to_wire(error_code::coordinator_load_in_progress));
   advance(30'000);  // timers stay off: the replayed member does not expire, nothing is written
   EXPECT_EQ(log_.appends, appends_before);
+}
+
+// ---- Per-partition load and unload of __consumer_offsets ------------------------
+
+// A group id that hashes to partition `p` of __consumer_offsets.
+std::string group_in(int32_t p, const std::string& prefix, int32_t partitions) {
+  for (int i = 0;; ++i) {
+    std::string id = prefix + std::to_string(i);
+    if (partition_for(id, partitions) == p) return id;
+  }
+}
+
+TEST_F(coordinator_test, LoadOfOnePartitionReplaysOnlyItsGroups) {
+  const std::string a = group_in(1, "a", cfg_.num_partitions), b = group_in(2, "b", cfg_.num_partitions);
+  int32_t gen = 0;
+  auto ids = stable_group(a, 1, &gen);
+  commit(a, ids[0], gen, "t", 0, 11);
+  commit(b, "", -1, "t", 0, 22);
+  // A record of `a` filed under another partition is foreign there.
+  offset_value stray;
+  stray.offset = 99;
+  log_.durable.push_back({3, encode_key(offset_key{a, "t", 5}), encode_value(stray)});
+
+  c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+  const auto r = c_->load_partition(1);
+  EXPECT_TRUE(r.loaded);
+  EXPECT_TRUE(r.read.ok());
+  EXPECT_EQ(r.skipped, 0u);
+  EXPECT_GT(r.records, 0u);
+  EXPECT_EQ(c_->group_count(), 1u);
+  EXPECT_EQ(fetch(a, "t", 0), 11);
+  EXPECT_EQ(heartbeat(a, ids[0], gen), 0);
+  EXPECT_EQ(describe(a).group_state, "Stable");
+  // b's partition has not been loaded: it still loads.
+  const int16_t loading = to_wire(error_code::coordinator_load_in_progress);
+  EXPECT_EQ(describe(b).error_code, loading);
+  EXPECT_EQ(commit_error(commit(b, "", -1, "t", 0, 23)), loading);
+  EXPECT_EQ(c_->list_groups({}).error_code, loading);
+  EXPECT_FALSE(c_->loaded());
+
+  EXPECT_TRUE(c_->load_partition(2).loaded);
+  EXPECT_EQ(fetch(b, "t", 0), 22);
+  EXPECT_EQ(c_->group_count(), 2u);
+  const auto foreign = c_->load_partition(3);
+  EXPECT_EQ(foreign.records, 1u);
+  EXPECT_EQ(foreign.skipped, 1u);
+  EXPECT_EQ(fetch(a, "t", 5), -1);
+  EXPECT_TRUE(c_->load_partition(0).loaded);
+  EXPECT_TRUE(c_->loaded());
+  // Loading a loaded partition again reads nothing.
+  const size_t reads = log_.reads;
+  EXPECT_TRUE(c_->load_partition(1).loaded);
+  EXPECT_EQ(log_.reads, reads);
+}
+
+TEST_F(coordinator_test, UnloadedPartitionAnswersNotCoordinatorAndReloadBringsItBack) {
+  const std::string a = group_in(1, "a", cfg_.num_partitions), b = group_in(2, "b", cfg_.num_partitions);
+  int32_t gen = 0;
+  auto ids = stable_group(a, 2, &gen);
+  commit(a, ids[0], gen, "t", 0, 11);
+  commit(a, ids[1], gen, "t", 1, 12);
+  commit(b, "", -1, "t", 0, 22);
+  std::vector<std::string> observed;
+  c_->set_offset_observer([&](const std::string& g, const std::string&, int32_t, int64_t) { observed.push_back(g); });
+  const auto before = describe(a);
+  const size_t appends = log_.appends;
+
+  c_->unload_partition(1);
+  EXPECT_TRUE(observed.empty()) << "unloaded offsets are not lost";
+  EXPECT_EQ(log_.appends, appends);
+  EXPECT_EQ(c_->group_count(), 1u);
+  EXPECT_EQ(c_->committed_offsets().size(), 1u);
+  const int16_t not_coordinator = to_wire(error_code::not_coordinator);
+  EXPECT_EQ(heartbeat(a, ids[0], gen), not_coordinator);
+  EXPECT_EQ(join(join_req(a, ""))->error_code, not_coordinator);
+  EXPECT_EQ(sync(a, ids[0], gen)->error_code, not_coordinator);
+  EXPECT_EQ(commit_error(commit(a, ids[0], gen, "t", 0, 13)), not_coordinator);
+  proto::offset_fetch_request f;
+  f.group_id = a;
+  EXPECT_EQ(c_->offset_fetch(f, 7).error_code, not_coordinator);
+  EXPECT_EQ(describe(a).error_code, not_coordinator);
+  EXPECT_EQ(delete_groups({a}), std::vector<int16_t>{not_coordinator});
+  proto::leave_group_request l;
+  l.group_id = a;
+  l.member_id = ids[1];
+  EXPECT_EQ(c_->leave_group(l, 1).error_code, not_coordinator);
+  auto listed = c_->list_groups({});
+  EXPECT_EQ(listed.error_code, 0);
+  ASSERT_EQ(listed.groups.size(), 1u);
+  EXPECT_EQ(listed.groups[0].group_id, b);
+  EXPECT_EQ(fetch(b, "t", 0), 22);  // other partitions are served as before
+  advance(30'000);                   // nothing of the unloaded group expires or is written
+  EXPECT_EQ(log_.appends, appends);
+
+  // Reload: the same generation, members and offsets, from the log alone.
+  EXPECT_TRUE(c_->load_partition(1).loaded);
+  EXPECT_EQ(describe(a), before);
+  EXPECT_EQ(fetch(a, "t", 0), 11);
+  EXPECT_EQ(fetch(a, "t", 1), 12);
+  EXPECT_EQ(heartbeat(a, ids[0], gen), 0);
+  EXPECT_EQ(heartbeat(a, ids[1], gen), 0);
+  EXPECT_EQ(commit_error(commit(a, ids[0], gen, "t", 0, 14)), 0);
+  EXPECT_EQ(observed, std::vector<std::string>{a});  // a live change again
+}
+
+TEST_F(coordinator_test, UnloadAnswersWaitingRequestsOfItsGroupsOnly) {
+  const std::string a = group_in(1, "a", cfg_.num_partitions), b = group_in(2, "b", cfg_.num_partitions);
+  int32_t gen = 0, gen_b = 0;
+  auto ids = stable_group(a, 2, &gen);
+  auto ids_b = stable_group(b, 2, &gen_b);
+  auto j = join(join_req(a, ids[0]));  // the leader rejoins: the join waits for the other member
+  auto jb = join(join_req(b, ids_b[0]));
+  ASSERT_FALSE(j.done());
+  ASSERT_FALSE(jb.done());
+  // A commit and a static member's rejoin in flight when the partition goes.
+  const std::string solo = group_in(1, "solo", cfg_.num_partitions);
+  const std::string st = group_in(1, "static", cfg_.num_partitions);
+  auto s1 = join(join_req(st, "", "instance-1"));
+  ASSERT_TRUE(s1.done());
+  sync(st, s1->member_id, s1->generation_id, {{s1->member_id, {1}}}, "instance-1");
+  ASSERT_EQ(describe(st).group_state, "Stable");
+  log_.hold = true;
+  auto c = commit(solo, "", -1, "t", 0, 7);
+  auto s2 = join(join_req(st, "", "instance-1"));
+  ASSERT_FALSE(c.done());
+  ASSERT_FALSE(s2.done());
+
+  c_->unload_partition(1);
+  run();
+  ASSERT_TRUE(j.done());
+  EXPECT_EQ(j->error_code, to_wire(error_code::not_coordinator));
+  EXPECT_FALSE(jb.done()) << "another partition's rebalance goes on";
+  log_.complete_all();
+  run();
+  ASSERT_TRUE(c.done());
+  EXPECT_EQ(commit_error(c), to_wire(error_code::not_coordinator));
+  ASSERT_TRUE(s2.done());
+  EXPECT_EQ(s2->error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(c_->group_count(), 1u) << "a completion after the unload applies nothing";
+  // The durable commit is the next load's: the log is the truth.
+  log_.hold = false;
+  EXPECT_TRUE(c_->load_partition(1).loaded);
+  EXPECT_EQ(fetch(solo, "t", 0), 7);
 }
 
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {

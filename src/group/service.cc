@@ -14,7 +14,8 @@ namespace sluice::group {
 // __consumer_offsets, answering once the acks=all rule says durable.
 class service::partition_log final : public record_log {
  public:
-  partition_log(cluster::partition_manager& partitions, sluice::clock& clk) : partitions_(partitions), clk_(clk) {}
+  partition_log(service& svc, cluster::partition_manager& partitions, sluice::clock& clk)
+      : svc_(svc), partitions_(partitions), clk_(clk) {}
 
   void append(int32_t p, std::vector<protocol::records::record_input> records,
               std::function<void(status)> done) override {
@@ -39,7 +40,45 @@ class service::partition_log final : public record_log {
     part->on_durable(outcome.last, [done = std::move(done)](const status& s) { done(s); });
   }
 
+  // Errors are logged here, where the offset is known.
+  status read(int32_t p, const record_fn& fn) override {
+    auto part = partitions_.get(std::string(offsets_topic), p);
+    if (!part) return {};
+    offset o = part->log_start_offset();
+    const offset end = part->log_end_offset();
+    while (o < end) {
+      if (svc_.stopping()) return status(errc::shutting_down, "the group service is stopping");
+      auto bytes = part->read_bytes(o, 1 << 20);
+      if (!bytes.ok()) {
+        SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
+        return bytes.err();
+      }
+      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+      auto batches = protocol::records::split_batches(data);
+      if (!batches.ok() || batches->empty()) {
+        SLUICE_LOG_ERROR("replaying {}-{} at {}: unreadable batches; the rest of this partition is skipped",
+                         offsets_topic, p, o.value());
+        return status(errc::corrupt_data, "unreadable batches");
+      }
+      for (const auto& b : *batches) {
+        auto decoded = protocol::records::decode_batch(b);
+        if (!decoded.ok()) {
+          SLUICE_LOG_ERROR("replaying {}-{}: {}; the rest of this partition is skipped", offsets_topic, p,
+                           decoded.err().message);
+          return decoded.err();
+        }
+        o = offset(decoded->header.last_offset() + 1);
+        if (decoded->header.is_control()) continue;
+        for (const auto& r : decoded->records) {
+          if (r.key && !fn(*r.key, r.value)) return {};
+        }
+      }
+    }
+    return {};
+  }
+
  private:
+  service& svc_;
   cluster::partition_manager& partitions_;
   sluice::clock& clk_;
 };
@@ -69,7 +108,7 @@ result<std::unique_ptr<service>> service::open(cluster::partition_manager& parti
 }
 
 service::service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg)
-    : partitions_(partitions), clk_(clk), cfg_(cfg), log_(std::make_unique<partition_log>(partitions, clk)) {
+    : partitions_(partitions), clk_(clk), cfg_(cfg), log_(std::make_unique<partition_log>(*this, partitions, clk)) {
   coord_ = std::make_unique<group::coordinator>(
       cfg_, *log_, clk_, [this](std::function<void()> fn) { post(std::move(fn)); },
       [&partitions](const std::string& topic, int32_t p) { return partitions.get(topic, p) != nullptr; });
@@ -100,57 +139,23 @@ void service::post(std::function<void()> fn) {
   cv_.notify_one();
 }
 
+bool service::stopping() {
+  std::lock_guard g(mu_);
+  return stopping_;
+}
+
 void service::load() {
   const auto t0 = std::chrono::steady_clock::now();
   size_t records = 0, skipped = 0;
   for (int32_t p = 0; p < cfg_.num_partitions; ++p) {
-    auto part = partitions_.get(std::string(offsets_topic), p);
-    if (!part) continue;
-    offset o = part->log_start_offset();
-    const offset end = part->log_end_offset();
-    bool stop_partition = false;
-    while (o < end && !stop_partition) {
-      {
-        std::lock_guard g(mu_);
-        if (stopping_) return;
-      }
-      if (coord_->unloaded()) {
-        SLUICE_LOG_INFO("group coordinator: shutting down before its replay finished");
-        return;
-      }
-      auto bytes = part->read_bytes(o, 1 << 20);
-      if (!bytes.ok()) {
-        SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
-        break;
-      }
-      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
-      auto batches = protocol::records::split_batches(data);
-      if (!batches.ok() || batches->empty()) {
-        SLUICE_LOG_ERROR("replaying {}-{} at {}: unreadable batches; the rest of this partition is skipped",
-                         offsets_topic, p, o.value());
-        break;
-      }
-      for (const auto& b : *batches) {
-        auto decoded = protocol::records::decode_batch(b);
-        if (!decoded.ok()) {
-          SLUICE_LOG_ERROR("replaying {}-{}: {}; the rest of this partition is skipped", offsets_topic, p,
-                           decoded.err().message);
-          stop_partition = true;
-          break;
-        }
-        o = offset(decoded->header.last_offset() + 1);
-        if (decoded->header.is_control()) continue;
-        for (const auto& r : decoded->records) {
-          if (!r.key) continue;
-          auto s = coord_->replay(*r.key, r.value);
-          ++records;
-          if (!s.ok()) {
-            ++skipped;
-            SLUICE_LOG_WARN("replaying {}-{}: record skipped: {}", offsets_topic, p, s.err().message);
-          }
-        }
-      }
+    if (stopping()) return;
+    if (coord_->unloaded()) {
+      SLUICE_LOG_INFO("group coordinator: shutting down before its replay finished");
+      return;
     }
+    const auto r = coord_->load_partition(p);
+    records += r.records;
+    skipped += r.skipped;
   }
   if (!coord_->set_loaded()) {
     SLUICE_LOG_INFO("group coordinator: replay finished after shutdown began; not serving");

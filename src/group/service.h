@@ -6,8 +6,9 @@
 // coordinator's completions and timers.
 //
 // Lifecycle: open() (creates __consumer_offsets when missing), start()
-// (the thread replays the topic, then ticks every limits::tick_interval_ms;
-// requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS), stop() (joins the
+// (the thread loads the topic's partitions one by one, then ticks every
+// limits::tick_interval_ms; requests for a partition not loaded yet get
+// COORDINATOR_LOAD_IN_PROGRESS), stop() (joins the
 // thread; completions still queued are dropped, which drops the waiting
 // requests' callbacks; the network server must be stopped first).
 //
@@ -50,6 +51,7 @@ class service {
   void post(std::function<void()> fn);
   void run();
   void load();
+  bool stopping();  // takes mu_
 
   cluster::partition_manager& partitions_;
   sluice::clock& clk_;

@@ -195,6 +195,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::invalid_partitions: return error_code::invalid_partitions;
     case errc::invalid_replication_factor: return error_code::invalid_replication_factor;
     case errc::policy_violation: return error_code::policy_violation;
+    case errc::not_coordinator: return error_code::not_coordinator;
     case errc::invalid_producer_epoch: return error_code::invalid_producer_epoch;
     case errc::out_of_order_sequence: return error_code::out_of_order_sequence_number;
     case errc::invalid_txn_state: return error_code::invalid_txn_state;
@@ -206,10 +207,13 @@ inline error_code to_kafka_error(errc e) {
 // A failed write to __consumer_offsets, as Kafka's group coordinator
 // answers it: a record too large is the commit's fault
 // (INVALID_COMMIT_OFFSET_SIZE) or, for a group's own record, the
-// broker's (UNKNOWN_SERVER_ERROR); anything else means the coordinator cannot
-// write now (COORDINATOR_NOT_AVAILABLE, retriable).
+// broker's (UNKNOWN_SERVER_ERROR); a partition that moved to another
+// coordinator while the record was written is NOT_COORDINATOR; anything
+// else means the coordinator cannot write now (COORDINATOR_NOT_AVAILABLE,
+// retriable).
 enum class group_write { group_metadata, offset_commit };
 inline error_code to_group_write_error(errc e, group_write w) {
+  if (e == errc::not_coordinator) return to_kafka_error(e);
   if (e == errc::message_too_large || e == errc::record_list_too_large) {
     return w == group_write::offset_commit ? error_code::invalid_commit_offset_size : error_code::unknown_server_error;
   }

@@ -1,0 +1,138 @@
+#pragma once
+
+// Committed offsets (the offsets half of Kafka's GroupMetadataManager):
+// OffsetCommit, OffsetFetch and OffsetDelete, offsets of deleted topics,
+// expiry by offsets.retention.minutes, and the removal of whole groups
+// (DeleteGroups, expiry of an idle group), all written as records and
+// tombstones in __consumer_offsets. apply() takes an offset record, live
+// (once durable) or replayed.
+//
+// Membership (membership.h) decides who may commit and which topics a live
+// group still reads; this class asks it, and keeps the registry in step: a
+// group that gets its first offset is registered (membership::ensure), a
+// removed group leaves both.
+//
+// Thread rules: not thread-safe. Every method is called with the
+// coordinator's mutex held; answers go to the caller's outbox. The observer
+// runs with that mutex held, on the thread that applies the change.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "group/config.h"
+#include "group/membership.h"
+#include "group/partitions.h"
+#include "group/records.h"
+#include "protocol/messages.h"
+
+namespace sluice::group {
+
+// One committed offset, as /metrics reports it.
+struct committed_offset {
+  std::string group;
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+};
+
+// Called with a group's previous committed offset of a partition each time
+// a live commit, an OffsetDelete, a group deletion or offset expiry
+// replaces or removes it (not during replay, nor when a partition is
+// unloaded: the offset is not lost, another coordinator has it), so the
+// owner can account for messages the group lost to retention before the
+// offset moved on. It must be quick and must not call back into the
+// coordinator.
+using offset_observer = std::function<void(const std::string& group, const std::string& topic,
+                                           int32_t partition, int64_t previous_offset)>;
+
+class offset_manager {
+ public:
+  template <class T>
+  using reply = std::function<void(T)>;
+  // Whether a topic partition exists (OffsetCommit refuses unknown ones).
+  using partition_exists_fn = std::function<bool(const std::string& topic, int32_t partition)>;
+
+  // `cfg` is the coordinator's (update_config() changes it under the mutex).
+  offset_manager(const coordinator_config& cfg, offsets_partitions& partitions, membership& members,
+                 sluice::clock& clk, partition_exists_fn partition_exists);
+
+  // ---- Requests (each checks partitions.gate() first) ----------------------
+  void commit(const protocol::offset_commit_request& req, int16_t version,
+              reply<protocol::offset_commit_response> cb, outbox& out);
+  protocol::offset_fetch_response fetch(const protocol::offset_fetch_request& req, int16_t version) const;
+  void delete_offsets(const protocol::offset_delete_request& req, reply<protocol::offset_delete_response> cb,
+                      outbox& out);
+  void delete_groups(const protocol::delete_groups_request& req, reply<protocol::delete_groups_response> cb,
+                     outbox& out);
+  // Tombstones for every offset of `topic` in the groups of served
+  // partitions (coordinator::delete_topic_offsets has the why).
+  void delete_topic(const std::string& topic);
+
+  // ---- Expiry -------------------------------------------------------------------
+  // The next expiry pass comes offsets_retention_check_interval_ms from now.
+  void schedule_expiry();
+  // Runs the expiry pass when it is due.
+  void tick();
+
+  // ---- Records and loading ------------------------------------------------------
+  // Takes an offset record (value nullopt: a tombstone), replayed or live.
+  void apply(const offset_key& k, const std::optional<offset_value>& v);
+  // Forgets a group and its offsets: a group tombstone, or a removal made
+  // durable (the observer hears of each offset if the group is served).
+  void remove_group(const std::string& id);
+  // Forgets the groups and offsets of partition `p` without telling the
+  // observer (unload: another coordinator takes them over).
+  void drop_partition(int32_t p);
+
+  // ---- Operator's view ------------------------------------------------------------
+  std::vector<committed_offset> committed_offsets() const;
+  void set_observer(offset_observer fn) { observer_ = std::move(fn); }
+
+ private:
+  using topic_partition = std::pair<std::string, int32_t>;
+  using offset_map = std::map<topic_partition, offset_value>;
+
+  // The records of one OffsetCommit and what each changes once durable.
+  struct commit_batch {
+    std::vector<protocol::records::record_input> records;
+    std::vector<std::pair<offset_key, offset_value>> applied;
+    std::vector<int16_t*> written;  // error codes of the partitions in `records`
+  };
+  using commit_partition = protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition;
+
+  const offset_map* offsets_of(const std::string& group_id) const;
+  kafka::error_code add_commit(const std::string& group_id, const std::string& topic, const commit_partition& p,
+                               const offset_map* held_offsets, size_t& held, int64_t now_ms,
+                               commit_batch& batch) const;
+  std::vector<offset_key> keys_of(const std::string& group_id) const;
+  protocol::offset_fetch_response::offset_fetch_response_group fetch_group(
+      const std::string& group_id,
+      const std::optional<std::vector<
+          protocol::offset_fetch_request::offset_fetch_request_group::offset_fetch_request_topics>>& topics) const;
+  // Writes tombstones for `keys` (and the group record when
+  // `whole_group`); `then` runs once the write is durable or failed.
+  void write_tombstones(const std::string& group_id, const std::vector<offset_key>& keys, bool whole_group,
+                        offsets_partitions::then_fn then);
+  // Removes an idle group (DeleteGroups, expiry), Dead until the tombstones
+  // are durable; `done` gets the outcome.
+  void remove_whole_group(const std::string& id, std::vector<offset_key> expired,
+                          std::function<void(status, outbox&)> done);
+  void expire(int64_t now_ms);
+
+  const coordinator_config& cfg_;
+  offsets_partitions& partitions_;
+  membership& members_;
+  sluice::clock& clk_;
+  const partition_exists_fn partition_exists_;
+  offset_observer observer_;
+  std::map<std::string, offset_map, std::less<>> offsets_;  // by group
+  int64_t next_expiry_check_ms_ = 0;                         // monotonic
+};
+
+}  // namespace sluice::group

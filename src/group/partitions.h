@@ -1,0 +1,145 @@
+#pragma once
+
+// The coordinator's side of __consumer_offsets, shared by membership (group
+// records) and offset_manager (offset records, tombstones): where records
+// go (record_log), which partitions this coordinator serves, the error a
+// group's requests get while its partition is not served, and appends
+// whose completions run on the coordinator's executor under its mutex.
+//
+// A partition is one of:
+//   loading    its records are being replayed: COORDINATOR_LOAD_IN_PROGRESS
+//   loaded     its groups are served
+//   not_owned  another broker coordinates it: NOT_COORDINATOR; none of its
+//              groups or offsets are in memory
+// A new coordinator starts with every partition loading (a single broker
+// coordinates them all). close() (shutdown) is final: from then on every
+// group gets COORDINATOR_LOAD_IN_PROGRESS, so clients wait for this broker
+// to come back rather than look for another coordinator.
+//
+// Every start of a load and every unload begins a new epoch of the
+// partition. An append whose completion comes in a later epoch than the
+// one it was issued in completes with errc::not_coordinator and must
+// change nothing: the record, if durable, is replayed by the next load.
+//
+// Thread rules: not thread-safe. Every method is called with the
+// coordinator's mutex (the one passed in) held, except append()'s
+// completion, which record_log may run on any thread: it posts to the
+// executor, which takes the mutex and runs `then` with an outbox.
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "protocol/error_code.h"
+#include "protocol/records/record_batch.h"
+
+namespace sluice::group {
+
+// Where the coordinator's records go and come back from: partition `p` of
+// __consumer_offsets.
+class record_log {
+ public:
+  virtual ~record_log() = default;
+  // Appends `records` as one batch and calls `done` once it is durable (or
+  // failed). `done` may run on any thread, even before append returns.
+  virtual void append(int32_t p, std::vector<protocol::records::record_input> records,
+                      std::function<void(status)> done) = 0;
+  // One record read back: its key and value (nullopt: a tombstone). Returns
+  // false to stop the read.
+  using record_fn =
+      std::function<bool(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value)>;
+  // Reads partition `p` from its log start offset to its end, calling `fn`
+  // with every keyed record in offset order, on the calling thread. An
+  // error when the rest of the partition cannot be read (the records before
+  // it were passed), errc::shutting_down when the owner stops (the
+  // partition then stays loading); a partition that does not exist holds
+  // no records.
+  virtual status read(int32_t p, const record_fn& fn) = 0;
+};
+
+// Responses gathered under the coordinator's mutex and sent after it is
+// released: declare the outbox before the lock guard, so that it runs
+// after the unlock.
+class outbox {
+ public:
+  outbox() = default;
+  outbox(const outbox&) = delete;
+  outbox& operator=(const outbox&) = delete;
+  ~outbox() {
+    for (auto& f : fns_) f();
+  }
+  void add(std::function<void()> f) { fns_.push_back(std::move(f)); }
+
+ private:
+  std::vector<std::function<void()>> fns_;
+};
+
+// Queues `resp` for `cb` in `out` and empties `cb`, so a callback is
+// answered at most once; nothing when `cb` is empty.
+template <class T>
+void answer(std::function<void(T)>& cb, T resp, outbox& out) {
+  if (!cb) return;
+  out.add([cb = std::move(cb), r = std::move(resp)]() mutable { cb(std::move(r)); });
+  cb = nullptr;
+}
+
+enum class partition_state { not_owned, loading, loaded };
+
+class offsets_partitions {
+ public:
+  // Runs a task on the coordinator's executor (one task at a time).
+  using post_fn = std::function<void(std::function<void()>)>;
+  // A completion: the append's outcome, and where its answers go.
+  using then_fn = std::function<void(status, outbox&)>;
+
+  // `mu` is the coordinator's mutex; every object outlives this one.
+  offsets_partitions(int32_t num_partitions, record_log& log, post_fn post, std::mutex& mu);
+  offsets_partitions(const offsets_partitions&) = delete;
+  offsets_partitions& operator=(const offsets_partitions&) = delete;
+
+  int32_t count() const { return static_cast<int32_t>(parts_.size()); }
+  int32_t partition_of(std::string_view group_id) const;
+  partition_state state(int32_t p) const;
+  uint64_t epoch(int32_t p) const;
+  // Whether partition `p`'s groups are served now (loaded, not closed).
+  bool serves(int32_t p) const;
+  // What a request for `group_id` gets before anything else is checked:
+  // none (served), COORDINATOR_LOAD_IN_PROGRESS (loading, or closed) or
+  // NOT_COORDINATOR (not owned).
+  kafka::error_code gate(std::string_view group_id) const;
+  bool any_loading() const;
+
+  // Transitions (see the header comment). begin_load and unload start a
+  // new epoch; finish_load returns false, changing nothing, unless `p` is
+  // loading in `epoch`.
+  void begin_load(int32_t p);
+  bool finish_load(int32_t p, uint64_t epoch);
+  void unload(int32_t p);
+  void close() { closed_ = true; }
+  bool closed() const { return closed_; }
+
+  // Appends `records` to the partition of `group_id`; `then` runs on the
+  // executor with the mutex held (see the header comment).
+  void append(std::string_view group_id, std::vector<protocol::records::record_input> records, then_fn then);
+
+ private:
+  struct slot {
+    partition_state state = partition_state::loading;
+    uint64_t epoch = 0;
+  };
+  slot& at(int32_t p);  // asserts `p` is a partition
+  const slot& at(int32_t p) const;
+
+  record_log& log_;
+  const post_fn post_;
+  std::mutex& mu_;
+  std::vector<slot> parts_;
+  bool closed_ = false;
+};
+
+}  // namespace sluice::group
