@@ -222,7 +222,7 @@ offset log::recovery_point_target_locked() const {
 
 result<bool> log::seal_closed() {
   struct job {
-    segment* seg;  // stays in the log while seal_mu_ is held
+    segment* seg;  // marked sealing: stays in the log until the end
     segment::index_files files;
     std::shared_ptr<io::file> unsynced;
   };
@@ -242,35 +242,37 @@ result<bool> log::seal_closed() {
         if (!f.ok()) return go_offline(f.err()).err();
         j.unsynced = std::move(f).value();
       }
+      s.set_sealing(true);
       jobs.push_back(std::move(j));
     }
   }
   if (jobs.empty()) return false;
+  // The syncs and writes run without mu_. A full disk leaves the segments
+  // unsealed; the next flush tries again.
+  status st;
+  bool sync_failed = false;  // takes the log offline; a failed write may be a full disk
   for (auto& j : jobs) {
-    if (j.unsynced) {
-      if (auto st = j.unsynced->sync(); !st.ok()) {
-        std::lock_guard g(mu_);
-        return go_offline(st.err()).err();
-      }
-    }
-    // A full disk leaves the segment unsealed; the next flush tries again.
-    if (auto st = segment::write_index_files(*ctx_.fs, j.files, fsync); !st.ok()) {
-      std::lock_guard g(mu_);
-      return write_failed(st.err()).err();
-    }
+    if (st.ok() && j.unsynced) sync_failed = !(st = j.unsynced->sync()).ok();
+    if (st.ok()) st = segment::write_index_files(*ctx_.fs, j.files, fsync);
   }
-  offset rp;
+  offset rp(-1);
   {
     std::lock_guard g(mu_);
-    for (auto& j : jobs) j.seg->mark_sealed();
+    for (auto& j : jobs) {
+      j.seg->set_sealing(false);
+      if (st.ok()) j.seg->mark_sealed();
+    }
+    // What a log-start move left in place while it was being sealed.
+    if (auto rs = retire_below_start_locked(); !rs.ok() && st.ok()) st = rs;
+    if (!st.ok()) return (sync_failed ? go_offline(st.err()) : write_failed(st.err())).err();
     rp = recovery_point_target_locked();
     if (rp <= recovery_point_) rp = offset(-1);
   }
   if (rp.value() >= 0) {
     // Without mu_: every writer of the recovery point holds seal_mu_.
-    status st = checkpoint::write(*ctx_.fs, io::join(dir_, files::kRecoveryPoint), {{rp.value()}});
+    status cs = checkpoint::write(*ctx_.fs, io::join(dir_, files::kRecoveryPoint), {{rp.value()}});
     std::lock_guard g(mu_);
-    if (!st.ok()) return write_failed(st.err()).err();
+    if (!cs.ok()) return write_failed(cs.err()).err();
     recovery_point_ = rp;
   }
   return true;
@@ -283,7 +285,6 @@ void log::set_seal_hook(std::function<void()> fn) {
 
 status log::truncate_to(offset o) {
   status st = [&] {
-    std::lock_guard fg(flush_mu_);
     std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     return truncate_locked(o);
@@ -386,8 +387,6 @@ status log::truncate_fully_locked(offset o) {
 status log::advance_log_start(offset o) {
   flush_ask ask;
   status st = [&] {
-    std::lock_guard fg(flush_mu_);
-    std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     return advance_start_locked(o, ask);
   }();
@@ -410,7 +409,12 @@ status log::advance_start_locked(offset o, flush_ask& ask) {
     if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
   }
   if (!active().empty() && active().next() <= o) SLUICE_TRY(roll(ask));
-  while (segments_.size() > 1 && segments_[1]->base() <= o) {
+  return retire_below_start_locked();
+}
+
+status log::retire_below_start_locked() {
+  const offset start(log_start_.load());
+  while (segments_.size() > 1 && segments_[1]->base() <= start && !segments_.front()->sealing()) {
     std::unique_ptr<segment> gone = std::move(segments_.front());
     segments_.erase(segments_.begin());
     if (auto st = retire_segment(*gone); !st.ok()) return go_offline(st.err());
@@ -552,7 +556,7 @@ status log::sync_once() {
   // and the directory when a roll created a file: once all are synced
   // everything below the log end is durable.
   std::vector<std::shared_ptr<io::file>> files;
-  std::vector<segment*> closed;  // stay in the log while flush_mu_ is held
+  std::vector<uint64_t> closed;  // segment ids: a segment may leave the log meanwhile
   bool dir = false;
   offset target;
   uint64_t gen = 0;
@@ -568,7 +572,7 @@ status log::sync_once() {
       auto f = seg->file();
       if (!f.ok()) return go_offline(f.err());
       files.push_back(std::move(f).value());
-      if (seg != segments_.back()) closed.push_back(seg.get());
+      if (seg != segments_.back()) closed.push_back(seg->id());
     }
     dir = std::exchange(dir_unsynced_, false);
   }
@@ -579,7 +583,8 @@ status log::sync_once() {
   if (st.ok() && dir) st = ctx_.fs->sync_dir(dir_);
   std::lock_guard g(mu_);
   if (!st.ok()) return go_offline(st.err());
-  for (segment* seg : closed) seg->mark_synced();
+  for (auto& seg : segments_)
+    if (std::find(closed.begin(), closed.end(), seg->id()) != closed.end()) seg->mark_synced();
   if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
   return {};
 }

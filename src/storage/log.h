@@ -18,10 +18,11 @@
 //     Syncing the closed segment, writing its index files and moving the
 //     recovery point past it ("sealing" it) happen on a flusher thread, so
 //     an append never waits on an fsync. Until then recovery rescans it.
-//   * Removing or replacing segments (truncation, log-start moves,
-//     compaction's swap, damage removal) and writing the recovery point
-//     take the flush and seal mutexes, so they wait for a sync or seal in
-//     progress.
+//   * Removing or replacing segments (truncation, compaction's swap,
+//     damage removal) and writing the recovery point take the seal mutex,
+//     so they wait for a seal in progress. A log-start move (retention,
+//     DeleteRecords) does not wait: it moves the log start at once and
+//     leaves a segment being sealed for the seal to retire.
 //   * Reads run concurrently with appends: they hold the mutex only to locate
 //     the batch, then return a `file_region` whose bytes are immutable until
 //     a truncation below them. A region keeps its file open while held, even
@@ -381,11 +382,15 @@ class log : public std::enable_shared_from_this<log> {
   // unsealed, holds known damage (a crash before its rewrite rescans it),
   // or is the active one.
   offset recovery_point_target_locked() const;
-  // With flush_mu_, seal_mu_ and mu_ held, as for every caller that removes
+  // With seal_mu_ and mu_ held, as for every caller that removes
   // segments or writes the recovery point.
   status truncate_locked(offset o);
   status truncate_fully_locked(offset o);
+  // Takes mu_ only: a segment being sealed stays until the seal retires it.
   status advance_start_locked(offset o, flush_ask& ask);
+  // Retires the segments wholly below the log start offset, from the
+  // first, stopping at one a seal is writing (mu_ held).
+  status retire_below_start_locked();
   status remove_segment_files(segment& s);
   // Renames a segment that leaves the log to *.deleted and schedules the
   // removal of its files; the caller drops it from segments_ (with mu_ held).
@@ -471,8 +476,10 @@ class log : public std::enable_shared_from_this<log> {
 
   // One sync of this log at a time (flush_mu_) and one seal (seal_mu_); a
   // sync and a seal may run at once, so acks=all waiters never queue behind
-  // a roll's index writes. No segment leaves the log while either runs:
-  // removers take both. Order: flush_mu_, seal_mu_, mu_.
+  // a roll's index writes. No segment leaves the log while a seal runs:
+  // removers take seal_mu_ (a sync holds only file handles and segment
+  // ids), except a log-start move, which skips segments being sealed.
+  // Order: flush_mu_, seal_mu_, mu_.
   std::mutex flush_mu_;
   std::mutex seal_mu_;
   std::mutex waiters_mu_;  // taken after mu_ when both are held

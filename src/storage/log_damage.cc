@@ -73,7 +73,6 @@ status log::remove_damage(offset base) {
   std::string file;
   flush_ask ask;
   {
-    std::lock_guard fg(flush_mu_);
     std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     SLUICE_TRY(check_writable());
@@ -123,7 +122,6 @@ status log::remove_damage(offset base) {
   SLUICE_TRY(st);
   damage_removed_bytes_ += damaged_bytes;
   {
-    std::lock_guard fg(flush_mu_);
     std::lock_guard sg(seal_mu_);
     std::lock_guard g(mu_);
     const offset target = recovery_point_target_locked();

@@ -149,6 +149,9 @@ std::optional<size_t> log::find_run(const segment_rewrite& rw) const {
     if (s.base() != rw.run_[i].first || s.size() != rw.run_[i].second || s.id() != rw.run_ids_[i])
       return std::nullopt;
   }
+  // A log-start move passed the run's first segment, which only a seal in
+  // progress keeps (retire_below_start_locked): retention got there first.
+  if (segments_[first + 1]->base() <= offset(log_start_.load())) return std::nullopt;
   if (segments_[after]->base() != rw.end_) return std::nullopt;
   return first;
 }
@@ -161,7 +164,6 @@ status log::replace_segments(std::unique_ptr<segment_rewrite> rw) {
   SLUICE_ASSERT(rw && rw->seg_, "replace_segments needs an unfinished segment_rewrite");
   // Step 1 ends with the copy durable; the sync runs without the mutex.
   if (config().fsync) SLUICE_TRY(rw->seg_->sync());
-  std::lock_guard fg(flush_mu_);
   std::lock_guard sg(seal_mu_);
   std::lock_guard g(mu_);
   SLUICE_TRY(check_writable());

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -54,6 +55,17 @@ class LogTest : public ::testing::Test {
     crash();
     open(cfg);
   }
+  // For a test with a filesystem of its own (a local): drops the log and
+  // the environment before that filesystem and the test's locals go.
+  struct env_guard {
+    LogTest* t;
+    std::function<void()> release;  // lets a held flusher go first
+    ~env_guard() {
+      if (release) release();
+      t->log_.reset();
+      t->env_ = std::make_unique<log_env>();
+    }
+  };
   // Drops the log without close() and waits until the flusher let go of it:
   // nothing of the dropped log touches its files after this.
   void crash() {
@@ -372,6 +384,7 @@ TEST_F(LogTest, RollsSyncNothingOnTheAppendingThread) {
     std::lock_guard g(mu);
     syncers.push_back(std::this_thread::get_id());
   });
+  env_guard guard{this, {}};
   crash();
   env_ = std::make_unique<log_env>(ffs);
   open();
@@ -409,6 +422,11 @@ TEST_F(LogTest, PowerLossBeforeSealKeepsWhatWasDurable) {
     cv.notify_all();
     cv.wait(lk, [&] { return !hold; });
   });
+  env_guard guard{this, [&] {
+                    std::lock_guard g(mu);
+                    hold = false;
+                    cv.notify_all();
+                  }};
   crash();
   env_ = std::make_unique<log_env>(ffs);
   open();
@@ -443,6 +461,53 @@ TEST_F(LogTest, PowerLossBeforeSealKeepsWhatWasDurable) {
   size_t at = 0;
   while (at < got.size() && got[at] == expect[at]) ++at;
   EXPECT_EQ(at, got.size()) << "first difference at byte " << at;
+}
+
+// Retention does not wait for a seal: the log start moves at once, and the
+// segment being sealed is retired when its seal is done.
+TEST_F(LogTest, LogStartMoveDoesNotWaitForASeal) {
+  io::fault_fs ffs(io::filesystem::posix());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false, held = false;
+  ffs.on_sync([&](const std::string& path) {
+    std::unique_lock lk(mu);
+    if (!hold || path.find(".index") == std::string::npos) return;
+    held = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return !hold; });
+  });
+  env_guard guard{this, [&] {
+                    std::lock_guard g(mu);
+                    hold = false;
+                    cv.notify_all();
+                  }};
+  crash();
+  env_ = std::make_unique<log_env>(ffs);
+  open();
+  {
+    std::lock_guard g(mu);
+    hold = true;  // the next seal stops in its first index write
+  }
+  for (int i = 0; i < 12; ++i) append(1, 500);
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return held; });
+  }
+  const auto segs = log_->segments();
+  ASSERT_GE(segs.size(), 2u);
+  ASSERT_TRUE(log_->advance_log_start(segs[1].base).ok());  // returns while the seal is held
+  EXPECT_EQ(log_->log_start_offset(), segs[1].base);
+  EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), segs[0].base, "log")));  // being sealed
+  {
+    std::lock_guard g(mu);
+    hold = false;
+  }
+  cv.notify_all();
+  env_->flush.wait_idle();
+  EXPECT_FALSE(std::filesystem::exists(segment_path(log_->dir(), segs[0].base, "log")));
+  EXPECT_EQ(log_->segments().front().base, segs[1].base);
+  EXPECT_EQ(read_all_from(segs[1].base), concat(static_cast<size_t>(segs[1].base.value())));  // one record per batch
 }
 
 TEST_F(LogTest, RollsByTime) {
@@ -621,6 +686,7 @@ TEST_F(LogTest, TruncateToSegmentBaseAndToZero) {
 TEST_F(LogTest, DeleteBelowLogStart) {
   open();
   for (int i = 0; i < 40; ++i) append(2, 300);
+  ASSERT_TRUE(log_->flush().ok());  // no seal in progress: what is below the start goes at once
   auto segs = log_->segments();
   ASSERT_GT(segs.size(), 4u);
   // Into the middle of segment 2: segments 0 and 1 go, 2 stays.

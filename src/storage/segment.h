@@ -214,6 +214,10 @@ class segment {
   void mark_unsealed() { sealed_ = synced_ = false; }
   void mark_synced() { synced_ = true; }
   void mark_sealed() { sealed_ = synced_ = true; }
+  // A seal is writing this segment's files without the log's mutex: it
+  // stays in the log (a log-start move retires it once the seal is done).
+  bool sealing() const { return sealing_; }
+  void set_sealing(bool on) { sealing_ = on; }
 
  private:
   segment(io::filesystem& fs, file_cache& files, const std::string& dir, offset base, int64_t now_ms,
@@ -254,7 +258,7 @@ class segment {
   std::vector<damage> damage_;  // ascending, disjoint; read paths skip them
   std::vector<std::pair<uint64_t, uint64_t>> verified_;  // ascending, disjoint, not adjacent
   const uint64_t id_;
-  bool sealed_ = true, synced_ = true;
+  bool sealed_ = true, synced_ = true, sealing_ = false;
 };
 
 }  // namespace sluice::storage
