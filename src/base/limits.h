@@ -31,11 +31,15 @@ inline constexpr size_t time_index_entry_bytes = 12;                    // times
 // long after they leave the log.
 inline constexpr int64_t default_file_delete_delay_ms = 60'000;
 
+// ---- Time (base/clock.h) ------------------------------------------------------
+// The longest one sleep of a thread waiting for a deadline on the real
+// clock; a later deadline takes several (no duration overflows).
+inline constexpr int64_t max_clock_sleep_ms = 24ll * 3600 * 1000;
+// How often threads waiting on a manual clock (tests) read it again: an
+// advance is noticed within this much real time.
+inline constexpr int64_t manual_clock_poll_ms = 5;
+
 // ---- Files ------------------------------------------------------------------
-// The file deleter's longest sleep between looks at the clock: deadlines on
-// the real clock are met exactly; this bounds how late one on a clock that
-// jumps (a manual clock in tests) is noticed.
-inline constexpr int64_t file_deleter_max_sleep_ms = 1000;
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after
 // this long instead.
 inline constexpr int64_t max_flush_timer_ms = 24ll * 3600 * 1000;
