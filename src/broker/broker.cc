@@ -101,7 +101,7 @@ struct broker::impl {
   // Declared before groups so it outlives the coordinator that calls it.
   std::unique_ptr<retention_watch> watch;
   std::unique_ptr<group::service> groups;
-  kafka::delayed_ops delayed;
+  kafka::delayed_ops delayed{clk};
   kafka::fetch_session_cache fetch_sessions;
   metrics::request_metrics requests;
   std::unique_ptr<metrics::http_endpoint> metrics_http;

@@ -88,7 +88,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
 
   if (!supported) {
     if (svc_.requests) svc_.requests->on_unsupported_version(key);
-    log_unsupported(svc_.clk ? *svc_.clk : sluice::clock::system(), ctx, key, version, hdr->header.client_id,
+    log_unsupported(*svc_.clk, ctx, key, version, hdr->header.client_id,
                     advertised_only ? "answering UNSUPPORTED_VERSION"
                                     : "closing the connection (ApiVersions answers UNSUPPORTED_VERSION)");
   }
@@ -106,6 +106,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
     return;
   }
   request req{std::move(hdr->header), std::move(frame), std::move(r), &svc_};
+  req.arrived_ns = svc_.clk->monotonic_ns();
   const auto* st = static_cast<const connection_state*>(ctx.state.get());
   if (st) req.client_host = st->client_host;
   constexpr int16_t fetch_key = 1;
