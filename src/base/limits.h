@@ -39,6 +39,12 @@ inline constexpr int64_t max_clock_sleep_ms = 24ll * 3600 * 1000;
 // advance is noticed within this much real time.
 inline constexpr int64_t manual_clock_poll_ms = 5;
 
+// Log lines a client can cause over and over (connections refused beyond
+// max.connections, versions the broker does not serve) are written at most
+// once per this interval at their level; the rest are counted or go to
+// DEBUG, so a client retrying in a loop cannot flood the log.
+inline constexpr int64_t rate_limited_log_interval_ms = 1000;
+
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after
 // this long instead.
@@ -123,6 +129,11 @@ inline constexpr int64_t default_max_inflight_request_bytes_per_connection = 64l
 // the server stops reading from it (file regions sent by sendfile do not
 // count: they cost no memory).
 inline constexpr int64_t default_max_queued_response_bytes_per_connection = 64ll << 20;  // 64 MiB
+// The listening socket's accept queue (listen(2)'s backlog).
+inline constexpr int default_listen_backlog = 1024;
+// After a failed accept (out of descriptors and the like) the server waits
+// this long before accepting again, rather than spin.
+inline constexpr int64_t accept_retry_delay_ms = 100;
 // How long a graceful stop waits for in-flight requests to be answered.
 inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
 // queued.max.request.bytes: bytes of request frames the whole server holds
