@@ -220,6 +220,8 @@ inline constexpr size_t max_offsets_per_group = 100'000;
 // max.message.bytes of __consumer_offsets: one group record of a large group
 // must fit.
 inline constexpr int32_t offsets_topic_max_message_bytes = 16 * 1024 * 1024;
+// __consumer_offsets is replayed at start in reads of this size.
+inline constexpr size_t group_replay_read_bytes = 1 << 20;
 // How often the coordinator's timer runs (session and rebalance timeouts,
 // the initial rebalance delay); timeouts fire up to this late.
 inline constexpr int64_t tick_interval_ms = 50;
