@@ -70,6 +70,10 @@ inline constexpr int64_t scrub_pass_interval_ms = 3'600'000;
 // grows one range; a range forgotten beyond this is only checked again.
 inline constexpr size_t max_verified_ranges_per_segment = 64;
 
+// The batches of a partition's log are reread in chunks of this size when
+// its idempotent-producer state is rebuilt from the batch headers at open.
+inline constexpr size_t producer_state_replay_read_bytes = 8 << 20;
+
 // Threads of the group-commit flusher. A sync blocks its thread, not a core;
 // several let the fdatasyncs of different partitions overlap in the device
 // queue, so an acks=all produce waits for its own partition's sync rather
@@ -277,6 +281,10 @@ inline constexpr size_t max_produce_decompression_bytes = 128ull << 20;
 // for the next batch while it is at most this large (a default topic's
 // batch fits), outside the budget above: I/O threads times this.
 inline constexpr size_t max_retained_decompression_buffer_bytes = 2ull << 20;
+// Incremental fetch sessions held at once (Kafka's
+// max.incremental.fetch.session.cache.slots default); beyond it the least
+// recently used is evicted for a new one.
+inline constexpr size_t max_fetch_sessions = 1000;
 // Records fields (and other byte views) shorter than this are copied into the
 // response buffer instead of being referenced, so small fetches do not turn
 // into many tiny iovecs.
@@ -292,5 +300,8 @@ inline constexpr int64_t write_rate_samples_per_window = 30;
 // whose committed offset has gone (group deleted, offset expired); the
 // pairs that still hold an offset are bounded by the coordinator's limits.
 inline constexpr size_t max_orphan_lost_series = 10'000;
+// Bytes of one request body the /metrics HTTP endpoint accepts (a scrape
+// sends none).
+inline constexpr size_t max_metrics_http_request_bytes = 8192;
 
 }  // namespace sluice::limits
