@@ -17,6 +17,11 @@ class system_clock final : public clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  int64_t monotonic_ns() const override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 };
 
 }  // namespace

@@ -31,11 +31,21 @@ inline constexpr size_t time_index_entry_bytes = 12;                    // times
 // long after they leave the log.
 inline constexpr int64_t default_file_delete_delay_ms = 60'000;
 
+// ---- Time (base/clock.h) ------------------------------------------------------
+// The longest one sleep of a thread waiting for a deadline on the real
+// clock; a later deadline takes several (no duration overflows).
+inline constexpr int64_t max_clock_sleep_ms = 24ll * 3600 * 1000;
+// How often threads waiting on a manual clock (tests) read it again: an
+// advance is noticed within this much real time.
+inline constexpr int64_t manual_clock_poll_ms = 5;
+
+// Log lines a client can cause over and over (connections refused beyond
+// max.connections, versions the broker does not serve) are written at most
+// once per this interval at their level; the rest are counted or go to
+// DEBUG, so a client retrying in a loop cannot flood the log.
+inline constexpr int64_t rate_limited_log_interval_ms = 1000;
+
 // ---- Files ------------------------------------------------------------------
-// The file deleter's longest sleep between looks at the clock: deadlines on
-// the real clock are met exactly; this bounds how late one on a clock that
-// jumps (a manual clock in tests) is noticed.
-inline constexpr int64_t file_deleter_max_sleep_ms = 1000;
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after
 // this long instead.
 inline constexpr int64_t max_flush_timer_ms = 24ll * 3600 * 1000;
@@ -59,6 +69,10 @@ inline constexpr int64_t scrub_pass_interval_ms = 3'600'000;
 // range no scan has checked before serving them). One catch-up consumer
 // grows one range; a range forgotten beyond this is only checked again.
 inline constexpr size_t max_verified_ranges_per_segment = 64;
+
+// The batches of a partition's log are reread in chunks of this size when
+// its idempotent-producer state is rebuilt from the batch headers at open.
+inline constexpr size_t producer_state_replay_read_bytes = 8 << 20;
 
 // Threads of the group-commit flusher. A sync blocks its thread, not a core;
 // several let the fdatasyncs of different partitions overlap in the device
@@ -119,6 +133,11 @@ inline constexpr int64_t default_max_inflight_request_bytes_per_connection = 64l
 // the server stops reading from it (file regions sent by sendfile do not
 // count: they cost no memory).
 inline constexpr int64_t default_max_queued_response_bytes_per_connection = 64ll << 20;  // 64 MiB
+// The listening socket's accept queue (listen(2)'s backlog).
+inline constexpr int default_listen_backlog = 1024;
+// After a failed accept (out of descriptors and the like) the server waits
+// this long before accepting again, rather than spin.
+inline constexpr int64_t accept_retry_delay_ms = 100;
 // How long a graceful stop waits for in-flight requests to be answered.
 inline constexpr int64_t default_shutdown_drain_timeout_ms = 10'000;
 // queued.max.request.bytes: bytes of request frames the whole server holds
@@ -205,6 +224,8 @@ inline constexpr size_t max_offsets_per_group = 100'000;
 // max.message.bytes of __consumer_offsets: one group record of a large group
 // must fit.
 inline constexpr int32_t offsets_topic_max_message_bytes = 16 * 1024 * 1024;
+// __consumer_offsets is replayed at start in reads of this size.
+inline constexpr size_t group_replay_read_bytes = 1 << 20;
 // How often the coordinator's timer runs (session and rebalance timeouts,
 // the initial rebalance delay); timeouts fire up to this late.
 inline constexpr int64_t tick_interval_ms = 50;
@@ -260,6 +281,10 @@ inline constexpr size_t max_produce_decompression_bytes = 128ull << 20;
 // for the next batch while it is at most this large (a default topic's
 // batch fits), outside the budget above: I/O threads times this.
 inline constexpr size_t max_retained_decompression_buffer_bytes = 2ull << 20;
+// Incremental fetch sessions held at once (Kafka's
+// max.incremental.fetch.session.cache.slots default); beyond it the least
+// recently used is evicted for a new one.
+inline constexpr size_t max_fetch_sessions = 1000;
 // Records fields (and other byte views) shorter than this are copied into the
 // response buffer instead of being referenced, so small fetches do not turn
 // into many tiny iovecs.
@@ -275,5 +300,8 @@ inline constexpr int64_t write_rate_samples_per_window = 30;
 // whose committed offset has gone (group deleted, offset expired); the
 // pairs that still hold an offset are bounded by the coordinator's limits.
 inline constexpr size_t max_orphan_lost_series = 10'000;
+// Bytes of one request body the /metrics HTTP endpoint accepts (a scrape
+// sends none).
+inline constexpr size_t max_metrics_http_request_bytes = 8192;
 
 }  // namespace sluice::limits

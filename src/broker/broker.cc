@@ -101,7 +101,7 @@ struct broker::impl {
   // Declared before groups so it outlives the coordinator that calls it.
   std::unique_ptr<retention_watch> watch;
   std::unique_ptr<group::service> groups;
-  kafka::delayed_ops delayed;
+  kafka::delayed_ops delayed{clk};
   kafka::fetch_session_cache fetch_sessions;
   metrics::request_metrics requests;
   std::unique_ptr<metrics::http_endpoint> metrics_http;
@@ -193,6 +193,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   scfg.max_inflight_requests_per_connection = cfg->max_inflight_requests_per_connection;
   scfg.queued_max_request_bytes = cfg->queued_max_request_bytes;
   scfg.request_read_timeout_ms = cfg->request_read_timeout_ms;
+  scfg.clk = &i->clk;
   i->server = std::make_unique<net::server>(scfg, *i->dispatch);
   {
     // What a broker config change tells the parts that copied a setting at

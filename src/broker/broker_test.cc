@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/endian.h"
 #include "protocol/frame.h"
 #include "kafka/dispatcher.h"
@@ -387,16 +388,16 @@ TEST_F(BrokerTest, LongPollWakesOnAppend) {
   add_partition(f, "lp", 0, 0);
   c.send(f, 11);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto start = std::chrono::steady_clock::now();
+  const int64_t start_ms = clock::system().monotonic_ms();
   client d(b_->port());
   auto b = make_batch(1);
   ASSERT_EQ(produce(d, "lp", 0, b).responses[0].partition_responses[0].error_code, 0);
   auto resp = c.receive<protocol::fetch_response>(11);
-  auto waited = std::chrono::steady_clock::now() - start;
+  const int64_t waited_ms = clock::system().monotonic_ms() - start_ms;
   ASSERT_EQ(partitions_in(resp), 1u);
   EXPECT_GT(resp.responses[0].partitions[0].records.size_bytes(), 0u);
   // Woken by the append, long before max_wait_ms (20 s).
-  EXPECT_LT(waited, std::chrono::seconds(10));
+  EXPECT_LT(waited_ms, 10'000);
 }
 
 TEST_F(BrokerTest, FetchOutOfRangeAndUnknownPartition) {
@@ -712,10 +713,10 @@ TEST_F(FetchRttSizingTest, MinBytesAboveTheSizeIsStillServed) {
   const uint64_t batch_bytes = fill(c);
   // min_bytes of 1.2 MiB lifts the limit: all three batches, at once
   // rather than after max_wait_ms (20 s, which the deadline below catches).
-  const auto start = std::chrono::steady_clock::now();
+  const int64_t start_ms = clock::system().monotonic_ms();
   auto r = fetch_all(c, static_cast<int32_t>(3 * batch_bytes), 20000);
   EXPECT_EQ(record_bytes_in(r), 3 * batch_bytes);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_LT(clock::system().monotonic_ms() - start_ms, 10'000);
 }
 
 TEST_F(FetchRttSizingTest, SessionlessFetchesServePartitionsInTurn) {
@@ -852,7 +853,8 @@ class OneIoThreadTest : public BrokerTest {
 // while the logs are created; a partition not yet created answers with
 // retriable errors, and every one of them exists in the end.
 TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
-  using clk = std::chrono::steady_clock;
+  // Seconds since `t0_ms` on the real clock.
+  auto seconds_since = [](int64_t t0_ms) { return (clock::system().monotonic_ms() - t0_ms) / 1000.0; };
   const int32_t n = 5000;
   client a(b_->port()), other(b_->port());
   create(other, "other", 1);
@@ -863,26 +865,26 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
   t.num_partitions = n;
   t.replication_factor = 1;
   req.timeout_ms = 1'000;  // wait at most a second for the logs, then answer
-  const auto sent = clk::now();
+  const int64_t sent_ms = clock::system().monotonic_ms();
   a.send(req, 4);
   double create_answered_s = -1;
   std::thread answer([&] {
     auto resp = a.receive<protocol::create_topics_response>(4);
-    create_answered_s = std::chrono::duration<double>(clk::now() - sent).count();
+    create_answered_s = seconds_since(sent_ms);
     ASSERT_EQ(resp.topics.size(), 1u);
     EXPECT_EQ(resp.topics[0].error_code, 0) << resp.topics[0].error_message.value_or("");
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the create is under way
   double slowest_s = 0;
   for (int i = 0; i < 20; ++i) {
-    const auto s = clk::now();
+    const int64_t s_ms = clock::system().monotonic_ms();
     auto batch = make_batch(1);
     auto pr = produce(other, "other", 0, batch, 1);
     EXPECT_EQ(pr.responses[0].partition_responses[0].error_code, 0);
     auto md = metadata(other, "other");
     ASSERT_EQ(md.topics.size(), 1u);
     EXPECT_EQ(md.topics[0].error_code, 0);
-    slowest_s = std::max(slowest_s, std::chrono::duration<double>(clk::now() - s).count());
+    slowest_s = std::max(slowest_s, seconds_since(s_ms));
   }
   answer.join();
   std::printf(
@@ -900,9 +902,9 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
       produce(other, "big", n - 1, last, 1).responses[0].partition_responses[0].error_code;
   EXPECT_TRUE(early == 0 || early == 6) << early;  // NOT_LEADER_OR_FOLLOWER
   // Until every partition has a leader.
-  const auto deadline = clk::now() + std::chrono::minutes(5);
+  const deadline until(5 * 60'000);
   int32_t led = 0;
-  while (clk::now() < deadline) {
+  while (!until.passed()) {
     // DescribeTopicPartitions tells a partition without a leader by its
     // leader -1 alone, as Kafka does; Metadata by LEADER_NOT_AVAILABLE.
     protocol::describe_topic_partitions_request dreq;
@@ -932,7 +934,7 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
   }
   ASSERT_EQ(led, n);
   std::printf("every partition led %.1f s after the request\n",
-              std::chrono::duration<double>(clk::now() - sent).count());
+              seconds_since(sent_ms));
   auto b = make_batch(1);
   EXPECT_EQ(produce(other, "big", n - 1, b, 1).responses[0].partition_responses[0].error_code, 0);
 }
@@ -1322,11 +1324,7 @@ TEST_F(RetentionTest, SizeRetentionKeepsTheLimit) {
 
 // ---- Issue 17: the versions current clients speak ------------------------------------------
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t now_ms() { return clock::system().now_ms(); }
 
 
 protocol::list_offsets_response::list_offsets_topic_response::list_offsets_partition_response
@@ -1596,8 +1594,8 @@ TEST_F(GroupApisTest, DeletedTopicTakesItsCommittedOffsets) {
     return r.groups.at(0).topics.at(0).partitions.at(0).committed_offset;
   };
   // The tombstones are written when the deletion returns; applied once durable.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (committed("gone") != -1 && std::chrono::steady_clock::now() < deadline)
+  const deadline until(10'000);
+  while (committed("gone") != -1 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(committed("gone"), -1);
   EXPECT_EQ(committed("kept"), 42);

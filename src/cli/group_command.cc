@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "cli/commands.h"
 #include "cli/kafka_client.h"
 #include "cluster/headroom.h"
@@ -137,8 +138,8 @@ std::map<std::pair<std::string, int>, int64_t> timestamps_at(const group_options
   partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(at.size())));
   for (const auto& [tp, off] : at) rd_kafka_topic_partition_list_add(list.get(), tp.first.c_str(), tp.second)->offset = off;
   if (rd_kafka_assign(rk->get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (out.size() < at.size() && std::chrono::steady_clock::now() < deadline) {
+  const sluice::deadline until(5'000);
+  while (out.size() < at.size() && !until.passed()) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk->get(), 100);
     if (!m) continue;
     if (!m->err) {
@@ -253,9 +254,7 @@ int run_lag(const group_options& o) {
   auto retention = describe_retention(rk->get(), o, topics, &alert_ms);
   if (!retention) return fail("topic configs: " + retention.err().message);
   auto ts = timestamps_at(o, unread);
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = sluice::clock::system().now_ms();
   int64_t total = 0;
   bool marked = false, size_limited = false;
   std::printf(

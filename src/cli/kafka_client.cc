@@ -1,5 +1,7 @@
 #include "cli/kafka_client.h"
 
+#include "base/clock.h"
+
 namespace sluice::cli {
 
 result<conf_ptr> make_conf(const std::string& bootstrap,
@@ -28,8 +30,8 @@ result<client_ptr> make_client(rd_kafka_type_t type, conf_ptr conf) {
 
 result<event_ptr> wait_admin_result(rd_kafka_queue_t* queue, rd_kafka_event_type_t type,
                                     std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const sluice::deadline until(timeout.count());
+  while (!until.passed()) {
     event_ptr ev(rd_kafka_queue_poll(queue, 100));
     if (!ev) continue;
     if (rd_kafka_event_type(ev.get()) == type) {

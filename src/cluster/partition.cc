@@ -131,7 +131,7 @@ status partition::load_producers() {
   // Replay the batch headers from `from` to the log end.
   const offset end = log_->log_end_offset();
   while (from < end) {
-    SLUICE_ASSIGN_OR_RETURN(auto bytes, log_->read_bytes(from, 8 << 20));
+    SLUICE_ASSIGN_OR_RETURN(auto bytes, log_->read_bytes(from, limits::producer_state_replay_read_bytes));
     if (bytes.empty()) break;
     // read_bytes starts at the batch containing `from`: skip batches whose
     // offsets were already applied from the snapshot.

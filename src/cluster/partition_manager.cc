@@ -1,6 +1,5 @@
 #include "cluster/partition_manager.h"
 
-#include <chrono>
 #include <set>
 
 #include "base/assert.h"
@@ -489,7 +488,7 @@ void partition_manager::run_creator() {
 // publishes each under it: a partition is published with the topic's config
 // of that moment, and never after delete_topic removed its topic.
 void partition_manager::create_logs(creation_job& job) {
-  const auto started = std::chrono::steady_clock::now();
+  const int64_t started_ms = clk_.monotonic_ms();
   size_t made = 0;
   for (int32_t p : job.partitions) {
     {
@@ -534,11 +533,8 @@ void partition_manager::create_logs(creation_job& job) {
     install(job.topic, p, std::move(part).value());
     ++made;
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - started)
-                      .count();
   SLUICE_LOG_INFO("topic {}: created {} of {} partition logs in {} ms", job.topic, made,
-                  job.partitions.size(), ms);
+                  job.partitions.size(), clk_.monotonic_ms() - started_ms);
 }
 
 void partition_manager::shutdown() {

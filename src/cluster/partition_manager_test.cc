@@ -2,6 +2,7 @@
 // names at Kafka's length limit, deletions cut short at every step, and
 // what a restart makes of what they leave behind.
 
+#include "base/clock.h"
 #include "cluster/test_managers.h"
 #include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
@@ -462,9 +463,9 @@ TEST_F(PartitionManagerTest, RollSnapshotsProducersWhenSealed) {
   ASSERT_GT(log.segments().size(), 2u);
   // The flusher seals the last roll and then writes the snapshot, which
   // covers at least everything below the active segment.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const deadline until(10'000);
   std::optional<producer_state::loaded> loaded;
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (!until.passed()) {
     if (fs::exists(snapshots) && names_in(snapshots).size() == 1) {
       auto l = producer_state::load_snapshot(io::filesystem::posix(),
                                              io::join(snapshots, *names_in(snapshots).begin()));

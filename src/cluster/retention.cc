@@ -40,21 +40,20 @@ std::optional<offset> retention_cutoff(const std::vector<storage::segment_info>&
 void retention_task::start() {
   thread_ = std::thread([this] {
     std::unique_lock g(mu_);
-    auto last = std::chrono::steady_clock::now();
+    // The interval runs on clk_ (base/clock.h, "Waiting on a clock").
+    int64_t last_ms = clk_.monotonic_ms();
     while (!stopping_) {
       const uint64_t changes = interval_changes_;
-      // A time point a huge interval away would overflow the clock's
-      // nanoseconds; a year is "not before the next change" in practice.
-      const auto due =
-          last + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(interval_ms_),
-                                                     std::chrono::hours(24 * 365));
-      cv_.wait_until(g, due, [&] { return stopping_ || interval_changes_ != changes; });
-      if (stopping_) break;
-      if (interval_changes_ != changes) continue;  // wait again with the new interval
+      // Saturating: the setting allows intervals up to INT64_MAX.
+      const int64_t due_ms = interval_ms_ > INT64_MAX - last_ms ? INT64_MAX : last_ms + interval_ms_;
+      if (cv_.wait_for(g, std::chrono::milliseconds(clk_.sleep_ms_until(due_ms)),
+                       [&] { return stopping_ || interval_changes_ != changes; }))
+        continue;  // stopping, or wait again with the new interval
+      if (clk_.monotonic_ms() < due_ms) continue;  // not yet: sleep again
       g.unlock();
       run_once();
       g.lock();
-      last = std::chrono::steady_clock::now();
+      last_ms = clk_.monotonic_ms();
     }
   });
 }

@@ -48,7 +48,7 @@ class service::partition_log final : public record_log {
     const offset end = part->log_end_offset();
     while (o < end) {
       if (svc_.stopping()) return status(errc::shutting_down, "the group service is stopping");
-      auto bytes = part->read_bytes(o, 1 << 20);
+      auto bytes = part->read_bytes(o, limits::group_replay_read_bytes);
       if (!bytes.ok()) {
         SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
         return bytes.err();
@@ -145,7 +145,7 @@ bool service::stopping() {
 }
 
 void service::load() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0_ms = clk_.monotonic_ms();
   size_t records = 0, skipped = 0;
   for (int32_t p = 0; p < cfg_.num_partitions; ++p) {
     if (stopping()) return;
@@ -161,17 +161,20 @@ void service::load() {
     SLUICE_LOG_INFO("group coordinator: replay finished after shutdown began; not serving");
     return;
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   SLUICE_LOG_INFO("group coordinator loaded {} records ({} skipped), {} groups, in {} ms", records, skipped,
-                  coord_->group_count(), ms.count());
+                  coord_->group_count(), clk_.monotonic_ms() - t0_ms);
 }
 
 void service::run() {
   load();
-  auto next_tick = std::chrono::steady_clock::now();
+  // Ticks follow clk_ (base/clock.h, "Waiting on a clock"), so a manual
+  // clock drives session and rebalance timeouts in tests.
+  int64_t next_tick_ms = clk_.monotonic_ms();
   std::unique_lock lk(mu_);
   while (!stopping_) {
-    if (queue_.empty()) cv_.wait_until(lk, next_tick, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty())
+      cv_.wait_for(lk, std::chrono::milliseconds(clk_.sleep_ms_until(next_tick_ms)),
+                   [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) break;
     while (!queue_.empty()) {
       auto fn = std::move(queue_.front());
@@ -180,11 +183,11 @@ void service::run() {
       fn();
       lk.lock();
     }
-    if (std::chrono::steady_clock::now() >= next_tick) {
+    if (clk_.monotonic_ms() >= next_tick_ms) {
       lk.unlock();
       coord_->tick();
       lk.lock();
-      next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits::tick_interval_ms);
+      next_tick_ms = clk_.monotonic_ms() + limits::tick_interval_ms;
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/limits.h"
 #include "base/log.h"
 
 namespace sluice::kafka {
@@ -44,14 +45,15 @@ void dispatcher::on_connection_open(net::connection_context& ctx) {
 namespace {
 
 // An INFO line names the client that asked for a version the broker does
-// not serve (the operator's clue to an old client), at most one a second so
-// a client retrying in a loop cannot flood the log; the rest go to DEBUG.
+// not serve (the operator's clue to an old client), at most one per
+// limits::rate_limited_log_interval_ms so a client retrying in a loop cannot
+// flood the log; the rest go to DEBUG.
 void log_unsupported(const sluice::clock& clk, const net::connection_context& ctx, int16_t key, int16_t version,
                      const std::optional<std::string>& client_id, std::string_view answer) {
   static std::atomic<int64_t> last_info_ms{INT64_MIN / 2};
   const int64_t now_ms = clk.monotonic_ms();
   int64_t last = last_info_ms.load(std::memory_order_relaxed);
-  const bool info = now_ms - last >= 1000 && last_info_ms.compare_exchange_strong(last, now_ms);
+  const bool info = now_ms - last >= limits::rate_limited_log_interval_ms && last_info_ms.compare_exchange_strong(last, now_ms);
   if (info) {
     SLUICE_LOG_INFO("client {} at {} asked for api {} version {}, which this broker does not serve; {}",
                     client_id.value_or("(none)"), ctx.peer, key, version, answer);
@@ -88,7 +90,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
 
   if (!supported) {
     if (svc_.requests) svc_.requests->on_unsupported_version(key);
-    log_unsupported(svc_.clk ? *svc_.clk : sluice::clock::system(), ctx, key, version, hdr->header.client_id,
+    log_unsupported(*svc_.clk, ctx, key, version, hdr->header.client_id,
                     advertised_only ? "answering UNSUPPORTED_VERSION"
                                     : "closing the connection (ApiVersions answers UNSUPPORTED_VERSION)");
   }
@@ -106,6 +108,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
     return;
   }
   request req{std::move(hdr->header), std::move(frame), std::move(r), &svc_};
+  req.arrived_ns = svc_.clk->monotonic_ns();
   const auto* st = static_cast<const connection_state*>(ctx.state.get());
   if (st) req.client_host = st->client_host;
   constexpr int16_t fetch_key = 1;

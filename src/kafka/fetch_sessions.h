@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/limits.h"
 #include "base/types.h"
 #include "protocol/error_code.h"
 
@@ -93,7 +94,7 @@ struct fetch_session {
 
 class fetch_session_cache {
  public:
-  explicit fetch_session_cache(size_t max_sessions = 1000) : max_sessions_(max_sessions) {}
+  explicit fetch_session_cache(size_t max_sessions = limits::max_fetch_sessions) : max_sessions_(max_sessions) {}
 
   // A new, empty session, or nullptr when max_sessions is 0.
   std::shared_ptr<fetch_session> create();

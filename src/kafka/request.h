@@ -9,6 +9,7 @@
 // (a durability callback, a long-poll). The frame lives as long as the
 // request, so record views stay valid until the answer is sent.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -47,7 +48,7 @@ struct services {
   // Brokers, controller, cluster id and partition leadership, as
   // Metadata-like answers describe them.
   const cluster::metadata_cache* metadata = nullptr;
-  sluice::clock* clk = nullptr;
+  sluice::clock* clk = &sluice::clock::system();  // every read of the time
   delayed_ops* delayed = nullptr;
   fetch_session_cache* fetch_sessions = nullptr;
   metrics::request_metrics* requests = nullptr;  // null: not counted
@@ -77,8 +78,9 @@ struct request {
   std::vector<std::byte> frame;
   net::responder responder;
   services* svc = nullptr;
-  // When the frame arrived, for the request latency metric.
-  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  // When the frame arrived (svc->clk's monotonic_ns()), for the request
+  // latency metric.
+  int64_t arrived_ns = 0;
   // The connection's client_host (connection_state), for JoinGroup.
   std::string client_host;
   // The connection's minimum round trip (net::connection_context::min_rtt),
@@ -95,8 +97,8 @@ struct request {
   void respond(const Body& body) {
     auto rc = protocol::encode_response(header.correlation_id, version(), body);
     if (svc && svc->requests) {
-      auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - arrived);
-      svc->requests->on_response(api_key(), rc.size_bytes(), static_cast<uint64_t>(us.count()));
+      const int64_t us = std::max<int64_t>(svc->clk->monotonic_ns() - arrived_ns, 0) / 1000;
+      svc->requests->on_response(api_key(), rc.size_bytes(), static_cast<uint64_t>(us));
     }
     responder.respond(to_net_response(rc));
   }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "base/limits.h"
 #include "base/log.h"
 
 namespace sluice::metrics {
@@ -17,7 +18,7 @@ status http_endpoint::start(const std::string& host, uint16_t port) {
   // One worker: scrapes are rare and cheap; a flood of them waits instead
   // of taking threads from the broker.
   server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
-  server_->set_payload_max_length(8192);
+  server_->set_payload_max_length(limits::max_metrics_http_request_bytes);
   server_->set_read_timeout(5, 0);
   server_->set_write_timeout(5, 0);
   server_->set_keep_alive_max_count(10);

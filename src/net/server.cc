@@ -30,7 +30,6 @@ namespace sluice::net {
 namespace detail {
 
 using asio::ip::tcp;
-using steady = std::chrono::steady_clock;
 
 class connection;
 struct io_thread;
@@ -220,7 +219,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void wait_writable();
   void consume_written(uint64_t n);
   void after_progress();
-  void arm_idle_timer(steady::time_point at);
+  void arm_idle_timer(int64_t at_ms);
   void on_idle_timer();
   bool admit_frame();
   void begin_frame(uint64_t charge);
@@ -239,7 +238,7 @@ class connection : public std::enable_shared_from_this<connection> {
   bool read_timer_armed_ = false;
   connection_context ctx_;
   std::shared_ptr<completion_link> link_;
-  steady::time_point last_activity_;
+  int64_t last_activity_ms_ = 0;  // times are on cfg_.clk's monotonic_ms()
   bool opened_ = false;  // on_connection_open was called
   bool closed_ = false;
   bool draining_ = false;
@@ -260,7 +259,7 @@ class connection : public std::enable_shared_from_this<connection> {
   size_t frame_need_ = 0;
   std::vector<std::byte> frame_;
   bool frame_admitted_ = false;
-  steady::time_point frame_started_;  // when the frame in progress was admitted
+  int64_t frame_started_ms_ = 0;  // when the frame in progress was admitted
   // Bytes taken from the server's budget for the frame being read (its
   // declared length once admitted); they pass to its responder at dispatch.
   uint64_t frame_charge_ = 0;
@@ -343,7 +342,7 @@ class server_impl {
   size_t next_thread_ = 0;  // touched only on thread 0 (accept handler)
 
   // Rate limit for "connection rejected" log lines (thread 0 only).
-  steady::time_point last_reject_log_{};
+  std::optional<int64_t> last_reject_log_ms_;
   uint64_t rejects_unlogged_ = 0;
 
   std::mutex drain_mu_;
@@ -463,9 +462,8 @@ void connection::start() {
     return;
   }
   rbuf_.resize(read_buffer_bytes);
-  last_activity_ = steady::now();
-  if (srv_.cfg_.connections_max_idle_ms > 0)
-    arm_idle_timer(last_activity_ + std::chrono::milliseconds(srv_.cfg_.connections_max_idle_ms));
+  last_activity_ms_ = srv_.cfg_.clk->monotonic_ms();
+  if (srv_.cfg_.connections_max_idle_ms > 0) arm_idle_timer(last_activity_ms_ + srv_.cfg_.connections_max_idle_ms);
   process_input();
 }
 
@@ -571,7 +569,7 @@ void connection::begin_frame(uint64_t charge) {
   // Grow with the bytes that arrive, never to the declared length up front:
   // the budget counts the declared length, but memory is what arrived.
   frame_.reserve(std::min(frame_need_, frame_reserve_bytes));
-  frame_started_ = steady::now();
+  frame_started_ms_ = srv_.cfg_.clk->monotonic_ms();
   // If armed, it is for an earlier frame and fires sooner; on_read_timer
   // then re-arms for this one.
   if (!read_timer_armed_) arm_read_timer();
@@ -579,8 +577,9 @@ void connection::begin_frame(uint64_t charge) {
 
 void connection::arm_read_timer() {
   read_timer_armed_ = true;
-  read_timer_.expires_at(frame_started_ +
-                         std::chrono::milliseconds(srv_.cfg_.request_read_timeout_ms));
+  // The timer sleeps; the clock decides (base/clock.h, "Waiting on a clock").
+  read_timer_.expires_after(std::chrono::milliseconds(
+      srv_.cfg_.clk->sleep_ms_until(frame_started_ms_ + srv_.cfg_.request_read_timeout_ms)));
   read_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (!ec) self->on_read_timer();
   });
@@ -589,9 +588,8 @@ void connection::arm_read_timer() {
 void connection::on_read_timer() {
   read_timer_armed_ = false;
   if (closed_ || !frame_admitted_) return;  // no frame holds budget; the next one arms
-  const auto timeout = std::chrono::milliseconds(srv_.cfg_.request_read_timeout_ms);
-  if (steady::now() - frame_started_ < timeout) {
-    arm_read_timer();  // a later frame than the one this was armed for
+  if (srv_.cfg_.clk->monotonic_ms() - frame_started_ms_ < srv_.cfg_.request_read_timeout_ms) {
+    arm_read_timer();  // a later frame than the one this was armed for, or the clock is not there yet
     return;
   }
   SLUICE_LOG_WARN(
@@ -623,7 +621,7 @@ void connection::on_read(const asio::error_code& ec, size_t n) {
     return;
   }
   srv_.metrics_.bytes_in.fetch_add(n, std::memory_order_relaxed);
-  last_activity_ = steady::now();
+  last_activity_ms_ = srv_.cfg_.clk->monotonic_ms();
   if (draining_ || closing_) return;  // no new requests; the bytes are dropped
   rbeg_ = 0;
   rend_ = n;
@@ -817,7 +815,7 @@ void connection::wait_writable() {
 void connection::consume_written(uint64_t n) {
   if (n > 0) {
     srv_.metrics_.bytes_out.fetch_add(n, std::memory_order_relaxed);
-    last_activity_ = steady::now();
+    last_activity_ms_ = srv_.cfg_.clk->monotonic_ms();
   }
   while (!wq_.empty()) {
     outgoing& o = wq_.front();
@@ -863,8 +861,8 @@ void connection::begin_drain() {
   if (in_flight_ == 0) close("server stopping");
 }
 
-void connection::arm_idle_timer(steady::time_point at) {
-  idle_timer_.expires_at(at);
+void connection::arm_idle_timer(int64_t at_ms) {
+  idle_timer_.expires_after(std::chrono::milliseconds(srv_.cfg_.clk->sleep_ms_until(at_ms)));
   idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (!ec) self->on_idle_timer();
   });
@@ -874,14 +872,14 @@ void connection::arm_idle_timer(steady::time_point at) {
 // the last activity and re-arms, so activity costs one clock read.
 void connection::on_idle_timer() {
   if (closed_) return;
-  auto idle = std::chrono::milliseconds(srv_.cfg_.connections_max_idle_ms);
-  auto now = steady::now();
+  const int64_t idle_ms = srv_.cfg_.connections_max_idle_ms;
+  const int64_t now_ms = srv_.cfg_.clk->monotonic_ms();
   if (awaiting_handler_ > 0) {
-    arm_idle_timer(now + idle);
+    arm_idle_timer(now_ms + idle_ms);
     return;
   }
-  if (now - last_activity_ < idle) {
-    arm_idle_timer(last_activity_ + idle);
+  if (now_ms - last_activity_ms_ < idle_ms) {
+    arm_idle_timer(last_activity_ms_ + idle_ms);
     return;
   }
   SLUICE_LOG_DEBUG("closing connection {} from {}: idle for {} ms (connections.max.idle.ms)",
@@ -1020,8 +1018,8 @@ void server_impl::on_accept(const asio::error_code& ec, tcp::socket sock, size_t
   if (ec == asio::error::operation_aborted || stopping_.load()) return;
   if (ec) {
     // Out of descriptors and the like: wait a little rather than spin.
-    SLUICE_LOG_WARN("accept failed: {}; retrying in 100 ms", ec.message());
-    accept_retry_->expires_after(std::chrono::milliseconds(100));
+    SLUICE_LOG_WARN("accept failed: {}; retrying in {} ms", ec.message(), limits::accept_retry_delay_ms);
+    accept_retry_->expires_after(std::chrono::milliseconds(limits::accept_retry_delay_ms));
     accept_retry_->async_wait([this](const asio::error_code& e) {
       if (!e && !stopping_.load()) start_accept();
     });
@@ -1051,17 +1049,18 @@ void server_impl::on_accept(const asio::error_code& ec, tcp::socket sock, size_t
   start_accept();
 }
 
-// At most one line per second, counting the ones it stands for.
+// At most one line per limits::rate_limited_log_interval_ms, counting the
+// ones it stands for.
 void server_impl::log_rejected(const std::string& peer) {
-  auto now = steady::now();
+  const int64_t now_ms = cfg_.clk->monotonic_ms();
   ++rejects_unlogged_;
-  if (now - last_reject_log_ < std::chrono::seconds(1)) return;
+  if (last_reject_log_ms_ && now_ms - *last_reject_log_ms_ < limits::rate_limited_log_interval_ms) return;
   SLUICE_LOG_WARN(
       "rejected connection from {}: {} connections open (max {}); {} rejected since the last "
       "such line",
       peer, metrics_.connections_active.load(), max_connections_.load(), rejects_unlogged_);
   rejects_unlogged_ = 0;
-  last_reject_log_ = now;
+  last_reject_log_ms_ = now_ms;
 }
 
 void server_impl::connection_closed() {

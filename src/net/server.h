@@ -77,6 +77,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/limits.h"
 #include "base/result.h"
 #include "net/response.h"
@@ -223,7 +224,10 @@ struct server_config {
   int64_t request_read_timeout_ms = limits::default_request_read_timeout_ms;
   // How long stop() waits for in-flight requests to be answered.
   int64_t shutdown_drain_timeout_ms = limits::default_shutdown_drain_timeout_ms;
-  int listen_backlog = 1024;
+  int listen_backlog = limits::default_listen_backlog;
+  // The clock the idle and read timeouts run on (base/clock.h); outlives
+  // the server.
+  sluice::clock* clk = &sluice::clock::system();
 };
 
 // Counters; plain relaxed atomics, read from any thread.

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/endian.h"
 
 // Tests drive the server over 127.0.0.1 with plain blocking sockets. They
@@ -37,9 +38,9 @@ constexpr auto wait_deadline = 60s;
 
 template <class Pred>
 bool wait_until(Pred pred, std::chrono::milliseconds limit = wait_deadline) {
-  auto end = std::chrono::steady_clock::now() + limit;
+  const sluice::deadline end(limit.count());
   while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
+    if (end.passed()) return false;
     std::this_thread::sleep_for(2ms);
   }
   return true;
@@ -166,8 +167,8 @@ class client {
   // data still arriving is discarded.
   bool wait_closed(std::chrono::milliseconds limit = wait_deadline) {
     char buf[4096];
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
+    const sluice::deadline end(limit.count());
+    while (!end.passed()) {
       ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
       if (r == 0) return true;
       if (r < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return true;
@@ -643,6 +644,38 @@ TEST(NetServer, IdleConnectionsAreClosed) {
   client stuck(srv.port());
   ASSERT_TRUE(stuck.send_frame("big"));
   EXPECT_TRUE(wait_until([&] { return srv.metrics().connections_closed_idle.load() == 3; }));
+  srv.stop();
+}
+
+// connections.max.idle.ms runs on the server's clock: with a manual one the
+// connection closes when the clock passes the limit, whatever real time
+// does.
+TEST(NetServer, IdleTimeoutFollowsTheServersClock) {
+  test_handler h;
+  manual_clock clk;
+  auto cfg = test_config();
+  cfg.connections_max_idle_ms = 60'000;
+  cfg.clk = &clk;
+  server srv(cfg, h);
+  ASSERT_TRUE(srv.start().ok());
+  client c(srv.port());
+  ASSERT_TRUE(c.echo_ok("hi"));
+  // Last activity at 0 (or, if the server records its write a moment after
+  // the client read the answer, at 59,999): not idle yet either way.
+  clk.advance_ms(59'999);
+  ASSERT_TRUE(c.echo_ok("still here"));
+  EXPECT_EQ(srv.metrics().connections_closed_idle.load(), 0u);
+  // Nothing more is sent: the connection closes once the clock passes the
+  // limit after the last activity, in a small fraction of a real minute.
+  // (The clock moves in idle-sized steps, as the last write may be recorded
+  // just after a step.)
+  for (int i = 0; i < 10 && srv.metrics().connections_closed_idle.load() == 0; ++i) {
+    clk.advance_ms(60'000);
+    wait_until([&] { return srv.metrics().connections_closed_idle.load() == 1; }, 200ms);
+  }
+  EXPECT_EQ(srv.metrics().connections_closed_idle.load(), 1u);
+  EXPECT_TRUE(c.wait_closed());
+  EXPECT_EQ(srv.metrics().connections_closed_idle.load(), 1u);
   srv.stop();
 }
 

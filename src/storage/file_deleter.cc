@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "base/limits.h"
 #include "base/log.h"
 
 namespace sluice::storage {
@@ -76,10 +75,12 @@ size_t file_deleter::pending() const {
 void file_deleter::run() {
   std::unique_lock lk(mu_);
   while (!stopping_) {
-    int64_t wait = limits::file_deleter_max_sleep_ms;
-    if (!due_.empty())
-      wait = std::clamp<int64_t>(due_.begin()->first - clk_.monotonic_ms(), 0, limits::file_deleter_max_sleep_ms);
-    if (wait > 0) cv_.wait_for(lk, std::chrono::milliseconds(wait));
+    // schedule() and stop() notify; the clock says how long a wait may be
+    // (base/clock.h, "Waiting on a clock").
+    if (due_.empty())
+      cv_.wait(lk);
+    else if (const int64_t wait = clk_.sleep_ms_until(due_.begin()->first); wait > 0)
+      cv_.wait_for(lk, std::chrono::milliseconds(wait));
     if (stopping_) break;
     lk.unlock();
     run_due();

@@ -1,13 +1,14 @@
 #include "storage/flusher.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/limits.h"
 #include "storage/log.h"
 
 namespace sluice::storage {
 
-flusher::flusher(int threads) {
+flusher::flusher(sluice::clock& clk, int threads) : clk_(clk) {
   running_ = std::max(threads, 1);
   for (int i = 0; i < running_; ++i) threads_.emplace_back([this] { run(); });
 }
@@ -31,8 +32,7 @@ void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
   {
     std::lock_guard g(mu_);
     if (!stopped_) {
-      const auto at = std::chrono::steady_clock::now() +
-                      std::chrono::milliseconds(std::clamp<int64_t>(ms, 0, limits::max_flush_timer_ms));
+      const int64_t at = clk_.monotonic_ms() + std::clamp<int64_t>(ms, 0, limits::max_flush_timer_ms);
       timers_.push({at, std::move(l)});
       cv_.notify_one();  // a waiting thread may need an earlier wake-up
       return;
@@ -43,8 +43,8 @@ void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
 
 void flusher::promote_due_locked() {
   if (timers_.empty()) return;  // the usual case: no clock read per job
-  const time_point now = std::chrono::steady_clock::now();
-  while (!timers_.empty() && timers_.top().at <= now) {
+  const int64_t now = clk_.monotonic_ms();
+  while (!timers_.empty() && timers_.top().at_ms <= now) {
     std::shared_ptr<log> l = timers_.top().l.lock();
     timers_.pop();
     if (!l) continue;  // the log is gone
@@ -81,7 +81,7 @@ void flusher::run() {
       if (timers_.empty())
         cv_.wait(lk);
       else
-        cv_.wait_until(lk, timers_.top().at);
+        cv_.wait_for(lk, std::chrono::milliseconds(clk_.sleep_ms_until(timers_.top().at_ms)));
       continue;
     }
     job j = std::move(queue_.front());

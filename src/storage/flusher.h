@@ -10,13 +10,14 @@
 //
 // Logs with a finite flush.ms also ask for a sync some time ahead
 // (request_after); a timer heap holds those, at most one per log (the log
-// asks again only after its timer fired).
+// asks again only after its timer fired). The timers run on the flusher's
+// clock (base/clock.h, "Waiting on a clock"), so a test moves them with a
+// manual_clock.
 //
 // Thread-safe. Durability callbacks run on a flusher thread. The queue and
 // the timer heap each hold at most one entry per log, so they are bounded by
 // the number of logs.
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/limits.h"
 
 namespace sluice::storage {
@@ -33,15 +35,16 @@ class log;
 
 class flusher {
  public:
-  explicit flusher(int threads = limits::flusher_threads);  // threads >= 1
+  // `clk` outlives the flusher; threads >= 1.
+  explicit flusher(sluice::clock& clk = sluice::clock::system(), int threads = limits::flusher_threads);
   ~flusher();  // stop()
   flusher(const flusher&) = delete;
   flusher& operator=(const flusher&) = delete;
 
   // Queues `l` for a sync unless it is already queued.
   void request(std::shared_ptr<log> l);
-  // Calls l->flush_on_timer() on a flusher thread `ms` milliseconds from now
-  // (capped at a day: a log re-arms after each). The log keeps at most one
+  // Calls l->flush_on_timer() on a flusher thread once the clock has moved
+  // `ms` milliseconds from now (capped at a day: a log re-arms after each). The log keeps at most one
   // such request outstanding.
   void request_after(std::shared_ptr<log> l, int64_t ms);
   // Returns once no job is queued or running (timers not yet due aside).
@@ -53,21 +56,21 @@ class flusher {
   void stop();
 
  private:
-  using time_point = std::chrono::steady_clock::time_point;
   struct job {
     std::shared_ptr<log> l;
     bool timer = false;  // call flush_on_timer (a flush.ms timer fired)
   };
   struct timed {
-    time_point at;
+    int64_t at_ms;  // on clk_.monotonic_ms()
     std::weak_ptr<log> l;  // a log deleted meanwhile is not kept alive by its timer
-    bool operator>(const timed& o) const { return at > o.at; }
+    bool operator>(const timed& o) const { return at_ms > o.at_ms; }
   };
 
   void run();
   // Moves the timers that are due to the queue (with mu_ held).
   void promote_due_locked();
 
+  sluice::clock& clk_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable idle_cv_;

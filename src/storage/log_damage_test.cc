@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
 #include "io/fault_fs.h"
 #include "storage/log.h"
 #include "storage/log_manager.h"
@@ -582,7 +583,7 @@ TEST(LogDamage, DISABLED_CatchUpReadCost) {
   };
   std::vector<std::byte> out(2 << 20);
   auto pass = [&](log& l) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t t0_ns = clock::system().monotonic_ns();
     const double c0 = cpu_ms();
     uint64_t bytes = 0;
     for (offset o = l.log_start_offset(); o < l.log_end_offset();) {
@@ -593,7 +594,7 @@ TEST(LogDamage, DISABLED_CatchUpReadCost) {
       bytes += r->len;
       o = r->next_offset;
     }
-    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double wall = (clock::system().monotonic_ns() - t0_ns) / 1e6;
     return std::tuple(bytes, wall, cpu_ms() - c0);
   };
   for (int run = 0; run < 5; ++run) {
@@ -645,8 +646,8 @@ TEST(LogDamage, ScrubberThreadFindsDamageAfterCleanShutdown) {
   const size_t victim = 20;
   flip(dir, ws[victim], 80);
   auto m = open_manager(tmp.path(), 1ll << 30);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (m->scrubbing().passes == 0 && std::chrono::steady_clock::now() < deadline)
+  const deadline until(20'000);
+  while (m->scrubbing().passes == 0 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_GE(m->scrubbing().passes, 1u);
   EXPECT_EQ(m->scrubbing().damaged_ranges, 1u);
@@ -676,8 +677,8 @@ TEST(LogDamage, ScrubberRemovesWhatAReadFound) {
   auto l = m->get({"t", 0});
   EXPECT_EQ(read_content(*l), model(ws, victim));
   EXPECT_EQ(l->damage().ranges_found, 1u);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (l->damage().bytes_removed == 0 && std::chrono::steady_clock::now() < deadline)
+  const deadline until(20'000);
+  while (l->damage().bytes_removed == 0 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(l->damage().bytes_removed, ws[victim].bytes.size());
   EXPECT_EQ(read_content(*l), model(ws, victim));
@@ -695,13 +696,13 @@ TEST(LogDamage, ScrubberStopsPromptly) {
     append_n(**l, 20, 3, 100);
   }
   auto m = open_manager(tmp.path(), 1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (m->scrubbing().bytes == 0 && std::chrono::steady_clock::now() < deadline)
+  const deadline until(20'000);
+  while (m->scrubbing().bytes == 0 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep by now
-  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0_ms = clock::system().monotonic_ms();
   ASSERT_TRUE(m->shutdown().ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_LT(clock::system().monotonic_ms() - t0_ms, 2'000);
   EXPECT_GT(m->scrubbing().bytes, 0u);
   EXPECT_EQ(m->scrubbing().passes, 0u);
 }

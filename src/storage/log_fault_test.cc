@@ -350,24 +350,32 @@ TEST(LogFault, FlushMessagesSyncsWithoutWaitersAndSurvivesPowerLoss) {
   EXPECT_EQ(l->log_end_offset(), end);  // the synced 8 survive, the last 2 were never synced
 }
 
+// The flush.ms timer runs on the log's clock, a manual one here: it fires
+// when the clock passes flush.ms, however long that takes in real time.
 TEST(LogFault, FlushMsSyncsDataNobodyWaitsFor) {
   temp_dir tmp;
   io::fault_fs ffs(io::filesystem::posix());
   log_config cfg;
-  cfg.flush_ms = 50;
+  cfg.flush_ms = 60'000;
   log_env env(ffs);
   auto l = open_log(env, tmp.sub("p-0"), cfg);
   const uint64_t syncs0 = ffs.syncs();
   ASSERT_TRUE(append_one(*l, 3, 1));
+  env.clk.advance_ms(59'999);
+  EXPECT_EQ(l->durable_offset(), offset(0));  // not yet due
+  env.clk.advance_ms(1);
   ASSERT_TRUE(durable_soon(*l, offset(3))) << l->durable_offset().value();
   EXPECT_GT(ffs.syncs(), syncs0);
   // The timer re-arms with the next append after it fired.
   ASSERT_TRUE(append_one(*l, 2, 2));
+  env.clk.advance_ms(60'000);
   ASSERT_TRUE(durable_soon(*l, offset(5))) << l->durable_offset().value();
-  // Idle: no more syncs once everything is durable.
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // Idle: no more syncs once everything is durable, however far the clock
+  // moves. (The pause lets a wrongly armed timer show; it cannot fail a
+  // correct flusher.)
   const uint64_t idle = ffs.syncs();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  env.clk.advance_ms(3'600'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10 * limits::manual_clock_poll_ms));
   EXPECT_EQ(ffs.syncs(), idle);
   ASSERT_TRUE(l->close().ok());
 }

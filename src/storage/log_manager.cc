@@ -1,7 +1,6 @@
 #include "storage/log_manager.h"
 #include "storage/log.h"
 
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string_view>
@@ -96,7 +95,7 @@ log_manager::log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_con
       clk_(clk),
       cfg_(std::move(cfg)),
       files_(std::make_unique<file_cache>(fs, cfg_.max_open_segment_files)),
-      flusher_(std::make_unique<flusher>()),
+      flusher_(std::make_unique<flusher>(clk)),
       deleter_(std::make_unique<file_deleter>(fs, clk)),
       scrubber_(std::make_unique<scrubber>(clk, cfg_.scrub_bytes_per_second, [this] {
         std::vector<std::shared_ptr<log>> out;
@@ -264,7 +263,7 @@ status log_manager::shutdown() {
   }
   // Closing is a few syncs per written partition and none per idle one;
   // run on a few threads the syncs overlap in the device and the journal.
-  const auto started = std::chrono::steady_clock::now();
+  const int64_t started_ms = clk_.monotonic_ms();
   std::vector<status> closed(logs.size());
   parallel_for(logs.size(), limits::shutdown_threads,
                [&](size_t i) { closed[i] = logs[i].second->close_without_marker(); });
@@ -287,10 +286,8 @@ status log_manager::shutdown() {
         st.err().message);
     if (first.ok()) first = st;
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - started);
   SLUICE_LOG_INFO("closed {} partition logs ({} cleanly) in {} ms", logs.size(), clean.size(),
-                  ms.count());
+                  clk_.monotonic_ms() - started_ms);
   flusher_->stop();
   deleter_->stop();  // no reader is left: pending retired files go now
   return first;

@@ -45,7 +45,7 @@ class temp_dir {
 // What a log needs, owned in one place. Destroy logs before the env.
 struct log_env {
   explicit log_env(io::filesystem& fs = io::filesystem::posix(), size_t max_open = 64)
-      : fs(fs), files(fs, max_open), deleter(fs, clk) {}
+      : fs(fs), files(fs, max_open), flush(clk), deleter(fs, clk) {}
   log_context ctx() { return log_context{&fs, &clk, &files, &flush, &deleter}; }
 
   io::filesystem& fs;

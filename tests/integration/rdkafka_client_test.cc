@@ -34,6 +34,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -125,8 +127,8 @@ class broker_process {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < deadline) {
+    const sluice::deadline until(30'000);
+    while (!until.passed()) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -142,9 +144,9 @@ class broker_process {
   int stop() {
     if (pid_ <= 0) return -1;
     ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    const sluice::deadline until(30'000);
     int status = 0;
-    while (std::chrono::steady_clock::now() < deadline) {
+    while (!until.passed()) {
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -263,8 +265,8 @@ std::map<int32_t, std::vector<consumed>> consume_all(const std::string& bootstra
   }
   std::set<int32_t> at_eof;
   size_t total = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const sluice::deadline until(60'000);
+  while (!until.passed()) {
     std::unique_ptr<RdKafka::Message> m(c->consume(q.get(), 200));
     if (!m) continue;
     if (m->err() == RdKafka::ERR__PARTITION_EOF) {

@@ -21,6 +21,8 @@
 
 #include <sys/types.h>
 
+#include "base/clock.h"
+
 namespace sluice::bench {
 
 // Thrown by a measurement that cannot go on; main() prints it and exits 1.
@@ -31,11 +33,7 @@ struct bench_error {
 inline constexpr double kMiB = 1024.0 * 1024.0;
 inline constexpr double kMB = 1e6;
 
-inline int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+inline int64_t now_ns() { return clock::system().monotonic_ns(); }
 
 // Median of the values (the mean of the two middle ones for an even count);
 // 0 for none.

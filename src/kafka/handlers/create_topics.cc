@@ -21,7 +21,7 @@ void answer_when_created(services& svc, std::vector<std::string> topics, int32_t
     std::atomic<size_t> left{0};
     std::atomic<bool> answered{false};
     std::mutex mu;  // guards timer
-    std::shared_ptr<asio::steady_timer> timer;
+    std::shared_ptr<delayed_ops::timer> timer;
   };
   auto w = std::make_shared<waiter>();
   w->answer = std::move(answer);

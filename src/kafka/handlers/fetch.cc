@@ -82,7 +82,7 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   // kafka/fetch_sizing.h). (Follower fetches, once replication lands, take
   // replica.fetch.response.max.bytes instead, as in Kafka.)
   uint64_t max_total = 0;
-  std::chrono::steady_clock::time_point deadline;
+  int64_t deadline_ms = 0;  // on req.svc->clk's monotonic time: max_wait_ms from arrival
   // The session's cursor, or without a session the connection's; and the
   // target the scan for records starts at (the one after where the last
   // answer stopped).
@@ -101,7 +101,7 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::atomic<bool> done_{false};
   std::mutex mu_;  // guards tokens_ and timer_
   std::vector<std::pair<std::shared_ptr<cluster::partition>, uint64_t>> tokens_;
-  std::shared_ptr<asio::steady_timer> timer_;
+  std::shared_ptr<delayed_ops::timer> timer_;
 };
 
 bool fetch_op::attempt(bool final) {
@@ -205,7 +205,7 @@ bool fetch_op::attempt(bool final) {
     tr->partitions.push_back(std::move(pd));
   }
   const bool enough = total >= static_cast<uint64_t>(std::max(body.min_bytes, 0)) || any_error ||
-                      body.max_wait_ms <= 0 || std::chrono::steady_clock::now() >= deadline;
+                      body.max_wait_ms <= 0 || req.svc->clk->monotonic_ms() >= deadline_ms;
   if (!final && !enough) return false;
   // Record what the client is told, for the next incremental answer.
   if (session) {
@@ -255,8 +255,8 @@ void fetch_op::park() {
       tokens_.emplace_back(t.part, token);
     }
     if (!timer_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      timer_ = delayed->after(std::max(left, std::chrono::milliseconds(0)), [self](bool) { self->attempt(true); });
+      const int64_t left_ms = std::max<int64_t>(deadline_ms - req.svc->clk->monotonic_ms(), 0);
+      timer_ = delayed->after(std::chrono::milliseconds(left_ms), [self](bool) { self->attempt(true); });
     }
   }
   // Data may have arrived before the listeners were in place: look once
@@ -272,7 +272,7 @@ void handle_fetch(request req) {
   if (!body) return;
   services& svc = *req.svc;
   auto op = std::make_shared<fetch_op>();
-  op->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(body->max_wait_ms, 0));
+  op->deadline_ms = svc.clk->monotonic_ms() + std::max(body->max_wait_ms, 0);
 
   // Sessions exist from v7; topic ids from v13.
   const bool by_id = req.version() >= 13;
