@@ -41,6 +41,40 @@ struct appended {
   std::vector<std::byte> bytes;
 };
 
+// Holds flusher threads inside a sync of a fault_fs, for tests that act
+// out a crash (or a log-start move) while a seal is half done. Armed, the
+// next sync whose path contains `filter` blocks until release().
+struct sync_gate {
+  explicit sync_gate(io::fault_fs& ffs, std::string filter = "") : filter_(std::move(filter)) {
+    ffs.on_sync([this](const std::string& path) {
+      std::unique_lock lk(mu_);
+      if (!armed_ || path.find(filter_) == std::string::npos) return;
+      held_ = true;
+      cv_.notify_all();
+      cv_.wait(lk, [&] { return !armed_; });
+    });
+  }
+  void arm() {
+    std::lock_guard g(mu_);
+    armed_ = true;
+  }
+  void wait_held() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return held_; });
+  }
+  void release() {
+    std::lock_guard g(mu_);
+    armed_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  const std::string filter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, held_ = false;
+};
+
 class LogTest : public ::testing::Test {
  protected:
   void open(log_config cfg = small_config()) {
@@ -412,42 +446,19 @@ TEST_F(LogTest, RollsSyncNothingOnTheAppendingThread) {
 // and keeps everything that was durable.
 TEST_F(LogTest, PowerLossBeforeSealKeepsWhatWasDurable) {
   io::fault_fs ffs(io::filesystem::posix());
-  std::mutex mu;
-  std::condition_variable cv;
-  bool hold = false, held = false;
-  ffs.on_sync([&](const std::string&) {
-    std::unique_lock lk(mu);
-    if (!hold) return;
-    held = true;
-    cv.notify_all();
-    cv.wait(lk, [&] { return !hold; });
-  });
-  env_guard guard{this, [&] {
-                    std::lock_guard g(mu);
-                    hold = false;
-                    cv.notify_all();
-                  }};
+  sync_gate gate(ffs);
+  env_guard guard{this, [&] { gate.release(); }};
   crash();
   env_ = std::make_unique<log_env>(ffs);
   open();
   for (int i = 0; i < 10; ++i) append(1, 500);
   ASSERT_TRUE(log_->wait_durable(log_->log_end_offset() - 1).ok());
   const offset durable = log_->durable_offset();
-  {
-    std::lock_guard g(mu);
-    hold = true;
-  }
+  gate.arm();
   for (int i = 0; i < 20; ++i) append(1, 500);  // rolls more; the flusher blocks in its sync
-  {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return held; });
-  }
+  gate.wait_held();
   ffs.crash_after_ops(0);  // the power goes now
-  {
-    std::lock_guard g(mu);
-    hold = false;
-  }
-  cv.notify_all();
+  gate.release();
   crash();
   ffs.crash_after_ops(std::nullopt);
   ASSERT_TRUE(ffs.drop_unsynced().ok());
@@ -467,43 +478,20 @@ TEST_F(LogTest, PowerLossBeforeSealKeepsWhatWasDurable) {
 // segment being sealed is retired when its seal is done.
 TEST_F(LogTest, LogStartMoveDoesNotWaitForASeal) {
   io::fault_fs ffs(io::filesystem::posix());
-  std::mutex mu;
-  std::condition_variable cv;
-  bool hold = false, held = false;
-  ffs.on_sync([&](const std::string& path) {
-    std::unique_lock lk(mu);
-    if (!hold || path.find(".index") == std::string::npos) return;
-    held = true;
-    cv.notify_all();
-    cv.wait(lk, [&] { return !hold; });
-  });
-  env_guard guard{this, [&] {
-                    std::lock_guard g(mu);
-                    hold = false;
-                    cv.notify_all();
-                  }};
+  sync_gate gate(ffs, ".index");
+  env_guard guard{this, [&] { gate.release(); }};
   crash();
   env_ = std::make_unique<log_env>(ffs);
   open();
-  {
-    std::lock_guard g(mu);
-    hold = true;  // the next seal stops in its first index write
-  }
+  gate.arm();  // the next seal stops in its first index write
   for (int i = 0; i < 12; ++i) append(1, 500);
-  {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return held; });
-  }
+  gate.wait_held();
   const auto segs = log_->segments();
   ASSERT_GE(segs.size(), 2u);
   ASSERT_TRUE(log_->advance_log_start(segs[1].base).ok());  // returns while the seal is held
   EXPECT_EQ(log_->log_start_offset(), segs[1].base);
   EXPECT_TRUE(std::filesystem::exists(segment_path(log_->dir(), segs[0].base, "log")));  // being sealed
-  {
-    std::lock_guard g(mu);
-    hold = false;
-  }
-  cv.notify_all();
+  gate.release();
   env_->flush.wait_idle();
   EXPECT_FALSE(std::filesystem::exists(segment_path(log_->dir(), segs[0].base, "log")));
   EXPECT_EQ(log_->segments().front().base, segs[1].base);
