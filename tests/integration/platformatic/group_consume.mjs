@@ -39,13 +39,14 @@ async function produce (producer, from, to) {
 // then waits a little more so a message too many would be seen too.
 async function take (stream, count, onMessage) {
   const got = []
+  let chain = Promise.resolve() // onMessage (a commit) runs in message order
   await Promise.race([
     new Promise((resolve, reject) => {
       stream.on('error', reject)
       stream.on('data', async message => {
         got.push(message)
         try {
-          await onMessage?.(message)
+          await (chain = chain.then(() => onMessage?.(message)))
         } catch (e) {
           reject(e)
         }
