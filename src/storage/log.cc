@@ -209,6 +209,7 @@ status log::roll(flush_ask& ask) {
   segments_.push_back(std::move(seg).value());
   note_active();
   dir_unsynced_ = cfg_.fsync;
+  ++rolls_;
   ask.now = true;
   SLUICE_LOG_DEBUG("{}: rolled to segment {}", name_, base.value());
   return {};
@@ -226,13 +227,19 @@ result<bool> log::seal_closed() {
     segment::index_files files;
     std::shared_ptr<io::file> unsynced;
   };
+  {
+    std::lock_guard g(mu_);
+    if (sealed_at_roll_ == rolls_) return false;  // every flush asks; most find nothing
+  }
   std::lock_guard sg(seal_mu_);
   std::vector<job> jobs;
   bool fsync = false;
+  uint64_t rolls = 0;
   {
     std::lock_guard g(mu_);
     if (closed_ || offline_) return false;
     fsync = cfg_.fsync;
+    rolls = rolls_;
     for (size_t i = 0; i + 1 < segments_.size(); ++i) {
       segment& s = *segments_[i];
       if (s.sealed()) continue;
@@ -246,7 +253,11 @@ result<bool> log::seal_closed() {
       jobs.push_back(std::move(j));
     }
   }
-  if (jobs.empty()) return false;
+  if (jobs.empty()) {
+    std::lock_guard g(mu_);
+    sealed_at_roll_ = rolls;
+    return false;
+  }
   // The syncs and writes run without mu_. A full disk leaves the segments
   // unsealed; the next flush tries again.
   status st;
@@ -265,6 +276,7 @@ result<bool> log::seal_closed() {
     // What a log-start move left in place while it was being sealed.
     if (auto rs = retire_below_start_locked(); !rs.ok() && st.ok()) st = rs;
     if (!st.ok()) return (sync_failed ? go_offline(st.err()) : write_failed(st.err())).err();
+    sealed_at_roll_ = rolls;  // what rolls made before the collection is sealed or gone
     rp = recovery_point_target_locked();
     if (rp <= recovery_point_) rp = offset(-1);
   }
@@ -559,7 +571,7 @@ status log::sync_once() {
   std::vector<uint64_t> closed;  // segment ids: a segment may leave the log meanwhile
   bool dir = false;
   offset target;
-  uint64_t gen = 0;
+  uint64_t gen = 0, rolls = 0;
   {
     std::lock_guard g(mu_);
     SLUICE_TRY(check_writable());
@@ -567,13 +579,20 @@ status log::sync_once() {
     gen = truncations_;
     unflushed_messages_ = 0;  // this sync covers them
     if (!cfg_.fsync || target.value() <= durable_.load()) return {};
-    for (auto& seg : segments_) {
-      if (seg->synced() && seg != segments_.back()) continue;
-      auto f = seg->file();
-      if (!f.ok()) return go_offline(f.err());
-      files.push_back(std::move(f).value());
-      if (seg != segments_.back()) closed.push_back(seg->id());
+    rolls = rolls_;
+    if (synced_at_roll_ != rolls_) {
+      for (size_t i = 0; i + 1 < segments_.size(); ++i) {
+        segment& seg = *segments_[i];
+        if (seg.synced()) continue;
+        auto f = seg.file();
+        if (!f.ok()) return go_offline(f.err());
+        files.push_back(std::move(f).value());
+        closed.push_back(seg.id());
+      }
     }
+    auto f = active().file();
+    if (!f.ok()) return go_offline(f.err());
+    files.push_back(std::move(f).value());
     dir = std::exchange(dir_unsynced_, false);
   }
   // The syncs run without mu_, so appends continue and gather for the next.
@@ -583,8 +602,11 @@ status log::sync_once() {
   if (st.ok() && dir) st = ctx_.fs->sync_dir(dir_);
   std::lock_guard g(mu_);
   if (!st.ok()) return go_offline(st.err());
-  for (auto& seg : segments_)
-    if (std::find(closed.begin(), closed.end(), seg->id()) != closed.end()) seg->mark_synced();
+  if (!closed.empty()) {
+    for (auto& seg : segments_)
+      if (std::find(closed.begin(), closed.end(), seg->id()) != closed.end()) seg->mark_synced();
+  }
+  if (gen == truncations_) synced_at_roll_ = rolls;
   if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
   return {};
 }

@@ -450,6 +450,11 @@ class log : public std::enable_shared_from_this<log> {
   std::vector<epoch_entry> epochs_;
   offset recovery_point_;  // written with seal_mu_ and mu_ held
   bool dir_unsynced_ = false;  // a roll created a file the next sync must make durable in the directory
+  // Only a roll makes a segment unsynced and unsealed. Rolls so far, and
+  // the count at which a sync (a seal) last found every closed segment
+  // synced (sealed): while they are equal the per-sync scan of the
+  // segments is skipped, so a group commit costs no walk of a long log.
+  uint64_t rolls_ = 0, synced_at_roll_ = 0, sealed_at_roll_ = 0;
   std::function<void()> seal_hook_;
   offset cleaner_checkpoint_;  // as in the file; 0 when there is none
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
