@@ -390,27 +390,24 @@ bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
   double best_ratio = 0;
   {
     std::lock_guard g(mu_);
-    for (const auto& t : pm_.topics()) {
-      for (int32_t p = 0; p < t.partitions; ++p) {
-        auto part = pm_.get(t.name, p);
-        if (!part || part->closed()) continue;
-        const auto cfg = part->config();
-        if (!cfg.cleanup_compact) continue;
-        auto& lg = part->log();
-        if (busy_.count(lg.name()) || lg.offline()) continue;
-        const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), now,
-                                         cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms);
-        double score = d.ratio;
-        const bool dirty_enough = d.dirty_bytes > 0 && d.ratio >= cfg.min_cleanable_dirty_ratio;
-        auto h = horizons_.find(lg.name());
-        const bool horizon_due = h != horizons_.end() && h->second <= now;
-        if (!dirty_enough && !(d.past_max_lag && d.dirty_bytes > 0) && !horizon_due) continue;
-        if (d.past_max_lag || horizon_due) score += 1;  // overdue logs first
-        if (score > best_score) {
-          best_score = score;
-          best_ratio = d.ratio;
-          best = part;
-        }
+    for (const auto& part : pm_.replicas().all()) {
+      if (part->closed()) continue;
+      const auto cfg = part->config();
+      if (!cfg.cleanup_compact) continue;
+      auto& lg = part->log();
+      if (busy_.count(lg.name()) || lg.offline()) continue;
+      const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), now,
+                                       cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms);
+      double score = d.ratio;
+      const bool dirty_enough = d.dirty_bytes > 0 && d.ratio >= cfg.min_cleanable_dirty_ratio;
+      auto h = horizons_.find(lg.name());
+      const bool horizon_due = h != horizons_.end() && h->second <= now;
+      if (!dirty_enough && !(d.past_max_lag && d.dirty_bytes > 0) && !horizon_due) continue;
+      if (d.past_max_lag || horizon_due) score += 1;  // overdue logs first
+      if (score > best_score) {
+        best_score = score;
+        best_ratio = d.ratio;
+        best = part;
       }
     }
     if (!best) return false;

@@ -1,5 +1,7 @@
 #include "cluster/metadata_cache.h"
 
+#include <algorithm>
+
 #include "cluster/partition_manager.h"
 
 namespace sluice::cluster {
@@ -38,19 +40,28 @@ std::vector<topic_info> metadata_cache::topics() const { return pm_.topics(); }
 
 partition_leadership metadata_cache::leadership(const std::string& topic, int32_t partition) const {
   partition_leadership l;
-  auto part = pm_.get(topic, partition);
-  if (!part) {
-    // Its log is still being created: no leader yet. The assignment is this
-    // broker until the metadata store holds assignments (issue 19).
-    l.replicas = {node_id_};
-    return l;
+  const metadata_store& store = pm_.store();
+  auto t = store.get(topic);
+  auto st = store.state(topic, partition);
+  if (!t || !st || partition < 0 || partition >= t->partitions) return l;
+  l.replicas = t->assignment[static_cast<size_t>(partition)];
+  {
+    std::lock_guard g(mu_);
+    if (!brokers_.empty()) {
+      auto live = [&](int32_t id) {
+        return std::any_of(brokers_.begin(), brokers_.end(), [&](const auto& b) { return b.node_id == id; });
+      };
+      for (int32_t r : l.replicas)
+        if (!live(r)) l.offline_replicas.push_back(r);
+      if (st->leader >= 0 && !live(st->leader)) st->leader = -1;
+    }
   }
-  const replica_state st = part->replicas();
-  l.has_leader = st.leader_id >= 0;
-  l.leader_id = st.leader_id;
-  l.leader_epoch = l.has_leader ? st.epoch.value() : -1;
-  l.replicas = st.replicas;
-  for (const auto& m : st.isr) l.isr.push_back(m.node_id);
+  // This broker leads but has no log to serve yet (create_mode::background).
+  if (st->leader == node_id_ && pm_.replicas().being_created(topic, partition)) st->leader = -1;
+  l.has_leader = st->leader >= 0;
+  l.leader_id = st->leader;
+  l.leader_epoch = l.has_leader ? st->leader_epoch : -1;
+  l.isr = st->isr;
   return l;
 }
 

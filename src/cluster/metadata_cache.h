@@ -7,13 +7,17 @@
 // DescribeCluster, DescribeTopicPartitions, FindCoordinator) ask it rather
 // than assemble these facts themselves.
 //
-// Single broker (today): the live brokers are this one, set by the broker
-// once its listener's port is known, and it is the controller; topics come
-// from the partition manager's metadata store and each partition's
-// leadership from its replica state. In a cluster (issue 19) the brokers and
-// the controller come from the registrations the broker follows in etcd
-// (set_brokers on each change) and partitions it does not host from the
-// partition records; the handlers stay as they are.
+// Topics, assignments and partition states come from the metadata store
+// (through the partition manager); the live brokers and the controller are
+// set by the broker: a single broker sets itself once its listener's port
+// is known, and in a cluster (issue 19) the registrations it follows in
+// etcd set them on each change. The handlers stay as they are either way.
+//
+// A partition's description: replicas from the assignment; leader, leader
+// epoch and ISR from the store's state; offline replicas are those not
+// among the live brokers (once any are known). No leader is shown while the
+// leader is not live, or is this broker and the partition's log is still
+// being created.
 //
 // Thread safety: every method is thread-safe and returns copies.
 
@@ -66,7 +70,7 @@ class metadata_cache {
   std::optional<topic_info> topic_by_id(const topic_id& id) const;
   std::vector<topic_info> topics() const;
   // Partition `partition` of `topic`, which the caller found in topic()
-  // or topics().
+  // or topics() (a partition the store no longer has: no leader, no replicas).
   partition_leadership leadership(const std::string& topic, int32_t partition) const;
 
  private:

@@ -1,9 +1,11 @@
 #pragma once
 
 // Where a broker's topic metadata lives: each topic's name, id (KIP-516),
-// partition count and config overrides. The partition manager reads and
-// changes topics only through this interface, so the store behind it can
-// change without the rest of the broker noticing:
+// partition count, config overrides and replica assignment, and each
+// partition's state (leader, leader epoch, in-sync replicas). The partition
+// manager reads and changes topics, and the metadata cache and replica
+// manager read partition states, only through this interface, so the store
+// behind it can change without the rest of the broker noticing:
 //
 //   - a single broker (today): topic_table, files under <data_dir>/meta/;
 //   - a cluster (issue 19): the controller's records in etcd, where a write
@@ -16,8 +18,13 @@
 //     committed by the quorum); on an error nothing changed.
 //   - Errors are errc values: already_exists (create of a present name),
 //     not_found (a name that is not there), invalid_argument (a name or
-//     count Kafka does not allow, a count that would shrink), and the
-//     store's own I/O errors.
+//     count Kafka does not allow, a count that would shrink),
+//     invalid_replication_factor (an assignment the store cannot hold: a
+//     single broker's store holds only itself), and the store's own I/O
+//     errors.
+//   - Partition states are written by whoever elects leaders (the
+//     controller, issue 19), never through this interface; a store without
+//     a controller has fixed states (see topic_table).
 //   - A topic's id is new each time a topic is created, so a topic deleted
 //     and created again under its name is told apart by its id; never all
 //     zero.
@@ -37,11 +44,28 @@ namespace sluice::cluster {
 
 using sluice::topic_id;
 
+// The brokers that hold a partition's replicas, the preferred leader first.
+using replica_list = std::vector<int32_t>;
+
 struct topic_info {
   std::string name;
   topic_id id{};
   int32_t partitions = 0;
   config::config_map overrides;  // topic keys -> values, validated
+  std::vector<replica_list> assignment;  // one per partition: size() == partitions
+};
+
+// Who leads a partition, as the controller decided (Kafka's
+// PartitionRecord / LeaderAndIsr): leader -1 while no replica may lead
+// (offline). The leader epoch grows with every change of leader; the
+// partition epoch with every change of leader or ISR, so a writer can
+// compare it before it writes.
+struct partition_state {
+  int32_t leader = -1;
+  int32_t leader_epoch = 0;
+  std::vector<int32_t> isr;
+  int32_t partition_epoch = 0;
+  bool operator==(const partition_state&) const = default;
 };
 
 // Kafka's internal topics: written only by the broker itself (the group
@@ -64,14 +88,21 @@ class metadata_store {
   virtual std::vector<topic_info> list() const = 0;
   virtual size_t size() const = 0;
 
-  // Adds a topic with a new id; partitions in 1..limits::max_partitions_per_topic.
-  virtual result<topic_info> create(const std::string& name, int32_t partitions,
+  // Adds a topic with a new id and one partition per entry of `assignment`
+  // (1..limits::max_partitions_per_topic of them, each naming at least one
+  // broker).
+  virtual result<topic_info> create(const std::string& name, std::vector<replica_list> assignment,
                                     const config::config_map& overrides) = 0;
   virtual status remove(const std::string& name) = 0;
-  // Raises the partition count (never lowers it).
-  virtual status set_partitions(const std::string& name, int32_t partitions) = 0;
+  // Adds partitions after the last, one per entry of `added` (the count
+  // never shrinks).
+  virtual status add_partitions(const std::string& name, std::vector<replica_list> added) = 0;
   // Replaces the topic's overrides.
   virtual status set_overrides(const std::string& name, const config::config_map& overrides) = 0;
+
+  // The partition's state, or nullopt when its topic or the partition does
+  // not exist.
+  virtual std::optional<partition_state> state(const std::string& topic, int32_t partition) const = 0;
 };
 
 }  // namespace sluice::cluster

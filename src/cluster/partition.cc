@@ -48,6 +48,32 @@ replica_state partition::replicas() const {
   return s;
 }
 
+bool partition::apply_state(const replica_list& replicas, const partition_state& st) {
+  // append_mu_ first (as append takes it), so no append is between its
+  // leadership check and its epoch stamp while the state changes.
+  std::lock_guard a(append_mu_);
+  std::lock_guard g(state_mu_);
+  const int32_t held = epoch_.load(std::memory_order_acquire);
+  if (st.leader_epoch < held || (st.leader_epoch == held && st.partition_epoch < partition_epoch_)) return false;
+  state_.replicas = replicas;
+  state_.leader_id = st.leader;
+  state_.role = st.leader == node_id_ ? replica_role::leader : replica_role::follower;
+  std::vector<isr_member> isr;
+  for (int32_t id : st.isr) {
+    // A member's log end offset is what the leader has heard from it; kept
+    // across a state change for members that stay (issue 20 fills it in).
+    offset known{0};
+    for (const auto& m : state_.isr)
+      if (m.node_id == id) known = m.log_end;
+    isr.push_back({id, known});
+  }
+  state_.isr = std::move(isr);
+  partition_epoch_ = st.partition_epoch;
+  epoch_.store(st.leader_epoch, std::memory_order_release);
+  leader_.store(state_.role == replica_role::leader, std::memory_order_release);
+  return true;
+}
+
 result<storage::file_region> partition::read(offset o, size_t max_bytes, std::optional<offset> upper) {
   return log_->read(o, max_bytes, upper);
 }
@@ -162,6 +188,9 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     out.message = std::move(msg);
     return out;
   };
+  if (!is_leader()) {
+    return fail(errc::not_leader, "this broker does not lead " + tp_.topic + "-" + std::to_string(tp_.partition));
+  }
   const config::topic_config cfg = config();
   if (static_cast<int64_t>(bytes.size()) > cfg.max_message_bytes) {
     return fail(errc::message_too_large,
@@ -222,6 +251,11 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
 
   {
     std::lock_guard g(append_mu_);
+    // Again under the lock apply_state takes: a batch is stamped with the
+    // epoch of a leadership this broker still holds.
+    if (!is_leader()) {
+      return fail(errc::not_leader, "this broker no longer leads " + tp_.topic + "-" + std::to_string(tp_.partition));
+    }
     auto verdict = producers_.check(pb);
     if (verdict.error != errc::ok) return fail(verdict.error, verdict.message);
     if (verdict.duplicate_base) {

@@ -21,7 +21,9 @@
 //
 // Thread safety: every method is thread-safe. Appends are serialised by
 // append_mu_ so that the producer-state check, the log append and the
-// producer-state update are one step.
+// producer-state update are one step; apply_state takes append_mu_ too, so a
+// batch is stamped with the epoch of a leadership still held. Lock order:
+// snapshot_mu_, append_mu_, state_mu_.
 
 #include <atomic>
 #include <cstdint>
@@ -37,6 +39,7 @@
 #include "base/types.h"
 #include "config/topic_config.h"
 #include "base/error.h"
+#include "cluster/metadata_store.h"
 #include "cluster/producer_state.h"
 #include "storage/log_types.h"
 
@@ -113,6 +116,15 @@ class partition {
   leader_epoch epoch() const;
   // A copy of the replica state, with this broker's log end offset current.
   replica_state replicas() const;
+  // Takes the controller's word for this partition: its assignment and
+  // state from the metadata store. This broker leads when `st.leader` is
+  // its node id and follows otherwise (an append then answers
+  // errc::not_leader); the leader epoch becomes `st.leader_epoch`. A state
+  // older than the one held (a lower leader epoch, or the same with a lower
+  // partition epoch) changes nothing and returns false.
+  bool apply_state(const replica_list& replicas, const partition_state& st);
+  // Whether this broker leads the partition (appends are accepted).
+  bool is_leader() const { return leader_.load(std::memory_order_acquire); }
 
   // ---- Reading (storage::log::read's contract) ------------------------------
   // The region of whole batches from the one holding `o`, at most
@@ -203,6 +215,8 @@ class partition {
   // derived.
   replica_state state_;
   std::atomic<int32_t> epoch_{0};
+  std::atomic<bool> leader_{true};
+  int32_t partition_epoch_ = -1;  // of the last state applied; guarded by state_mu_
   const std::shared_ptr<storage::log> log_;
   io::filesystem& fs_;
   const std::string snapshot_path_;

@@ -43,19 +43,20 @@ status partition_manager::load(std::unique_ptr<metadata_store> store) {
   const std::string meta = io::join(data_dir_, "meta");
   const std::string producers = io::join(meta, "producers");
   SLUICE_TRY(fs_.create_dirs(producers));
+  const int32_t node_id = broker_config()->node_id;
+  replicas_ = std::make_unique<replica_manager>(node_id);
   if (store) {
     table_ = std::move(store);
   } else {
-    SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta));
+    SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta, node_id));
   }
   SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
 
   std::set<std::string> wanted_dirs, wanted_snapshots;
   for (const auto& t : table_->list()) {
-    auto& parts = partitions_[t.name];
-    parts.resize(static_cast<size_t>(t.partitions));
+    replicas_->add_slots(t.name, t.partitions);
     std::vector<int32_t> missing;
-    for (int32_t p = 0; p < t.partitions; ++p) {
+    for (int32_t p : hosted_from(t, 0)) {
       wanted_dirs.insert(storage::topic_partition{t.name, p}.dir_name());
       wanted_snapshots.insert(snapshot_name(t.name, p));
       // A partition the table lists without a log was being created when
@@ -65,7 +66,8 @@ status partition_manager::load(std::unique_ptr<metadata_store> store) {
         missing.push_back(p);
         continue;
       }
-      SLUICE_ASSIGN_OR_RETURN(parts[static_cast<size_t>(p)], open_partition(t, p));
+      SLUICE_ASSIGN_OR_RETURN(auto part, open_partition(t, p));
+      install(t, p, std::move(part));
     }
     if (!missing.empty()) {
       SLUICE_LOG_INFO("topic {}: {} partitions left to create", t.name, missing.size());
@@ -129,30 +131,37 @@ int64_t partition_manager::total_partitions() const {
 }
 
 std::shared_ptr<partition> partition_manager::get(const std::string& topic, int32_t p) const {
-  std::shared_lock g(mu_);
-  auto it = partitions_.find(topic);
-  if (it == partitions_.end() || p < 0 || static_cast<size_t>(p) >= it->second.size()) return nullptr;
-  return it->second[static_cast<size_t>(p)];
+  return replicas_->get(topic, p);
 }
 
-errc partition_manager::missing_partition_error(const std::string& topic,
-                                                             int32_t p) const {
-  if (!validate_topic_name(topic).ok()) return errc::invalid_topic;
-  std::shared_lock g(mu_);
-  auto it = partitions_.find(topic);
-  if (it == partitions_.end() || p < 0 || static_cast<size_t>(p) >= it->second.size())
-    return errc::not_found;
-  return it->second[static_cast<size_t>(p)] ? errc::not_found
-                                            : errc::not_leader;
+errc partition_manager::missing_partition_error(const std::string& topic, int32_t p) const {
+  return replicas_->missing_partition_error(topic, p);
 }
 
-void partition_manager::install(const std::string& topic, int32_t p,
-                                std::shared_ptr<partition> part) {
-  std::unique_lock g(mu_);
-  auto it = partitions_.find(topic);
-  SLUICE_ASSERT(it != partitions_.end() && p >= 0 && static_cast<size_t>(p) < it->second.size(),
-                "a partition is installed into its topic's slots");
-  it->second[static_cast<size_t>(p)] = std::move(part);
+void partition_manager::install(const topic_info& t, int32_t p, std::shared_ptr<partition> part) {
+  SLUICE_ASSERT(p >= 0 && p < t.partitions, "a partition of the topic");
+  // The store holds a state for every partition of a topic it lists; a
+  // topic deleted meanwhile is handled by the callers (change_mu_).
+  const partition_state st = table_->state(t.name, p).value_or(partition_state{});
+  replicas_->install(t.name, p, std::move(part), t.assignment[static_cast<size_t>(p)], st);
+}
+
+bool partition_manager::refresh_state(const std::string& topic, int32_t p) {
+  auto t = table_->get(topic);
+  auto st = table_->state(topic, p);
+  if (!t || !st || p < 0 || p >= t->partitions) return false;
+  return replicas_->apply(topic, p, t->assignment[static_cast<size_t>(p)], *st);
+}
+
+std::vector<int32_t> partition_manager::hosted_from(const topic_info& t, int32_t first) const {
+  std::vector<int32_t> out;
+  for (int32_t p = first; p < t.partitions; ++p)
+    if (replicas_->hosts(t.assignment[static_cast<size_t>(p)])) out.push_back(p);
+  return out;
+}
+
+std::vector<replica_list> partition_manager::assign_here(int32_t count) const {
+  return std::vector<replica_list>(static_cast<size_t>(count), replica_list{replicas_->node_id()});
 }
 
 std::optional<topic_info> partition_manager::topic(const std::string& name) const { return table_->get(name); }
@@ -196,26 +205,21 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
                                                           std::to_string(limits::max_partitions_per_broker)};
   }
   if (validate_only) return std::nullopt;
-  auto t = table_->create(name, partitions, *overrides);
+  auto t = table_->create(name, assign_here(partitions), *overrides);
   if (!t.ok()) return create_error{t.code(), t.err().message};
-  {
-    std::unique_lock g(mu_);
-    partitions_[name].resize(static_cast<size_t>(partitions));
-  }
+  replicas_->add_slots(name, partitions);
   if (mode == create_mode::background) {
-    std::vector<int32_t> all(static_cast<size_t>(partitions));
-    for (int32_t p = 0; p < partitions; ++p) all[static_cast<size_t>(p)] = p;
-    enqueue_creation(name, std::move(all));
+    enqueue_creation(name, hosted_from(*t, 0));
     SLUICE_LOG_INFO("created topic {} with {} partitions (logs being created)", name, partitions);
     return std::nullopt;
   }
-  for (int32_t p = 0; p < partitions; ++p) {
+  for (int32_t p : hosted_from(*t, 0)) {
     auto part = open_partition(*t, p);
     if (!part.ok()) {
       SLUICE_LOG_ERROR("creating partition {}-{}: {}", name, p, part.err().message);
       return create_error{part.code(), part.err().message};
     }
-    install(name, p, std::move(part).value());
+    install(*t, p, std::move(part).value());
   }
   SLUICE_LOG_INFO("created topic {} with {} partitions", name, partitions);
   return std::nullopt;
@@ -272,15 +276,7 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic_l
     for (auto& j : create_queue_)
       if (j->topic == name) j->cancelled = true;
   }
-  std::vector<std::shared_ptr<partition>> parts;
-  {
-    std::unique_lock g(mu_);
-    auto it = partitions_.find(name);
-    if (it != partitions_.end()) {
-      parts = std::move(it->second);
-      partitions_.erase(it);
-    }
-  }
+  std::vector<std::shared_ptr<partition>> parts = replicas_->remove_topic(name);
   for (auto& p : parts)
     if (p) p->close();
   for (int32_t p = 0; p < t.partitions; ++p) {
@@ -311,23 +307,21 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
                         "the limit of " + std::to_string(limits::max_partitions_per_broker) + " partitions per broker"};
   }
   if (validate_only) return std::nullopt;
-  if (auto s = table_->set_partitions(name, total); !s.ok()) {
+  const int32_t first = t->partitions;
+  if (auto s = table_->add_partitions(name, assign_here(total - first)); !s.ok()) {
     return create_error{s.code(), s.err().message};
   }
-  {
-    std::unique_lock g(mu_);
-    partitions_[name].resize(static_cast<size_t>(total));
-  }
+  t = table_->get(name);
+  SLUICE_ASSERT(t && t->partitions == total, "the store holds the partitions it added");
+  replicas_->add_slots(name, total);
   if (mode == create_mode::background) {
-    std::vector<int32_t> added;
-    for (int32_t p = t->partitions; p < total; ++p) added.push_back(p);
-    enqueue_creation(name, std::move(added));
+    enqueue_creation(name, hosted_from(*t, first));
     return std::nullopt;
   }
-  for (int32_t p = t->partitions; p < total; ++p) {
+  for (int32_t p : hosted_from(*t, first)) {
     auto part = open_partition(*t, p);
     if (!part.ok()) return create_error{part.code(), part.err().message};
-    install(name, p, std::move(part).value());
+    install(*t, p, std::move(part).value());
   }
   return std::nullopt;
 }
@@ -352,12 +346,7 @@ status partition_manager::set_topic_overrides_locked(const std::string& name,
                                                      const config::config_map& overrides) {
   SLUICE_TRY(table_->set_overrides(name, overrides));
   auto eff = config::effective_topic_config(*broker_config(), overrides);
-  std::shared_lock g(mu_);
-  auto it = partitions_.find(name);
-  if (it != partitions_.end()) {
-    for (auto& p : it->second)
-      if (p) SLUICE_TRY(p->set_config(eff));
-  }
+  for (auto& p : replicas_->of_topic(name)) SLUICE_TRY(p->set_config(eff));
   return {};
 }
 
@@ -377,18 +366,18 @@ status partition_manager::alter_broker_config(bool cluster_default, const broker
   // bounds the log checks, so a refusal here is a bug worth a loud line,
   // not a reason to leave the other partitions on the old values.
   status first_error;
-  for (const auto& t : table_->list()) {
-    const auto eff = config::effective_topic_config(*published, t.overrides);
-    std::shared_lock g(mu_);
-    auto it = partitions_.find(t.name);
-    if (it == partitions_.end()) continue;
-    for (auto& p : it->second) {
-      if (!p) continue;  // being created: the background thread applies the new config
-      if (auto s = p->set_config(eff); !s.ok()) {
-        SLUICE_LOG_ERROR("{}-{}: new broker config not applied: {}", t.name, p->id().partition,
-                         s.err().message);
-        if (first_error.ok()) first_error = s;
-      }
+  std::map<std::string, config::config_map> overrides;
+  for (auto& t : table_->list()) overrides[t.name] = std::move(t.overrides);
+  // Partitions being created are not in all(): the background thread
+  // applies the new config when it publishes them.
+  for (auto& p : replicas_->all()) {
+    auto it = overrides.find(p->id().topic);
+    if (it == overrides.end()) continue;  // deleted meanwhile
+    const auto eff = config::effective_topic_config(*published, it->second);
+    if (auto s = p->set_config(eff); !s.ok()) {
+      SLUICE_LOG_ERROR("{}-{}: new broker config not applied: {}", p->id().topic, p->id().partition,
+                       s.err().message);
+      if (first_error.ok()) first_error = s;
     }
   }
   for (const auto& fn : cfg_listeners_) fn(*published);
@@ -530,7 +519,7 @@ void partition_manager::create_logs(creation_job& job) {
     const auto eff = config::effective_topic_config(*broker_config(), now ? now->overrides : t->overrides);
     if (auto s = (*part)->set_config(eff); !s.ok())
       SLUICE_LOG_ERROR("{}-{}: config not applied: {}", job.topic, p, s.err().message);
-    install(job.topic, p, std::move(part).value());
+    install(now ? *now : *t, p, std::move(part).value());
     ++made;
   }
   SLUICE_LOG_INFO("topic {}: created {} of {} partition logs in {} ms", job.topic, made,
@@ -539,13 +528,7 @@ void partition_manager::create_logs(creation_job& job) {
 
 void partition_manager::shutdown() {
   stop_creator();
-  std::vector<std::shared_ptr<partition>> all;
-  {
-    std::shared_lock g(mu_);
-    for (auto& [name, parts] : partitions_)
-      for (auto& p : parts)
-        if (p) all.push_back(p);
-  }
+  std::vector<std::shared_ptr<partition>> all = replicas_->all();
   // Each snapshot is an atomic write with two syncs; idle partitions skip
   // theirs, and the rest overlap on a few threads.
   parallel_for(all.size(), limits::shutdown_threads, [&](size_t i) {

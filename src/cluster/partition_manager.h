@@ -1,19 +1,20 @@
 #pragma once
 
-// The topics and partitions this broker serves: the topic table (what
-// exists), the partitions (open logs with their producer state), and the
-// operations that change them (create, delete, add partitions, alter
-// configs). The Kafka handlers go through this class for everything about
-// topics; in a cluster it will follow the controller's decisions instead of
-// deciding alone.
+// The topics' lifecycle on this broker: the metadata store (what exists),
+// the operations that change it (create, delete, add partitions, alter
+// configs) and the opening, creation and deletion of the logs of the
+// partitions this broker hosts, which it hands to the replica manager
+// (cluster/replica_manager.h) that serves them. The Kafka handlers go
+// through this class for everything about topics; in a cluster it will
+// follow the controller's decisions instead of deciding alone.
 //
-// Thread safety: every method is thread-safe. Lookups take a shared lock
-// (mu_), which is never held across file I/O; changes to the set of topics
-// and to configuration are serialised by change_mu_ so that two
-// CreateTopics of one name cannot both succeed and every partition ends
-// with the config of the last change. Logs of topics created in the
-// background are made by one thread of this class without either lock and
-// published one by one (see create_mode).
+// Thread safety: every method is thread-safe. Lookups go to the store and
+// the replica manager, neither of which holds a lock across file I/O;
+// changes to the set of topics and to configuration are serialised by
+// change_mu_ so that two CreateTopics of one name cannot both succeed and
+// every partition ends with the config of the last change. Logs of topics
+// created in the background are made by one thread of this class without
+// either lock and published one by one (see create_mode).
 //
 // The broker's configuration is an immutable snapshot replaced as a whole
 // by alter_broker_config; broker_config() hands out the current one. Code
@@ -34,9 +35,10 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "cluster/metadata_store.h"
 #include "cluster/partition.h"
 #include "cluster/producer_ids.h"
-#include "cluster/metadata_store.h"
+#include "cluster/replica_manager.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
 #include "storage/log_manager.h"
@@ -71,6 +73,16 @@ class partition_manager {
   // By topic id (KIP-516); an id of a deleted topic finds nothing.
   std::optional<topic_info> topic_by_id(const topic_id& id) const;
   std::vector<topic_info> topics() const;
+  // The store the topics live in, and the partitions this broker hosts.
+  const metadata_store& store() const { return *table_; }
+  const replica_manager& replicas() const { return *replicas_; }
+
+  // Applies the store's current assignment and state of a partition to the
+  // replica this broker hosts (when the store tells of a change: a new
+  // leader, epoch or ISR). False when the partition is not hosted here (or
+  // its log is being created: it is published with the state of then) or
+  // the state is older than the one it holds.
+  bool refresh_state(const std::string& topic, int32_t partition);
 
   // How create_topic and add_partitions make the new partitions' logs.
   enum class create_mode {
@@ -184,8 +196,14 @@ class partition_manager {
 
   status load(std::unique_ptr<metadata_store> store);
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
-  // Publishes a partition whose log now exists; `p` < the topic's slots.
-  void install(const std::string& topic, int32_t p, std::shared_ptr<partition> part);
+  // Publishes a partition whose log now exists, with the store's state;
+  // `p` < the topic's partition count.
+  void install(const topic_info& t, int32_t p, std::shared_ptr<partition> part);
+  // The partitions of `t` from `first` on that this broker hosts.
+  std::vector<int32_t> hosted_from(const topic_info& t, int32_t first) const;
+  // The assignment of `count` new partitions: this broker alone (placement
+  // over brokers is the controller's, issue 19).
+  std::vector<replica_list> assign_here(int32_t count) const;
   void enqueue_creation(std::string topic, std::vector<int32_t> partitions);
   void start_creator();
   void stop_creator();
@@ -216,14 +234,12 @@ class partition_manager {
   std::unique_ptr<metadata_store> table_;  // topics: read and changed only through it
   std::unique_ptr<producer_id_allocator> producer_ids_;
 
+  std::unique_ptr<replica_manager> replicas_;
+
   std::mutex change_mu_;  // serialises create/delete/add-partitions/alter
-  mutable std::shared_mutex mu_;  // guards partitions_; never held across file I/O
-  // One slot per partition in the topic table; nullptr while its log is
-  // being created.
-  std::map<std::string, std::vector<std::shared_ptr<partition>>, std::less<>> partitions_;
 
   // The background creation of logs (create_mode::background). Lock order:
-  // change_mu_, then create_mu_, then mu_.
+  // change_mu_, then create_mu_, then the replica manager's.
   std::mutex create_mu_;
   std::condition_variable create_cv_;
   std::deque<std::shared_ptr<creation_job>> create_queue_;  // front() is being worked on

@@ -19,6 +19,7 @@
 
 #include "config/dynamic.h"
 #include "io/fault_fs.h"
+#include "model/record_batch.h"
 #include "storage/test_util.h"
 
 namespace sluice::cluster {
@@ -506,22 +507,29 @@ class memory_store final : public metadata_store {
     std::lock_guard g(mu_);
     return topics_.size();
   }
-  result<topic_info> create(const std::string& name, int32_t partitions,
+  result<topic_info> create(const std::string& name, std::vector<replica_list> assignment,
                             const config::config_map& overrides) override {
     std::lock_guard g(mu_);
     if (topics_.count(name)) return error{errc::already_exists, name};
-    topic_info t{name, {}, partitions, overrides};
+    topic_info t{name, {}, static_cast<int32_t>(assignment.size()), overrides, assignment};
     t.id[0] = static_cast<uint8_t>(++created_);  // new and never all zero
+    for (size_t p = 0; p < assignment.size(); ++p)
+      states_[{name, static_cast<int32_t>(p)}] = {assignment[p][0], 0, assignment[p], 0};
     return topics_[name] = t;
   }
   status remove(const std::string& name) override {
     std::lock_guard g(mu_);
+    std::erase_if(states_, [&](const auto& e) { return e.first.first == name; });
     return topics_.erase(name) ? status() : status(errc::not_found, name);
   }
-  status set_partitions(const std::string& name, int32_t partitions) override {
+  status add_partitions(const std::string& name, std::vector<replica_list> added) override {
     std::lock_guard g(mu_);
     if (!topics_.count(name)) return status(errc::not_found, name);
-    topics_[name].partitions = partitions;
+    auto& t = topics_[name];
+    for (auto& a : added) {
+      states_[{name, t.partitions++}] = {a[0], 0, a, 0};
+      t.assignment.push_back(std::move(a));
+    }
     return {};
   }
   status set_overrides(const std::string& name, const config::config_map& overrides) override {
@@ -530,10 +538,22 @@ class memory_store final : public metadata_store {
     topics_[name].overrides = overrides;
     return {};
   }
+  std::optional<partition_state> state(const std::string& topic, int32_t p) const override {
+    std::lock_guard g(mu_);
+    auto it = states_.find({topic, p});
+    return it == states_.end() ? std::nullopt : std::optional<partition_state>(it->second);
+  }
+  // What a controller would write: a test sets a partition's replicas and state.
+  void set_state(const std::string& topic, int32_t p, replica_list replicas, partition_state st) {
+    std::lock_guard g(mu_);
+    topics_[topic].assignment[static_cast<size_t>(p)] = std::move(replicas);
+    states_[{topic, p}] = std::move(st);
+  }
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, topic_info> topics_;
+  std::map<std::pair<std::string, int32_t>, partition_state> states_;
   int created_ = 0;
 };
 
@@ -580,6 +600,70 @@ TEST_F(PartitionManagerTest, MetadataCacheDescribesBrokersAndLeadership) {
   EXPECT_EQ(l.leader_epoch, 0);
   EXPECT_EQ(l.replicas, std::vector<int32_t>{4});
   EXPECT_EQ(l.isr, std::vector<int32_t>{4});
+}
+
+// A partition's leadership comes from the metadata store's state, as a
+// controller wrote it: the hosted replica follows when another broker
+// leads (appends answer not_leader) and leads again at the epoch the store
+// says; Metadata shows the store's leader, epoch, replicas and ISR, and
+// replicas that are not live as offline.
+TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
+  auto store = std::make_unique<memory_store>();
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
+  ASSERT_FALSE(pm_->create_topic("r", 2, 1, {}, false));
+  EXPECT_EQ(s->get("r")->assignment, (std::vector<replica_list>{{4}, {4}}));
+  metadata_cache md(*pm_, 4, "cid");
+  md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::nullopt}}, 4);
+  append("r", 0, 2);
+
+  s->set_state("r", 0, {4, 5, 6}, {5, 3, {4, 5}, 7});
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  auto part = pm_->get("r", 0);
+  EXPECT_FALSE(part->is_leader());
+  EXPECT_EQ(part->epoch(), leader_epoch(3));
+  auto b = storage::testing::make_batch(1, 10, 1);
+  EXPECT_EQ(part->append(b, 1'700'000'000'000).error, errc::not_leader);
+  const replica_state rs = part->replicas();
+  EXPECT_EQ(rs.role, replica_role::follower);
+  EXPECT_EQ(rs.leader_id, 5);
+  EXPECT_EQ(rs.replicas, (std::vector<int32_t>{4, 5, 6}));
+  ASSERT_EQ(rs.isr.size(), 2u);
+  partition_leadership l = md.leadership("r", 0);
+  EXPECT_TRUE(l.has_leader);
+  EXPECT_EQ(l.leader_id, 5);
+  EXPECT_EQ(l.leader_epoch, 3);
+  EXPECT_EQ(l.replicas, (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(l.isr, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(l.offline_replicas, std::vector<int32_t>{6});
+  // Partition 1 is untouched: this broker leads it at epoch 0.
+  EXPECT_TRUE(pm_->get("r", 1)->is_leader());
+  EXPECT_EQ(md.leadership("r", 1).leader_id, 4);
+
+  // The leader is no longer live: no leader to show.
+  md.set_brokers({{4, "h4", 9094, std::nullopt}}, 4);
+  l = md.leadership("r", 0);
+  EXPECT_FALSE(l.has_leader);
+  EXPECT_EQ(l.leader_id, -1);
+  EXPECT_EQ(l.offline_replicas, (std::vector<int32_t>{5, 6}));
+
+  // An older state changes nothing; a newer one makes this broker lead,
+  // stamping its batches with the new epoch.
+  s->set_state("r", 0, {4, 5, 6}, {4, 2, {4}, 9});
+  EXPECT_FALSE(pm_->refresh_state("r", 0));
+  EXPECT_FALSE(part->is_leader());
+  s->set_state("r", 0, {4, 5, 6}, {4, 4, {4}, 8});
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  EXPECT_TRUE(part->is_leader());
+  EXPECT_EQ(part->epoch(), leader_epoch(4));
+  auto b2 = storage::testing::make_batch(1, 10, 1);
+  auto out = part->append(b2, 1'700'000'000'000);
+  ASSERT_EQ(out.error, errc::ok) << out.message;
+  auto bytes = part->read_bytes(out.base, 1 << 20);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(model::batch::parse(bytes->data()).partition_leader_epoch, 4);
+  EXPECT_FALSE(pm_->refresh_state("nope", 0));
+  EXPECT_FALSE(pm_->refresh_state("r", 2));
 }
 
 }  // namespace

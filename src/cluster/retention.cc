@@ -80,22 +80,19 @@ void retention_task::stop() {
 int retention_task::run_once() {
   int moves = 0;
   const int64_t now = clk_.now_ms();
-  for (const auto& t : pm_.topics()) {
-    for (int32_t p = 0; p < t.partitions; ++p) {
-      auto part = pm_.get(t.name, p);
-      if (!part) continue;
-      const auto cfg = part->config();
-      if (!cfg.cleanup_delete) continue;
-      auto& log = part->log();
-      auto cut = retention_cutoff(log.segments(), log.log_start_offset(), now, cfg.retention_ms, cfg.retention_bytes);
-      if (!cut) continue;
-      if (auto s = log.advance_log_start(*cut); !s.ok()) {
-        SLUICE_LOG_WARN("retention of {}-{}: {}", t.name, p, s.err().message);
-        continue;
-      }
-      SLUICE_LOG_INFO("retention: {}-{} log start offset moved to {}", t.name, p, cut->value());
-      ++moves;
+  for (const auto& part : pm_.replicas().all()) {
+    const auto cfg = part->config();
+    if (!cfg.cleanup_delete) continue;
+    auto& log = part->log();
+    auto cut = retention_cutoff(log.segments(), log.log_start_offset(), now, cfg.retention_ms, cfg.retention_bytes);
+    if (!cut) continue;
+    const auto& tp = part->id();
+    if (auto s = log.advance_log_start(*cut); !s.ok()) {
+      SLUICE_LOG_WARN("retention of {}-{}: {}", tp.topic, tp.partition, s.err().message);
+      continue;
     }
+    SLUICE_LOG_INFO("retention: {}-{} log start offset moved to {}", tp.topic, tp.partition, cut->value());
+    ++moves;
   }
   return moves;
 }

@@ -1,5 +1,7 @@
 #include "cluster/topic_table.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -74,9 +76,10 @@ status validate_topic_name(const std::string& name) {
   return {};
 }
 
-result<std::unique_ptr<topic_table>> topic_table::open(io::filesystem& fs, std::string meta_dir) {
+result<std::unique_ptr<topic_table>> topic_table::open(io::filesystem& fs, std::string meta_dir,
+                                                       int32_t node_id) {
   SLUICE_TRY(fs.create_dirs(io::join(meta_dir, "configs")));
-  std::unique_ptr<topic_table> t(new topic_table(fs, std::move(meta_dir)));
+  std::unique_ptr<topic_table> t(new topic_table(fs, std::move(meta_dir), node_id));
   SLUICE_TRY(t->load());
   t->remove_orphan_configs();
   return t;
@@ -149,26 +152,49 @@ status topic_table::persist_locked() {
   return fs_.write_atomic(io::join(meta_dir_, "topics"), as_bytes(text));
 }
 
+topic_info topic_table::with_assignment(topic_info t) const {
+  t.assignment.assign(static_cast<size_t>(t.partitions), replica_list{node_id_});
+  return t;
+}
+
+status topic_table::check_assignment(const std::vector<replica_list>& a) const {
+  for (const auto& replicas : a) {
+    if (replicas != replica_list{node_id_}) {
+      return status(errc::invalid_replication_factor,
+                    "a single broker holds every partition alone: replicas must be [" +
+                        std::to_string(node_id_) + "]");
+    }
+  }
+  return {};
+}
+
 std::optional<topic_info> topic_table::get(const std::string& name) const {
   std::lock_guard g(mu_);
   auto it = topics_.find(name);
   if (it == topics_.end()) return std::nullopt;
-  return it->second;
+  return with_assignment(it->second);
 }
 
 std::optional<topic_info> topic_table::get_by_id(const topic_id& id) const {
   std::lock_guard g(mu_);
   auto n = names_by_id_.find(id);
   if (n == names_by_id_.end()) return std::nullopt;
-  return topics_.at(n->second);
+  return with_assignment(topics_.at(n->second));
 }
 
 std::vector<topic_info> topic_table::list() const {
   std::lock_guard g(mu_);
   std::vector<topic_info> out;
   out.reserve(topics_.size());
-  for (const auto& [_, t] : topics_) out.push_back(t);
+  for (const auto& [_, t] : topics_) out.push_back(with_assignment(t));
   return out;
+}
+
+std::optional<partition_state> topic_table::state(const std::string& topic, int32_t partition) const {
+  std::lock_guard g(mu_);
+  auto it = topics_.find(topic);
+  if (it == topics_.end() || partition < 0 || partition >= it->second.partitions) return std::nullopt;
+  return partition_state{node_id_, 0, {node_id_}, 0};
 }
 
 size_t topic_table::size() const {
@@ -176,16 +202,18 @@ size_t topic_table::size() const {
   return topics_.size();
 }
 
-result<topic_info> topic_table::create(const std::string& name, int32_t partitions,
+result<topic_info> topic_table::create(const std::string& name, std::vector<replica_list> assignment,
                                        const config::config_map& overrides) {
   SLUICE_TRY(validate_topic_name(name));
+  const auto partitions = static_cast<int32_t>(std::min<size_t>(assignment.size(), INT32_MAX));
   if (partitions <= 0 || partitions > limits::max_partitions_per_topic) {
     return error{errc::invalid_argument, "partition count " + std::to_string(partitions) + " is not in 1.." +
                                              std::to_string(limits::max_partitions_per_topic)};
   }
+  SLUICE_TRY(check_assignment(assignment));
   std::lock_guard g(mu_);
   if (topics_.count(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
-  topic_info t{name, random_topic_id(), partitions, overrides};
+  topic_info t{name, random_topic_id(), partitions, overrides, {}};
   while (names_by_id_.count(t.id)) t.id = random_topic_id();
   // Overrides first: a topic line never points at a missing overrides file,
   // nor at one left by an earlier topic of the same name.
@@ -200,7 +228,7 @@ result<topic_info> topic_table::create(const std::string& name, int32_t partitio
     return s.err();
   }
   names_by_id_[t.id] = name;
-  return t;
+  return with_assignment(std::move(t));
 }
 
 status topic_table::remove(const std::string& name) {
@@ -218,16 +246,18 @@ status topic_table::remove(const std::string& name) {
   return {};
 }
 
-status topic_table::set_partitions(const std::string& name, int32_t partitions) {
+status topic_table::add_partitions(const std::string& name, std::vector<replica_list> added) {
+  SLUICE_TRY(check_assignment(added));
   std::lock_guard g(mu_);
   auto it = topics_.find(name);
   if (it == topics_.end()) return status(errc::not_found, "topic '" + name + "' does not exist");
-  if (partitions < it->second.partitions) return status(errc::invalid_argument, "partition count cannot shrink");
+  const int64_t partitions = int64_t{it->second.partitions} + static_cast<int64_t>(added.size());
+  if (added.empty()) return status(errc::invalid_argument, "no partition to add");
   if (partitions > limits::max_partitions_per_topic) {
     return status(errc::invalid_argument, "partition count above " + std::to_string(limits::max_partitions_per_topic));
   }
   int32_t old = it->second.partitions;
-  it->second.partitions = partitions;
+  it->second.partitions = static_cast<int32_t>(partitions);
   if (auto s = persist_locked(); !s.ok()) {
     it->second.partitions = old;
     return s;

@@ -6,6 +6,13 @@
 // whose contract it keeps); in a cluster the same facts come from the
 // controller (etcd), behind the same interface.
 //
+// A single broker's store has no controller, so nothing elects: every
+// partition's one replica is this broker (the node id the table was opened
+// with), leading at leader epoch 0 with itself in sync, partition epoch 0.
+// These facts are not written to disk: they follow from the broker owning
+// the table, so a broker restarted with another node.id keeps its topics.
+// create() and add_partitions() accept only such assignments.
+//
 // On-disk format (docs/log_format.md, "Topic metadata"): `meta/topics` holds
 // one line per topic and a CRC-32C line; `meta/configs/<topic>` holds the
 // topic's overrides in config/overrides_file.h's format. Both are replaced
@@ -41,7 +48,8 @@ class topic_table final : public metadata_store {
   // Loads the table from `meta_dir` (created if missing). A corrupt file is
   // an error (errc::corrupt_data): the broker refuses to start rather than
   // forget topics.
-  static result<std::unique_ptr<topic_table>> open(io::filesystem& fs, std::string meta_dir);
+  static result<std::unique_ptr<topic_table>> open(io::filesystem& fs, std::string meta_dir,
+                                                   int32_t node_id);
 
   std::optional<topic_info> get(const std::string& name) const override;
   // The topic with this id (KIP-516), or nullopt: a topic deleted and
@@ -51,17 +59,24 @@ class topic_table final : public metadata_store {
   size_t size() const override;
 
   // Adds a topic (errc::already_exists if present). Persists before return.
-  result<topic_info> create(const std::string& name, int32_t partitions,
+  result<topic_info> create(const std::string& name, std::vector<replica_list> assignment,
                             const config::config_map& overrides) override;
   // Removes a topic (errc::not_found if absent). Persists before return.
   status remove(const std::string& name) override;
-  // Raises the partition count (never lowers it). Persists before return.
-  status set_partitions(const std::string& name, int32_t partitions) override;
+  // Adds partitions after the last. Persists before return.
+  status add_partitions(const std::string& name, std::vector<replica_list> added) override;
   // Replaces the topic's overrides. Persists before return.
   status set_overrides(const std::string& name, const config::config_map& overrides) override;
+  // This broker leading at epoch 0, alone in sync (see above).
+  std::optional<partition_state> state(const std::string& topic, int32_t partition) const override;
 
  private:
-  topic_table(io::filesystem& fs, std::string meta_dir) : fs_(fs), meta_dir_(std::move(meta_dir)) {}
+  topic_table(io::filesystem& fs, std::string meta_dir, int32_t node_id)
+      : fs_(fs), meta_dir_(std::move(meta_dir)), node_id_(node_id) {}
+  // errc::invalid_replication_factor unless every entry is this broker alone.
+  status check_assignment(const std::vector<replica_list>& a) const;
+  // `t` with its assignment filled in: this broker for every partition.
+  topic_info with_assignment(topic_info t) const;
   status load();
   // Removes overrides files of topics not in the table: leftovers of a
   // deletion cut short between its two steps (or ".tmp" files of writes cut
@@ -73,6 +88,7 @@ class topic_table final : public metadata_store {
 
   io::filesystem& fs_;
   const std::string meta_dir_;
+  const int32_t node_id_;
   mutable std::mutex mu_;
   std::map<std::string, topic_info> topics_;
   std::map<topic_id, std::string> names_by_id_;  // the same topics, by id

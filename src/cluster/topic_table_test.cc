@@ -18,13 +18,16 @@ class TopicTableTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::unique_ptr<topic_table> open() {
-    auto t = topic_table::open(io::filesystem::posix(), dir_.string());
+  std::unique_ptr<topic_table> open(int32_t node_id = 0) {
+    auto t = topic_table::open(io::filesystem::posix(), dir_.string(), node_id);
     EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.err().message);
     return std::move(t).value();
   }
   std::filesystem::path dir_;
 };
+
+// `n` partitions, each on broker `node` alone.
+std::vector<replica_list> here(size_t n, int32_t node = 0) { return std::vector<replica_list>(n, {node}); }
 
 TEST(TopicName, KafkaRules) {
   EXPECT_TRUE(validate_topic_name("orders").ok());
@@ -48,13 +51,13 @@ TEST_F(TopicTableTest, CreateSurvivesReopen) {
   topic_id id;
   {
     auto t = open();
-    auto a = t->create("orders", 8, *ov);
+    auto a = t->create("orders", here(8), *ov);
     ASSERT_TRUE(a.ok());
     id = a->id;
-    ASSERT_TRUE(t->create("plain", 1, {}).ok());
-    EXPECT_EQ(t->create("orders", 2, {}).code(), errc::already_exists);
-    EXPECT_EQ(t->create("bad name", 2, {}).code(), errc::invalid_argument);
-    EXPECT_EQ(t->create("zero", 0, {}).code(), errc::invalid_argument);
+    ASSERT_TRUE(t->create("plain", here(1), {}).ok());
+    EXPECT_EQ(t->create("orders", here(2), {}).code(), errc::already_exists);
+    EXPECT_EQ(t->create("bad name", here(2), {}).code(), errc::invalid_argument);
+    EXPECT_EQ(t->create("zero", here(0), {}).code(), errc::invalid_argument);
   }
   auto t = open();
   ASSERT_EQ(t->size(), 2u);
@@ -70,11 +73,11 @@ TEST_F(TopicTableTest, CreateSurvivesReopen) {
 
 TEST_F(TopicTableTest, RecreatedTopicGetsANewIdAndTheOldIdFindsNothing) {
   auto t = open();
-  auto first = t->create("orders", 1, {});
+  auto first = t->create("orders", here(1), {});
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(t->remove("orders").ok());
   EXPECT_FALSE(t->get_by_id(first->id).has_value());
-  auto second = t->create("orders", 1, {});
+  auto second = t->create("orders", here(1), {});
   ASSERT_TRUE(second.ok());
   EXPECT_NE(first->id, second->id);
   EXPECT_FALSE(t->get_by_id(first->id).has_value());
@@ -87,10 +90,11 @@ TEST_F(TopicTableTest, RecreatedTopicGetsANewIdAndTheOldIdFindsNothing) {
 TEST_F(TopicTableTest, RemoveAndGrow) {
   {
     auto t = open();
-    ASSERT_TRUE(t->create("a", 1, {}).ok());
-    ASSERT_TRUE(t->create("b", 1, {}).ok());
-    ASSERT_TRUE(t->set_partitions("a", 4).ok());
-    EXPECT_FALSE(t->set_partitions("a", 2).ok());
+    ASSERT_TRUE(t->create("a", here(1), {}).ok());
+    ASSERT_TRUE(t->create("b", here(1), {}).ok());
+    ASSERT_TRUE(t->add_partitions("a", here(3)).ok());
+    EXPECT_EQ(t->add_partitions("a", {}).code(), errc::invalid_argument);
+    EXPECT_EQ(t->add_partitions("nope", here(1)).code(), errc::not_found);
     ASSERT_TRUE(t->remove("b").ok());
     EXPECT_EQ(t->remove("b").code(), errc::not_found);
   }
@@ -102,7 +106,7 @@ TEST_F(TopicTableTest, RemoveAndGrow) {
 TEST_F(TopicTableTest, CorruptFileRefused) {
   {
     auto t = open();
-    ASSERT_TRUE(t->create("a", 1, {}).ok());
+    ASSERT_TRUE(t->create("a", here(1), {}).ok());
   }
   // Flip one byte of the table: the checksum must catch it.
   auto path = dir_ / "topics";
@@ -114,8 +118,31 @@ TEST_F(TopicTableTest, CorruptFileRefused) {
     std::fputc('b', f);
     std::fclose(f);
   }
-  auto t = topic_table::open(io::filesystem::posix(), dir_.string());
+  auto t = topic_table::open(io::filesystem::posix(), dir_.string(), 0);
   EXPECT_EQ(t.code(), errc::corrupt_data);
+}
+
+// A single broker's store holds every partition on this broker alone,
+// leading at epoch 0; the node id is not on disk, so a broker restarted
+// under another id still finds its topics, now on itself.
+TEST_F(TopicTableTest, EveryPartitionIsThisBrokerAlone) {
+  {
+    auto t = open(3);
+    ASSERT_TRUE(t->create("a", here(2, 3), {}).ok());
+    EXPECT_EQ(t->create("rf2", {{3, 4}}, {}).code(), errc::invalid_replication_factor);
+    EXPECT_EQ(t->create("other", here(1, 4), {}).code(), errc::invalid_replication_factor);
+    EXPECT_EQ(t->add_partitions("a", here(1, 5)).code(), errc::invalid_replication_factor);
+    EXPECT_EQ(t->get("a")->partitions, 2);
+    EXPECT_EQ(t->get("a")->assignment, here(2, 3));
+    EXPECT_EQ(t->state("a", 1), (partition_state{3, 0, {3}, 0}));
+    EXPECT_FALSE(t->state("a", 2).has_value());
+    EXPECT_FALSE(t->state("b", 0).has_value());
+  }
+  auto t = open(7);
+  EXPECT_EQ(t->get("a")->assignment, here(2, 7));
+  EXPECT_EQ(t->list()[0].assignment, here(2, 7));
+  EXPECT_EQ(t->get_by_id(t->get("a")->id)->assignment, here(2, 7));
+  EXPECT_EQ(t->state("a", 0), (partition_state{7, 0, {7}, 0}));
 }
 
 }  // namespace
