@@ -1,15 +1,17 @@
 #include "controller/election.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <map>
+
+#include <fmt/format.h>
 
 namespace sluice::controller {
 
 namespace {
 
-bool contains(const std::vector<int32_t>& v, int32_t b) { return std::find(v.begin(), v.end(), b) != v.end(); }
+bool contains(const std::vector<int32_t>& v, int32_t b) {
+  return std::find(v.begin(), v.end(), b) != v.end();
+}
 
 // The first replica in assignment order that passes `ok`, or -1.
 template <class Pred>
@@ -22,10 +24,11 @@ int32_t first_replica(const partition_assignment& assignment, Pred ok) {
 
 // The change from `state` to a leader and ISR, with the epochs bumped as
 // Kafka's rules say, or nullopt when both are as they were.
-std::optional<partition_change> make_change(const partition_state& state, int32_t leader, std::vector<int32_t> isr,
-                                            leader_change kind) {
+std::optional<partition_change> make_change(const partition_state& state, int32_t leader,
+                                            std::vector<int32_t> isr, leader_change kind) {
   SLUICE_ASSERT(!isr.empty(), "the ISR never becomes empty");
-  SLUICE_ASSERT(leader == partition_state::no_leader || contains(isr, leader), "a leader outside its ISR");
+  SLUICE_ASSERT(leader == partition_state::no_leader || contains(isr, leader),
+                "a leader outside its ISR");
   if (leader == state.leader && isr == state.isr) return std::nullopt;
   partition_change c;
   c.next.leader = leader;
@@ -38,7 +41,8 @@ std::optional<partition_change> make_change(const partition_state& state, int32_
 
 }  // namespace
 
-std::optional<partition_change> on_brokers_changed(const partition_state& state, const partition_assignment& assignment,
+std::optional<partition_change> on_brokers_changed(const partition_state& state,
+                                                   const partition_assignment& assignment,
                                                    const broker_set& live, bool unclean_allowed) {
   SLUICE_ASSERT(!state.isr.empty(), "the ISR never becomes empty");
   std::vector<int32_t> isr;
@@ -53,18 +57,21 @@ std::optional<partition_change> on_brokers_changed(const partition_state& state,
   if (leader != partition_state::no_leader && live.contains(leader) && contains(isr, leader)) {
     return make_change(state, leader, std::move(isr), leader_change::none);
   }
-  leader = first_replica(assignment, [&](int32_t r) { return live.contains(r) && contains(isr, r); });
-  if (leader != partition_state::no_leader) return make_change(state, leader, std::move(isr), leader_change::clean);
+  leader =
+      first_replica(assignment, [&](int32_t r) { return live.contains(r) && contains(isr, r); });
+  if (leader != partition_state::no_leader)
+    return make_change(state, leader, std::move(isr), leader_change::clean);
   if (unclean_allowed) {
     leader = first_replica(assignment, [&](int32_t r) { return live.contains(r); });
-    if (leader != partition_state::no_leader) return make_change(state, leader, {leader}, leader_change::unclean);
+    if (leader != partition_state::no_leader)
+      return make_change(state, leader, {leader}, leader_change::unclean);
   }
   return make_change(state, partition_state::no_leader, std::move(isr), leader_change::offline);
 }
 
 std::optional<partition_change> controlled_shutdown(const partition_state& state,
-                                                    const partition_assignment& assignment, const broker_set& live,
-                                                    int32_t leaving) {
+                                                    const partition_assignment& assignment,
+                                                    const broker_set& live, int32_t leaving) {
   SLUICE_ASSERT(!state.isr.empty(), "the ISR never becomes empty");
   std::vector<int32_t> isr = state.isr;
   if (isr.size() > 1) std::erase(isr, leaving);
@@ -80,18 +87,20 @@ std::optional<partition_change> controlled_shutdown(const partition_state& state
   return make_change(state, leader, std::move(isr), kind);
 }
 
-std::optional<partition_change> elect_preferred(const partition_state& state, const partition_assignment& assignment,
+std::optional<partition_change> elect_preferred(const partition_state& state,
+                                                const partition_assignment& assignment,
                                                 const broker_set& live) {
   if (assignment.empty()) return std::nullopt;
   const int32_t preferred = assignment.front();
-  if (preferred == state.leader || !live.contains(preferred) || !contains(state.isr, preferred)) return std::nullopt;
+  if (preferred == state.leader || !live.contains(preferred) || !contains(state.isr, preferred))
+    return std::nullopt;
   return make_change(state, preferred, state.isr, leader_change::clean);
 }
 
-std::vector<size_t> should_rebalance(const std::vector<partition_view>& partitions, const broker_set& live,
-                                     int32_t imbalance_percentage) {
+std::vector<size_t> should_rebalance(const std::vector<partition_view>& partitions,
+                                     const broker_set& live, int32_t imbalance_percentage) {
   struct tally {
-    int64_t preferred = 0;  // partitions the broker is preferred leader of
+    int64_t preferred = 0;        // partitions the broker is preferred leader of
     std::vector<size_t> not_led;  // ... that it does not lead
   };
   std::map<int32_t, tally> brokers;
@@ -105,7 +114,8 @@ std::vector<size_t> should_rebalance(const std::vector<partition_view>& partitio
   std::vector<size_t> out;
   for (const auto& [broker, t] : brokers) {
     // ratio > percentage / 100, in integers.
-    if (static_cast<int64_t>(t.not_led.size()) * 100 <= int64_t{imbalance_percentage} * t.preferred) continue;
+    if (static_cast<int64_t>(t.not_led.size()) * 100 <= int64_t{imbalance_percentage} * t.preferred)
+      continue;
     for (size_t i : t.not_led) {
       if (elect_preferred(partitions[i].state, partitions[i].assignment, live)) out.push_back(i);
     }
@@ -121,18 +131,22 @@ status check_new_isr(const partition_state& state, const std::vector<int32_t>& n
   broker_set seen;
   for (int32_t b : new_isr) {
     if (!seen.insert(b).second) {
-      return status(errc::invalid_argument, fmt::format("The new ISR names broker {} more than once.", b));
+      return status(errc::invalid_argument,
+                    fmt::format("The new ISR names broker {} more than once.", b));
     }
     if (!contains(assignment, b)) {
-      return status(errc::invalid_argument, fmt::format("The new ISR names broker {}, which is not a replica.", b));
+      return status(errc::invalid_argument,
+                    fmt::format("The new ISR names broker {}, which is not a replica.", b));
     }
   }
   if (!seen.contains(state.leader)) {
-    return status(errc::invalid_argument, fmt::format("The new ISR lacks the leader {}.", state.leader));
+    return status(errc::invalid_argument,
+                  fmt::format("The new ISR lacks the leader {}.", state.leader));
   }
   for (int32_t b : new_isr) {
     if (!eligible.contains(b)) {
-      return status(errc::ineligible_replica, fmt::format("Broker {} is not eligible to join the ISR.", b));
+      return status(errc::ineligible_replica,
+                    fmt::format("Broker {} is not eligible to join the ISR.", b));
     }
   }
   return {};
@@ -140,31 +154,39 @@ status check_new_isr(const partition_state& state, const std::vector<int32_t>& n
 
 }  // namespace
 
-status validate_isr_change(const partition_state& state, int32_t requester, int32_t requester_leader_epoch,
-                           int32_t partition_epoch, const std::vector<int32_t>& new_isr,
+status validate_isr_change(const partition_state& state, int32_t requester,
+                           int32_t requester_leader_epoch, int32_t partition_epoch,
+                           const std::vector<int32_t>& new_isr,
                            const partition_assignment& assignment, const broker_set& eligible) {
   if (requester_leader_epoch > state.leader_epoch || partition_epoch > state.partition_epoch) {
-    return status(errc::not_controller,
-                  fmt::format("Leader epoch {} or partition epoch {} is newer than this controller's {} and {}.",
-                              requester_leader_epoch, partition_epoch, state.leader_epoch, state.partition_epoch));
+    return status(
+        errc::not_controller,
+        fmt::format(
+            "Leader epoch {} or partition epoch {} is newer than this controller's {} and {}.",
+            requester_leader_epoch, partition_epoch, state.leader_epoch, state.partition_epoch));
   }
   if (requester_leader_epoch < state.leader_epoch) {
-    return status(errc::fenced_leader_epoch, fmt::format("Leader epoch {} is older than the current {}.",
-                                                         requester_leader_epoch, state.leader_epoch));
+    return status(errc::fenced_leader_epoch,
+                  fmt::format("Leader epoch {} is older than the current {}.",
+                              requester_leader_epoch, state.leader_epoch));
   }
   if (requester != state.leader) {
-    return status(errc::fenced_leader_epoch,
-                  fmt::format("Broker {} does not lead; the leader is {}.", requester, state.leader));
+    return status(
+        errc::fenced_leader_epoch,
+        fmt::format("Broker {} does not lead; the leader is {}.", requester, state.leader));
   }
   if (partition_epoch < state.partition_epoch) {
-    return status(errc::invalid_update_version, fmt::format("Partition epoch {} is older than the current {}.",
-                                                            partition_epoch, state.partition_epoch));
+    return status(errc::invalid_update_version,
+                  fmt::format("Partition epoch {} is older than the current {}.", partition_epoch,
+                              state.partition_epoch));
   }
   return check_new_isr(state, new_isr, assignment, eligible);
 }
 
-partition_state apply_isr_change(const partition_state& state, const std::vector<int32_t>& new_isr) {
-  SLUICE_ASSERT(!new_isr.empty() && contains(new_isr, state.leader), "apply_isr_change of an unchecked ISR");
+partition_state apply_isr_change(const partition_state& state,
+                                 const std::vector<int32_t>& new_isr) {
+  SLUICE_ASSERT(!new_isr.empty() && contains(new_isr, state.leader),
+                "apply_isr_change of an unchecked ISR");
   partition_state next = state;
   next.isr = new_isr;
   ++next.partition_epoch;

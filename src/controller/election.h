@@ -29,10 +29,10 @@ namespace sluice::controller {
 
 // What happened to the leadership in a change.
 enum class leader_change : uint8_t {
-  none,             // same leader; only the ISR changed
-  clean,            // a new leader from the ISR
-  unclean,          // a new leader from outside the ISR; records may be lost
-  offline,          // the partition lost its leader and has none (-1)
+  none,     // same leader; only the ISR changed
+  clean,    // a new leader from the ISR
+  unclean,  // a new leader from outside the ISR; records may be lost
+  offline,  // the partition lost its leader and has none (-1)
 };
 
 struct partition_change {
@@ -47,7 +47,8 @@ struct partition_change {
 // live and in the ISR leads; with none, and `unclean_allowed`, the first
 // live replica in assignment order leads with the ISR set to itself alone;
 // otherwise the partition is offline (-1).
-std::optional<partition_change> on_brokers_changed(const partition_state& state, const partition_assignment& assignment,
+std::optional<partition_change> on_brokers_changed(const partition_state& state,
+                                                   const partition_assignment& assignment,
                                                    const broker_set& live, bool unclean_allowed);
 
 // Broker `leaving` asked to shut down (controlled shutdown). If it leads,
@@ -56,12 +57,13 @@ std::optional<partition_change> on_brokers_changed(const partition_state& state,
 // rather than stay on a broker about to stop. `leaving` leaves the ISR
 // unless it is the last member. Leadership is never given to `leaving`.
 std::optional<partition_change> controlled_shutdown(const partition_state& state,
-                                                    const partition_assignment& assignment, const broker_set& live,
-                                                    int32_t leaving);
+                                                    const partition_assignment& assignment,
+                                                    const broker_set& live, int32_t leaving);
 
 // Preferred leader election: the first replica of the assignment leads if
 // it is live, in the ISR and not already the leader.
-std::optional<partition_change> elect_preferred(const partition_state& state, const partition_assignment& assignment,
+std::optional<partition_change> elect_preferred(const partition_state& state,
+                                                const partition_assignment& assignment,
                                                 const broker_set& live);
 
 // One partition as the rebalance check sees it.
@@ -79,8 +81,9 @@ inline constexpr int32_t default_leader_imbalance_percentage = 10;
 // above `imbalance_percentage` percent, the partitions it should lead and
 // could (elect_preferred would move them) are returned, as indexes into
 // `partitions` in increasing order.
-std::vector<size_t> should_rebalance(const std::vector<partition_view>& partitions, const broker_set& live,
-                                     int32_t imbalance_percentage = default_leader_imbalance_percentage);
+std::vector<size_t> should_rebalance(
+    const std::vector<partition_view>& partitions, const broker_set& live,
+    int32_t imbalance_percentage = default_leader_imbalance_percentage);
 
 // An AlterPartition request from broker `requester`, which believes it
 // leads at `requester_leader_epoch` and read the ISR at `partition_epoch`,
@@ -96,8 +99,9 @@ std::vector<size_t> should_rebalance(const std::vector<partition_view>& partitio
 //    one outside the assignment, or lacks the leader;
 //  - ineligible_replica: `new_isr` names a broker that is not `eligible`
 //    (KIP-841: a fenced or shutting-down broker may not be in the ISR).
-status validate_isr_change(const partition_state& state, int32_t requester, int32_t requester_leader_epoch,
-                           int32_t partition_epoch, const std::vector<int32_t>& new_isr,
+status validate_isr_change(const partition_state& state, int32_t requester,
+                           int32_t requester_leader_epoch, int32_t partition_epoch,
+                           const std::vector<int32_t>& new_isr,
                            const partition_assignment& assignment, const broker_set& eligible);
 
 // The state after an accepted AlterPartition: the new ISR, the partition

@@ -1,17 +1,18 @@
 #include "controller/election.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <map>
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "controller/placement.h"
 
 namespace sluice::controller {
 namespace {
 
-partition_state st(int32_t leader, int32_t leader_epoch, std::vector<int32_t> isr, int32_t partition_epoch) {
+partition_state st(int32_t leader, int32_t leader_epoch, std::vector<int32_t> isr,
+                   int32_t partition_epoch) {
   return partition_state{leader, leader_epoch, std::move(isr), partition_epoch};
 }
 
@@ -182,7 +183,8 @@ TEST(elect_preferred, nothing_when_already_leader_dead_or_out_of_the_isr) {
 std::vector<partition_view> led(int32_t preferred, int32_t other, int n, int moved) {
   std::vector<partition_view> out;
   for (int i = 0; i < n; ++i) {
-    out.push_back({{preferred, other}, st(i < moved ? other : preferred, 1, {preferred, other}, 1)});
+    out.push_back(
+        {{preferred, other}, st(i < moved ? other : preferred, 1, {preferred, other}, 1)});
   }
   return out;
 }
@@ -220,7 +222,8 @@ TEST(validate_isr_change, accepts_the_leader_s_current_request) {
   EXPECT_TRUE(validate_isr_change(current, 1, 5, 7, {1}, abc, all).ok());
   EXPECT_EQ(apply_isr_change(current, {1, 2, 3}), st(1, 5, {1, 2, 3}, 8));
   // The same request again is now one version behind.
-  EXPECT_EQ(validate_isr_change(apply_isr_change(current, {1, 2, 3}), 1, 5, 7, {1, 2, 3}, abc, all).code(),
+  EXPECT_EQ(validate_isr_change(apply_isr_change(current, {1, 2, 3}), 1, 5, 7, {1, 2, 3}, abc, all)
+                .code(),
             errc::invalid_update_version);
 }
 
@@ -230,24 +233,30 @@ TEST(validate_isr_change, newer_epochs_mean_this_controller_is_behind) {
 }
 
 TEST(validate_isr_change, fences_an_old_leader_epoch_or_a_non_leader) {
-  EXPECT_EQ(validate_isr_change(current, 1, 4, 7, {1, 2}, abc, all).code(), errc::fenced_leader_epoch);
-  EXPECT_EQ(validate_isr_change(current, 2, 5, 7, {1, 2}, abc, all).code(), errc::fenced_leader_epoch);
-  EXPECT_EQ(validate_isr_change(st(-1, 5, {1}, 7), 1, 5, 7, {1}, abc, all).code(), errc::fenced_leader_epoch);
+  EXPECT_EQ(validate_isr_change(current, 1, 4, 7, {1, 2}, abc, all).code(),
+            errc::fenced_leader_epoch);
+  EXPECT_EQ(validate_isr_change(current, 2, 5, 7, {1, 2}, abc, all).code(),
+            errc::fenced_leader_epoch);
+  EXPECT_EQ(validate_isr_change(st(-1, 5, {1}, 7), 1, 5, 7, {1}, abc, all).code(),
+            errc::fenced_leader_epoch);
 }
 
 TEST(validate_isr_change, refuses_an_old_partition_epoch) {
-  EXPECT_EQ(validate_isr_change(current, 1, 5, 6, {1, 2}, abc, all).code(), errc::invalid_update_version);
+  EXPECT_EQ(validate_isr_change(current, 1, 5, 6, {1, 2}, abc, all).code(),
+            errc::invalid_update_version);
 }
 
 TEST(validate_isr_change, refuses_a_malformed_isr) {
   EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {1, 1}, abc, all).code(), errc::invalid_argument);
-  EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {1, 4}, abc, {1, 2, 3, 4}).code(), errc::invalid_argument);
+  EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {1, 4}, abc, {1, 2, 3, 4}).code(),
+            errc::invalid_argument);
   EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {2, 3}, abc, all).code(), errc::invalid_argument);
   EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {}, abc, all).code(), errc::invalid_argument);
 }
 
 TEST(validate_isr_change, refuses_an_ineligible_broker) {
-  EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {1, 2, 3}, abc, {1, 2}).code(), errc::ineligible_replica);
+  EXPECT_EQ(validate_isr_change(current, 1, 5, 7, {1, 2, 3}, abc, {1, 2}).code(),
+            errc::ineligible_replica);
 }
 
 // --- a seeded random walk ---
@@ -303,7 +312,8 @@ struct walk {
   }
 
   void brokers_changed() {
-    for (size_t i = 0; i < states.size(); ++i) apply(i, on_brokers_changed(states[i], assignments[i], live, unclean_allowed));
+    for (size_t i = 0; i < states.size(); ++i)
+      apply(i, on_brokers_changed(states[i], assignments[i], live, unclean_allowed));
   }
 
   void step() {
@@ -324,7 +334,8 @@ struct walk {
       case 2: {  // a controlled shutdown, then the broker stops
         if (live.empty()) break;
         int32_t leaving = random_of(live);
-        for (size_t i = 0; i < states.size(); ++i) apply(i, controlled_shutdown(states[i], assignments[i], live, leaving));
+        for (size_t i = 0; i < states.size(); ++i)
+          apply(i, controlled_shutdown(states[i], assignments[i], live, leaving));
         check_invariants();
         live.erase(leaving);
         brokers_changed();
@@ -334,7 +345,8 @@ struct walk {
         for (size_t i = 0; i < states.size(); ++i) catch_up(i);
         break;
       case 4:  // auto.leader.rebalance
-        for (size_t i : should_rebalance(views(), live)) apply(i, elect_preferred(states[i], assignments[i], live));
+        for (size_t i : should_rebalance(views(), live))
+          apply(i, elect_preferred(states[i], assignments[i], live));
         break;
     }
   }
@@ -346,7 +358,9 @@ struct walk {
       if (!live.contains(r) || std::find(s.isr.begin(), s.isr.end(), r) != s.isr.end()) continue;
       std::vector<int32_t> isr = s.isr;
       isr.push_back(r);
-      ASSERT_TRUE(validate_isr_change(s, s.leader, s.leader_epoch, s.partition_epoch, isr, assignments[i], live).ok());
+      ASSERT_TRUE(validate_isr_change(s, s.leader, s.leader_epoch, s.partition_epoch, isr,
+                                      assignments[i], live)
+                      .ok());
       partition_state next = apply_isr_change(s, isr);
       apply(i, partition_change{next, leader_change::none});
       return;
@@ -378,11 +392,13 @@ TEST(election, random_walk_keeps_the_invariants) {
     for (const auto& [kind, n] : w.seen) seen[kind] += n;
   }
   // The walk reaches every kind of change, or it proves little.
-  for (auto kind : {leader_change::none, leader_change::clean, leader_change::unclean, leader_change::offline}) {
+  for (auto kind : {leader_change::none, leader_change::clean, leader_change::unclean,
+                    leader_change::offline}) {
     EXPECT_GT(seen[kind], 100) << static_cast<int>(kind);
   }
-  std::printf("random walk: %d ISR-only, %d clean, %d unclean, %d offline changes\n", seen[leader_change::none],
-              seen[leader_change::clean], seen[leader_change::unclean], seen[leader_change::offline]);
+  std::printf("random walk: %d ISR-only, %d clean, %d unclean, %d offline changes\n",
+              seen[leader_change::none], seen[leader_change::clean], seen[leader_change::unclean],
+              seen[leader_change::offline]);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 #include "controller/placement.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <tuple>
+
+#include <fmt/format.h>
 
 namespace sluice::controller {
 
@@ -14,10 +14,10 @@ namespace {
 // call and the cluster already placed on each.
 struct placement {
   std::vector<int32_t> ids;
-  std::vector<size_t> rack_of;          // broker index -> rack index
-  std::vector<broker_load> cluster;     // broker index -> load before this call
-  std::vector<broker_load> call;        // broker index -> placed by this call
-  std::vector<int32_t> rack_leaders;    // rack index -> leaders placed by this call
+  std::vector<size_t> rack_of;        // broker index -> rack index
+  std::vector<broker_load> cluster;   // broker index -> load before this call
+  std::vector<broker_load> call;      // broker index -> placed by this call
+  std::vector<int32_t> rack_leaders;  // rack index -> leaders placed by this call
 };
 
 status check_brokers(const std::vector<broker_desc>& live) {
@@ -43,7 +43,8 @@ placement make_placement(const std::vector<broker_desc>& live, const cluster_loa
   placement p;
   for (const auto& b : sorted) {
     p.ids.push_back(b.id);
-    p.rack_of.push_back(static_cast<size_t>(std::lower_bound(racks.begin(), racks.end(), b.rack) - racks.begin()));
+    p.rack_of.push_back(
+        static_cast<size_t>(std::lower_bound(racks.begin(), racks.end(), b.rack) - racks.begin()));
     auto it = load.find(b.id);
     p.cluster.push_back(it == load.end() ? broker_load{} : it->second);
   }
@@ -55,8 +56,9 @@ placement make_placement(const std::vector<broker_desc>& live, const cluster_loa
 // The preferred leader of the next partition (rules 2 and 4).
 size_t choose_leader(const placement& p) {
   auto key = [&](size_t i) {
-    return std::make_tuple(p.call[i].leaders, p.cluster[i].leaders, p.call[i].replicas + p.cluster[i].replicas,
-                           p.rack_leaders[p.rack_of[i]], i);
+    return std::make_tuple(p.call[i].leaders, p.cluster[i].leaders,
+                           p.call[i].replicas + p.cluster[i].replicas, p.rack_leaders[p.rack_of[i]],
+                           i);
   };
   size_t best = 0;
   for (size_t i = 1; i < p.ids.size(); ++i) {
@@ -73,7 +75,8 @@ size_t choose_follower(const placement& p, const std::vector<size_t>& chosen) {
   for (size_t c : chosen) ++rack_use[p.rack_of[c]];
   auto key = [&](size_t i) {
     size_t after_leader = (i + n - chosen.front()) % n;
-    return std::make_tuple(rack_use[p.rack_of[i]], p.call[i].replicas + p.cluster[i].replicas, p.call[i].replicas, after_leader);
+    return std::make_tuple(rack_use[p.rack_of[i]], p.call[i].replicas + p.cluster[i].replicas,
+                           p.call[i].replicas, after_leader);
   };
   std::optional<size_t> best;
   for (size_t i = 0; i < n; ++i) {
@@ -110,14 +113,15 @@ result<std::vector<partition_assignment>> assign_replicas(const std::vector<brok
   }
   if (static_cast<size_t>(replication_factor) > live.size()) {
     return error{errc::invalid_replication_factor,
-                 fmt::format("Replication factor: {} larger than available brokers: {}.", replication_factor,
-                             live.size())};
+                 fmt::format("Replication factor: {} larger than available brokers: {}.",
+                             replication_factor, live.size())};
   }
   if (count < 1) {
     return error{errc::invalid_partitions, "Number of partitions must be larger than 0."};
   }
   if (first_partition < 0) {
-    return error{errc::invalid_argument, fmt::format("Invalid first partition {}.", first_partition)};
+    return error{errc::invalid_argument,
+                 fmt::format("Invalid first partition {}.", first_partition)};
   }
   SLUICE_TRY(check_brokers(live));
 
@@ -138,18 +142,23 @@ void add_load(cluster_load& load, const std::vector<partition_assignment>& assig
 
 namespace {
 
-status refuse(std::string message) { return status(errc::invalid_replica_assignment, std::move(message)); }
+status refuse(std::string message) {
+  return status(errc::invalid_replica_assignment, std::move(message));
+}
 
 status check_replicas(const partition_assignment& replicas, const broker_set& registered) {
-  if (replicas.empty()) return refuse("The manual partition assignment includes an empty replica list.");
+  if (replicas.empty())
+    return refuse("The manual partition assignment includes an empty replica list.");
   broker_set seen;
   for (int32_t b : replicas) {
     if (!seen.insert(b).second) {
-      return refuse(fmt::format("The manual partition assignment includes the broker {} more than once.", b));
+      return refuse(
+          fmt::format("The manual partition assignment includes the broker {} more than once.", b));
     }
     if (!registered.contains(b)) {
       return refuse(fmt::format(
-          "The manual partition assignment includes broker {}, but no such broker is registered.", b));
+          "The manual partition assignment includes broker {}, but no such broker is registered.",
+          b));
     }
   }
   return {};
@@ -158,21 +167,24 @@ status check_replicas(const partition_assignment& replicas, const broker_set& re
 }  // namespace
 
 status validate_assignment(const std::vector<manual_assignment>& manual, int32_t first_partition,
-                           const broker_set& registered, std::optional<int16_t> replication_factor) {
+                           const broker_set& registered,
+                           std::optional<int16_t> replication_factor) {
   if (manual.empty()) return refuse("The manual partition assignment is empty.");
   std::optional<size_t> rf;
   if (replication_factor) rf = static_cast<size_t>(*replication_factor);
   std::set<int32_t> partitions;
   for (const auto& m : manual) {
     if (!partitions.insert(m.partition).second) {
-      return refuse(fmt::format("Found multiple manual partition assignments for partition {}.", m.partition));
+      return refuse(fmt::format("Found multiple manual partition assignments for partition {}.",
+                                m.partition));
     }
     SLUICE_TRY(check_replicas(m.replicas, registered));
     if (rf && m.replicas.size() != *rf) {
-      return refuse(fmt::format(
-          "The manual partition assignment includes a partition with {} replica(s), but this is not "
-          "consistent with previous partitions, which have {} replica(s).",
-          m.replicas.size(), *rf));
+      return refuse(
+          fmt::format("The manual partition assignment includes a partition with {} replica(s), "
+                      "but this is not "
+                      "consistent with previous partitions, which have {} replica(s).",
+                      m.replicas.size(), *rf));
     }
     rf = m.replicas.size();
   }
@@ -180,9 +192,10 @@ status validate_assignment(const std::vector<manual_assignment>& manual, int32_t
   // and the largest first_partition + size - 1.
   const int64_t last = int64_t{first_partition} + static_cast<int64_t>(manual.size()) - 1;
   if (*partitions.begin() != first_partition || *partitions.rbegin() != last) {
-    return refuse(fmt::format(
-        "The manual partition assignment must name partitions {} to {} contiguously, but names {} to {}.",
-        first_partition, last, *partitions.begin(), *partitions.rbegin()));
+    return refuse(
+        fmt::format("The manual partition assignment must name partitions {} to {} contiguously, "
+                    "but names {} to {}.",
+                    first_partition, last, *partitions.begin(), *partitions.rbegin()));
   }
   return {};
 }

@@ -1,9 +1,9 @@
 #include "controller/placement.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <random>
+
+#include <gtest/gtest.h>
 
 namespace sluice::controller {
 namespace {
@@ -18,13 +18,14 @@ std::vector<broker_desc> brokers(int32_t n) {
 std::vector<broker_desc> racked(const std::vector<std::string>& racks) {
   std::vector<broker_desc> out;
   for (size_t i = 0; i < racks.size(); ++i) {
-    out.push_back({static_cast<int32_t>(i), racks[i].empty() ? std::nullopt : std::optional(racks[i])});
+    out.push_back(
+        {static_cast<int32_t>(i), racks[i].empty() ? std::nullopt : std::optional(racks[i])});
   }
   return out;
 }
 
-std::vector<partition_assignment> place(const std::vector<broker_desc>& live, int32_t count, int16_t rf,
-                                        const cluster_load& load = {}) {
+std::vector<partition_assignment> place(const std::vector<broker_desc>& live, int32_t count,
+                                        int16_t rf, const cluster_load& load = {}) {
   auto r = assign_replicas(live, 0, count, rf, load);
   EXPECT_TRUE(r.ok()) << r.err().message;
   return r.ok() ? r.value() : std::vector<partition_assignment>{};
@@ -102,7 +103,8 @@ std::pair<int32_t, int32_t> spread(const cluster_load& load, int32_t n) {
 
 // Topics of 1..12 partitions created one after another, the load of each
 // added before the next is placed.
-std::pair<int32_t, int32_t> worst_spread(const std::vector<broker_desc>& live, int16_t rf, uint32_t seed) {
+std::pair<int32_t, int32_t> worst_spread(const std::vector<broker_desc>& live, int16_t rf,
+                                         uint32_t seed) {
   std::mt19937 rng(seed);
   cluster_load load;
   std::pair<int32_t, int32_t> worst{0, 0};
@@ -131,7 +133,6 @@ TEST(placement, evenness_without_racks) {
   std::printf("worst spread without racks: leaders %d, replicas %d\n", worst.first, worst.second);
 }
 
-
 // Rack layouts of 1..9 brokers: one rack each, a few racks of equal size,
 // uneven racks, and some brokers without a rack.
 std::vector<std::vector<std::string>> rack_layouts() {
@@ -148,7 +149,8 @@ std::vector<std::vector<std::string>> rack_layouts() {
     }
     std::vector<std::string> uneven(n, "a"), mixed;
     uneven.back() = "b";
-    for (int32_t i = 0; i < n; ++i) mixed.push_back(i % 3 == 0 ? "" : std::string(1, static_cast<char>('a' + i % 2)));
+    for (int32_t i = 0; i < n; ++i)
+      mixed.push_back(i % 3 == 0 ? "" : std::string(1, static_cast<char>('a' + i % 2)));
     out.push_back(uneven);
     out.push_back(mixed);
   }
@@ -196,7 +198,8 @@ TEST(placement, evenness_with_balanced_racks) {
   for (int32_t racks = 2; racks <= 3; ++racks) {
     for (int32_t per_rack = 1; per_rack <= 3; ++per_rack) {
       std::vector<std::string> layout;
-      for (int32_t i = 0; i < racks * per_rack; ++i) layout.push_back(std::string(1, static_cast<char>('a' + i % racks)));
+      for (int32_t i = 0; i < racks * per_rack; ++i)
+        layout.push_back(std::string(1, static_cast<char>('a' + i % racks)));
       for (int16_t rf = 1; rf <= std::min(3, racks * per_rack); ++rf) {
         for (uint32_t seed = 1; seed <= 5; ++seed) {
           auto w = worst_spread(racked(layout), rf, seed);
@@ -207,7 +210,8 @@ TEST(placement, evenness_with_balanced_racks) {
       }
     }
   }
-  std::printf("worst spread with balanced racks: leaders %d, replicas %d\n", worst.first, worst.second);
+  std::printf("worst spread with balanced racks: leaders %d, replicas %d\n", worst.first,
+              worst.second);
 }
 
 TEST(placement, deterministic_whatever_the_broker_order) {
@@ -258,20 +262,25 @@ TEST(validate_assignment, refuses_an_empty_replica_list) {
 TEST(validate_assignment, refuses_a_broker_twice_in_a_partition) {
   auto s = validate_assignment({{0, {1, 2, 1}}}, 0, registered);
   EXPECT_EQ(s.code(), errc::invalid_replica_assignment);
-  EXPECT_EQ(s.err().message, "The manual partition assignment includes the broker 1 more than once.");
+  EXPECT_EQ(s.err().message,
+            "The manual partition assignment includes the broker 1 more than once.");
 }
 
 TEST(validate_assignment, refuses_an_unknown_broker) {
   auto s = validate_assignment({{0, {1, 4}}}, 0, registered);
   EXPECT_EQ(s.code(), errc::invalid_replica_assignment);
-  EXPECT_EQ(s.err().message, "The manual partition assignment includes broker 4, but no such broker is registered.");
-  EXPECT_EQ(validate_assignment({{0, {-1}}}, 0, registered).code(), errc::invalid_replica_assignment);
+  EXPECT_EQ(s.err().message,
+            "The manual partition assignment includes broker 4, but no such broker is registered.");
+  EXPECT_EQ(validate_assignment({{0, {-1}}}, 0, registered).code(),
+            errc::invalid_replica_assignment);
 }
 
 TEST(validate_assignment, refuses_differing_replica_counts) {
-  EXPECT_EQ(validate_assignment({{0, {1, 2}}, {1, {3}}}, 0, registered).code(), errc::invalid_replica_assignment);
+  EXPECT_EQ(validate_assignment({{0, {1, 2}}, {1, {3}}}, 0, registered).code(),
+            errc::invalid_replica_assignment);
   // Against the topic's replication factor (CreatePartitions).
-  EXPECT_EQ(validate_assignment({{3, {1}}}, 3, registered, int16_t{2}).code(), errc::invalid_replica_assignment);
+  EXPECT_EQ(validate_assignment({{3, {1}}}, 3, registered, int16_t{2}).code(),
+            errc::invalid_replica_assignment);
 }
 
 TEST(validate_assignment, refuses_a_partition_given_twice) {
@@ -281,10 +290,14 @@ TEST(validate_assignment, refuses_a_partition_given_twice) {
 }
 
 TEST(validate_assignment, refuses_partitions_not_contiguous_from_the_first_new_one) {
-  EXPECT_EQ(validate_assignment({{0, {1}}, {2, {2}}}, 0, registered).code(), errc::invalid_replica_assignment);
-  EXPECT_EQ(validate_assignment({{1, {1}}, {2, {2}}}, 0, registered).code(), errc::invalid_replica_assignment);
-  EXPECT_EQ(validate_assignment({{2, {1}}, {3, {2}}}, 3, registered).code(), errc::invalid_replica_assignment);
-  EXPECT_EQ(validate_assignment({{-1, {1}}, {0, {2}}}, 0, registered).code(), errc::invalid_replica_assignment);
+  EXPECT_EQ(validate_assignment({{0, {1}}, {2, {2}}}, 0, registered).code(),
+            errc::invalid_replica_assignment);
+  EXPECT_EQ(validate_assignment({{1, {1}}, {2, {2}}}, 0, registered).code(),
+            errc::invalid_replica_assignment);
+  EXPECT_EQ(validate_assignment({{2, {1}}, {3, {2}}}, 3, registered).code(),
+            errc::invalid_replica_assignment);
+  EXPECT_EQ(validate_assignment({{-1, {1}}, {0, {2}}}, 0, registered).code(),
+            errc::invalid_replica_assignment);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ struct partition_state {
 
   int32_t leader = no_leader;  // -1: offline, no replica may serve
   int32_t leader_epoch = 0;
-  std::vector<int32_t> isr;    // never empty once the partition exists
+  std::vector<int32_t> isr;  // never empty once the partition exists
   int32_t partition_epoch = 0;
 
   bool operator==(const partition_state&) const = default;
