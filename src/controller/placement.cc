@@ -53,7 +53,7 @@ placement make_placement(const std::vector<broker_desc>& live, const cluster_loa
   return p;
 }
 
-// The preferred leader of the next partition (rules 2 and 4).
+// The preferred leader of the next partition (rules 2, 3 and 4).
 size_t choose_leader(const placement& p) {
   auto key = [&](size_t i) {
     return std::make_tuple(p.call[i].leaders, p.cluster[i].leaders,
@@ -71,7 +71,7 @@ size_t choose_leader(const placement& p) {
 // (broker indexes, the leader first): rules 1, 3 and 4.
 size_t choose_follower(const placement& p, const std::vector<size_t>& chosen) {
   const size_t n = p.ids.size();
-  std::vector<int32_t> rack_use(p.rack_leaders.size(), 0);
+  std::vector<int32_t> rack_use(p.rack_leaders.size(), 0);  // one entry per rack
   for (size_t c : chosen) ++rack_use[p.rack_of[c]];
   auto key = [&](size_t i) {
     size_t after_leader = (i + n - chosen.front()) % n;
