@@ -29,6 +29,11 @@ std::string_view errc_name(errc e) {
     case errc::invalid_replication_factor: return "invalid_replication_factor";
     case errc::policy_violation: return "policy_violation";
     case errc::not_coordinator: return "not_coordinator";
+    case errc::invalid_replica_assignment: return "invalid_replica_assignment";
+    case errc::not_controller: return "not_controller";
+    case errc::fenced_leader_epoch: return "fenced_leader_epoch";
+    case errc::invalid_update_version: return "invalid_update_version";
+    case errc::ineligible_replica: return "ineligible_replica";
     case errc::invalid_producer_epoch: return "invalid_producer_epoch";
     case errc::out_of_order_sequence: return "out_of_order_sequence";
     case errc::invalid_txn_state: return "invalid_txn_state";

@@ -36,6 +36,11 @@ enum class errc : int16_t {
   invalid_replication_factor,  // a replication factor this cluster cannot meet
   policy_violation,   // allowed by Kafka, refused by this broker's limits
   not_coordinator,    // this broker does not (or no longer) coordinate the group's __consumer_offsets partition
+  invalid_replica_assignment,  // an explicit replica assignment that names no, unknown or repeated brokers
+  not_controller,     // this broker is not the controller, or its view of a partition is older than the requester's
+  fenced_leader_epoch,     // a leader epoch older than the current one, or a requester that does not lead
+  invalid_update_version,  // a partition epoch that does not match the current one (AlterPartition)
+  ineligible_replica,      // an ISR that names a broker which is not live (AlterPartition)
   // Producers.
   invalid_producer_epoch,  // a producer epoch older than the one known
   out_of_order_sequence,   // a sequence number that does not follow the last

@@ -73,10 +73,12 @@ enum class error_code : int16_t {
   invalid_record = 87,
   producer_fenced = 90,
   resource_not_found = 91,
+  invalid_update_version = 95,
   unknown_topic_id = 100,
   inconsistent_topic_id = 103,
   transactional_id_not_found = 105,
   fetch_session_topic_id_error = 106,
+  ineligible_replica = 107,
   mismatched_endpoint_type = 114,
   unsupported_endpoint_type = 115,
 };
@@ -153,10 +155,12 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(invalid_record, "INVALID_RECORD")
     SLUICE_NAME(producer_fenced, "PRODUCER_FENCED")
     SLUICE_NAME(resource_not_found, "RESOURCE_NOT_FOUND")
+    SLUICE_NAME(invalid_update_version, "INVALID_UPDATE_VERSION")
     SLUICE_NAME(unknown_topic_id, "UNKNOWN_TOPIC_ID")
     SLUICE_NAME(inconsistent_topic_id, "INCONSISTENT_TOPIC_ID")
     SLUICE_NAME(transactional_id_not_found, "TRANSACTIONAL_ID_NOT_FOUND")
     SLUICE_NAME(fetch_session_topic_id_error, "FETCH_SESSION_TOPIC_ID_ERROR")
+    SLUICE_NAME(ineligible_replica, "INELIGIBLE_REPLICA")
     SLUICE_NAME(mismatched_endpoint_type, "MISMATCHED_ENDPOINT_TYPE")
     SLUICE_NAME(unsupported_endpoint_type, "UNSUPPORTED_ENDPOINT_TYPE")
 #undef SLUICE_NAME
@@ -196,6 +200,11 @@ inline error_code to_kafka_error(errc e) {
     case errc::invalid_replication_factor: return error_code::invalid_replication_factor;
     case errc::policy_violation: return error_code::policy_violation;
     case errc::not_coordinator: return error_code::not_coordinator;
+    case errc::invalid_replica_assignment: return error_code::invalid_replica_assignment;
+    case errc::not_controller: return error_code::not_controller;
+    case errc::fenced_leader_epoch: return error_code::fenced_leader_epoch;
+    case errc::invalid_update_version: return error_code::invalid_update_version;
+    case errc::ineligible_replica: return error_code::ineligible_replica;
     case errc::invalid_producer_epoch: return error_code::invalid_producer_epoch;
     case errc::out_of_order_sequence: return error_code::out_of_order_sequence_number;
     case errc::invalid_txn_state: return error_code::invalid_txn_state;
