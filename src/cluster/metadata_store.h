@@ -39,14 +39,14 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "config/schema.h"
+#include "controller/types.h"
 
 namespace sluice::cluster {
 
 using sluice::topic_id;
 
 // The brokers that hold a partition's replicas, the preferred leader first.
-using replica_list = std::vector<int32_t>;
-
+using replica_list = controller::partition_assignment;
 struct topic_info {
   std::string name;
   topic_id id{};
@@ -55,18 +55,9 @@ struct topic_info {
   std::vector<replica_list> assignment;  // one per partition: size() == partitions
 };
 
-// Who leads a partition, as the controller decided (Kafka's
-// PartitionRecord / LeaderAndIsr): leader -1 while no replica may lead
-// (offline). The leader epoch grows with every change of leader; the
-// partition epoch with every change of leader or ISR, so a writer can
-// compare it before it writes.
-struct partition_state {
-  int32_t leader = -1;
-  int32_t leader_epoch = 0;
-  std::vector<int32_t> isr;
-  int32_t partition_epoch = 0;
-  bool operator==(const partition_state&) const = default;
-};
+// Who leads a partition, as the controller decided (leader, leader epoch,
+// ISR, partition epoch; controller/types.h defines them).
+using partition_state = controller::partition_state;
 
 // Kafka's internal topics: written only by the broker itself (the group
 // coordinator's offsets and group records), never by clients, and never
