@@ -14,6 +14,9 @@
 //                     its name is told apart; all zero means "no id"
 
 #include <array>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -52,6 +55,13 @@ struct epoch_tag {};
 using leader_epoch = strong_int<int32_t, epoch_tag>;
 
 using topic_id = std::array<uint8_t, 16>;
+
+// A topic id as 32 lower-case hex digits (the metadata files and records),
+// and back: nullopt unless exactly 32 hex digits.
+std::string to_hex(const topic_id& id);
+std::optional<topic_id> topic_id_from_hex(std::string_view hex);
+// A new random topic id; never all zero (which means "no id" on the wire).
+topic_id new_topic_id();
 
 // A partition within a topic.
 struct partition_id {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
-#include <random>
 #include <sstream>
 
 #include "base/crc32c.h"
@@ -14,39 +13,6 @@ namespace sluice::cluster {
 namespace {
 
 constexpr std::string_view header_line = "sluice-topics v1";
-
-std::string to_hex(const topic_id& id) {
-  std::string s;
-  char buf[3];
-  for (uint8_t b : id) {
-    std::snprintf(buf, sizeof buf, "%02x", b);
-    s += buf;
-  }
-  return s;
-}
-
-std::optional<topic_id> from_hex(const std::string& s) {
-  if (s.size() != 32) return std::nullopt;
-  topic_id id{};
-  for (size_t i = 0; i < 16; ++i) {
-    unsigned v = 0;
-    if (std::sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return std::nullopt;
-    id[i] = static_cast<uint8_t>(v);
-  }
-  return id;
-}
-
-topic_id random_topic_id() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  topic_id id{};
-  for (size_t i = 0; i < 16; i += 8) {
-    uint64_t v = rng();
-    for (size_t j = 0; j < 8; ++j) id[i + j] = static_cast<uint8_t>(v >> (8 * j));
-  }
-  // An all-zero id means "no id" on the wire; make sure it is not that.
-  id[0] |= 1;
-  return id;
-}
 
 std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -115,7 +81,7 @@ status topic_table::load() {
     if (!(fields >> t.name >> t.partitions >> id_hex) || t.partitions <= 0 || !validate_topic_name(t.name).ok()) {
       return corrupt("line " + std::to_string(line_no) + " is not '<topic> <partitions> <id>'");
     }
-    auto id = from_hex(id_hex);
+    auto id = topic_id_from_hex(id_hex);
     if (!id) return corrupt("line " + std::to_string(line_no) + ": bad topic id");
     t.id = *id;
     auto ov = config::read_overrides_file(fs_, configs_path(t.name), config::overrides_kind::topic);
@@ -213,8 +179,8 @@ result<topic_info> topic_table::create(const std::string& name, std::vector<repl
   SLUICE_TRY(check_assignment(assignment));
   std::lock_guard g(mu_);
   if (topics_.count(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
-  topic_info t{name, random_topic_id(), partitions, overrides, {}};
-  while (names_by_id_.count(t.id)) t.id = random_topic_id();
+  topic_info t{name, new_topic_id(), partitions, overrides, {}};
+  while (names_by_id_.count(t.id)) t.id = new_topic_id();
   // Overrides first: a topic line never points at a missing overrides file,
   // nor at one left by an earlier topic of the same name.
   if (!overrides.empty()) {
