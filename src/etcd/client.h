@@ -19,8 +19,11 @@
 //                     means "outcome unknown": the write may have been applied.
 //                     Callers make writes conditional (txn on mod_revision or
 //                     create_revision) and, after unavailable, re-read before
-//                     deciding whether to write again. The client itself never
-//                     repeats a write that may have reached etcd.
+//                     deciding whether to write again. The client itself
+//                     repeats a write that may have reached etcd only when the
+//                     caller marks it safe to repeat (retry_if_unknown below);
+//                     a repeated conditional txn then answers for its last
+//                     attempt (succeeded == false if the first one applied).
 //   not_found         lease operations on a lease etcd does not know.
 //   offset_out_of_range  a read at a revision already compacted (or not yet
 //                     reached).
@@ -82,6 +85,10 @@ struct range_result {
 struct put_options {
   int64_t lease = 0;     // attach the key to this lease; 0: none
   bool prev_kv = false;  // return the key as it was before
+  // The caller says applying this put twice is harmless (the same value
+  // again; watchers then see it twice), so the client may repeat it after
+  // a timeout whose outcome is unknown. Ignored for a put inside a txn.
+  bool retry_if_unknown = false;
 };
 
 struct put_result {
@@ -150,6 +157,11 @@ struct txn_request {
   std::vector<compare> compares;
   std::vector<txn_op> then_ops;
   std::vector<txn_op> else_ops;
+  // The caller says repeating this txn is safe: its compares make a second
+  // application a no-op (create-if-absent, compare-and-swap), and the caller
+  // can tell from a re-read, or from what it wrote, whether an attempt that
+  // answered succeeded == false was in fact preceded by one that applied.
+  bool retry_if_unknown = false;
 };
 
 struct txn_result {

@@ -77,10 +77,13 @@ status fake_client::gate_locked() {
   return {};
 }
 
-template <class T>
-result<T> fake_client::after_write_locked(result<T> r) {
+template <class T, class Again>
+result<T> fake_client::after_write_locked(result<T> r, bool retry_if_unknown, Again&& again) {
   if (r.ok() && apply_then_fail_next_ > 0) {
     --apply_then_fail_next_;
+    // What grpc_client does after a timeout with an unknown outcome:
+    // repeat the write if the caller marked it safe, else report it.
+    if (retry_if_unknown) return again();
     return unavailable_error("apply_then_fail_next: the write was applied, outcome unknown to the caller");
   }
   return r;
@@ -184,15 +187,18 @@ result<put_result> fake_client::put(const std::string& key, const std::string& v
     std::lock_guard lk(mu_);
     SLUICE_TRY(gate_locked());
     if (key.empty()) return make_error(errc::invalid_argument, "etcd: key is not provided");
-    if (opts.lease != 0 && !leases_.contains(opts.lease)) {
-      return make_error(errc::not_found, "etcd: requested lease not found");
-    }
-    pending_write w{rev_ + 1, {}};
-    put_result out;
-    put_locked(w, key, value, opts.lease, opts.prev_kv ? &out.prev_kv : nullptr);
-    commit_locked(w);
-    out.header_revision = rev_;
-    return after_write_locked<put_result>(std::move(out));
+    auto once = [&]() -> result<put_result> {
+      if (opts.lease != 0 && !leases_.contains(opts.lease)) {
+        return make_error(errc::not_found, "etcd: requested lease not found");
+      }
+      pending_write w{rev_ + 1, {}};
+      put_result out;
+      put_locked(w, key, value, opts.lease, opts.prev_kv ? &out.prev_kv : nullptr);
+      commit_locked(w);
+      out.header_revision = rev_;
+      return out;
+    };
+    return after_write_locked(once(), opts.retry_if_unknown, once);
   }();
   deliver();
   return r;
@@ -208,7 +214,10 @@ result<delete_result> fake_client::delete_range(const key_range& keys, bool prev
     out.deleted = delete_locked(w, keys, prev_kv ? &out.prev_kvs : nullptr);
     commit_locked(w);
     out.header_revision = rev_;
-    return after_write_locked<delete_result>(std::move(out));
+    // A delete is never marked safe to repeat (a repeat could delete a key
+    // re-created meanwhile), so there is no retry to model.
+    auto no_retry = [] { return result<delete_result>(delete_result{}); };
+    return after_write_locked(result<delete_result>(std::move(out)), false, no_retry);
   }();
   deliver();
   return r;
@@ -319,46 +328,50 @@ result<txn_result> fake_client::txn(const txn_request& req) {
     SLUICE_TRY(gate_locked());
     SLUICE_TRY(check_branch_locked(req.then_ops));
     SLUICE_TRY(check_branch_locked(req.else_ops));
-    txn_result out;
-    out.succeeded = std::all_of(req.compares.begin(), req.compares.end(),
-                                [&](const compare& c) { return compare_holds_locked(c); });
-    const auto& ops = out.succeeded ? req.then_ops : req.else_ops;
-    // etcd checks the leases of the branch that runs before applying any of it.
-    for (const auto& op : ops) {
-      if (const auto* p = std::get_if<put_op>(&op);
-          p && p->options.lease != 0 && !leases_.contains(p->options.lease)) {
-        return make_error(errc::not_found, "etcd: requested lease not found");
-      }
-    }
-    pending_write w{rev_ + 1, {}};
-    for (const auto& op : ops) {
-      if (const auto* p = std::get_if<put_op>(&op)) {
-        put_result pr;
-        put_locked(w, p->key, p->value, p->options.lease, p->options.prev_kv ? &pr.prev_kv : nullptr);
-        pr.header_revision = w.rev;
-        out.results.emplace_back(std::move(pr));
-      } else if (const auto* d = std::get_if<delete_op>(&op)) {
-        delete_result dr;
-        dr.deleted = delete_locked(w, d->keys, d->prev_kv ? &dr.prev_kvs : nullptr);
-        out.results.emplace_back(std::move(dr));
-      } else {
-        const auto& rg = std::get<range_op>(op);
-        // A range sees the branch's earlier writes: they are already in
-        // kvs_. check_branch_locked made sure it cannot fail halfway.
-        auto rr = range_locked(rg.keys, rg.options);
-        SLUICE_ASSERT(rr.ok(), "fake etcd: a txn range failed after its checks");
-        out.results.emplace_back(std::move(rr).value());
-      }
-    }
-    commit_locked(w);
-    out.header_revision = rev_;
-    for (auto& res : out.results) {
-      std::visit([&](auto& x) { x.header_revision = rev_; }, res);
-    }
-    return after_write_locked<txn_result>(std::move(out));
+    return after_write_locked(txn_once_locked(req), req.retry_if_unknown, [&] { return txn_once_locked(req); });
   }();
   deliver();
   return r;
+}
+
+result<txn_result> fake_client::txn_once_locked(const txn_request& req) {
+  txn_result out;
+  out.succeeded = std::all_of(req.compares.begin(), req.compares.end(),
+                              [&](const compare& c) { return compare_holds_locked(c); });
+  const auto& ops = out.succeeded ? req.then_ops : req.else_ops;
+  // etcd checks the leases of the branch that runs before applying any of it.
+  for (const auto& op : ops) {
+    if (const auto* p = std::get_if<put_op>(&op);
+        p && p->options.lease != 0 && !leases_.contains(p->options.lease)) {
+      return make_error(errc::not_found, "etcd: requested lease not found");
+    }
+  }
+  pending_write w{rev_ + 1, {}};
+  for (const auto& op : ops) {
+    if (const auto* p = std::get_if<put_op>(&op)) {
+      put_result pr;
+      put_locked(w, p->key, p->value, p->options.lease, p->options.prev_kv ? &pr.prev_kv : nullptr);
+      pr.header_revision = w.rev;
+      out.results.emplace_back(std::move(pr));
+    } else if (const auto* d = std::get_if<delete_op>(&op)) {
+      delete_result dr;
+      dr.deleted = delete_locked(w, d->keys, d->prev_kv ? &dr.prev_kvs : nullptr);
+      out.results.emplace_back(std::move(dr));
+    } else {
+      const auto& rg = std::get<range_op>(op);
+      // A range sees the branch's earlier writes: they are already in
+      // kvs_. check_branch_locked made sure it cannot fail halfway.
+      auto rr = range_locked(rg.keys, rg.options);
+      SLUICE_ASSERT(rr.ok(), "fake etcd: a txn range failed after its checks");
+      out.results.emplace_back(std::move(rr).value());
+    }
+  }
+  commit_locked(w);
+  out.header_revision = rev_;
+  for (auto& res : out.results) {
+    std::visit([&](auto& x) { x.header_revision = rev_; }, res);
+  }
+  return out;
 }
 
 // ---- Leases ------------------------------------------------------------------

@@ -36,7 +36,10 @@
 //   fail_next(n)            the next n calls fail with unavailable, doing nothing.
 //   apply_then_fail_next(n) the next n writes (put, delete_range, txn) are
 //                           applied, then report unavailable: the ambiguous
-//                           write a timeout leaves behind.
+//                           write a timeout leaves behind. A put or txn marked
+//                           retry_if_unknown is instead applied once more and
+//                           answers with that second attempt, as grpc_client's
+//                           retry would.
 //
 // Threads: every method may be called from any thread. Watch handles must
 // be destroyed before the fake.
@@ -102,8 +105,9 @@ class fake_client final : public client {
 
   status gate_locked();
   // Applies the ambiguous-write fault after a write that was applied.
-  template <class T>
-  result<T> after_write_locked(result<T> r);
+  template <class T, class Again>
+  result<T> after_write_locked(result<T> r, bool retry_if_unknown, Again&& again);
+  result<txn_result> txn_once_locked(const txn_request& req);
   size_t expire_leases_locked();
   void put_locked(pending_write& w, const std::string& key, const std::string& value, int64_t lease_id,
                   std::optional<key_value>* prev);

@@ -333,6 +333,26 @@ TEST_F(fake_client_test, faults) {
   ASSERT_EQ(rec.events().size(), 1u);  // watchers saw the write once
 }
 
+TEST_F(fake_client_test, a_write_marked_safe_to_repeat_is_repeated_after_an_unknown_outcome) {
+  // The first attempt applies; the client cannot know and repeats the txn;
+  // the repeat's compare fails, and that is the answer the caller sees.
+  etcd_.apply_then_fail_next(1);
+  txn_request create{{compare::absent("/owner")}, {put_op{"/owner", "me", {}}}, {range_op{key_range::one("/owner"), {}}}};
+  create.retry_if_unknown = true;
+  auto r = etcd_.txn(create);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->succeeded);
+  // The caller tells "I won earlier" from "someone else won" by the value.
+  EXPECT_EQ(std::get<range_result>(r->results[0]).kvs[0].value, "me");
+  EXPECT_EQ(etcd_.revision(), 2);  // applied once
+
+  // A put marked safe is applied twice (the same value; version 2).
+  etcd_.apply_then_fail_next(1);
+  auto p = etcd_.put("/idem", "v", put_options{.retry_if_unknown = true});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(etcd_.range(key_range::one("/idem"))->kvs[0].version, 2);
+}
+
 TEST_F(fake_client_test, watch_events_missed_while_unavailable_arrive_on_resume) {
   auto lease = etcd_.lease_grant(2);
   ASSERT_TRUE(lease.ok());

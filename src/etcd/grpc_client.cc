@@ -45,14 +45,18 @@ failure classify(const grpc::Status& s) {
       if (m.find("no leader") != std::string::npos) return failure::not_applied;
       // gRPC found no connection to send it on.
       if (m.find("failed to connect") != std::string::npos) return failure::not_applied;
+      // raft dropped the proposal (no leader known to forward it to).
+      if (m.find("proposal dropped") != std::string::npos) return failure::not_applied;
       return failure::unknown;  // "leader changed", "request timed out", connection reset, ...
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
       if (m.find("too many requests") != std::string::npos) return failure::not_applied;
       return failure::final;  // database space exceeded, message too large
+    case grpc::StatusCode::UNKNOWN:
+      if (m.find("proposal dropped") != std::string::npos) return failure::not_applied;
+      return failure::unknown;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::ABORTED:
     case grpc::StatusCode::INTERNAL:
-    case grpc::StatusCode::UNKNOWN:
     case grpc::StatusCode::CANCELLED:
       return failure::unknown;
     default:
@@ -231,6 +235,9 @@ struct grpc_client::core {
     std::unique_ptr<pb::Lease::Stub> lease;
     std::unique_ptr<pb::Maintenance::Stub> maintenance;
   };
+  // How failures are retried: `read` whatever the failure (reads, and
+  // writes the caller marked safe to repeat); `write` only when the attempt
+  // surely never reached etcd.
   enum class kind { read, write };
 
   grpc_client_options opts;
@@ -287,7 +294,7 @@ struct grpc_client::core {
     const int64_t start_ms = clk.monotonic_ms();
     const int64_t end_ms = start_ms + budget_ms;
     size_t at = current.load();
-    std::string last;
+    std::vector<std::string> last(eps.size());  // each endpoint's latest failure
     int attempts = 0;
     while (true) {
       const int64_t left_ms = end_ms - clk.monotonic_ms();
@@ -295,8 +302,9 @@ struct grpc_client::core {
       endpoint& ep = eps[at % eps.size()];
       ++attempts;
       const int64_t timeout_ms = std::min(opts.request_timeout_ms, left_ms);
+      std::string& why = last[at % eps.size()];
       if (k == kind::write && !connected(ep, timeout_ms)) {
-        last = ep.address.url + ": not connected";
+        why = "not connected";
       } else {
         grpc::ClientContext ctx;
         ctx.set_deadline(deadline_in(timeout_ms));
@@ -310,19 +318,25 @@ struct grpc_client::core {
         if (f == failure::final) {
           return status(final_errc(s), "etcd " + std::string(what) + " at " + ep.address.url + ": " + s.error_message());
         }
-        last = ep.address.url + ": " + describe(s);
+        why = describe(s);
         if (k == kind::write && f == failure::unknown) {
-          return status(errc::unavailable, "etcd " + std::string(what) + " outcome unknown (it may have been applied): " +
-                                               last);
+          return status(errc::unavailable, "etcd " + std::string(what) +
+                                               " outcome unknown (it may have been applied): " + ep.address.url +
+                                               ": " + why);
         }
       }
       ++at;
       current.store(at % eps.size());
       sleep_until(std::min(clk.monotonic_ms() + backoff_ms(attempts), end_ms));
     }
-    return status(errc::unavailable, "etcd unavailable: " + std::string(what) + " failed " + std::to_string(attempts) +
-                                         " times in " + std::to_string(clk.monotonic_ms() - start_ms) + " ms at " +
-                                         endpoint_list() + "; last error: " + (last.empty() ? "none" : last));
+    std::string msg = "etcd unavailable: " + std::string(what) + " failed " + std::to_string(attempts) +
+                      " times in " + std::to_string(clk.monotonic_ms() - start_ms) + " ms at " + endpoint_list() +
+                      "; last errors:";
+    for (size_t i = 0; i < eps.size(); ++i) {
+      msg += " " + eps[i].address.url + ": " + (last[i].empty() ? "not tried" : last[i]) + ";";
+    }
+    msg.pop_back();
+    return status(errc::unavailable, std::move(msg));
   }
 };
 
@@ -385,7 +399,8 @@ result<put_result> grpc_client::put(const std::string& key, const std::string& v
   pb::PutRequest req;
   to_pb(key, value, opts, &req);
   pb::PutResponse resp;
-  SLUICE_TRY(core_->call("put", core::kind::write, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+  const auto k = opts.retry_if_unknown ? core::kind::read : core::kind::write;
+  SLUICE_TRY(core_->call("put", k, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
     return ep.kv->Put(&ctx, req, &resp);
   }));
   return from_pb(resp);
@@ -406,7 +421,8 @@ result<txn_result> grpc_client::txn(const txn_request& t) {
   for (const auto& c : t.compares) to_pb(c, req.add_compare());
   for (const auto& op : t.then_ops) to_pb(op, req.add_success());
   for (const auto& op : t.else_ops) to_pb(op, req.add_failure());
-  const auto k = has_write(t.then_ops) || has_write(t.else_ops) ? core::kind::write : core::kind::read;
+  const bool writes = has_write(t.then_ops) || has_write(t.else_ops);
+  const auto k = writes && !t.retry_if_unknown ? core::kind::write : core::kind::read;
   pb::TxnResponse resp;
   SLUICE_TRY(core_->call("txn", k, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
     return ep.kv->Txn(&ctx, req, &resp);

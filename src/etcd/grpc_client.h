@@ -25,6 +25,10 @@
 //   errc::unavailable at once with "outcome unknown" in the message, and the
 //   caller re-reads and decides. Callers write conditionally (txn on
 //   create_revision / mod_revision), so re-reading tells them what happened.
+//   A put or txn the caller marks retry_if_unknown (client.h) is retried like
+//   a read instead; the answer is then that of the last attempt. Expect
+//   "outcome unknown" during every leader election: a follower forwards a
+//   write to a leader that may be gone, and nobody can say if it got there.
 //   Reads, lease calls and keepalives are retried whatever the failure:
 //   repeating them is harmless (a repeated lease_grant leaves at worst an
 //   unused lease that expires after its TTL).
