@@ -12,6 +12,7 @@ std::string_view errc_name(errc e) {
     case errc::already_exists: return "already_exists";
     case errc::offset_out_of_range: return "offset_out_of_range";
     case errc::log_offline: return "log_offline";
+    case errc::unavailable: return "unavailable";
     case errc::invalid_argument: return "invalid_argument";
     case errc::invalid_record: return "invalid_record";
     case errc::unsupported_format: return "unsupported_format";

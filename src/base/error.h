@@ -20,6 +20,7 @@ enum class errc : int16_t {
   already_exists,     // create of something that exists
   offset_out_of_range,  // an offset below the log start offset or above the log end offset
   log_offline,        // the partition was taken offline for writes after an I/O error
+  unavailable,        // a service we depend on (etcd) is unreachable or timed out; retriable
   // Input validation.
   invalid_argument,   // a caller passed something outside the contract
   invalid_record,     // a record batch with a bad header (magic, count, lengths)

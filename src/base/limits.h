@@ -45,6 +45,34 @@ inline constexpr int64_t manual_clock_poll_ms = 5;
 // DEBUG, so a client retrying in a loop cannot flood the log.
 inline constexpr int64_t rate_limited_log_interval_ms = 1000;
 
+// ---- The etcd client (etcd/, docs/etcd_client.md) ---------------------------
+// Defaults of etcd::grpc_client_options. One request (one attempt at one
+// endpoint) gets this long before it counts as failed and the next endpoint
+// is tried.
+inline constexpr int64_t default_etcd_request_timeout_ms = 2'000;
+// All attempts of one call together: after this long the call returns
+// errc::unavailable naming the endpoints. A little over two elections of a
+// default etcd (election timeout 1 s), so a leader change does not fail calls.
+inline constexpr int64_t default_etcd_retry_budget_ms = 5'000;
+// Backoff between attempts: starts here, doubles up to the max, and each
+// wait is shortened by a random share of up to jitter_percent.
+inline constexpr int64_t default_etcd_backoff_initial_ms = 50;
+inline constexpr int64_t default_etcd_backoff_max_ms = 1'000;
+inline constexpr int64_t default_etcd_backoff_jitter_percent = 50;
+// How long gRPC waits between attempts to reconnect to a member that went
+// away (its own exponential backoff, capped here so a restarted member is
+// used again within about a second).
+inline constexpr int64_t etcd_reconnect_backoff_max_ms = 1'000;
+// Endpoints in one client's list, and the longest endpoint list string.
+inline constexpr size_t max_etcd_endpoints = 16;
+inline constexpr size_t max_etcd_endpoints_string_bytes = 4096;
+// A lease_keeper retries a failed keepalive after this long (or sooner, at a
+// third of the TTL, when that is shorter).
+inline constexpr int64_t etcd_keepalive_retry_ms = 500;
+// The largest message the client accepts from etcd (etcd's own default
+// --max-request-bytes is 1.5 MiB; ranges may answer with more).
+inline constexpr int etcd_max_receive_message_bytes = 64 << 20;
+
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after
 // this long instead.

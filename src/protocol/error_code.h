@@ -183,6 +183,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::not_found: return error_code::unknown_topic_or_partition;
     case errc::already_exists: return error_code::topic_already_exists;
     case errc::offset_out_of_range: return error_code::offset_out_of_range;
+    case errc::unavailable: return error_code::request_timed_out;  // retriable
     case errc::invalid_argument: return error_code::invalid_request;
     case errc::invalid_record: return error_code::invalid_record;
     case errc::unsupported_format: return error_code::invalid_record;
