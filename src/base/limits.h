@@ -72,6 +72,10 @@ inline constexpr int64_t etcd_keepalive_retry_ms = 500;
 // The largest message the client accepts from etcd (etcd's own default
 // --max-request-bytes is 1.5 MiB; ranges may answer with more).
 inline constexpr int etcd_max_receive_message_bytes = 64 << 20;
+// Operations the controller puts in one etcd transaction: etcd refuses
+// more than --max-txn-ops (128 by default), and the controller adds its own
+// compares beside them.
+inline constexpr size_t controller_txn_max_ops = 100;
 
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after

@@ -1,0 +1,295 @@
+#include "controller/controller.h"
+
+#include <algorithm>
+
+#include "base/limits.h"
+
+namespace sluice::controller {
+
+using etcd::compare;
+using etcd::txn_op;
+
+controller::controller(etcd::client& etcd, key_layout keys, controller_record self)
+    : etcd_(etcd), keys_(std::move(keys)), self_(std::move(self)) {}
+
+result<bool> controller::campaign(int64_t lease) {
+  etcd::txn_request req;
+  req.compares.push_back(compare::absent(keys_.controller()));
+  req.then_ops.push_back(etcd::put_op{keys_.controller(), encode(self_), {lease, false, false}});
+  req.else_ops.push_back(etcd::range_op{etcd::key_range::one(keys_.controller()), {}});
+  // Create-if-absent is safe to repeat: a second attempt after a first that
+  // applied fails its compare and reads back this broker's own key.
+  req.retry_if_unknown = true;
+  SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.txn(req));
+  if (r.succeeded) {
+    epoch_ = r.header_revision;
+    return true;
+  }
+  const auto& read = std::get<etcd::range_result>(r.results.at(0));
+  epoch_ = 0;
+  if (read.kvs.empty()) return false;  // gone again already: try at the next change
+  auto holder = decode_controller(read.kvs[0].value);
+  if (holder.ok() && *holder == self_) {
+    epoch_ = read.kvs[0].create_revision;
+    return true;
+  }
+  return false;
+}
+
+void controller::observe(const metadata_image& img) {
+  if (!active()) return;
+  const auto& c = img.controller();
+  // Only a key the image has seen replace ours deposes us; an image that
+  // has not yet caught up with our own campaign (no key, or an older one)
+  // does not.
+  if (c && c->epoch > epoch_ && !(c->record == self_)) step_down();
+}
+
+status controller::check_active() const {
+  if (!active()) return status(errc::not_controller, "this broker is not the controller");
+  return {};
+}
+
+status controller::commit(write w) {
+  SLUICE_TRY(check_active());
+  etcd::txn_request req;
+  req.compares.push_back(compare::number_is(keys_.controller(), etcd::compare_target::create_revision,
+                                            etcd::compare_op::equal, epoch_));
+  for (auto& c : w.compares) req.compares.push_back(std::move(c));
+  req.then_ops = std::move(w.ops);
+  req.else_ops.push_back(etcd::range_op{etcd::key_range::one(keys_.controller()), {}});
+  SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.txn(req));
+  if (r.succeeded) return {};
+  const auto& read = std::get<etcd::range_result>(r.results.at(0));
+  if (read.kvs.empty() || read.kvs[0].create_revision != epoch_) {
+    step_down();
+    return status(errc::not_controller, "another broker became the controller; this one stepped down");
+  }
+  return status(errc::invalid_update_version, "the metadata changed since it was read; try again");
+}
+
+status controller::commit_chunks(const std::vector<compare>& compares, std::vector<txn_op> ops) {
+  const size_t chunk = limits::controller_txn_max_ops;
+  for (size_t i = 0; i < ops.size(); i += chunk) {
+    write w{compares, {}};
+    const size_t end = std::min(ops.size(), i + chunk);
+    for (size_t j = i; j < end; ++j) w.ops.push_back(std::move(ops[j]));
+    SLUICE_TRY(commit(std::move(w)));
+  }
+  return {};
+}
+
+namespace {
+
+std::vector<broker_desc> live_descs(const metadata_image& img) {
+  std::vector<broker_desc> out;
+  for (const auto& [id, b] : img.brokers()) out.push_back({id, b.record.rack});
+  return out;
+}
+
+cluster_load load_of(const metadata_image& img) {
+  cluster_load load;
+  for (const auto& [_, t] : img.topics()) add_load(load, t.record.assignment);
+  return load;
+}
+
+// The assignment of `count` new partitions from `first` on: placed, or the
+// caller's own, checked.
+result<std::vector<partition_assignment>> assignment_for(const metadata_image& img, int32_t first,
+                                                         int32_t count, int16_t rf,
+                                                         const std::vector<manual_assignment>* manual,
+                                                         std::optional<int16_t> existing_rf) {
+  if (!manual) return assign_replicas(live_descs(img), first, count, rf, load_of(img));
+  SLUICE_TRY(validate_assignment(*manual, first, img.live_brokers(), existing_rf));
+  if (static_cast<int32_t>(manual->size()) != count)
+    return error{errc::invalid_replica_assignment, "the assignment names " + std::to_string(manual->size()) +
+                                                       " partitions, not " + std::to_string(count)};
+  std::vector<partition_assignment> out(static_cast<size_t>(count));
+  for (const auto& m : *manual) out[static_cast<size_t>(m.partition - first)] = m.replicas;
+  return out;
+}
+
+// A new partition's first state: its preferred replica leads if live (else
+// the first live one), every replica in sync.
+partition_state first_state(const partition_assignment& a, const broker_set& live) {
+  partition_state s;
+  s.isr = a;
+  for (int32_t r : a) {
+    if (live.count(r)) {
+      s.leader = r;
+      break;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+result<topic_record> controller::create_topic(const metadata_image& img, const std::string& name,
+                                              int32_t partitions, int16_t rf,
+                                              const std::vector<manual_assignment>* manual,
+                                              const config_text& configs) {
+  SLUICE_TRY(check_active());
+  if (img.topic(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
+  topic_record t;
+  t.id = new_topic_id();
+  t.configs = configs;
+  SLUICE_ASSIGN_OR_RETURN(t.assignment, assignment_for(img, 0, partitions, rf, manual, std::nullopt));
+  const broker_set live = img.live_brokers();
+  std::vector<txn_op> parts;
+  for (size_t p = 0; p < t.assignment.size(); ++p) {
+    partition_record pr{t.id, first_state(t.assignment[p], live)};
+    parts.push_back(etcd::put_op{keys_.partition(name, static_cast<int32_t>(p)), encode(pr), {}});
+  }
+  // Partition records first, then the topic record: the commit point.
+  const std::vector<compare> absent{compare::absent(keys_.topic(name))};
+  SLUICE_TRY(commit_chunks(absent, std::move(parts)));
+  SLUICE_TRY(commit(write{absent, {etcd::put_op{keys_.topic(name), encode(t), {}}}}));
+  return t;
+}
+
+status controller::add_partitions(const metadata_image& img, const std::string& name, int32_t total,
+                                  const std::vector<manual_assignment>* manual) {
+  SLUICE_TRY(check_active());
+  const topic_entry* t = img.topic(name);
+  if (!t) return status(errc::not_found, "topic '" + name + "' does not exist");
+  const auto first = static_cast<int32_t>(t->record.assignment.size());
+  if (total <= first)
+    return status(errc::invalid_partitions, "topic has " + std::to_string(first) +
+                                                " partitions; the new count must be larger");
+  const auto rf = static_cast<int16_t>(t->record.assignment.at(0).size());
+  SLUICE_ASSIGN_OR_RETURN(auto added, assignment_for(img, first, total - first, rf, manual, rf));
+  topic_record next = t->record;
+  const broker_set live = img.live_brokers();
+  std::vector<txn_op> parts;
+  for (size_t i = 0; i < added.size(); ++i) {
+    partition_record pr{next.id, first_state(added[i], live)};
+    parts.push_back(etcd::put_op{keys_.partition(name, first + static_cast<int32_t>(i)), encode(pr), {}});
+    next.assignment.push_back(std::move(added[i]));
+  }
+  const std::vector<compare> unchanged{compare::unchanged_since(keys_.topic(name), t->mod_revision)};
+  SLUICE_TRY(commit_chunks(unchanged, std::move(parts)));
+  return commit(write{unchanged, {etcd::put_op{keys_.topic(name), encode(next), {}}}});
+}
+
+status controller::delete_topic(const metadata_image& img, const std::string& name) {
+  SLUICE_TRY(check_active());
+  const topic_entry* t = img.topic(name);
+  if (!t) return status(errc::not_found, "topic '" + name + "' does not exist");
+  write w;
+  w.compares.push_back(compare::unchanged_since(keys_.topic(name), t->mod_revision));
+  w.ops.push_back(etcd::delete_op{etcd::key_range::one(keys_.topic(name)), false});
+  w.ops.push_back(etcd::delete_op{etcd::key_range::prefix(keys_.partitions_of(name)), false});
+  return commit(std::move(w));
+}
+
+status controller::set_topic_configs(const metadata_image& img, const std::string& name,
+                                     const config_text& configs) {
+  SLUICE_TRY(check_active());
+  const topic_entry* t = img.topic(name);
+  if (!t) return status(errc::not_found, "topic '" + name + "' does not exist");
+  topic_record next = t->record;
+  next.configs = configs;
+  return commit(write{{compare::unchanged_since(keys_.topic(name), t->mod_revision)},
+                      {etcd::put_op{keys_.topic(name), encode(next), {}}}});
+}
+
+status controller::set_broker_configs(const metadata_image& img, const config_text& configs) {
+  SLUICE_TRY(check_active());
+  return commit(write{{compare::unchanged_since(keys_.broker_configs(), img.broker_configs_revision())},
+                      {etcd::put_op{keys_.broker_configs(), encode(broker_configs_record{configs}), {}}}});
+}
+
+result<controller::election_report> controller::decide_partitions(
+    const metadata_image& img, const std::vector<std::pair<std::string, int32_t>>* only,
+    const partition_decision& decide) {
+  SLUICE_TRY(check_active());
+  election_report report;
+  std::vector<compare> compares;
+  std::vector<txn_op> ops;
+  auto flush = [&]() -> status {
+    if (ops.empty()) return {};
+    write w{std::move(compares), std::move(ops)};
+    compares.clear();
+    ops.clear();
+    return commit(std::move(w));
+  };
+  auto consider = [&](const std::string& topic, const topic_entry& t, int32_t p) -> status {
+    const partition_entry* pe = img.partition(topic, p);
+    if (!pe || pe->record.topic != t.record.id || p >= static_cast<int32_t>(t.record.assignment.size()))
+      return {};
+    auto change = decide(topic, t.record.assignment[static_cast<size_t>(p)], pe->record.state);
+    if (!change) return {};
+    ++report.changed;
+    if (change->leadership == leader_change::clean) ++report.clean;
+    if (change->leadership == leader_change::unclean) ++report.unclean;
+    if (change->leadership == leader_change::offline) ++report.offline;
+    const std::string key = keys_.partition(topic, p);
+    compares.push_back(compare::unchanged_since(key, pe->mod_revision));
+    ops.push_back(etcd::put_op{key, encode(partition_record{t.record.id, change->next}), {}});
+    // Each partition adds a compare and an op.
+    if (2 * ops.size() >= limits::controller_txn_max_ops) return flush();
+    return {};
+  };
+  if (only && !only->empty()) {
+    for (const auto& [topic, p] : *only) {
+      if (const topic_entry* t = img.topic(topic)) SLUICE_TRY(consider(topic, *t, p));
+    }
+  } else {
+    for (const auto& [name, t] : img.topics())
+      for (int32_t p = 0; p < static_cast<int32_t>(t.record.assignment.size()); ++p)
+        SLUICE_TRY(consider(name, t, p));
+  }
+  SLUICE_TRY(flush());
+  return report;
+}
+
+result<controller::election_report> controller::elect_after_broker_change(const metadata_image& img,
+                                                                          const unclean_policy& unclean) {
+  const broker_set live = img.live_brokers();
+  return decide_partitions(img, nullptr, [&](const std::string& topic, const auto& a, const auto& s) {
+    return on_brokers_changed(s, a, live, unclean && unclean(topic));
+  });
+}
+
+result<controller::election_report> controller::controlled_shutdown(const metadata_image& img, int32_t leaving) {
+  const broker_set live = img.live_brokers();
+  return decide_partitions(img, nullptr, [&](const std::string&, const auto& a, const auto& s) {
+    return sluice::controller::controlled_shutdown(s, a, live, leaving);
+  });
+}
+
+result<controller::election_report> controller::elect_preferred(
+    const metadata_image& img, const std::vector<std::pair<std::string, int32_t>>& partitions) {
+  const broker_set live = img.live_brokers();
+  return decide_partitions(img, &partitions, [&](const std::string&, const auto& a, const auto& s) {
+    return sluice::controller::elect_preferred(s, a, live);
+  });
+}
+
+result<int32_t> controller::remove_orphans(const metadata_image& img) {
+  SLUICE_TRY(check_active());
+  write w;
+  int32_t removed = 0;
+  for (const auto& [key, pe] : img.partitions()) {
+    // Only what was written before this controller's epoch: its own
+    // creations are on this thread and finished, but the image may not show
+    // their topic records yet.
+    if (pe.mod_revision >= epoch_) continue;
+    const topic_entry* t = img.topic(key.first);
+    if (t && t->record.id == pe.record.topic && key.second < static_cast<int32_t>(t->record.assignment.size()))
+      continue;
+    const std::string k = keys_.partition(key.first, key.second);
+    w.compares.push_back(compare::unchanged_since(k, pe.mod_revision));
+    w.ops.push_back(etcd::delete_op{etcd::key_range::one(k), false});
+    ++removed;
+    if (2 * w.ops.size() >= limits::controller_txn_max_ops) {
+      SLUICE_TRY(commit(std::move(w)));
+      w = write{};
+    }
+  }
+  if (!w.ops.empty()) SLUICE_TRY(commit(std::move(w)));
+  return removed;
+}
+
+}  // namespace sluice::controller

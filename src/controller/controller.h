@@ -1,0 +1,140 @@
+#pragma once
+
+// The active controller: how a broker becomes the controller, and every
+// metadata write the controller makes, each an etcd transaction that holds
+// only while this broker still is the controller (fencing). The decisions
+// themselves are placement.h's and election.h's; this class reads the
+// metadata_image the broker follows, asks them, and writes the answer.
+// docs/metadata_format.md lists the keys; docs/controller.md the rules.
+//
+// Fencing. campaign() creates the controller key under the broker's
+// session lease only if it is absent; the key's create revision is the
+// controller epoch. Every write compares the controller key's create
+// revision with that epoch, so a controller that was deposed (its lease
+// expired while it was paused or cut off, and another broker won) can
+// change nothing: its transaction fails, it sees another's key, steps
+// down, and answers errc::not_controller. Each write also compares the
+// mod revision of every record it replaces with the one in the image it
+// decided over (errc::invalid_update_version when one moved on: the
+// caller retries once its image has caught up).
+//
+// Atomicity over many partitions. etcd bounds the operations of one
+// transaction (128 by default), so a topic's partition records are written
+// in chunks before its topic record, the commit point: followers ignore
+// partition records whose topic id no topic record has. A controller that
+// dies between the chunks leaves such orphans; reconcile() deletes them.
+// A topic is deleted by removing its topic record and all its partition
+// records in one transaction (one ranged delete).
+//
+// Errors: not_controller (this broker is not, or no longer, the
+// controller), invalid_update_version (a record changed since the image was
+// read), unavailable (etcd did not answer: the write may or may not have
+// applied; the caller learns which from its watch and decides again), the
+// decisions' own errors (invalid_replication_factor,
+// invalid_replica_assignment, ...), already_exists / not_found for topics.
+//
+// Thread safety: none; the broker calls it from the one thread that also
+// applies the watch to the image, so decisions and image never race.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "controller/election.h"
+#include "controller/metadata_image.h"
+#include "controller/placement.h"
+#include "controller/records.h"
+#include "etcd/client.h"
+
+namespace sluice::controller {
+
+class controller {
+ public:
+  // `self`: this broker (id and incarnation), as written in the controller key.
+  controller(etcd::client& etcd, key_layout keys, controller_record self);
+
+  // Tries to become the controller under `lease` (this broker's session
+  // lease). true when this broker is the controller now (also when it
+  // already was: the key holds this incarnation), false when another broker
+  // is (active() is then false).
+  result<bool> campaign(int64_t lease);
+  bool active() const { return epoch_ > 0; }
+  // The controller epoch while active() (the key's create revision), else 0.
+  int64_t epoch() const { return epoch_; }
+  // Forgets being the controller (the session lease was lost, or the image
+  // shows another broker's key).
+  void step_down() { epoch_ = 0; }
+  // Steps down when `img` shows a controller key that is not this one's.
+  void observe(const metadata_image& img);
+
+  // ---- Topics ------------------------------------------------------------
+  // Creates a topic of `partitions` partitions and replication factor `rf`
+  // placed over the live brokers (or `manual`, checked), with `configs`.
+  // Every partition starts led by its first replica, all replicas in sync,
+  // epochs 0. Returns the record written.
+  result<topic_record> create_topic(const metadata_image& img, const std::string& name, int32_t partitions,
+                                    int16_t rf, const std::vector<manual_assignment>* manual,
+                                    const config_text& configs);
+  // Raises a topic's partition count to `total`, placing the new
+  // partitions with the topic's replication factor.
+  status add_partitions(const metadata_image& img, const std::string& name, int32_t total,
+                        const std::vector<manual_assignment>* manual);
+  status delete_topic(const metadata_image& img, const std::string& name);
+  status set_topic_configs(const metadata_image& img, const std::string& name, const config_text& configs);
+  status set_broker_configs(const metadata_image& img, const config_text& configs);
+
+  // ---- Leadership ----------------------------------------------------------
+  // How many partitions a call changed, and how.
+  struct election_report {
+    int32_t changed = 0;
+    int32_t clean = 0;
+    int32_t unclean = 0;
+    int32_t offline = 0;
+  };
+  // Whether unclean leader election is allowed for a topic (its config, or
+  // the broker default).
+  using unclean_policy = std::function<bool(const std::string& topic)>;
+  // After brokers registered or vanished: every partition's election
+  // (election.h's on_brokers_changed) over the live brokers of `img`.
+  result<election_report> elect_after_broker_change(const metadata_image& img, const unclean_policy& unclean);
+  // Broker `leaving` shuts down: leadership moves off it first.
+  result<election_report> controlled_shutdown(const metadata_image& img, int32_t leaving);
+  // Preferred leader election for `partitions` (topic, index), or for every
+  // partition when empty.
+  result<election_report> elect_preferred(const metadata_image& img,
+                                          const std::vector<std::pair<std::string, int32_t>>& partitions);
+  // Deletes partition records no topic record owns (a creation cut short
+  // by an earlier controller): those written before this controller's
+  // epoch whose topic record is absent, of another topic id, or shorter.
+  // Called once the image has caught up with the epoch.
+  result<int32_t> remove_orphans(const metadata_image& img);
+
+ private:
+  struct write {
+    std::vector<etcd::compare> compares;
+    std::vector<etcd::txn_op> ops;
+  };
+  // Runs `w` guarded by the controller key; on a failed compare finds out
+  // whether this broker was deposed (not_controller, stepping down) or a
+  // record moved (invalid_update_version).
+  status commit(write w);
+  // Partition writes in chunks no larger than etcd allows per transaction.
+  status commit_chunks(const std::vector<etcd::compare>& compares, std::vector<etcd::txn_op> ops);
+  // Writes each changed partition (its mod revision compared), in chunks.
+  using partition_decision = std::function<std::optional<partition_change>(
+      const std::string& topic, const partition_assignment& a, const partition_state& s)>;
+  result<election_report> decide_partitions(const metadata_image& img,
+                                            const std::vector<std::pair<std::string, int32_t>>* only,
+                                            const partition_decision& decide);
+  status check_active() const;
+
+  etcd::client& etcd_;
+  const key_layout keys_;
+  const controller_record self_;
+  int64_t epoch_ = 0;
+};
+
+}  // namespace sluice::controller

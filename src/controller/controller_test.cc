@@ -1,0 +1,295 @@
+// The controller against an in-memory etcd, deterministically: campaign and
+// fencing, topic writes with placement, elections after broker changes, and
+// the image a broker builds from the watch.
+
+#include "controller/controller.h"
+
+#include <gtest/gtest.h>
+
+#include "etcd/fake_client.h"
+
+namespace sluice::controller {
+namespace {
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  ControllerTest() : etcd_(clock_), keys_("/sluice/"), img_(keys_) {}
+
+  // Registers broker `id` under a lease of its own, as membership does.
+  int64_t register_broker(int32_t id, std::optional<std::string> rack = std::nullopt) {
+    auto lease = etcd_.lease_grant(10);
+    EXPECT_TRUE(lease.ok());
+    broker_record r{id, "inc" + std::to_string(id), "127.0.0.1", 9090 + id, rack};
+    EXPECT_TRUE(etcd_.put(keys_.broker(id), encode(r), {lease->id, false, false}).ok());
+    leases_[id] = lease->id;
+    return lease->id;
+  }
+  void kill_broker(int32_t id) { ASSERT_TRUE(etcd_.lease_revoke(leases_.at(id)).ok()); }
+  // The image as a broker that has caught up would hold it.
+  void sync() {
+    auto r = etcd_.range(etcd::key_range::prefix(keys_.prefix()));
+    ASSERT_TRUE(r.ok());
+    auto errors = img_.load(r->kvs, r->header_revision);
+    ASSERT_TRUE(errors.empty()) << errors[0].message;
+  }
+  std::unique_ptr<controller> make(int32_t id) {
+    return std::make_unique<controller>(etcd_, keys_, controller_record{id, "inc" + std::to_string(id)});
+  }
+  partition_state state(const std::string& topic, int32_t p) {
+    sync();
+    const partition_entry* pe = img_.partition(topic, p);
+    EXPECT_NE(pe, nullptr) << topic << "-" << p;
+    return pe ? pe->record.state : partition_state{};
+  }
+
+  manual_clock clock_;
+  etcd::fake_client etcd_;
+  key_layout keys_;
+  metadata_image img_;
+  std::map<int32_t, int64_t> leases_;
+};
+
+TEST_F(ControllerTest, OneBrokerWinsTheCampaignAndItsEpochIsTheKeysCreateRevision) {
+  auto a = make(1), b = make(2);
+  const int64_t la = register_broker(1), lb = register_broker(2);
+  ASSERT_TRUE(a->campaign(la).value());
+  EXPECT_TRUE(a->active());
+  const int64_t epoch = a->epoch();
+  EXPECT_GT(epoch, 0);
+  EXPECT_FALSE(b->campaign(lb).value());
+  EXPECT_FALSE(b->active());
+  // Campaigning again finds its own key: still the controller, same epoch.
+  ASSERT_TRUE(a->campaign(la).value());
+  EXPECT_EQ(a->epoch(), epoch);
+  sync();
+  ASSERT_TRUE(img_.controller().has_value());
+  EXPECT_EQ(img_.controller()->record.id, 1);
+  EXPECT_EQ(img_.controller()->epoch, epoch);
+  EXPECT_EQ(b->create_topic(img_, "t", 1, 1, nullptr, {}).code(), errc::not_controller);
+}
+
+// A controller whose lease ran out while it was away is deposed: its next
+// write fails the epoch compare, changes nothing, and it steps down.
+TEST_F(ControllerTest, ADeposedControllerChangesNothing) {
+  auto a = make(1), b = make(2);
+  ASSERT_TRUE(a->campaign(register_broker(1)).value());
+  const int64_t lb = register_broker(2);
+  sync();
+  const metadata_image before = img_;  // what the paused controller last saw
+  clock_.advance_ms(6'000);
+  ASSERT_GT(etcd_.lease_keepalive_once(lb, 0).value(), 0);  // broker 2 stays alive
+  clock_.advance_ms(5'000);
+  etcd_.expire_leases();  // broker 1's lease ran out
+  ASSERT_TRUE(b->campaign(lb).value());
+  EXPECT_GT(b->epoch(), a->epoch());
+  auto r = a->create_topic(before, "t", 1, 1, nullptr, {});
+  EXPECT_EQ(r.code(), errc::not_controller);
+  EXPECT_FALSE(a->active());
+  sync();
+  EXPECT_EQ(img_.topic("t"), nullptr);
+  EXPECT_TRUE(img_.partitions_of("t").empty());
+  // The new controller writes.
+  ASSERT_TRUE(b->create_topic(img_, "t", 1, 1, nullptr, {}).ok());
+}
+
+TEST_F(ControllerTest, CreateTopicPlacesReplicasAndStartsEachPartitionLedByItsPreferredReplica) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  auto t = c->create_topic(img_, "orders", 3, 3, nullptr, {{"retention.ms", "1000"}});
+  ASSERT_TRUE(t.ok()) << t.err().message;
+  sync();
+  const topic_entry* te = img_.topic("orders");
+  ASSERT_NE(te, nullptr);
+  EXPECT_EQ(te->record, *t);
+  EXPECT_EQ(te->record.assignment, (std::vector<partition_assignment>{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}}));
+  EXPECT_EQ(te->record.configs.at("retention.ms"), "1000");
+  for (int32_t p = 0; p < 3; ++p) {
+    const partition_entry* pe = img_.partition("orders", p);
+    ASSERT_NE(pe, nullptr);
+    EXPECT_EQ(pe->record.topic, t->id);
+    EXPECT_EQ(pe->record.state, (partition_state{p, 0, te->record.assignment[p], 0}));
+  }
+  EXPECT_EQ(c->create_topic(img_, "orders", 1, 1, nullptr, {}).code(), errc::already_exists);
+  EXPECT_EQ(c->create_topic(img_, "big", 1, 4, nullptr, {}).code(), errc::invalid_replication_factor);
+  std::vector<manual_assignment> bad{{0, {0, 7}}};
+  EXPECT_EQ(c->create_topic(img_, "m", 1, -1, &bad, {}).code(), errc::invalid_replica_assignment);
+  std::vector<manual_assignment> good{{0, {2, 1}}, {1, {1, 0}}};
+  ASSERT_TRUE(c->create_topic(img_, "m", 2, -1, &good, {}).ok());
+  sync();
+  EXPECT_EQ(img_.topic("m")->record.assignment, (std::vector<partition_assignment>{{2, 1}, {1, 0}}));
+  EXPECT_EQ(state("m", 0).leader, 2);
+}
+
+// More partitions than one etcd transaction may write go in chunks, the
+// topic record last.
+TEST_F(ControllerTest, ALargeTopicIsWrittenInChunks) {
+  auto c = make(0);
+  register_broker(0);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  const int64_t before = etcd_.revision();
+  ASSERT_TRUE(c->create_topic(img_, "wide", 450, 1, nullptr, {}).ok());
+  EXPECT_GE(etcd_.revision() - before, 6);  // 5 chunks of partitions, then the topic
+  sync();
+  EXPECT_EQ(img_.partitions_of("wide").size(), 450u);
+  ASSERT_TRUE(c->add_partitions(img_, "wide", 460, nullptr).ok());
+  sync();
+  EXPECT_EQ(img_.topic("wide")->record.assignment.size(), 460u);
+  EXPECT_EQ(img_.partitions_of("wide").size(), 460u);
+  EXPECT_EQ(c->add_partitions(img_, "wide", 400, nullptr).code(), errc::invalid_partitions);
+  ASSERT_TRUE(c->delete_topic(img_, "wide").ok());
+  sync();
+  EXPECT_EQ(img_.topic("wide"), nullptr);
+  EXPECT_TRUE(img_.partitions_of("wide").empty());
+  EXPECT_EQ(c->delete_topic(img_, "wide").code(), errc::not_found);
+}
+
+TEST_F(ControllerTest, ABrokersDeathMovesItsLeadershipsToTheNextInSyncReplica) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "t", 3, 3, nullptr, {}).ok());
+  kill_broker(1);
+  sync();
+  auto r = c->elect_after_broker_change(img_, [](const std::string&) { return false; });
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->changed, 3);  // every ISR shrinks; one leader moves
+  EXPECT_EQ(r->clean, 1);
+  EXPECT_EQ(state("t", 1), (partition_state{2, 1, {2, 0}, 1}));
+  EXPECT_EQ(state("t", 0), (partition_state{0, 0, {0, 2}, 1}));
+  // Nothing more to decide: no write.
+  const int64_t rev = etcd_.revision();
+  ASSERT_EQ(c->elect_after_broker_change(img_, nullptr)->changed, 0);
+  EXPECT_EQ(etcd_.revision(), rev);
+  // With every replica of a partition gone, it is offline; its last ISR stays.
+  kill_broker(2);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  EXPECT_EQ(state("t", 1).leader, 0);
+}
+
+TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "t", 3, 3, nullptr, {}).ok());
+  sync();
+  auto r = c->controlled_shutdown(img_, 2);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(state("t", 2).leader, 0);
+  EXPECT_EQ(state("t", 2).isr, (std::vector<int32_t>{0, 1}));
+  // Broker 2 is back in sync (as an ISR change would write) and the
+  // preferred election gives it its partition back.
+  {
+    const partition_entry* pe = img_.partition("t", 2);
+    partition_record back = pe->record;
+    back.state = apply_isr_change(back.state, {0, 1, 2});
+    ASSERT_TRUE(etcd_.put(keys_.partition("t", 2), encode(back)).ok());
+  }
+  sync();
+  r = c->elect_preferred(img_, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->changed, 1);
+  EXPECT_EQ(state("t", 2).leader, 2);
+}
+
+// A decision over an image older than etcd is refused, not written over.
+TEST_F(ControllerTest, AStaleImageIsRefused) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 2; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "t", 1, 2, nullptr, {}).ok());
+  sync();
+  const metadata_image old = img_;
+  ASSERT_TRUE(c->set_topic_configs(img_, "t", {{"retention.ms", "5"}}).ok());
+  EXPECT_EQ(c->set_topic_configs(old, "t", {{"retention.ms", "6"}}).code(), errc::invalid_update_version);
+  EXPECT_TRUE(c->active());
+  sync();
+  EXPECT_EQ(img_.topic("t")->record.configs.at("retention.ms"), "5");
+  ASSERT_TRUE(c->set_broker_configs(img_, {{"log.retention.ms", "7"}}).ok());
+  EXPECT_EQ(c->set_broker_configs(img_, {{"log.retention.ms", "8"}}).code(), errc::invalid_update_version);
+  sync();
+  EXPECT_EQ(img_.broker_configs()->configs.at("log.retention.ms"), "7");
+}
+
+// A creation cut short between its partition chunks and its topic record
+// leaves orphans; the next controller removes them, and nothing of its own.
+TEST_F(ControllerTest, OrphanPartitionRecordsAreRemovedByTheNextController) {
+  register_broker(0);
+  partition_record orphan{new_topic_id(), {0, 0, {0}, 0}};
+  ASSERT_TRUE(etcd_.put(keys_.partition("gone", 0), encode(orphan)).ok());
+  auto c = make(0);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "kept", 1, 1, nullptr, {}).ok());
+  sync();
+  EXPECT_EQ(c->remove_orphans(img_).value(), 1);
+  sync();
+  EXPECT_EQ(img_.partition("gone", 0), nullptr);
+  EXPECT_NE(img_.partition("kept", 0), nullptr);
+}
+
+// etcd applied the write but the answer was lost: the caller sees
+// unavailable, and its image, once caught up, shows the topic.
+TEST_F(ControllerTest, AnAmbiguousWriteIsSeenInTheImageAfterwards) {
+  register_broker(0);
+  auto c = make(0);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  etcd_.apply_then_fail_next(1);
+  EXPECT_EQ(c->create_topic(img_, "t", 1, 1, nullptr, {}).code(), errc::unavailable);
+  sync();
+  EXPECT_NE(img_.partition("t", 0), nullptr);  // the chunk applied; the topic record was not tried
+  EXPECT_EQ(img_.topic("t"), nullptr);
+  etcd_.set_unavailable(true);
+  EXPECT_EQ(c->create_topic(img_, "u", 1, 1, nullptr, {}).code(), errc::unavailable);
+  etcd_.set_unavailable(false);
+  EXPECT_TRUE(c->active());
+  ASSERT_TRUE(c->create_topic(img_, "t", 1, 1, nullptr, {}).ok());  // the retry overwrites its own chunk
+}
+
+// The image a broker builds by applying the watch equals a fresh read.
+TEST_F(ControllerTest, TheWatchedImageEqualsAFreshRead) {
+  metadata_image watched(keys_);
+  std::vector<std::string> errors;
+  auto w = etcd_.watch(etcd::key_range::prefix(keys_.prefix()), 1, [&](const etcd::watch_update& u) {
+    for (const auto& ev : u.events) {
+      auto r = watched.apply(ev);
+      if (!r.ok()) errors.push_back(r.err().message);
+    }
+  });
+  ASSERT_TRUE(w.ok());
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "a", 4, 2, nullptr, {}).ok());
+  ASSERT_TRUE(c->create_topic(img_, "b", 2, 3, nullptr, {}).ok());
+  sync();
+  ASSERT_TRUE(c->delete_topic(img_, "a").ok());
+  kill_broker(2);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  sync();
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(watched.revision(), img_.revision());
+  EXPECT_EQ(watched.live_brokers(), img_.live_brokers());
+  ASSERT_EQ(watched.topics().size(), 1u);
+  EXPECT_EQ(watched.topic("b")->record, img_.topic("b")->record);
+  for (int32_t p = 0; p < 2; ++p)
+    EXPECT_EQ(watched.partition("b", p)->record, img_.partition("b", p)->record);
+  EXPECT_TRUE(watched.partitions_of("a").empty());
+  // A damaged value is reported and left out; the rest stays.
+  ASSERT_TRUE(etcd_.put(keys_.topic("c"), "garbage").ok());
+  EXPECT_EQ(errors.size(), 1u);
+  EXPECT_EQ(watched.topic("c"), nullptr);
+  EXPECT_NE(watched.topic("b"), nullptr);
+}
+
+}  // namespace
+}  // namespace sluice::controller
