@@ -59,7 +59,10 @@ status controller::commit(write w) {
   req.then_ops = std::move(w.ops);
   req.else_ops.push_back(etcd::range_op{etcd::key_range::one(keys_.controller()), {}});
   SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.txn(req));
-  if (r.succeeded) return {};
+  if (r.succeeded) {
+    last_write_revision_ = r.header_revision;
+    return {};
+  }
   const auto& read = std::get<etcd::range_result>(r.results.at(0));
   if (read.kvs.empty() || read.kvs[0].create_revision != epoch_) {
     step_down();

@@ -67,6 +67,9 @@ class controller {
   // Forgets being the controller (the session lease was lost, or the image
   // shows another broker's key).
   void step_down() { epoch_ = 0; }
+  // The etcd revision of this controller's latest successful write (0:
+  // none yet): a reader whose image has reached it sees every write made.
+  int64_t last_write_revision() const { return last_write_revision_; }
   // Steps down when `img` shows a controller key that is not this one's.
   void observe(const metadata_image& img);
 
@@ -135,6 +138,7 @@ class controller {
   const key_layout keys_;
   const controller_record self_;
   int64_t epoch_ = 0;
+  int64_t last_write_revision_ = 0;
 };
 
 }  // namespace sluice::controller

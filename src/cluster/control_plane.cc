@@ -1,0 +1,393 @@
+#include "cluster/control_plane.h"
+
+#include "base/log.h"
+
+#include <chrono>
+#include <set>
+
+namespace sluice::cluster {
+
+using controller::image_change;
+using kind = controller::key_layout::parsed::kind;
+
+control_plane::control_plane(etcd::client& etcd, const sluice::clock& clk, options opts)
+    : etcd_(etcd), clk_(clk), opts_(std::move(opts)), keys_(opts_.prefix), image_(keys_) {}
+
+result<std::unique_ptr<control_plane>> control_plane::start(etcd::client& etcd, const sluice::clock& clk,
+                                                            options opts) {
+  std::unique_ptr<control_plane> cp(new control_plane(etcd, clk, std::move(opts)));
+  SLUICE_TRY(cp->init());
+  return cp;
+}
+
+status control_plane::grant_lease() {
+  const int64_t ttl_s = std::max<int64_t>(1, (opts_.session_timeout_ms + 999) / 1000);
+  SLUICE_ASSIGN_OR_RETURN(auto lease, etcd_.lease_grant(ttl_s));
+  lease_ = lease.id;
+  keeper_ = std::make_unique<etcd::lease_keeper>(
+      etcd_, lease.id, lease.ttl_s,
+      [this](const error& why) {
+        SLUICE_LOG_WARN("etcd session lease lost ({}): this broker is dead to the cluster until it registers again",
+                        why.message);
+        std::lock_guard g(mu_);
+        lease_lost_ = true;
+        cv_.notify_all();
+      },
+      clk_);
+  return {};
+}
+
+status control_plane::init() {
+  incarnation_ = to_hex(new_topic_id());
+  controller_ = std::make_unique<controller::controller>(etcd_, keys_,
+                                                         controller::controller_record{opts_.node_id, incarnation_});
+  // The cluster id: the first broker's, kept for the life of the cluster.
+  etcd::txn_request id_req;
+  id_req.compares.push_back(etcd::compare::absent(keys_.cluster_id()));
+  id_req.then_ops.push_back(etcd::put_op{keys_.cluster_id(), opts_.new_cluster_id, {}});
+  id_req.else_ops.push_back(etcd::range_op{etcd::key_range::one(keys_.cluster_id()), {}});
+  id_req.retry_if_unknown = true;
+  SLUICE_ASSIGN_OR_RETURN(auto id_r, etcd_.txn(id_req));
+  if (id_r.succeeded) {
+    cluster_id_ = opts_.new_cluster_id;
+  } else {
+    const auto& read = std::get<etcd::range_result>(id_r.results.at(0));
+    if (read.kvs.empty()) return status(errc::unavailable, "the cluster id vanished from etcd; try again");
+    cluster_id_ = read.kvs[0].value;
+  }
+  // A live broker with this node id refuses the start.
+  SLUICE_ASSIGN_OR_RETURN(auto mine, etcd_.range(etcd::key_range::one(keys_.broker(opts_.node_id))));
+  if (!mine.kvs.empty()) {
+    auto other = controller::decode_broker(mine.kvs[0].value);
+    const std::string where = other.ok() ? other->host + ":" + std::to_string(other->port) : "an unreadable record";
+    return status(errc::already_exists, "node.id " + std::to_string(opts_.node_id) +
+                                            " is registered by a live broker (" + where +
+                                            "); each broker of a cluster needs its own node.id");
+  }
+  SLUICE_TRY(grant_lease());
+  SLUICE_ASSIGN_OR_RETURN(auto all, etcd_.range(etcd::key_range::prefix(keys_.prefix())));
+  {
+    std::lock_guard g(image_mu_);
+    for (const auto& e : image_.load(all.kvs, all.header_revision))
+      SLUICE_LOG_ERROR("cluster metadata: {} (left out)", e.message);
+  }
+  return start_watch(all.header_revision + 1);
+}
+
+status control_plane::start_watch(int64_t from_revision) {
+  SLUICE_ASSIGN_OR_RETURN(watch_, etcd_.watch(etcd::key_range::prefix(keys_.prefix()), from_revision,
+                                              [this](const etcd::watch_update& u) { on_watch(u); }));
+  return {};
+}
+
+void control_plane::on_watch(const etcd::watch_update& u) {
+  std::lock_guard g(mu_);
+  updates_.push_back(u);
+  cv_.notify_all();
+}
+
+status control_plane::put_registration() {
+  const std::string key = keys_.broker(opts_.node_id);
+  const std::string value = controller::encode(controller::broker_record{opts_.node_id, incarnation_, host_, port_, opts_.rack});
+  etcd::txn_request req;
+  // Absent, or this process's own record (a registration under a lease this
+  // broker gave up on while etcd still held it).
+  req.compares.push_back(etcd::compare::absent(key));
+  req.then_ops.push_back(etcd::put_op{key, value, {lease_, false, false}});
+  req.retry_if_unknown = true;
+  SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.txn(req));
+  if (r.succeeded) return {};
+  etcd::txn_request mine;
+  mine.compares.push_back(etcd::compare::value_is(key, etcd::compare_op::equal, value));
+  mine.then_ops.push_back(etcd::put_op{key, value, {lease_, false, false}});
+  mine.retry_if_unknown = true;
+  SLUICE_ASSIGN_OR_RETURN(auto r2, etcd_.txn(mine));
+  if (r2.succeeded) return {};
+  return status(errc::already_exists, "node.id " + std::to_string(opts_.node_id) +
+                                          " was registered by another broker meanwhile");
+}
+
+status control_plane::register_broker(const std::string& host, int32_t port) {
+  {
+    std::lock_guard g(mu_);
+    host_ = host;
+    port_ = port;
+  }
+  SLUICE_TRY(put_registration());
+  {
+    std::lock_guard g(mu_);
+    registered_ = true;
+  }
+  thread_ = std::thread([this] { run(); });
+  return {};
+}
+
+control_plane::~control_plane() { shutdown(); }
+
+int64_t control_plane::revision() const {
+  std::lock_guard g(image_mu_);
+  return image_.revision();
+}
+
+bool control_plane::is_controller() const { return controller_active_.load(); }
+
+void control_plane::on_change(listener fn) {
+  std::lock_guard g(mu_);
+  listeners_.push_back(std::move(fn));
+}
+
+bool control_plane::unclean_allowed(const std::string& topic) const {
+  // Called on the metadata thread, which alone writes the image.
+  if (const auto* t = image_.topic(topic)) {
+    auto it = t->record.configs.find("unclean.leader.election.enable");
+    if (it != t->record.configs.end()) return it->second == "true";
+  }
+  return opts_.unclean_default;
+}
+
+std::vector<image_change> control_plane::reload() {
+  std::vector<image_change> changes;
+  auto all = etcd_.range(etcd::key_range::prefix(keys_.prefix()));
+  if (!all.ok()) {
+    SLUICE_LOG_WARN("cluster metadata: re-reading after a compaction failed: {}", all.err().message);
+    std::lock_guard g(mu_);
+    watch_broken_ = true;  // tried again at the next tick
+    return changes;
+  }
+  std::lock_guard g(image_mu_);
+  std::set<std::string> topics;
+  for (const auto& [name, _] : image_.topics()) topics.insert(name);
+  for (const auto& e : image_.load(all->kvs, all->header_revision))
+    SLUICE_LOG_ERROR("cluster metadata: {} (left out)", e.message);
+  for (const auto& [name, _] : image_.topics()) topics.insert(name);
+  for (const auto& t : topics) changes.push_back({kind::topic, t, -1, image_.topic(t) == nullptr});
+  changes.push_back({kind::broker, {}, -1, false});
+  changes.push_back({kind::controller, {}, -1, false});
+  if (auto s = start_watch(all->header_revision + 1); !s.ok()) {
+    SLUICE_LOG_WARN("cluster metadata: watching again failed: {}", s.err().message);
+    std::lock_guard g2(mu_);
+    watch_broken_ = true;
+  }
+  return changes;
+}
+
+std::vector<image_change> control_plane::apply_pending(std::deque<etcd::watch_update> updates) {
+  std::vector<image_change> changes;
+  for (const auto& u : updates) {
+    switch (u.type) {
+      case etcd::watch_update::kind::events: {
+        std::lock_guard g(image_mu_);
+        for (const auto& ev : u.events) {
+          auto r = image_.apply(ev);
+          if (!r.ok()) {
+            SLUICE_LOG_ERROR("cluster metadata: {} (left out)", r.err().message);
+            // The record it replaced is gone from the image: tell followers.
+            auto key = keys_.parse(ev.kv.key);
+            changes.push_back({key.type, key.topic, key.id, true});
+          } else if (*r) {
+            changes.push_back(**r);
+          }
+        }
+        break;
+      }
+      case etcd::watch_update::kind::compacted: {
+        SLUICE_LOG_WARN("cluster metadata: the watch fell behind etcd's compaction ({}); reading everything again",
+                        u.message);
+        watch_.reset();
+        auto more = reload();
+        changes.insert(changes.end(), more.begin(), more.end());
+        break;
+      }
+      case etcd::watch_update::kind::interrupted:
+        SLUICE_LOG_WARN("cluster metadata: etcd watch interrupted ({}); serving with the metadata as it was",
+                        u.message);
+        break;
+      case etcd::watch_update::kind::resumed:
+        SLUICE_LOG_INFO("cluster metadata: etcd watch resumed at revision {}", u.revision);
+        break;
+    }
+  }
+  return changes;
+}
+
+void control_plane::decide(bool brokers_changed) {
+  const bool had_controller = image_.controller().has_value();
+  controller_->observe(image_);
+  bool registered, lost;
+  {
+    std::lock_guard g(mu_);
+    registered = registered_;
+    lost = lease_lost_;
+  }
+  if (!controller_->active() && registered && !lost && !had_controller) {
+    auto won = controller_->campaign(lease_);
+    if (!won.ok()) SLUICE_LOG_WARN("running for controller: {}", won.err().message);
+  }
+  const bool active = controller_->active();
+  if (active && !was_controller_) {
+    SLUICE_LOG_INFO("this broker is the controller (epoch {})", controller_->epoch());
+    if (auto r = controller_->remove_orphans(image_); r.ok() && *r > 0)
+      SLUICE_LOG_INFO("controller: removed {} partition records of creations cut short", *r);
+    election_due_ = true;
+  } else if (!active && was_controller_) {
+    SLUICE_LOG_WARN("this broker is no longer the controller");
+  }
+  was_controller_ = active;
+  controller_active_ = active;
+  if (!active || !(brokers_changed || election_due_)) return;
+  auto r = controller_->elect_after_broker_change(image_, [this](const std::string& t) { return unclean_allowed(t); });
+  if (!r.ok()) {
+    // A record moved (the image lags) or etcd is away: decide again later.
+    SLUICE_LOG_INFO("controller: elections deferred: {}", r.err().message);
+    election_due_ = true;
+    return;
+  }
+  election_due_ = false;
+  if (r->changed > 0) {
+    SLUICE_LOG_INFO("controller: {} partitions changed ({} clean elections, {} unclean, {} offline)", r->changed,
+                    r->clean, r->unclean, r->offline);
+  }
+}
+
+void control_plane::run_ops() {
+  std::deque<std::shared_ptr<pending_op>> ops;
+  {
+    std::lock_guard g(mu_);
+    ops.swap(ops_);
+  }
+  for (auto& op : ops) {
+    const int64_t before = controller_->last_write_revision();
+    status s = controller_->active() ? op->op(*controller_, image_)
+                                     : status(errc::not_controller, "this broker is not the controller");
+    if (s.ok() && controller_->last_write_revision() > before) {
+      // The caller reads what it wrote once the image has applied the op's
+      // last write.
+      std::lock_guard g(mu_);
+      op->until_revision = controller_->last_write_revision();
+      waiting_.push_back(op);
+      continue;
+    }
+    std::lock_guard g(mu_);
+    op->result = s;
+    op->done = true;
+  }
+  cv_.notify_all();
+}
+
+void control_plane::renew_session() {
+  controller_->step_down();
+  controller_active_ = false;
+  was_controller_ = false;
+  keeper_.reset();
+  if (auto s = grant_lease(); !s.ok()) {
+    SLUICE_LOG_WARN("etcd session: a new lease failed: {} (trying again)", s.err().message);
+    return;
+  }
+  if (auto s = put_registration(); !s.ok()) {
+    SLUICE_LOG_WARN("etcd session: registering again failed: {} (trying again)", s.err().message);
+    keeper_.reset();
+    etcd_.lease_revoke(lease_).ignore();
+    return;
+  }
+  SLUICE_LOG_INFO("registered again in the cluster under a new session lease");
+  std::lock_guard g(mu_);
+  lease_lost_ = false;
+}
+
+void control_plane::run() {
+  const int64_t tick_ms = 500;
+  for (;;) {
+    std::deque<etcd::watch_update> updates;
+    bool lost, broken;
+    {
+      std::unique_lock g(mu_);
+      cv_.wait_for(g, std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + tick_ms)), [&] {
+        return stopping_ || !updates_.empty() || !ops_.empty();
+      });
+      if (stopping_) return;
+      updates.swap(updates_);
+      lost = lease_lost_;
+      broken = watch_broken_;
+      watch_broken_ = false;
+    }
+    if (lost) renew_session();
+    auto changes = apply_pending(std::move(updates));
+    if (broken) {
+      auto more = reload();
+      changes.insert(changes.end(), more.begin(), more.end());
+    }
+    bool brokers_changed = false;
+    for (const auto& c : changes) brokers_changed |= c.kind == kind::broker || c.kind == kind::controller;
+    decide(brokers_changed);
+    if (!changes.empty()) {
+      std::vector<listener> ls;
+      {
+        std::lock_guard g(mu_);
+        ls = listeners_;
+      }
+      for (auto& fn : ls) fn(image_, changes);
+    }
+    run_ops();
+    std::lock_guard g(mu_);
+    const int64_t rev = image_.revision();
+    std::erase_if(waiting_, [&](const std::shared_ptr<pending_op>& op) {
+      if (op->until_revision > rev) return false;
+      op->done = true;
+      return true;
+    });
+    cv_.notify_all();
+  }
+}
+
+status control_plane::submit(controller_op op, int64_t timeout_ms) {
+  auto p = std::make_shared<pending_op>();
+  p->op = std::move(op);
+  const sluice::deadline until(timeout_ms, clk_);
+  std::unique_lock g(mu_);
+  if (stopping_ || !thread_.joinable()) return status(errc::shutting_down, "the broker is stopping");
+  ops_.push_back(p);
+  cv_.notify_all();
+  while (!p->done) {
+    if (until.passed()) {
+      return status(errc::unavailable, "the controller did not finish in " + std::to_string(timeout_ms) + " ms");
+    }
+    cv_.wait_for(g, std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + until.left_ms())));
+  }
+  return p->result;
+}
+
+void control_plane::shutdown() {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  watch_.reset();
+  // While still registered: move leadership off this broker if it decides.
+  if (controller_ && controller_->active()) {
+    std::lock_guard g(image_mu_);
+    auto r = controller_->controlled_shutdown(image_, opts_.node_id);
+    if (r.ok() && r->changed > 0)
+      SLUICE_LOG_INFO("controlled shutdown: {} partitions changed", r->changed);
+  }
+  keeper_.reset();
+  // Giving the lease up removes the registration (and the controller key)
+  // at once: the others elect without waiting for the session timeout.
+  if (lease_ != 0) etcd_.lease_revoke(lease_).ignore();
+  std::lock_guard g(mu_);
+  for (auto& op : ops_) {
+    op->result = status(errc::shutting_down, "the broker is stopping");
+    op->done = true;
+  }
+  for (auto& op : waiting_) {
+    op->result = status(errc::shutting_down, "the broker is stopping");
+    op->done = true;
+  }
+  ops_.clear();
+  waiting_.clear();
+  cv_.notify_all();
+}
+
+}  // namespace sluice::cluster

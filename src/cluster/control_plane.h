@@ -1,0 +1,168 @@
+#pragma once
+
+// This broker's part in the cluster's control plane (docs/controller.md,
+// "The control plane"): it registers the broker in etcd under a session
+// lease, follows the cluster's metadata into a metadata_image, runs for
+// controller whenever there is none, and while it is the controller makes
+// the elections that brokers coming and going call for. Message traffic
+// never passes here; only metadata does.
+//
+// One thread, the metadata thread, does all of it in order: it applies the
+// watch's events to the image, then lets the controller decide over the
+// image it just built, then tells the listeners (partition manager,
+// metadata cache) what changed, then runs the admin operations submitted
+// to the controller. Decisions and the image therefore never race, and
+// listeners see changes in revision order.
+//
+// Failures:
+//   - etcd unreachable: the image stays as it was (brokers keep serving what
+//     they lead); campaigns and admin operations fail with errc::unavailable;
+//     the watch resumes where it stopped when etcd is back.
+//   - the session lease lost (this broker was silent longer than
+//     sluice.etcd.session.timeout.ms, or etcd was away that long): the
+//     broker is dead to the cluster; it stops being the controller at once,
+//     and registers again under a new lease as soon as etcd answers.
+//   - another live broker registered with this node.id: start() refuses.
+//
+// Thread safety: every public method is thread-safe. Listeners and
+// submitted operations run on the metadata thread and must not block on
+// other metadata work (they may read the image they are given).
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "controller/controller.h"
+#include "controller/metadata_image.h"
+#include "etcd/client.h"
+#include "etcd/lease_keeper.h"
+
+namespace sluice::cluster {
+
+class control_plane {
+ public:
+  struct options {
+    int32_t node_id = -1;
+    // unclean.leader.election.enable of the broker, for topics that do not
+    // set it.
+    bool unclean_default = false;
+    std::optional<std::string> rack;
+    std::string prefix = "/sluice/";
+    int64_t session_timeout_ms = 10'000;
+    // The cluster id to create when etcd holds none yet.
+    std::string new_cluster_id;
+  };
+
+  // Grants the session lease, creates or reads the cluster id, checks that
+  // no live broker holds this node id (errc::already_exists, naming it),
+  // reads the whole metadata and starts following it. The broker is not
+  // registered yet: register_broker() does that once it can serve.
+  static result<std::unique_ptr<control_plane>> start(etcd::client& etcd, const sluice::clock& clk, options opts);
+  ~control_plane();
+
+  // Registers this broker (its advertised endpoint) under the session
+  // lease; from then on it is live to the cluster and runs for controller.
+  status register_broker(const std::string& host, int32_t port);
+
+  const std::string& cluster_id() const { return cluster_id_; }
+  int32_t node_id() const { return opts_.node_id; }
+
+  // Reads the image under the lock: `fn` must be quick.
+  template <class F>
+  auto with_image(F&& fn) const {
+    std::lock_guard g(image_mu_);
+    return fn(image_);
+  }
+  // The image's revision (what this broker has applied).
+  int64_t revision() const;
+  bool is_controller() const;
+
+  // Called on the metadata thread after each applied batch of changes,
+  // with the image and what changed. Register before register_broker():
+  // the thread applies nothing before it, so a listener misses no change
+  // after the image the broker opened its partitions from.
+  using listener = std::function<void(const controller::metadata_image&,
+                                      const std::vector<controller::image_change>&)>;
+  void on_change(listener fn);
+
+  // Runs `op` on the metadata thread as the controller, then waits until
+  // this broker's image has caught up with etcd as of the op's end, so the
+  // caller reads what it wrote. errc::not_controller when this broker is
+  // not the controller; `timeout_ms` bounds the whole wait
+  // (errc::unavailable).
+  using controller_op = std::function<status(controller::controller&, const controller::metadata_image&)>;
+  status submit(controller_op op, int64_t timeout_ms);
+
+  // Controlled shutdown: when this broker is the controller, it moves
+  // leadership off itself; otherwise leaves it to the controller, which
+  // does it when the registration goes. Then deregisters (revokes the
+  // lease) and stops the thread.
+  void shutdown();
+
+ private:
+  control_plane(etcd::client& etcd, const sluice::clock& clk, options opts);
+  status init();
+  void run();
+  void on_watch(const etcd::watch_update& u);
+  // The metadata thread's steps.
+  // Applies the queued watch updates; returns what changed.
+  std::vector<controller::image_change> apply_pending(std::deque<etcd::watch_update> updates);
+  // Reads everything again (after a compaction lost events) and watches on.
+  std::vector<controller::image_change> reload();
+  status start_watch(int64_t from_revision);
+  void decide(bool brokers_changed);
+  bool unclean_allowed(const std::string& topic) const;
+  void run_ops();
+  void renew_session();
+  status grant_lease();
+  status put_registration();
+
+  etcd::client& etcd_;
+  const sluice::clock& clk_;
+  const options opts_;
+  const controller::key_layout keys_;
+  std::string cluster_id_;
+  std::string incarnation_;
+  std::unique_ptr<controller::controller> controller_;
+
+  mutable std::mutex image_mu_;
+  controller::metadata_image image_;  // guarded by image_mu_; written by the metadata thread
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<etcd::watch_update> updates_;
+  struct pending_op {
+    controller_op op;
+    bool done = false;
+    status result;
+    int64_t until_revision = 0;
+  };
+  std::deque<std::shared_ptr<pending_op>> ops_;
+  std::vector<std::shared_ptr<pending_op>> waiting_;  // done, waiting for the image
+  std::vector<listener> listeners_;
+  bool stopping_ = false;
+  bool lease_lost_ = false;
+  bool registered_ = false;
+  bool watch_broken_ = false;  // compacted: re-read everything
+  bool was_controller_ = false;   // metadata thread only
+  bool election_due_ = false;     // metadata thread only: retry after a conflict
+  std::string host_;
+  int32_t port_ = 0;
+  int64_t lease_ = 0;
+  std::unique_ptr<etcd::lease_keeper> keeper_;
+  std::unique_ptr<etcd::watch_handle> watch_;
+  std::thread thread_;
+  std::atomic<bool> controller_active_{false};
+};
+
+}  // namespace sluice::cluster

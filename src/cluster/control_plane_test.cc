@@ -1,0 +1,138 @@
+// The control plane of several brokers over one in-memory etcd: one
+// controller at a time, another when it goes, admin operations on the
+// controller that its image then shows, and a node id in use refused.
+
+#include "cluster/control_plane.h"
+
+#include <gtest/gtest.h>
+
+#include "etcd/fake_client.h"
+
+namespace sluice::cluster {
+namespace {
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  ControlPlaneTest() : etcd_(clock_) {}
+
+  std::unique_ptr<control_plane> start(int32_t id) {
+    control_plane::options o;
+    o.node_id = id;
+    o.new_cluster_id = "cluster-" + std::to_string(id);
+    auto cp = control_plane::start(etcd_, clock_, o);
+    EXPECT_TRUE(cp.ok()) << cp.err().message;
+    if (!cp.ok()) return nullptr;
+    EXPECT_TRUE((*cp)->register_broker("127.0.0.1", 9090 + id).ok());
+    return std::move(cp).value();
+  }
+  // Waits (a bounded while) until `pred` holds.
+  template <class F>
+  bool eventually(F pred) {
+    const deadline d(10'000);
+    while (!d.passed()) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return pred();
+  }
+  static int32_t controller_of(const control_plane& cp) {
+    return cp.with_image([](const controller::metadata_image& img) {
+      return img.controller() ? img.controller()->record.id : -1;
+    });
+  }
+
+  manual_clock clock_;
+  etcd::fake_client etcd_;
+};
+
+TEST_F(ControlPlaneTest, OneControllerAtATimeAndAnotherWhenItGoes) {
+  auto a = start(1), b = start(2), c = start(3);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->cluster_id(), "cluster-1");  // the first broker's, kept
+  EXPECT_EQ(c->cluster_id(), "cluster-1");
+  ASSERT_TRUE(eventually([&] { return controller_of(*a) != -1 && controller_of(*b) == controller_of(*a) &&
+                                      controller_of(*c) == controller_of(*a); }));
+  EXPECT_EQ(a->is_controller() + b->is_controller() + c->is_controller(), 1);
+  ASSERT_TRUE(eventually([&] {
+    return b->with_image([](const auto& img) { return img.live_brokers().size() == 3; });
+  }));
+  control_plane* ctl = a->is_controller() ? a.get() : b->is_controller() ? b.get() : c.get();
+  const int32_t first = ctl->node_id();
+
+  // Topic creation on the controller: its own image shows the topic at once.
+  ASSERT_TRUE(ctl->submit(
+                     [](controller::controller& k, const controller::metadata_image& img) {
+                       return k.create_topic(img, "t", 3, 3, nullptr, {}).ok()
+                                  ? status()
+                                  : status(errc::invalid_argument, "create failed");
+                     },
+                     10'000)
+                  .ok());
+  EXPECT_TRUE(ctl->with_image([](const auto& img) { return img.topic("t") != nullptr; }));
+  control_plane* other = ctl == a.get() ? b.get() : a.get();
+  EXPECT_EQ(other->submit([](auto&, const auto&) { return status(); }, 1'000).code(), errc::not_controller);
+
+  // The controller stops (its lease given up): another takes over and moves
+  // the leaderships the stopped broker held.
+  if (ctl == a.get()) a.reset();
+  else if (ctl == b.get()) b.reset();
+  else c.reset();
+  control_plane* rest[2];
+  int n = 0;
+  for (auto* cp : {a.get(), b.get(), c.get()})
+    if (cp) rest[n++] = cp;
+  ASSERT_TRUE(eventually([&] {
+    const int32_t k = controller_of(*rest[0]);
+    return k != -1 && k != first && controller_of(*rest[1]) == k && (rest[0]->is_controller() || rest[1]->is_controller());
+  }));
+  ASSERT_TRUE(eventually([&] {
+    return rest[0]->with_image([&](const controller::metadata_image& img) {
+      for (int32_t p = 0; p < 3; ++p) {
+        const auto* pe = img.partition("t", p);
+        if (!pe || pe->record.state.leader == first || pe->record.state.leader < 0) return false;
+      }
+      return true;
+    });
+  }));
+}
+
+TEST_F(ControlPlaneTest, ANodeIdInUseIsRefused) {
+  auto a = start(1);
+  ASSERT_TRUE(a);
+  control_plane::options o;
+  o.node_id = 1;
+  o.new_cluster_id = "x";
+  auto again = control_plane::start(etcd_, clock_, o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.code(), errc::already_exists);
+  EXPECT_NE(again.err().message.find("node.id 1 is registered by a live broker (127.0.0.1:9091)"), std::string::npos)
+      << again.err().message;
+}
+
+// While etcd is away the image stays and nothing is decided; afterwards the
+// control plane goes on.
+TEST_F(ControlPlaneTest, EtcdAwayChangesNothingAndItRecovers) {
+  auto a = start(1);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(eventually([&] { return a->is_controller(); }));
+  etcd_.set_unavailable(true);
+  EXPECT_EQ(a->submit([](controller::controller& k, const controller::metadata_image& img) {
+                       return k.create_topic(img, "t", 1, 1, nullptr, {}).ok() ? status()
+                                                                                 : status(errc::unavailable, "no");
+                     },
+                     5'000)
+                .code(),
+            errc::unavailable);
+  etcd_.set_unavailable(false);
+  ASSERT_TRUE(a->submit(
+                   [](controller::controller& k, const controller::metadata_image& img) {
+                     auto r = k.create_topic(img, "t", 1, 1, nullptr, {});
+                     return r.ok() ? status() : status(r.err());
+                   },
+                   5'000)
+                  .ok());
+  EXPECT_TRUE(a->with_image([](const auto& img) { return img.topic("t") != nullptr; }));
+}
+
+}  // namespace
+}  // namespace sluice::cluster
