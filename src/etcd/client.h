@@ -264,8 +264,11 @@ class client {
   // Ends the lease at once, deleting its keys. not_found if unknown.
   virtual status lease_revoke(int64_t lease_id) = 0;
 
-  // Watches `keys` from `start_revision` (inclusive; 0: from the next
-  // change). Fails only on bad arguments or when the client is shut down;
+  // Watches `keys` from `start_revision` (inclusive). 0 means "from the
+  // revision etcd has when the watch is first established", which for
+  // grpc_client may be a little after this call returns: to miss nothing,
+  // read (range) first and watch from its header_revision + 1. Fails only
+  // on bad arguments or when the client is shut down;
   // a watch whose etcd is unreachable keeps trying and says so with
   // `interrupted`.
   virtual result<std::unique_ptr<watch_handle>> watch(const key_range& keys, int64_t start_revision,

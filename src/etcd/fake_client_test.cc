@@ -279,6 +279,21 @@ TEST_F(fake_client_test, callback_may_write_and_its_events_come_after) {
   EXPECT_EQ(revs, (std::vector<int64_t>{2, 3}));
 }
 
+TEST_F(fake_client_test, a_callback_may_cancel_its_own_watch) {
+  int calls = 0;
+  std::unique_ptr<watch_handle> w;
+  auto r = etcd_.watch(key_range::prefix("/s/"), 0, [&](const watch_update&) {
+    ++calls;
+    w->cancel();
+  });
+  ASSERT_TRUE(r.ok());
+  w = std::move(r).value();
+  ASSERT_TRUE(etcd_.put("/s/1", "a").ok());
+  ASSERT_TRUE(etcd_.put("/s/2", "b").ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(etcd_.live_watches(), 0u);
+}
+
 TEST_F(fake_client_test, compaction_notice_for_old_start_revisions) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(etcd_.put("/k", std::to_string(i)).ok());  // revs 2..6
   ASSERT_TRUE(etcd_.compact(5).ok());

@@ -344,6 +344,33 @@ TEST_F(grpc_client_test, watch_delivers_in_order_and_resumes_after_its_member_is
   ASSERT_TRUE(cluster_->wait_healthy(0, 20'000).ok());
 }
 
+TEST_F(grpc_client_test, watch_from_now_and_cancel_from_the_callback) {
+  auto c = make_client(cluster_->endpoints());
+  std::atomic<int> calls{0};
+  std::unique_ptr<watch_handle> w;
+  std::mutex mu;
+  std::unique_lock lk(mu);  // the callback waits until `w` is set
+  auto r = c->watch(key_range::prefix("/it/now/"), 0, [&](const watch_update& u) {
+    if (u.type != watch_update::kind::events) return;
+    std::lock_guard cb_lk(mu);
+    calls++;
+    w->cancel();
+  });
+  ASSERT_TRUE(r.ok());
+  w = std::move(r).value();
+  lk.unlock();
+  // "From now" starts when etcd creates the watch: keep writing until the
+  // first event arrives.
+  ASSERT_TRUE(eventually(5'000, [&] {
+    EXPECT_TRUE(c->put("/it/now/k", "v").ok());
+    return calls.load() > 0;
+  }));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c->put("/it/now/k", "after").ok());
+  sleep_ms(200);
+  EXPECT_EQ(calls.load(), 1);
+  w.reset();
+}
+
 TEST_F(grpc_client_test, watch_from_a_compacted_revision_gets_the_notice) {
   // etcd's Compact RPC is not in our proto (the controller never compacts;
   // etcd's own auto-compaction does), so compact with etcdctl.
