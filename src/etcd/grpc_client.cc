@@ -276,11 +276,13 @@ struct grpc_client::core {
   // True if the channel is connected, waiting up to `timeout_ms` for a
   // connection being made. A write is sent only on a connected channel, so
   // false proves the write was never sent.
-  static bool connected(endpoint& ep, int64_t timeout_ms) {
+  bool connected(endpoint& ep, int64_t timeout_ms) const {
+    const int64_t until_ms = clk.monotonic_ms() + timeout_ms;
     auto st = ep.channel->GetState(true);
     while (st != GRPC_CHANNEL_READY) {
       if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) return false;
-      if (!ep.channel->WaitForStateChange(st, deadline_in(timeout_ms))) return false;
+      const int64_t left_ms = until_ms - clk.monotonic_ms();
+      if (left_ms <= 0 || !ep.channel->WaitForStateChange(st, deadline_in(left_ms))) return false;
       st = ep.channel->GetState(true);
     }
     return true;
@@ -306,8 +308,11 @@ struct grpc_client::core {
       if (k == kind::write && !connected(ep, timeout_ms)) {
         why = "not connected";
       } else {
+        // The wait for a connection came out of this attempt's time.
+        const int64_t rpc_ms = std::min(timeout_ms, end_ms - clk.monotonic_ms());
+        if (rpc_ms <= 0) break;
         grpc::ClientContext ctx;
-        ctx.set_deadline(deadline_in(timeout_ms));
+        ctx.set_deadline(deadline_in(rpc_ms));
         require_leader(ctx);
         const grpc::Status s = attempt(ep, ctx);
         if (s.ok()) {
