@@ -84,7 +84,8 @@ class grpc_client final : public client {
   ~grpc_client() override;
 
   result<range_result> range(const key_range& keys, range_options opts = {}) override;
-  result<put_result> put(const std::string& key, const std::string& value, put_options opts = {}) override;
+  result<put_result> put(const std::string& key, const std::string& value,
+                         put_options opts = {}) override;
   result<delete_result> delete_range(const key_range& keys, bool prev_kv = false) override;
   result<txn_result> txn(const txn_request& req) override;
   result<lease_grant_result> lease_grant(int64_t ttl_s) override;

@@ -11,11 +11,11 @@
 //
 // Not thread-safe: one test thread drives it.
 
-#include <sys/types.h>
-
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "base/result.h"
 
