@@ -135,7 +135,8 @@ status etcd_cluster::spawn(int i) {
   if (m.pid > 0) return status(errc::invalid_argument, m.name + " is already running");
   const std::string client_url = "http://127.0.0.1:" + std::to_string(m.client_port);
   const std::string peer_url = "http://127.0.0.1:" + std::to_string(m.peer_port);
-  // clang-format off: flag and value pairs
+  // Flag and value pairs, one pair a line.
+  // clang-format off
   std::vector<std::string> args = {
       etcd_bin_,
       "--name", m.name,
