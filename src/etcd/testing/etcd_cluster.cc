@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -160,9 +161,16 @@ status etcd_cluster::spawn(int i) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const std::string log_path = m.log_path;
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return status(errc::io_error, std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // If the test process dies without running its destructors (a crash,
+    // an assertion), the kernel kills the member too: no stray etcd is left
+    // holding ports. (The signal follows the forking thread, which is the
+    // test's main thread.)
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
