@@ -43,8 +43,9 @@
 //   Endpoints are "http://host:port" (or bare "host:port"), comma separated.
 //   https is refused (errc::invalid_config) until TLS is wired up.
 //
-// Threads: all methods may be called from any thread. Watch handles and
-// lease keepers may outlive the grpc_client (they share its channels).
+// Threads: all methods may be called from any thread. Watch handles may
+// outlive the grpc_client (they share its channels); a lease_keeper holds a
+// reference to its client and must be stopped before the client goes.
 
 #include <memory>
 #include <string>
