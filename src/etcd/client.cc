@@ -24,21 +24,30 @@ bool key_range::contains(const std::string& k) const {
 
 std::string_view compare_target_name(compare_target t) {
   switch (t) {
-    case compare_target::value: return "value";
-    case compare_target::version: return "version";
-    case compare_target::create_revision: return "create_revision";
-    case compare_target::mod_revision: return "mod_revision";
-    case compare_target::lease: return "lease";
+    case compare_target::value:
+      return "value";
+    case compare_target::version:
+      return "version";
+    case compare_target::create_revision:
+      return "create_revision";
+    case compare_target::mod_revision:
+      return "mod_revision";
+    case compare_target::lease:
+      return "lease";
   }
   return "unknown";
 }
 
 std::string_view compare_op_name(compare_op o) {
   switch (o) {
-    case compare_op::equal: return "==";
-    case compare_op::not_equal: return "!=";
-    case compare_op::less: return "<";
-    case compare_op::greater: return ">";
+    case compare_op::equal:
+      return "==";
+    case compare_op::not_equal:
+      return "!=";
+    case compare_op::less:
+      return "<";
+    case compare_op::greater:
+      return ">";
   }
   return "?";
 }

@@ -92,7 +92,7 @@ struct put_options {
 };
 
 struct put_result {
-  int64_t header_revision = 0;  // the revision of this put
+  int64_t header_revision = 0;       // the revision of this put
   std::optional<key_value> prev_kv;  // set if asked for and the key existed
 };
 
@@ -229,14 +229,14 @@ class watch_handle {
 
 // One member as seen through one endpoint, for `cluster describe`.
 struct endpoint_status {
-  std::string endpoint;     // as configured, "http://127.0.0.1:2379"
+  std::string endpoint;  // as configured, "http://127.0.0.1:2379"
   bool reachable = false;
-  std::string error;        // why not, when unreachable
+  std::string error;  // why not, when unreachable
   uint64_t member_id = 0;
-  uint64_t leader_id = 0;   // the leader this member knows of; 0: none
+  uint64_t leader_id = 0;  // the leader this member knows of; 0: none
   uint64_t raft_term = 0;
   int64_t db_size_bytes = 0;
-  std::string version;      // etcd's server version
+  std::string version;              // etcd's server version
   std::vector<std::string> alarms;  // health problems the member reports
 };
 
@@ -264,8 +264,11 @@ class client {
   // Ends the lease at once, deleting its keys. not_found if unknown.
   virtual status lease_revoke(int64_t lease_id) = 0;
 
-  // Watches `keys` from `start_revision` (inclusive; 0: from the next
-  // change). Fails only on bad arguments or when the client is shut down;
+  // Watches `keys` from `start_revision` (inclusive). 0 means "from the
+  // revision etcd has when the watch is first established", which for
+  // grpc_client may be a little after this call returns: to miss nothing,
+  // read (range) first and watch from its header_revision + 1. Fails only
+  // on bad arguments or when the client is shut down;
   // a watch whose etcd is unreachable keeps trying and says so with
   // `interrupted`.
   virtual result<std::unique_ptr<watch_handle>> watch(const key_range& keys, int64_t start_revision,

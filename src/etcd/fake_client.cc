@@ -11,7 +11,7 @@ struct fake_client::watcher {
   key_range keys;
   int64_t next_rev = 0;  // the oldest revision not yet queued for it
   watch_callback cb;
-  bool ended = false;    // cancelled, or compacted
+  bool ended = false;  // cancelled, or compacted
 };
 
 class fake_client::handle final : public watch_handle {
@@ -37,10 +37,14 @@ error unavailable_error(std::string_view why) {
 
 bool compare_numbers(int64_t have, compare_op op, int64_t want) {
   switch (op) {
-    case compare_op::equal: return have == want;
-    case compare_op::not_equal: return have != want;
-    case compare_op::less: return have < want;
-    case compare_op::greater: return have > want;
+    case compare_op::equal:
+      return have == want;
+    case compare_op::not_equal:
+      return have != want;
+    case compare_op::less:
+      return have < want;
+    case compare_op::greater:
+      return have > want;
   }
   return false;
 }
@@ -48,10 +52,14 @@ bool compare_numbers(int64_t have, compare_op op, int64_t want) {
 bool compare_bytes(const std::string& have, compare_op op, const std::string& want) {
   int c = have.compare(want);  // bytes as unsigned, like Go's bytes.Compare
   switch (op) {
-    case compare_op::equal: return c == 0;
-    case compare_op::not_equal: return c != 0;
-    case compare_op::less: return c < 0;
-    case compare_op::greater: return c > 0;
+    case compare_op::equal:
+      return c == 0;
+    case compare_op::not_equal:
+      return c != 0;
+    case compare_op::less:
+      return c < 0;
+    case compare_op::greater:
+      return c > 0;
   }
   return false;
 }
@@ -84,7 +92,8 @@ result<T> fake_client::after_write_locked(result<T> r, bool retry_if_unknown, Ag
     // What grpc_client does after a timeout with an unknown outcome:
     // repeat the write if the caller marked it safe, else report it.
     if (retry_if_unknown) return again();
-    return unavailable_error("apply_then_fail_next: the write was applied, outcome unknown to the caller");
+    return unavailable_error(
+        "apply_then_fail_next: the write was applied, outcome unknown to the caller");
   }
   return r;
 }
@@ -144,7 +153,8 @@ void fake_client::put_locked(pending_write& w, const std::string& key, const std
   w.events.push_back(watch_event{watch_event::kind::put, kv});
 }
 
-int64_t fake_client::delete_locked(pending_write& w, const key_range& keys, std::vector<key_value>* prev) {
+int64_t fake_client::delete_locked(pending_write& w, const key_range& keys,
+                                   std::vector<key_value>* prev) {
   std::vector<std::string> doomed;
   for (auto it = kvs_.lower_bound(keys.key); it != kvs_.end() && keys.contains(it->first); ++it) {
     doomed.push_back(it->first);
@@ -182,7 +192,8 @@ void fake_client::commit_locked(pending_write& w) {
   }
 }
 
-result<put_result> fake_client::put(const std::string& key, const std::string& value, put_options opts) {
+result<put_result> fake_client::put(const std::string& key, const std::string& value,
+                                    put_options opts) {
   result<put_result> r = [&]() -> result<put_result> {
     std::lock_guard lk(mu_);
     SLUICE_TRY(gate_locked());
@@ -225,13 +236,16 @@ result<delete_result> fake_client::delete_range(const key_range& keys, bool prev
 
 // ---- Reads -------------------------------------------------------------------
 
-result<range_result> fake_client::range_locked(const key_range& keys, const range_options& opts) const {
+result<range_result> fake_client::range_locked(const key_range& keys,
+                                               const range_options& opts) const {
   if (keys.key.empty()) return make_error(errc::invalid_argument, "etcd: key is not provided");
   if (opts.revision > rev_) {
-    return make_error(errc::offset_out_of_range, "etcd: mvcc: required revision is a future revision");
+    return make_error(errc::offset_out_of_range,
+                      "etcd: mvcc: required revision is a future revision");
   }
   if (opts.revision > 0 && opts.revision < compacted_) {
-    return make_error(errc::offset_out_of_range, "etcd: mvcc: required revision has been compacted");
+    return make_error(errc::offset_out_of_range,
+                      "etcd: mvcc: required revision has been compacted");
   }
   // The store as of the revision asked for: the live map, or the history
   // replayed up to that revision.
@@ -283,11 +297,16 @@ bool fake_client::compare_holds_locked(const compare& c) const {
   }
   const key_value& kv = it->second;
   switch (c.target) {
-    case compare_target::value: return compare_bytes(kv.value, c.op, c.value);
-    case compare_target::version: return compare_numbers(kv.version, c.op, c.number);
-    case compare_target::create_revision: return compare_numbers(kv.create_revision, c.op, c.number);
-    case compare_target::mod_revision: return compare_numbers(kv.mod_revision, c.op, c.number);
-    case compare_target::lease: return compare_numbers(kv.lease, c.op, c.number);
+    case compare_target::value:
+      return compare_bytes(kv.value, c.op, c.value);
+    case compare_target::version:
+      return compare_numbers(kv.version, c.op, c.number);
+    case compare_target::create_revision:
+      return compare_numbers(kv.create_revision, c.op, c.number);
+    case compare_target::mod_revision:
+      return compare_numbers(kv.mod_revision, c.op, c.number);
+    case compare_target::lease:
+      return compare_numbers(kv.lease, c.op, c.number);
   }
   return false;
 }
@@ -309,14 +328,17 @@ status fake_client::check_branch_locked(const std::vector<txn_op>& ops) const {
     } else {
       const auto& rg = std::get<range_op>(op);
       if (rg.keys.key.empty()) return status(errc::invalid_argument, "etcd: key is not provided");
-      if (rg.options.revision > rev_ || (rg.options.revision > 0 && rg.options.revision < compacted_)) {
-        return status(errc::offset_out_of_range, "etcd: mvcc: required revision is compacted or in the future");
+      if (rg.options.revision > rev_ ||
+          (rg.options.revision > 0 && rg.options.revision < compacted_)) {
+        return status(errc::offset_out_of_range,
+                      "etcd: mvcc: required revision is compacted or in the future");
       }
     }
   }
   for (const auto* d : deletes) {
     for (const auto& k : put_keys) {
-      if (d->contains(k)) return status(errc::invalid_argument, "etcd: duplicate key given in txn request");
+      if (d->contains(k))
+        return status(errc::invalid_argument, "etcd: duplicate key given in txn request");
     }
   }
   return {};
@@ -328,7 +350,8 @@ result<txn_result> fake_client::txn(const txn_request& req) {
     SLUICE_TRY(gate_locked());
     SLUICE_TRY(check_branch_locked(req.then_ops));
     SLUICE_TRY(check_branch_locked(req.else_ops));
-    return after_write_locked(txn_once_locked(req), req.retry_if_unknown, [&] { return txn_once_locked(req); });
+    return after_write_locked(txn_once_locked(req), req.retry_if_unknown,
+                              [&] { return txn_once_locked(req); });
   }();
   deliver();
   return r;
@@ -484,7 +507,8 @@ void fake_client::replay_locked(const std::shared_ptr<watcher>& w) {
   w->next_rev = rev_ + 1;
 }
 
-result<std::unique_ptr<watch_handle>> fake_client::watch(const key_range& keys, int64_t start_revision,
+result<std::unique_ptr<watch_handle>> fake_client::watch(const key_range& keys,
+                                                         int64_t start_revision,
                                                          watch_callback cb) {
   std::unique_ptr<watch_handle> h;
   {
@@ -505,13 +529,16 @@ result<std::unique_ptr<watch_handle>> fake_client::watch(const key_range& keys, 
     if (start_revision > 0 && start_revision < compacted_) {
       // etcd cancels such a watcher at once with the compact revision.
       w->ended = true;
-      pending_.emplace_back(w, watch_update{watch_update::kind::compacted, {}, compacted_,
+      pending_.emplace_back(w, watch_update{watch_update::kind::compacted,
+                                            {},
+                                            compacted_,
                                             "etcd: mvcc: required revision has been compacted"});
     } else {
       watches_[w->id] = w;
       if (unavailable_) {
-        pending_.emplace_back(w, watch_update{watch_update::kind::interrupted, {}, w->next_rev,
-                                              "set_unavailable(true)"});
+        pending_.emplace_back(
+            w, watch_update{
+                   watch_update::kind::interrupted, {}, w->next_rev, "set_unavailable(true)"});
       } else {
         replay_locked(w);
       }
@@ -562,8 +589,10 @@ void fake_client::deliver() {
 
 status fake_client::compact(int64_t rev) {
   std::lock_guard lk(mu_);
-  if (rev > rev_) return status(errc::offset_out_of_range, "etcd: mvcc: required revision is a future revision");
-  if (rev <= compacted_) return status(errc::offset_out_of_range, "etcd: mvcc: required revision has been compacted");
+  if (rev > rev_)
+    return status(errc::offset_out_of_range, "etcd: mvcc: required revision is a future revision");
+  if (rev <= compacted_)
+    return status(errc::offset_out_of_range, "etcd: mvcc: required revision has been compacted");
   compacted_ = rev;
   return {};
 }

@@ -66,7 +66,8 @@ class fake_client final : public client {
   fake_client& operator=(const fake_client&) = delete;
 
   result<range_result> range(const key_range& keys, range_options opts = {}) override;
-  result<put_result> put(const std::string& key, const std::string& value, put_options opts = {}) override;
+  result<put_result> put(const std::string& key, const std::string& value,
+                         put_options opts = {}) override;
   result<delete_result> delete_range(const key_range& keys, bool prev_kv = false) override;
   result<txn_result> txn(const txn_request& req) override;
   result<lease_grant_result> lease_grant(int64_t ttl_s) override;
@@ -109,8 +110,8 @@ class fake_client final : public client {
   result<T> after_write_locked(result<T> r, bool retry_if_unknown, Again&& again);
   result<txn_result> txn_once_locked(const txn_request& req);
   size_t expire_leases_locked();
-  void put_locked(pending_write& w, const std::string& key, const std::string& value, int64_t lease_id,
-                  std::optional<key_value>* prev);
+  void put_locked(pending_write& w, const std::string& key, const std::string& value,
+                  int64_t lease_id, std::optional<key_value>* prev);
   int64_t delete_locked(pending_write& w, const key_range& keys, std::vector<key_value>* prev);
   void commit_locked(pending_write& w);
   result<range_result> range_locked(const key_range& keys, const range_options& opts) const;

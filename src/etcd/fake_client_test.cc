@@ -1,9 +1,9 @@
 #include "etcd/fake_client.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "etcd/lease_keeper.h"
 
@@ -19,7 +19,8 @@ struct recorder {
   std::vector<watch_event> events() const {
     std::vector<watch_event> out;
     for (const auto& u : updates) {
-      if (u.type == watch_update::kind::events) out.insert(out.end(), u.events.begin(), u.events.end());
+      if (u.type == watch_update::kind::events)
+        out.insert(out.end(), u.events.begin(), u.events.end());
     }
     return out;
   }
@@ -92,12 +93,15 @@ TEST_F(fake_client_test, revisions_versions_and_prefix_ranges) {
   EXPECT_EQ(again->kvs[0].version, 1);
   EXPECT_EQ(again->kvs[0].create_revision, 7);
 
-  EXPECT_EQ(etcd_.range(key_range::one("/t/a"), range_options{.revision = 99}).code(), errc::offset_out_of_range);
+  EXPECT_EQ(etcd_.range(key_range::one("/t/a"), range_options{.revision = 99}).code(),
+            errc::offset_out_of_range);
   EXPECT_EQ(etcd_.put("", "v").code(), errc::invalid_argument);
 }
 
 TEST_F(fake_client_test, txn_create_if_absent_and_compare_and_swap) {
-  txn_request create{{compare::absent("/leader")}, {put_op{"/leader", "me", {}}}, {range_op{key_range::one("/leader"), {}}}};
+  txn_request create{{compare::absent("/leader")},
+                     {put_op{"/leader", "me", {}}},
+                     {range_op{key_range::one("/leader"), {}}}};
   auto first = etcd_.txn(create);
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(first->succeeded);
@@ -151,7 +155,8 @@ TEST_F(fake_client_test, txn_compares_like_etcd) {
   ASSERT_TRUE(etcd_.put("hi", std::string("\xff", 1)).ok());
   EXPECT_TRUE(holds(compare::value_is("hi", O::greater, "a")));
   // All compares must hold.
-  auto both = etcd_.txn(txn_request{{compare::value_is("k", O::equal, "m"), compare::absent("k")}, {}, {}});
+  auto both =
+      etcd_.txn(txn_request{{compare::value_is("k", O::equal, "m"), compare::absent("k")}, {}, {}});
   ASSERT_TRUE(both.ok());
   EXPECT_FALSE(both->succeeded);
 }
@@ -159,9 +164,11 @@ TEST_F(fake_client_test, txn_compares_like_etcd) {
 TEST_F(fake_client_test, txn_branch_checks) {
   auto dup = etcd_.txn(txn_request{{}, {put_op{"a", "1", {}}, put_op{"a", "2", {}}}, {}});
   EXPECT_EQ(dup.code(), errc::invalid_argument);
-  auto put_and_delete = etcd_.txn(txn_request{{}, {put_op{"a/x", "1", {}}}, {delete_op{key_range::prefix("a/")}}});
+  auto put_and_delete =
+      etcd_.txn(txn_request{{}, {put_op{"a/x", "1", {}}}, {delete_op{key_range::prefix("a/")}}});
   EXPECT_TRUE(put_and_delete.ok());  // different branches may touch one key
-  auto overlap = etcd_.txn(txn_request{{}, {put_op{"a/x", "1", {}}, delete_op{key_range::prefix("a/")}}, {}});
+  auto overlap =
+      etcd_.txn(txn_request{{}, {put_op{"a/x", "1", {}}, delete_op{key_range::prefix("a/")}}, {}});
   EXPECT_EQ(overlap.code(), errc::invalid_argument);
   auto bad_lease = etcd_.txn(txn_request{{}, {put_op{"a", "1", {.lease = 42}}}, {}});
   EXPECT_EQ(bad_lease.code(), errc::not_found);
@@ -169,7 +176,9 @@ TEST_F(fake_client_test, txn_branch_checks) {
 
   // One revision for all writes of a txn; a range sees the earlier writes.
   auto multi = etcd_.txn(txn_request{
-      {}, {put_op{"m/1", "a", {}}, put_op{"m/2", "b", {}}, range_op{key_range::prefix("m/"), {}}}, {}});
+      {},
+      {put_op{"m/1", "a", {}}, put_op{"m/2", "b", {}}, range_op{key_range::prefix("m/"), {}}},
+      {}});
   ASSERT_TRUE(multi.ok());
   const int64_t rev = multi->header_revision;
   EXPECT_EQ(std::get<range_result>(multi->results[2]).kvs.size(), 2u);
@@ -232,16 +241,17 @@ TEST_F(fake_client_test, leases_expire_on_any_call_and_revoke_deletes) {
 }
 
 TEST_F(fake_client_test, watch_delivers_in_revision_order_and_replays_history) {
-  ASSERT_TRUE(etcd_.put("/w/a", "1").ok());  // rev 2
+  ASSERT_TRUE(etcd_.put("/w/a", "1").ok());    // rev 2
   ASSERT_TRUE(etcd_.put("/x", "other").ok());  // rev 3
-  ASSERT_TRUE(etcd_.put("/w/b", "2").ok());  // rev 4
+  ASSERT_TRUE(etcd_.put("/w/b", "2").ok());    // rev 4
   recorder rec;
   auto w = etcd_.watch(key_range::prefix("/w/"), 2, rec.cb());
   ASSERT_TRUE(w.ok());
   // History replayed synchronously inside watch().
   ASSERT_EQ(rec.events().size(), 2u);
   ASSERT_TRUE(etcd_.delete_range(key_range::one("/w/a")).ok());  // rev 5
-  ASSERT_TRUE(etcd_.txn(txn_request{{}, {put_op{"/w/c", "3", {}}, put_op{"/w/d", "4", {}}}, {}}).ok());  // rev 6
+  ASSERT_TRUE(etcd_.txn(txn_request{{}, {put_op{"/w/c", "3", {}}, put_op{"/w/d", "4", {}}}, {}})
+                  .ok());  // rev 6
   auto ev = rec.events();
   ASSERT_EQ(ev.size(), 5u);
   int64_t last = 0;
@@ -277,6 +287,21 @@ TEST_F(fake_client_test, callback_may_write_and_its_events_come_after) {
   w = std::move(r).value();
   ASSERT_TRUE(etcd_.put("/c/ping", "1").ok());
   EXPECT_EQ(revs, (std::vector<int64_t>{2, 3}));
+}
+
+TEST_F(fake_client_test, a_callback_may_cancel_its_own_watch) {
+  int calls = 0;
+  std::unique_ptr<watch_handle> w;
+  auto r = etcd_.watch(key_range::prefix("/s/"), 0, [&](const watch_update&) {
+    ++calls;
+    w->cancel();
+  });
+  ASSERT_TRUE(r.ok());
+  w = std::move(r).value();
+  ASSERT_TRUE(etcd_.put("/s/1", "a").ok());
+  ASSERT_TRUE(etcd_.put("/s/2", "b").ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(etcd_.live_watches(), 0u);
 }
 
 TEST_F(fake_client_test, compaction_notice_for_old_start_revisions) {
@@ -337,7 +362,9 @@ TEST_F(fake_client_test, a_write_marked_safe_to_repeat_is_repeated_after_an_unkn
   // The first attempt applies; the client cannot know and repeats the txn;
   // the repeat's compare fails, and that is the answer the caller sees.
   etcd_.apply_then_fail_next(1);
-  txn_request create{{compare::absent("/owner")}, {put_op{"/owner", "me", {}}}, {range_op{key_range::one("/owner"), {}}}};
+  txn_request create{{compare::absent("/owner")},
+                     {put_op{"/owner", "me", {}}},
+                     {range_op{key_range::one("/owner"), {}}}};
   create.retry_if_unknown = true;
   auto r = etcd_.txn(create);
   ASSERT_TRUE(r.ok());
@@ -375,7 +402,8 @@ TEST_F(fake_client_test, watch_events_missed_while_unavailable_arrive_on_resume)
 // Waits (real time, bounded) for `pred`; the keeper runs on its own thread.
 template <class Pred>
 bool eventually(Pred pred) {
-  for (int i = 0; i < 4000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 4000 && !pred(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return pred();
 }
 
@@ -384,7 +412,8 @@ TEST_F(fake_client_test, lease_keeper_keeps_the_lease_past_many_ttls) {
   ASSERT_TRUE(lease.ok());
   ASSERT_TRUE(etcd_.put("/alive", "1", {.lease = lease->id}).ok());
   std::atomic<int> lost{0};
-  lease_keeper keeper(etcd_, lease->id, 3, [&](const error&) { lost++; }, clk_);
+  lease_keeper keeper(
+      etcd_, lease->id, 3, [&](const error&) { lost++; }, clk_);
   for (int i = 1; i <= 10; ++i) {
     clk_.advance_ms(1'000);
     // The keeper renews at every third of the TTL; wait for the renewal
@@ -401,7 +430,13 @@ TEST_F(fake_client_test, lease_keeper_reports_a_revoked_lease_once) {
   ASSERT_TRUE(lease.ok());
   std::atomic<int> lost{0};
   std::atomic<errc> why{errc::ok};
-  lease_keeper keeper(etcd_, lease->id, 3, [&](const error& e) { why = e.code; lost++; }, clk_);
+  lease_keeper keeper(
+      etcd_, lease->id, 3,
+      [&](const error& e) {
+        why = e.code;
+        lost++;
+      },
+      clk_);
   ASSERT_TRUE(etcd_.lease_revoke(lease->id).ok());
   clk_.advance_ms(1'000);
   ASSERT_TRUE(eventually([&] { return lost.load() == 1; }));
@@ -417,7 +452,13 @@ TEST_F(fake_client_test, lease_keeper_gives_up_after_a_ttl_without_etcd) {
   ASSERT_TRUE(lease.ok());
   std::atomic<int> lost{0};
   std::atomic<errc> why{errc::ok};
-  lease_keeper keeper(etcd_, lease->id, 3, [&](const error& e) { why = e.code; lost++; }, clk_);
+  lease_keeper keeper(
+      etcd_, lease->id, 3,
+      [&](const error& e) {
+        why = e.code;
+        lost++;
+      },
+      clk_);
   etcd_.set_unavailable(true);
   for (int i = 0; i < 5; ++i) {
     clk_.advance_ms(500);

@@ -1,8 +1,5 @@
 #include "etcd/grpc_client.h"
 
-#include <grpc/support/time.h>
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -10,6 +7,9 @@
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include <grpc/support/time.h>
+#include <grpcpp/grpcpp.h>
 
 #include "base/assert.h"
 #include "etcd/proto/etcd_rpc.grpc.pb.h"
@@ -23,12 +23,16 @@ namespace {
 // A deadline `ms` from now. gRPC measures it on its own timers (a relative
 // gpr_timespec is turned into one against gRPC's monotonic clock), so no
 // clock is read here; our own decisions (the retry budget) use sluice::clock.
-gpr_timespec deadline_in(int64_t ms) { return gpr_time_from_millis(std::max<int64_t>(ms, 1), GPR_TIMESPAN); }
+gpr_timespec deadline_in(int64_t ms) {
+  return gpr_time_from_millis(std::max<int64_t>(ms, 1), GPR_TIMESPAN);
+}
 
 // etcd's marker (rpctypes.MetadataRequireLeaderKey): a member that knows no
 // leader refuses the request at once with "no leader" (and ends streams when
 // it loses its leader) instead of letting it wait for a quorum it lacks.
-void require_leader(grpc::ClientContext& ctx) { ctx.AddMetadata("hasleader", "true"); }
+void require_leader(grpc::ClientContext& ctx) {
+  ctx.AddMetadata("hasleader", "true");
+}
 
 // What a failed attempt means for the call.
 enum class failure {
@@ -66,14 +70,20 @@ failure classify(const grpc::Status& s) {
 
 errc final_errc(const grpc::Status& s) {
   switch (s.error_code()) {
-    case grpc::StatusCode::NOT_FOUND: return errc::not_found;
-    case grpc::StatusCode::OUT_OF_RANGE: return errc::offset_out_of_range;
+    case grpc::StatusCode::NOT_FOUND:
+      return errc::not_found;
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return errc::offset_out_of_range;
     case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION: return errc::invalid_argument;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return errc::no_space;
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return errc::invalid_argument;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return errc::no_space;
     case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::PERMISSION_DENIED: return errc::invalid_config;  // etcd auth is not supported
-    default: return errc::unavailable;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return errc::invalid_config;  // etcd auth is not supported
+    default:
+      return errc::unavailable;
   }
 }
 
@@ -82,7 +92,8 @@ std::string describe(const grpc::Status& s) {
 }
 
 key_value from_pb(const ::mvccpb::KeyValue& kv) {
-  return key_value{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.version(), kv.lease()};
+  return key_value{kv.key(),          kv.value(),   kv.create_revision(),
+                   kv.mod_revision(), kv.version(), kv.lease()};
 }
 
 range_result from_pb(const pb::RangeResponse& r) {
@@ -117,7 +128,8 @@ void to_pb(const key_range& keys, const range_options& o, pb::RangeRequest* r) {
   r->set_revision(o.revision);
 }
 
-void to_pb(const std::string& key, const std::string& value, const put_options& o, pb::PutRequest* r) {
+void to_pb(const std::string& key, const std::string& value, const put_options& o,
+           pb::PutRequest* r) {
   r->set_key(key);
   r->set_value(value);
   r->set_lease(o.lease);
@@ -133,10 +145,18 @@ void to_pb(const key_range& keys, bool prev_kv, pb::DeleteRangeRequest* r) {
 void to_pb(const compare& c, pb::Compare* r) {
   r->set_key(c.key);
   switch (c.op) {
-    case compare_op::equal: r->set_result(pb::Compare::EQUAL); break;
-    case compare_op::not_equal: r->set_result(pb::Compare::NOT_EQUAL); break;
-    case compare_op::less: r->set_result(pb::Compare::LESS); break;
-    case compare_op::greater: r->set_result(pb::Compare::GREATER); break;
+    case compare_op::equal:
+      r->set_result(pb::Compare::EQUAL);
+      break;
+    case compare_op::not_equal:
+      r->set_result(pb::Compare::NOT_EQUAL);
+      break;
+    case compare_op::less:
+      r->set_result(pb::Compare::LESS);
+      break;
+    case compare_op::greater:
+      r->set_result(pb::Compare::GREATER);
+      break;
   }
   switch (c.target) {
     case compare_target::value:
@@ -174,7 +194,8 @@ void to_pb(const txn_op& op, pb::RequestOp* r) {
 }
 
 bool has_write(const std::vector<txn_op>& ops) {
-  return std::any_of(ops.begin(), ops.end(), [](const txn_op& op) { return !std::holds_alternative<range_op>(op); });
+  return std::any_of(ops.begin(), ops.end(),
+                     [](const txn_op& op) { return !std::holds_alternative<range_op>(op); });
 }
 
 }  // namespace
@@ -197,12 +218,14 @@ result<std::vector<endpoint_address>> parse_endpoints(std::string_view list) {
     if (e.empty()) continue;
     const std::string given(e);
     if (e.starts_with("https://")) {
-      return make_error(errc::invalid_config, "etcd endpoint " + given +
-                                                  ": https (TLS) is not supported yet; use http:// on a trusted network");
+      return make_error(errc::invalid_config,
+                        "etcd endpoint " + given +
+                            ": https (TLS) is not supported yet; use http:// on a trusted network");
     }
     if (e.starts_with("http://")) e.remove_prefix(7);
     if (e.find("://") != std::string_view::npos || e.find('/') != std::string_view::npos) {
-      return make_error(errc::invalid_config, "etcd endpoint " + given + ": expected http://host:port");
+      return make_error(errc::invalid_config,
+                        "etcd endpoint " + given + ": expected http://host:port");
     }
     const size_t colon = e.rfind(':');
     if (colon == std::string_view::npos || colon == 0) {
@@ -211,13 +234,15 @@ result<std::vector<endpoint_address>> parse_endpoints(std::string_view list) {
     int port = 0;
     const std::string_view port_text = e.substr(colon + 1);
     auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || port <= 0 || port > 65535) {
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || port <= 0 ||
+        port > 65535) {
       return make_error(errc::invalid_config, "etcd endpoint " + given + ": bad port");
     }
     out.push_back(endpoint_address{"http://" + std::string(e), std::string(e)});
     if (out.size() > limits::max_etcd_endpoints) {
-      return make_error(errc::invalid_config, "more than " + std::to_string(limits::max_etcd_endpoints) +
-                                                  " etcd endpoints");
+      return make_error(
+          errc::invalid_config,
+          "more than " + std::to_string(limits::max_etcd_endpoints) + " etcd endpoints");
     }
   }
   if (out.empty()) return make_error(errc::invalid_config, "no etcd endpoints given");
@@ -276,11 +301,13 @@ struct grpc_client::core {
   // True if the channel is connected, waiting up to `timeout_ms` for a
   // connection being made. A write is sent only on a connected channel, so
   // false proves the write was never sent.
-  static bool connected(endpoint& ep, int64_t timeout_ms) {
+  bool connected(endpoint& ep, int64_t timeout_ms) const {
+    const int64_t until_ms = clk.monotonic_ms() + timeout_ms;
     auto st = ep.channel->GetState(true);
     while (st != GRPC_CHANNEL_READY) {
       if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) return false;
-      if (!ep.channel->WaitForStateChange(st, deadline_in(timeout_ms))) return false;
+      const int64_t left_ms = until_ms - clk.monotonic_ms();
+      if (left_ms <= 0 || !ep.channel->WaitForStateChange(st, deadline_in(left_ms))) return false;
       st = ep.channel->GetState(true);
     }
     return true;
@@ -306,8 +333,11 @@ struct grpc_client::core {
       if (k == kind::write && !connected(ep, timeout_ms)) {
         why = "not connected";
       } else {
+        // The wait for a connection came out of this attempt's time.
+        const int64_t rpc_ms = std::min(timeout_ms, end_ms - clk.monotonic_ms());
+        if (rpc_ms <= 0) break;
         grpc::ClientContext ctx;
-        ctx.set_deadline(deadline_in(timeout_ms));
+        ctx.set_deadline(deadline_in(rpc_ms));
         require_leader(ctx);
         const grpc::Status s = attempt(ep, ctx);
         if (s.ok()) {
@@ -316,21 +346,23 @@ struct grpc_client::core {
         }
         const failure f = classify(s);
         if (f == failure::final) {
-          return status(final_errc(s), "etcd " + std::string(what) + " at " + ep.address.url + ": " + s.error_message());
+          return status(final_errc(s), "etcd " + std::string(what) + " at " + ep.address.url +
+                                           ": " + s.error_message());
         }
         why = describe(s);
         if (k == kind::write && f == failure::unknown) {
           return status(errc::unavailable, "etcd " + std::string(what) +
-                                               " outcome unknown (it may have been applied): " + ep.address.url +
-                                               ": " + why);
+                                               " outcome unknown (it may have been applied): " +
+                                               ep.address.url + ": " + why);
         }
       }
       ++at;
       current.store(at % eps.size());
       sleep_until(std::min(clk.monotonic_ms() + backoff_ms(attempts), end_ms));
     }
-    std::string msg = "etcd unavailable: " + std::string(what) + " failed " + std::to_string(attempts) +
-                      " times in " + std::to_string(clk.monotonic_ms() - start_ms) + " ms at " + endpoint_list() +
+    std::string msg = "etcd unavailable: " + std::string(what) + " failed " +
+                      std::to_string(attempts) + " times in " +
+                      std::to_string(clk.monotonic_ms() - start_ms) + " ms at " + endpoint_list() +
                       "; last errors:";
     for (size_t i = 0; i < eps.size(); ++i) {
       msg += " " + eps[i].address.url + ": " + (last[i].empty() ? "not tried" : last[i]) + ";";
@@ -340,13 +372,15 @@ struct grpc_client::core {
   }
 };
 
-result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_options& opts, const clock& clk) {
+result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_options& opts,
+                                                         const clock& clk) {
   SLUICE_ASSIGN_OR_RETURN(auto addrs, parse_endpoints(opts.endpoints));
   if (opts.request_timeout_ms <= 0 || opts.retry_budget_ms <= 0 || opts.backoff_initial_ms <= 0 ||
       opts.backoff_max_ms < opts.backoff_initial_ms || opts.backoff_jitter_percent < 0 ||
       opts.backoff_jitter_percent > 100) {
-    return make_error(errc::invalid_config, "etcd client: timeouts and backoffs must be positive, "
-                                            "backoff max >= initial, jitter 0..100 percent");
+    return make_error(errc::invalid_config,
+                      "etcd client: timeouts and backoffs must be positive, "
+                      "backoff max >= initial, jitter 0..100 percent");
   }
   auto c = std::make_shared<core>(opts, clk);
   c->addresses = addrs;
@@ -357,7 +391,8 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
     // return, not after gRPC's default backoff of up to two minutes.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(limits::etcd_reconnect_backoff_max_ms));
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                static_cast<int>(limits::etcd_reconnect_backoff_max_ms));
     // Pings on open streams (watches) find a member that stopped answering
     // without closing the connection. etcd refuses pings more often than
     // every 5 s (--grpc-keepalive-min-time) and without streams.
@@ -381,7 +416,9 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
 grpc_client::grpc_client(std::shared_ptr<core> c) : core_(std::move(c)) {}
 grpc_client::~grpc_client() = default;
 
-const std::vector<endpoint_address>& grpc_client::endpoints() const { return core_->addresses; }
+const std::vector<endpoint_address>& grpc_client::endpoints() const {
+  return core_->addresses;
+}
 
 // ---- KV ----------------------------------------------------------------------------
 
@@ -389,13 +426,15 @@ result<range_result> grpc_client::range(const key_range& keys, range_options opt
   pb::RangeRequest req;
   to_pb(keys, opts, &req);
   pb::RangeResponse resp;
-  SLUICE_TRY(core_->call("range", core::kind::read, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
-    return ep.kv->Range(&ctx, req, &resp);
-  }));
+  SLUICE_TRY(
+      core_->call("range", core::kind::read, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+        return ep.kv->Range(&ctx, req, &resp);
+      }));
   return from_pb(resp);
 }
 
-result<put_result> grpc_client::put(const std::string& key, const std::string& value, put_options opts) {
+result<put_result> grpc_client::put(const std::string& key, const std::string& value,
+                                    put_options opts) {
   pb::PutRequest req;
   to_pb(key, value, opts, &req);
   pb::PutResponse resp;
@@ -410,9 +449,10 @@ result<delete_result> grpc_client::delete_range(const key_range& keys, bool prev
   pb::DeleteRangeRequest req;
   to_pb(keys, prev_kv, &req);
   pb::DeleteRangeResponse resp;
-  SLUICE_TRY(core_->call("delete_range", core::kind::write, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
-    return ep.kv->DeleteRange(&ctx, req, &resp);
-  }));
+  SLUICE_TRY(core_->call("delete_range", core::kind::write, 0,
+                         [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+                           return ep.kv->DeleteRange(&ctx, req, &resp);
+                         }));
   return from_pb(resp);
 }
 
@@ -432,14 +472,22 @@ result<txn_result> grpc_client::txn(const txn_request& t) {
   out.header_revision = resp.header().revision();
   for (const auto& r : resp.responses()) {
     switch (r.response_case()) {
-      case pb::ResponseOp::kResponsePut: out.results.emplace_back(from_pb(r.response_put())); break;
-      case pb::ResponseOp::kResponseDeleteRange: out.results.emplace_back(from_pb(r.response_delete_range())); break;
-      case pb::ResponseOp::kResponseRange: out.results.emplace_back(from_pb(r.response_range())); break;
-      default: return make_error(errc::malformed, "etcd txn answered with an op we did not send");
+      case pb::ResponseOp::kResponsePut:
+        out.results.emplace_back(from_pb(r.response_put()));
+        break;
+      case pb::ResponseOp::kResponseDeleteRange:
+        out.results.emplace_back(from_pb(r.response_delete_range()));
+        break;
+      case pb::ResponseOp::kResponseRange:
+        out.results.emplace_back(from_pb(r.response_range()));
+        break;
+      default:
+        return make_error(errc::malformed, "etcd txn answered with an op we did not send");
     }
   }
   // The ops of a txn all see (and their writes make) the txn's revision.
-  for (auto& r : out.results) std::visit([&](auto& x) { x.header_revision = out.header_revision; }, r);
+  for (auto& r : out.results)
+    std::visit([&](auto& x) { x.header_revision = out.header_revision; }, r);
   return out;
 }
 
@@ -450,35 +498,37 @@ result<lease_grant_result> grpc_client::lease_grant(int64_t ttl_s) {
   pb::LeaseGrantRequest req;
   req.set_ttl(ttl_s);
   pb::LeaseGrantResponse resp;
-  SLUICE_TRY(core_->call("lease_grant", core::kind::read, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
-    return ep.lease->LeaseGrant(&ctx, req, &resp);
-  }));
-  if (!resp.error().empty()) return make_error(errc::unavailable, "etcd lease_grant: " + resp.error());
+  SLUICE_TRY(core_->call("lease_grant", core::kind::read, 0,
+                         [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+                           return ep.lease->LeaseGrant(&ctx, req, &resp);
+                         }));
+  if (!resp.error().empty())
+    return make_error(errc::unavailable, "etcd lease_grant: " + resp.error());
   return lease_grant_result{resp.id(), resp.ttl()};
 }
 
 result<int64_t> grpc_client::lease_keepalive_once(int64_t lease_id, int64_t budget_ms) {
   int64_t ttl = 0;
-  SLUICE_TRY(core_->call("lease_keepalive", core::kind::read, budget_ms,
-                         [&](core::endpoint& ep, grpc::ClientContext& ctx) {
-                           auto stream = ep.lease->LeaseKeepAlive(&ctx);
-                           pb::LeaseKeepAliveRequest req;
-                           req.set_id(lease_id);
-                           pb::LeaseKeepAliveResponse resp;
-                           bool got = false;
-                           if (stream->Write(req)) {
-                             stream->WritesDone();
-                             got = stream->Read(&resp);
-                           }
-                           if (got) ctx.TryCancel();  // we have our answer; do not wait for the close
-                           grpc::Status s = stream->Finish();
-                           if (got) {
-                             ttl = std::max<int64_t>(resp.ttl(), 0);
-                             return grpc::Status::OK;
-                           }
-                           return s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keepalive stream closed")
-                                         : s;
-                         }));
+  SLUICE_TRY(core_->call(
+      "lease_keepalive", core::kind::read, budget_ms,
+      [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+        auto stream = ep.lease->LeaseKeepAlive(&ctx);
+        pb::LeaseKeepAliveRequest req;
+        req.set_id(lease_id);
+        pb::LeaseKeepAliveResponse resp;
+        bool got = false;
+        if (stream->Write(req)) {
+          stream->WritesDone();
+          got = stream->Read(&resp);
+        }
+        if (got) ctx.TryCancel();  // we have our answer; do not wait for the close
+        grpc::Status s = stream->Finish();
+        if (got) {
+          ttl = std::max<int64_t>(resp.ttl(), 0);
+          return grpc::Status::OK;
+        }
+        return s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keepalive stream closed") : s;
+      }));
   return ttl;
 }
 
@@ -486,9 +536,10 @@ result<int64_t> grpc_client::lease_time_to_live(int64_t lease_id) {
   pb::LeaseTimeToLiveRequest req;
   req.set_id(lease_id);
   pb::LeaseTimeToLiveResponse resp;
-  SLUICE_TRY(core_->call("lease_time_to_live", core::kind::read, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
-    return ep.lease->LeaseTimeToLive(&ctx, req, &resp);
-  }));
+  SLUICE_TRY(core_->call("lease_time_to_live", core::kind::read, 0,
+                         [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+                           return ep.lease->LeaseTimeToLive(&ctx, req, &resp);
+                         }));
   return std::max<int64_t>(resp.ttl(), 0);
 }
 
@@ -498,9 +549,10 @@ status grpc_client::lease_revoke(int64_t lease_id) {
   pb::LeaseRevokeResponse resp;
   // Retried like a read: a second revoke of a lease the first one did
   // revoke answers not_found, which callers read as "gone" anyway.
-  return core_->call("lease_revoke", core::kind::read, 0, [&](core::endpoint& ep, grpc::ClientContext& ctx) {
-    return ep.lease->LeaseRevoke(&ctx, req, &resp);
-  });
+  return core_->call("lease_revoke", core::kind::read, 0,
+                     [&](core::endpoint& ep, grpc::ClientContext& ctx) {
+                       return ep.lease->LeaseRevoke(&ctx, req, &resp);
+                     });
 }
 
 // ---- Status --------------------------------------------------------------------------
@@ -539,7 +591,8 @@ namespace {
 
 class grpc_watch final : public watch_handle {
  public:
-  grpc_watch(std::shared_ptr<grpc_client::core> c, key_range keys, int64_t start_revision, watch_callback cb)
+  grpc_watch(std::shared_ptr<grpc_client::core> c, key_range keys, int64_t start_revision,
+             watch_callback cb)
       : core_(std::move(c)), keys_(std::move(keys)), next_rev_(start_revision), cb_(std::move(cb)) {
     thread_ = std::thread([this] { run(); });
   }
@@ -587,8 +640,11 @@ class grpc_watch final : public watch_handle {
       pb::WatchResponse resp;
       while (!cancelled() && stream->Read(&resp)) {
         if (resp.compact_revision() > 0) {
-          deliver(watch_update{watch_update::kind::compacted, {}, resp.compact_revision(),
-                               "etcd: revision " + std::to_string(next_rev_) + " has been compacted"});
+          deliver(
+              watch_update{watch_update::kind::compacted,
+                           {},
+                           resp.compact_revision(),
+                           "etcd: revision " + std::to_string(next_rev_) + " has been compacted"});
           ended = true;
           break;
         }
@@ -603,7 +659,8 @@ class grpc_watch final : public watch_handle {
           attempts_ = 0;
           if (interrupted) {
             interrupted = false;
-            deliver(watch_update{watch_update::kind::resumed, {}, next_rev_, "resumed at " + ep.address.url});
+            deliver(watch_update{
+                watch_update::kind::resumed, {}, next_rev_, "resumed at " + ep.address.url});
           }
         }
         if (resp.events_size() == 0) continue;
@@ -611,7 +668,8 @@ class grpc_watch final : public watch_handle {
         for (const auto& e : resp.events()) {
           if (e.kv().mod_revision() < next_rev_) continue;  // seen before a reconnect
           watch_event ev;
-          ev.type = e.type() == ::mvccpb::Event::DELETE ? watch_event::kind::del : watch_event::kind::put;
+          ev.type =
+              e.type() == ::mvccpb::Event::DELETE ? watch_event::kind::del : watch_event::kind::put;
           ev.kv = from_pb(e.kv());
           u.revision = ev.kv.mod_revision;
           u.events.push_back(std::move(ev));
@@ -668,12 +726,15 @@ class grpc_watch final : public watch_handle {
 
 }  // namespace
 
-result<std::unique_ptr<watch_handle>> grpc_client::watch(const key_range& keys, int64_t start_revision,
+result<std::unique_ptr<watch_handle>> grpc_client::watch(const key_range& keys,
+                                                         int64_t start_revision,
                                                          watch_callback cb) {
   if (keys.key.empty()) return make_error(errc::invalid_argument, "etcd watch: empty key");
   if (!cb) return make_error(errc::invalid_argument, "etcd watch: no callback");
-  if (start_revision < 0) return make_error(errc::invalid_argument, "etcd watch: negative start revision");
-  return std::unique_ptr<watch_handle>(std::make_unique<grpc_watch>(core_, keys, start_revision, std::move(cb)));
+  if (start_revision < 0)
+    return make_error(errc::invalid_argument, "etcd watch: negative start revision");
+  return std::unique_ptr<watch_handle>(
+      std::make_unique<grpc_watch>(core_, keys, start_revision, std::move(cb)));
 }
 
 }  // namespace sluice::etcd

@@ -43,8 +43,9 @@
 //   Endpoints are "http://host:port" (or bare "host:port"), comma separated.
 //   https is refused (errc::invalid_config) until TLS is wired up.
 //
-// Threads: all methods may be called from any thread. Watch handles and
-// lease keepers may outlive the grpc_client (they share its channels).
+// Threads: all methods may be called from any thread. Watch handles may
+// outlive the grpc_client (they share its channels); a lease_keeper holds a
+// reference to its client and must be stopped before the client goes.
 
 #include <memory>
 #include <string>
@@ -84,7 +85,8 @@ class grpc_client final : public client {
   ~grpc_client() override;
 
   result<range_result> range(const key_range& keys, range_options opts = {}) override;
-  result<put_result> put(const std::string& key, const std::string& value, put_options opts = {}) override;
+  result<put_result> put(const std::string& key, const std::string& value,
+                         put_options opts = {}) override;
   result<delete_result> delete_range(const key_range& keys, bool prev_kv = false) override;
   result<txn_result> txn(const txn_request& req) override;
   result<lease_grant_result> lease_grant(int64_t ttl_s) override;

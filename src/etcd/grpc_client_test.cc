@@ -5,8 +5,6 @@
 
 #include "etcd/grpc_client.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,6 +13,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "base/clock.h"
 #include "etcd/lease_keeper.h"
@@ -25,7 +25,9 @@ namespace {
 
 using testing::etcd_cluster;
 
-void sleep_ms(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int64_t ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 // Waits (bounded) for pred; true if it came true.
 template <class Pred>
@@ -42,7 +44,8 @@ bool eventually(int64_t timeout_ms, Pred pred) {
 // (client.h): read, then a compare-and-swap on the mod_revision read; after
 // "outcome unknown" (usual while a leader is being elected) the next read
 // tells whether the write landed. Gives up after timeout_ms.
-status write_once(client& c, const std::string& key, const std::string& value, int64_t timeout_ms = 15'000) {
+status write_once(client& c, const std::string& key, const std::string& value,
+                  int64_t timeout_ms = 15'000) {
   deadline d(timeout_ms);
   error last{errc::unavailable, "no attempt"};
   while (!d.passed()) {
@@ -72,7 +75,8 @@ status delete_once(client& c, const std::string& key, int64_t timeout_ms = 15'00
     }
     if (r->kvs.empty()) return {};
     auto t = c.txn(txn_request{{compare::unchanged_since(key, r->kvs[0].mod_revision)},
-                               {delete_op{key_range::one(key)}}, {}});
+                               {delete_op{key_range::one(key)}},
+                               {}});
     if (t.ok() && t->succeeded) return {};
     if (!t.ok()) last = t.err();
   }
@@ -92,7 +96,8 @@ class grpc_client_test : public ::testing::Test {
   }
   void SetUp() override { ASSERT_NE(cluster_, nullptr) << "the etcd cluster did not start"; }
 
-  static std::unique_ptr<grpc_client> make_client(std::string endpoints, int64_t budget_ms = 5'000) {
+  static std::unique_ptr<grpc_client> make_client(std::string endpoints,
+                                                  int64_t budget_ms = 5'000) {
     grpc_client_options o;
     o.endpoints = std::move(endpoints);
     o.request_timeout_ms = 1'000;
@@ -175,7 +180,8 @@ TEST_F(grpc_client_test, put_get_and_prefix_range) {
   auto old = c->range(key_range::one("/it/kv/a"), range_options{.revision = p->header_revision});
   ASSERT_TRUE(old.ok());
   EXPECT_EQ(old->kvs[0].value, "1");
-  EXPECT_EQ(c->range(key_range::one("/x"), range_options{.revision = 1'000'000}).code(), errc::offset_out_of_range);
+  EXPECT_EQ(c->range(key_range::one("/x"), range_options{.revision = 1'000'000}).code(),
+            errc::offset_out_of_range);
 
   auto d = c->delete_range(key_range::prefix("/it/kv/"), true);
   ASSERT_TRUE(d.ok());
@@ -211,7 +217,8 @@ TEST_F(grpc_client_test, txn_create_if_absent_and_compare_and_swap) {
   ASSERT_TRUE(lost.ok());
   EXPECT_FALSE(lost->succeeded);
   // etcd refuses a branch writing one key twice.
-  auto dup = c->txn(txn_request{{}, {put_op{"/it/txn/d", "1", {}}, put_op{"/it/txn/d", "2", {}}}, {}});
+  auto dup =
+      c->txn(txn_request{{}, {put_op{"/it/txn/d", "1", {}}, put_op{"/it/txn/d", "2", {}}}, {}});
   EXPECT_EQ(dup.code(), errc::invalid_argument);
 }
 
@@ -299,7 +306,8 @@ struct watch_log {
   }
   int count(watch_update::kind k) {
     std::lock_guard lk(mu);
-    return static_cast<int>(std::count_if(updates.begin(), updates.end(), [&](auto& u) { return u.type == k; }));
+    return static_cast<int>(
+        std::count_if(updates.begin(), updates.end(), [&](auto& u) { return u.type == k; }));
   }
 };
 
@@ -313,7 +321,8 @@ TEST_F(grpc_client_test, watch_delivers_in_order_and_resumes_after_its_member_is
   watch_log log;
   auto w = watcher->watch(key_range::prefix("/it/watch/"), start->header_revision + 1, log.cb());
   ASSERT_TRUE(w.ok());
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(writer->put("/it/watch/k" + std::to_string(i), "a").ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(writer->put("/it/watch/k" + std::to_string(i), "a").ok());
   ASSERT_TRUE(eventually(5'000, [&] { return log.events().size() == 10; }));
 
   ASSERT_TRUE(cluster_->kill(0).ok());
@@ -331,7 +340,8 @@ TEST_F(grpc_client_test, watch_delivers_in_order_and_resumes_after_its_member_is
   EXPECT_EQ(log.count(watch_update::kind::resumed), 1);
   EXPECT_EQ(log.count(watch_update::kind::compacted), 0);
   auto ev = log.events();
-  for (size_t i = 1; i < ev.size(); ++i) EXPECT_EQ(ev[i].kv.mod_revision, ev[i - 1].kv.mod_revision + 1) << i;
+  for (size_t i = 1; i < ev.size(); ++i)
+    EXPECT_EQ(ev[i].kv.mod_revision, ev[i - 1].kv.mod_revision + 1) << i;
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(ev[i].kv.value, "a");
     EXPECT_EQ(ev[10 + i].kv.value, "b");
@@ -344,6 +354,33 @@ TEST_F(grpc_client_test, watch_delivers_in_order_and_resumes_after_its_member_is
   ASSERT_TRUE(cluster_->wait_healthy(0, 20'000).ok());
 }
 
+TEST_F(grpc_client_test, watch_from_now_and_cancel_from_the_callback) {
+  auto c = make_client(cluster_->endpoints());
+  std::atomic<int> calls{0};
+  std::unique_ptr<watch_handle> w;
+  std::mutex mu;
+  std::unique_lock lk(mu);  // the callback waits until `w` is set
+  auto r = c->watch(key_range::prefix("/it/now/"), 0, [&](const watch_update& u) {
+    if (u.type != watch_update::kind::events) return;
+    std::lock_guard cb_lk(mu);
+    calls++;
+    w->cancel();
+  });
+  ASSERT_TRUE(r.ok());
+  w = std::move(r).value();
+  lk.unlock();
+  // "From now" starts when etcd creates the watch: keep writing until the
+  // first event arrives.
+  ASSERT_TRUE(eventually(5'000, [&] {
+    EXPECT_TRUE(c->put("/it/now/k", "v").ok());
+    return calls.load() > 0;
+  }));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c->put("/it/now/k", "after").ok());
+  sleep_ms(200);
+  EXPECT_EQ(calls.load(), 1);
+  w.reset();
+}
+
 TEST_F(grpc_client_test, watch_from_a_compacted_revision_gets_the_notice) {
   // etcd's Compact RPC is not in our proto (the controller never compacts;
   // etcd's own auto-compaction does), so compact with etcdctl.
@@ -352,8 +389,8 @@ TEST_F(grpc_client_test, watch_from_a_compacted_revision_gets_the_notice) {
   ASSERT_TRUE(first.ok());
   auto last = c->put("/it/compact/k", "2");
   ASSERT_TRUE(last.ok());
-  const std::string cmd = "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + cluster_->endpoints() + " compact " +
-                          std::to_string(last->header_revision) + " >/dev/null 2>&1";
+  const std::string cmd = "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + cluster_->endpoints() +
+                          " compact " + std::to_string(last->header_revision) + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   watch_log log;
   auto w = c->watch(key_range::one("/it/compact/k"), first->header_revision, log.cb());

@@ -22,7 +22,9 @@ lease_keeper::lease_keeper(client& c, int64_t lease_id, int64_t ttl_s, lost_call
   thread_ = std::thread([this] { run(); });
 }
 
-lease_keeper::~lease_keeper() { stop(); }
+lease_keeper::~lease_keeper() {
+  stop();
+}
 
 void lease_keeper::stop() {
   {
@@ -76,8 +78,8 @@ void lease_keeper::run() {
       continue;
     }
     if (r.ok()) {
-      return lose(make_error(errc::not_found,
-                             "lease " + std::to_string(lease_id_) + " expired or was revoked at etcd"));
+      return lose(make_error(errc::not_found, "lease " + std::to_string(lease_id_) +
+                                                  " expired or was revoked at etcd"));
     }
     if (r.code() != errc::unavailable) {
       // Anything but "cannot reach etcd" is an answer about the lease.

@@ -11,15 +11,21 @@ timings so failover in tests takes about a second.
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 
-from sluice_harness import free_port
-
 ETCD_BIN = os.environ.get("ETCD_BIN", "/usr/bin/etcd")
 ETCDCTL_BIN = os.environ.get("ETCDCTL_BIN", "/usr/bin/etcdctl")
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now (bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class EtcdMember:

@@ -1,13 +1,5 @@
 #include "etcd/testing/etcd_cluster.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -17,13 +9,24 @@
 #include <sstream>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "base/clock.h"
 
 namespace sluice::etcd::testing {
 
 namespace {
 
-void sleep_ms(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int64_t ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 // A port nothing listens on right now: bind port 0 and let the kernel pick.
 result<int> free_port() {
@@ -60,7 +63,8 @@ bool healthy(int port) {
     if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
       char buf[1024];
       ssize_t n;
-      while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0 && answer.size() < 8192) answer.append(buf, n);
+      while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0 && answer.size() < 8192)
+        answer.append(buf, n);
     }
   }
   ::close(fd);
@@ -69,7 +73,8 @@ bool healthy(int port) {
 
 }  // namespace
 
-result<std::unique_ptr<etcd_cluster>> etcd_cluster::start(int n, int64_t timeout_ms, std::string etcd_bin) {
+result<std::unique_ptr<etcd_cluster>> etcd_cluster::start(int n, int64_t timeout_ms,
+                                                          std::string etcd_bin) {
   if (n < 1 || n > 7) return make_error(errc::invalid_argument, "etcd_cluster: 1 to 7 members");
   std::unique_ptr<etcd_cluster> c(new etcd_cluster());
   if (etcd_bin.empty()) {
@@ -131,6 +136,8 @@ status etcd_cluster::spawn(int i) {
   if (m.pid > 0) return status(errc::invalid_argument, m.name + " is already running");
   const std::string client_url = "http://127.0.0.1:" + std::to_string(m.client_port);
   const std::string peer_url = "http://127.0.0.1:" + std::to_string(m.peer_port);
+  // Flag and value pairs, one pair a line.
+  // clang-format off
   std::vector<std::string> args = {
       etcd_bin_,
       "--name", m.name,
@@ -146,15 +153,24 @@ status etcd_cluster::spawn(int i) {
       "--election-timeout", "500",
       "--log-level", "warn",
   };
+  // clang-format on
+
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls (open, dup2, execv, _exit).
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const std::string log_path = m.log_path;
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return status(errc::io_error, std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // If the test process dies without running its destructors (a crash,
+    // an assertion), the kernel kills the member too: no stray etcd is left
+    // holding ports. (The signal follows the forking thread, which is the
+    // test's main thread.)
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
@@ -209,7 +225,8 @@ status etcd_cluster::wait_healthy(int i, int64_t timeout_ms) {
       int st = 0;
       if (::waitpid(m.pid, &st, WNOHANG) == m.pid) {
         m.pid = -1;
-        return status(errc::io_error, m.name + " exited (status " + std::to_string(st) + "):\n" + log_tail(i));
+        return status(errc::io_error,
+                      m.name + " exited (status " + std::to_string(st) + "):\n" + log_tail(i));
       }
     } else {
       return status(errc::invalid_argument, m.name + " is not running");
@@ -217,7 +234,8 @@ status etcd_cluster::wait_healthy(int i, int64_t timeout_ms) {
     if (healthy(m.client_port)) return {};
     sleep_ms(50);
   }
-  return status(errc::unavailable, m.name + " not healthy within " + std::to_string(timeout_ms) + " ms:\n" + log_tail(i));
+  return status(errc::unavailable, m.name + " not healthy within " + std::to_string(timeout_ms) +
+                                       " ms:\n" + log_tail(i));
 }
 
 status etcd_cluster::wait_all_healthy(int64_t timeout_ms) {

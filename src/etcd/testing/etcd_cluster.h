@@ -6,16 +6,17 @@
 //
 // Every process it starts is tracked by pid and stopped by pid (never by
 // name); the destructor kills whatever still runs and removes the temporary
-// directory. Members run with short raft timings (heartbeat 50 ms, election
+// directory. Members also get SIGKILL from the kernel if the test process
+// dies without cleaning up (PR_SET_PDEATHSIG). Members run with short raft timings (heartbeat 50 ms, election
 // 500 ms) so failover in tests takes well under a second or two.
 //
 // Not thread-safe: one test thread drives it.
 
-#include <sys/types.h>
-
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "base/result.h"
 
