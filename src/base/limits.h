@@ -276,9 +276,14 @@ inline constexpr int64_t max_partitions_per_broker = 100'000;
 // name at its longest, plus the header and checksum lines).
 inline constexpr size_t max_clean_shutdown_record_bytes =
     static_cast<size_t>(max_partitions_per_broker) * (max_file_name_bytes + 1) + 4096;
-// A single-node broker: replication factors above 1 are refused until
-// replication lands.
-inline constexpr int64_t max_replication_factor = 1;
+// Replicas of one partition (default.replication.factor,
+// offsets.topic.replication.factor, CreateTopics). Kafka bounds it only by
+// its int16 (32767). Sluice holds a partition's assignment, and on its
+// leader a fetch state per follower, per replica, so a bound keeps what one
+// CreateTopics can make every broker hold small; 32 is far beyond any use
+// (3 is usual, 5 rare). Whether the live brokers can meet a factor is
+// checked when a topic is created, not here.
+inline constexpr int64_t max_replication_factor = 32;
 // Members per consumer group (Kafka's group.max.size is unbounded by default).
 inline constexpr int64_t max_group_size = 10'000;
 inline constexpr int64_t max_open_segment_files_upper_bound = 1 << 20;

@@ -273,7 +273,13 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(load({"--sluice.fetch.bytes.per.rtt.ms", "-1"}), "sluice.fetch.bytes.per.rtt.ms");
   expect_refused(load({"--sluice.fetch.bytes.per.rtt.ms", "1099511627777"}),
                  "sluice.fetch.bytes.per.rtt.ms");
-  expect_refused(load({"--default.replication.factor", "3"}), "default.replication.factor");
+  // Within the cap it is accepted here; the live brokers are counted when a
+  // topic is created.
+  EXPECT_EQ(load({"--default.replication.factor", "3"})->default_replication_factor, 3);
+  expect_refused(load({"--default.replication.factor", "0"}), "default.replication.factor");
+  expect_refused(load({"--default.replication.factor",
+                       std::to_string(limits::max_replication_factor + 1)}),
+                 "default.replication.factor");
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
   expect_refused(load({"--listeners", "a:1,b:2"}), "listeners");

@@ -176,7 +176,9 @@ std::vector<setting> make_schema() {
                       true, "Partitions of an auto-created topic."));
   s.push_back(int_row("default.replication.factor", "", vt::int32, "1", 1,
                       limits::max_replication_factor, true,
-                      "Replication factor of an auto-created topic (1 until replication)."));
+                      "Replication factor of a topic created without one (auto-created, or -1 "
+                      "in CreateTopics); checked against the live brokers when the topic is "
+                      "created."));
   s.push_back(bool_row("delete.topic.enable", "", "true", true, "Allow DeleteTopics."));
   s.push_back(int_row("max.request.partition.size.limit", "", vt::int32, "2000", 1, i32_max, false,
                       "Most partitions one DescribeTopicPartitions answer describes, whatever "
