@@ -72,6 +72,24 @@ inline constexpr int64_t etcd_keepalive_retry_ms = 500;
 // The largest message the client accepts from etcd (etcd's own default
 // --max-request-bytes is 1.5 MiB; ranges may answer with more).
 inline constexpr int etcd_max_receive_message_bytes = 64 << 20;
+// The broker's etcd settings (config/schema.cc; docs/configuration.md,
+// "Running a cluster"). max_etcd_endpoints above also bounds
+// sluice.etcd.endpoints.
+// sluice.etcd.prefix starts every key of a cluster; a short bound keeps
+// every key (prefix, then topic names of up to 249 bytes) well inside
+// etcd's limits and listings readable.
+inline constexpr size_t max_etcd_prefix_bytes = 128;
+// sluice.etcd.session.timeout.ms, the TTL of a broker's etcd lease. etcd
+// raises any TTL below its own minimum (1.5 election timeouts, 2 s once
+// rounded up with its default settings) to that minimum anyway, so a
+// smaller value would promise what etcd does not do. Five minutes is the
+// longest a dead broker may stay registered.
+inline constexpr int64_t min_etcd_session_timeout_ms = 2'000;
+inline constexpr int64_t max_etcd_session_timeout_ms = 300'000;
+// sluice.etcd.request.timeout.ms (default default_etcd_request_timeout_ms):
+// one attempt's deadline before the next endpoint is tried.
+inline constexpr int64_t min_etcd_request_timeout_ms = 100;
+inline constexpr int64_t max_etcd_request_timeout_ms = 60'000;
 
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after
