@@ -169,7 +169,8 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("node.id", "", vt::int32, "0", 0, i32_max, false,
                       "Id of this broker in Metadata responses (Kafka: node.id/broker.id)."));
   s.push_back(text_row("broker.rack", "", vt::string, "", {}, 0, 0, nullptr, false,
-                       "Rack (or zone) of this broker, as Metadata reports it; empty: none."));
+                       "Rack (or zone) of this broker: placement puts a partition's replicas "
+                       "on distinct racks, and Metadata reports it; empty: none."));
   s.push_back(text_row("listeners", "", vt::list, "PLAINTEXT://127.0.0.1:9092", {}, 1, 1,
                        check_listeners, false,
                        "Address to listen on, [PLAINTEXT://]host:port; port 0 picks a free one."));
