@@ -61,8 +61,9 @@ struct broker_config {
   // sluice.etcd.session.timeout.ms: how long a broker that stopped talking
   // to etcd stays registered (etcd_lease_ttl_seconds()).
   int32_t etcd_session_timeout_ms = 0;
-  // sluice.etcd.request.timeout.ms: one etcd request's deadline before the
-  // next endpoint is tried; below etcd_session_timeout_ms in cluster mode.
+  // sluice.etcd.request.timeout.ms: the deadline of one attempt at one
+  // endpoint before the next is tried (etcd::grpc_client_options::
+  // request_timeout_ms); below etcd_session_timeout_ms in cluster mode.
   int32_t etcd_request_timeout_ms = 0;
   bool auto_leader_rebalance_enable = true;
   int32_t leader_imbalance_per_broker_percentage = 0;  // 0..100

@@ -770,7 +770,8 @@ TEST(cluster_config, defaults_are_a_single_node) {
   EXPECT_EQ(b.etcd_prefix, "/sluice/");
   EXPECT_EQ(b.etcd_session_timeout_ms, 10000);
   EXPECT_EQ(b.etcd_lease_ttl_seconds(), 10);
-  EXPECT_EQ(b.etcd_request_timeout_ms, 5000);
+  // The etcd client's default, which its retry budget is sized for.
+  EXPECT_EQ(b.etcd_request_timeout_ms, limits::default_etcd_request_timeout_ms);
   EXPECT_TRUE(b.auto_leader_rebalance_enable);
   EXPECT_EQ(b.leader_imbalance_per_broker_percentage, 10);
   EXPECT_EQ(b.leader_imbalance_check_interval_seconds, 300);
@@ -920,9 +921,11 @@ TEST(cluster_config, timeouts) {
                  "sluice.etcd.request.timeout.ms");
   // In a cluster one request may not outlast the session; a single node
   // does not use either.
-  expect_refused_with(load_member({"--sluice.etcd.session.timeout.ms", "5000"}),
+  expect_refused_with(load_member({"--sluice.etcd.session.timeout.ms", "2000"}),
                       "sluice.etcd.request.timeout.ms", "not below sluice.etcd.session.timeout.ms");
-  EXPECT_TRUE(load({"--sluice.etcd.session.timeout.ms", "5000"}).ok());
+  expect_refused(load_member({"--sluice.etcd.request.timeout.ms", "10000"}),
+                 "sluice.etcd.request.timeout.ms");
+  EXPECT_TRUE(load({"--sluice.etcd.session.timeout.ms", "2000"}).ok());
 }
 
 TEST(cluster_config, cross_checks_in_cluster_mode) {

@@ -196,11 +196,13 @@ std::vector<setting> make_schema() {
                       false,
                       "How long a silent broker stays registered: its etcd lease TTL, rounded up "
                       "to whole seconds."));
-  s.push_back(int_row("sluice.etcd.request.timeout.ms", "", vt::int32, "5000",
+  // The etcd client's own default: one attempt of a few inside its 5 s
+  // retry budget, so a hung member leaves time to fail over.
+  s.push_back(int_row("sluice.etcd.request.timeout.ms", "", vt::int32, "2000",
                       limits::min_etcd_request_timeout_ms, limits::max_etcd_request_timeout_ms,
                       false,
-                      "Deadline of one etcd request, after which the next endpoint is tried; "
-                      "below sluice.etcd.session.timeout.ms."));
+                      "Deadline of one attempt of an etcd request, after which the next endpoint "
+                      "is tried; below sluice.etcd.session.timeout.ms."));
   s.push_back(bool_row("auto.leader.rebalance.enable", "", "true", false,
                        "Move leadership back to each partition's preferred replica (the first "
                        "listed) when leader.imbalance.per.broker.percentage is exceeded."));
