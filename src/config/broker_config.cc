@@ -156,8 +156,9 @@ status check_cluster_settings(const broker_config& b) {
   if (!b.cluster_mode()) return {};
   // The default 0 on every broker would make them one node in etcd.
   if (b.static_values.find("node.id") == nullptr) {
-    return bad("sluice.etcd.endpoints is set: node.id must be given (each broker of a cluster "
-               "needs its own)");
+    return bad(
+        "sluice.etcd.endpoints is set: node.id must be given (each broker of a cluster "
+        "needs its own)");
   }
   if (detail::is_unspecified_address(b.advertised_listener.host)) {
     const bool inherited = b.static_values.find("advertised.listeners") == nullptr;
@@ -355,7 +356,8 @@ result<broker_config> make_broker_config(config_map static_values,
   b.group_max_size = i32("group.max.size");
   b.group_initial_rebalance_delay_ms = i32("group.initial.rebalance.delay.ms");
   b.offsets_topic_num_partitions = i32("offsets.topic.num.partitions");
-  b.offsets_topic_replication_factor = static_cast<int16_t>(i64("offsets.topic.replication.factor"));
+  b.offsets_topic_replication_factor =
+      static_cast<int16_t>(i64("offsets.topic.replication.factor"));
   b.offsets_retention_minutes = i32("offsets.retention.minutes");
   b.offsets_retention_check_interval_ms = i64("offsets.retention.check.interval.ms");
   const auto& metrics = std::get<std::string>(get("sluice.metrics.listener"));
@@ -365,7 +367,8 @@ result<broker_config> make_broker_config(config_map static_values,
 
   // One frame of the largest size must fit beside the small frames'
   // reserve, or it could never be read (net/server.h).
-  if (b.queued_max_request_bytes < limits::min_queued_max_request_bytes(b.socket_request_max_bytes)) {
+  if (b.queued_max_request_bytes <
+      limits::min_queued_max_request_bytes(b.socket_request_max_bytes)) {
     return bad("queued.max.request.bytes: " + std::to_string(b.queued_max_request_bytes) +
                " is below socket.request.max.bytes " + std::to_string(b.socket_request_max_bytes) +
                " plus the " + std::to_string(limits::request_budget_reserve_bytes) +

@@ -46,10 +46,10 @@ std::string format_host_port(const host_port& hp);
 struct broker_config {
   int32_t node_id = 0;
   std::optional<std::string> rack;  // broker.rack; empty in the settings: none
-  host_port listener;             // listeners (one PLAINTEXT listener)
-  host_port advertised_listener;  // advertised.listeners, or the listener when unset
-  std::string data_dir;           // log.dirs (exactly one directory)
-  int32_t num_io_threads = 0;     // resolved: 0 in the file means one per core
+  host_port listener;               // listeners (one PLAINTEXT listener)
+  host_port advertised_listener;    // advertised.listeners, or the listener when unset
+  std::string data_dir;             // log.dirs (exactly one directory)
+  int32_t num_io_threads = 0;       // resolved: 0 in the file means one per core
   // ---- The cluster (docs/configuration.md, "Running a cluster").
   // sluice.etcd.endpoints, each as "http://host:port" (host in lower case,
   // IPv6 in brackets, no trailing slash), no two the same. Empty: a single

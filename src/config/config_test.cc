@@ -277,9 +277,9 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   // topic is created.
   EXPECT_EQ(load({"--default.replication.factor", "3"})->default_replication_factor, 3);
   expect_refused(load({"--default.replication.factor", "0"}), "default.replication.factor");
-  expect_refused(load({"--default.replication.factor",
-                       std::to_string(limits::max_replication_factor + 1)}),
-                 "default.replication.factor");
+  expect_refused(
+      load({"--default.replication.factor", std::to_string(limits::max_replication_factor + 1)}),
+      "default.replication.factor");
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
   expect_refused(load({"--listeners", "a:1,b:2"}), "listeners");
@@ -797,10 +797,10 @@ TEST(cluster_config, rack_and_leadership_settings) {
   EXPECT_EQ(load({"--leader.imbalance.per.broker.percentage", "100"})
                 ->leader_imbalance_per_broker_percentage,
             100);
-  EXPECT_EQ(load({"--offsets.topic.replication.factor",
-                  std::to_string(limits::max_replication_factor)})
-                ->offsets_topic_replication_factor,
-            limits::max_replication_factor);
+  EXPECT_EQ(
+      load({"--offsets.topic.replication.factor", std::to_string(limits::max_replication_factor)})
+          ->offsets_topic_replication_factor,
+      limits::max_replication_factor);
   expect_refused(load({"--leader.imbalance.per.broker.percentage", "-1"}),
                  "leader.imbalance.per.broker.percentage");
   expect_refused(load({"--leader.imbalance.per.broker.percentage", "101"}),
@@ -823,10 +823,10 @@ TEST(cluster_config, endpoint_lists_are_parsed_and_normalised) {
   ASSERT_TRUE(b.ok()) << b.err().message;
   EXPECT_TRUE(b->cluster_mode());
   EXPECT_EQ(b->node_id, 7);
-  EXPECT_EQ(b->etcd_endpoints,
-            (std::vector<std::string>{"http://etcd-1.example:2379", "http://etcd-2.example:2379",
-                                      "http://10.0.0.3:2379", "http://[::1]:2380",
-                                      "http://etcd_4:1"}));
+  EXPECT_EQ(
+      b->etcd_endpoints,
+      (std::vector<std::string>{"http://etcd-1.example:2379", "http://etcd-2.example:2379",
+                                "http://10.0.0.3:2379", "http://[::1]:2380", "http://etcd_4:1"}));
   // The value as given stays what DescribeConfigs shows.
   EXPECT_NE(b->static_values.find("sluice.etcd.endpoints"), nullptr);
 
@@ -901,14 +901,14 @@ TEST(cluster_config, prefix_rules) {
 }
 
 TEST(cluster_config, timeouts) {
-  auto b = load_member({"--sluice.etcd.session.timeout.ms", "2500",
-                        "--sluice.etcd.request.timeout.ms", "100"});
+  auto b = load_member(
+      {"--sluice.etcd.session.timeout.ms", "2500", "--sluice.etcd.request.timeout.ms", "100"});
   ASSERT_TRUE(b.ok()) << b.err().message;
   EXPECT_EQ(b->etcd_session_timeout_ms, 2500);
   EXPECT_EQ(b->etcd_lease_ttl_seconds(), 3);  // rounded up
   EXPECT_EQ(b->etcd_request_timeout_ms, 100);
-  auto longest = load({"--sluice.etcd.session.timeout.ms", "300000",
-                       "--sluice.etcd.request.timeout.ms", "60000"});
+  auto longest = load(
+      {"--sluice.etcd.session.timeout.ms", "300000", "--sluice.etcd.request.timeout.ms", "60000"});
   ASSERT_TRUE(longest.ok()) << longest.err().message;
   EXPECT_EQ(longest->etcd_lease_ttl_seconds(), 300);
   expect_refused(load({"--sluice.etcd.session.timeout.ms", "1999"}),

@@ -182,8 +182,8 @@ std::vector<setting> make_schema() {
                       "I/O threads, each owning its connections; 0: one per core."));
   // ---- The cluster: its metadata in etcd, leadership (docs/configuration.md,
   // "Running a cluster").
-  s.push_back(text_row("sluice.etcd.endpoints", "", vt::list, "", {}, 0,
-                       limits::max_etcd_endpoints, check_etcd_endpoints, false,
+  s.push_back(text_row("sluice.etcd.endpoints", "", vt::list, "", {}, 0, limits::max_etcd_endpoints,
+                       check_etcd_endpoints, false,
                        "etcd client URLs, http://host:port, comma-separated, that hold the "
                        "cluster's metadata; empty: a single node, its metadata in the data "
                        "directory."));
@@ -463,8 +463,7 @@ result<std::string> normalize_etcd_endpoint(std::string_view url) {
   const std::string_view port = rest.substr(colon + 1);
   int p = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 ||
-      p > 65535) {
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
     return refuse("port \"" + std::string(port) + "\" is not in 1..65535");
   }
   std::string normal_host;
@@ -475,7 +474,8 @@ result<std::string> normalize_etcd_endpoint(std::string_view url) {
     if (inet_pton(AF_INET6, inner.c_str(), &a) != 1) {
       return refuse("\"" + std::string(host) + "\" is not an IPv6 address");
     }
-    SLUICE_ASSERT(inet_ntop(AF_INET6, &a, buf, sizeof buf) != nullptr, "inet_ntop(AF_INET6)");
+    const char* written = inet_ntop(AF_INET6, &a, buf, sizeof buf);
+    SLUICE_ASSERT(written != nullptr, "inet_ntop(AF_INET6) into INET6_ADDRSTRLEN bytes");
     normal_host = "[" + std::string(buf) + "]";
   } else if (host.find(':') != std::string_view::npos) {
     return refuse("write an IPv6 address in brackets, http://[::1]:2379");
@@ -485,7 +485,8 @@ result<std::string> normalize_etcd_endpoint(std::string_view url) {
     if (inet_pton(AF_INET, h.c_str(), &a) != 1) {
       return refuse("\"" + h + "\" is not an IPv4 address");
     }
-    SLUICE_ASSERT(inet_ntop(AF_INET, &a, buf, sizeof buf) != nullptr, "inet_ntop(AF_INET)");
+    const char* written = inet_ntop(AF_INET, &a, buf, sizeof buf);
+    SLUICE_ASSERT(written != nullptr, "inet_ntop(AF_INET) into INET6_ADDRSTRLEN bytes");
     normal_host = buf;
   } else if (is_host_name(host)) {
     normal_host = lower_ascii(host);
