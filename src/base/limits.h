@@ -76,6 +76,24 @@ inline constexpr int etcd_max_receive_message_bytes = 64 << 20;
 // more than --max-txn-ops (128 by default), and the controller adds its own
 // compares beside them.
 inline constexpr size_t controller_txn_max_ops = 100;
+// The broker's etcd settings (config/schema.cc; docs/configuration.md,
+// "Running a cluster"). max_etcd_endpoints above also bounds
+// sluice.etcd.endpoints.
+// sluice.etcd.prefix starts every key of a cluster; a short bound keeps
+// every key (prefix, then topic names of up to 249 bytes) well inside
+// etcd's limits and listings readable.
+inline constexpr size_t max_etcd_prefix_bytes = 128;
+// sluice.etcd.session.timeout.ms, the TTL of a broker's etcd lease. etcd
+// raises any TTL below its own minimum (1.5 election timeouts, 2 s once
+// rounded up with its default settings) to that minimum anyway, so a
+// smaller value would promise what etcd does not do. Five minutes is the
+// longest a dead broker may stay registered.
+inline constexpr int64_t min_etcd_session_timeout_ms = 2'000;
+inline constexpr int64_t max_etcd_session_timeout_ms = 300'000;
+// sluice.etcd.request.timeout.ms (default default_etcd_request_timeout_ms):
+// one attempt's deadline before the next endpoint is tried.
+inline constexpr int64_t min_etcd_request_timeout_ms = 100;
+inline constexpr int64_t max_etcd_request_timeout_ms = 60'000;
 
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after
@@ -280,9 +298,14 @@ inline constexpr int64_t max_partitions_per_broker = 100'000;
 // name at its longest, plus the header and checksum lines).
 inline constexpr size_t max_clean_shutdown_record_bytes =
     static_cast<size_t>(max_partitions_per_broker) * (max_file_name_bytes + 1) + 4096;
-// A single-node broker: replication factors above 1 are refused until
-// replication lands.
-inline constexpr int64_t max_replication_factor = 1;
+// Replicas of one partition (default.replication.factor,
+// offsets.topic.replication.factor, CreateTopics). Kafka bounds it only by
+// its int16 (32767). Sluice holds a partition's assignment, and on its
+// leader a fetch state per follower, per replica, so a bound keeps what one
+// CreateTopics can make every broker hold small; 32 is far beyond any use
+// (3 is usual, 5 rare). Whether the live brokers can meet a factor is
+// checked when a topic is created, not here.
+inline constexpr int64_t max_replication_factor = 32;
 // Members per consumer group (Kafka's group.max.size is unbounded by default).
 inline constexpr int64_t max_group_size = 10'000;
 inline constexpr int64_t max_open_segment_files_upper_bound = 1 << 20;

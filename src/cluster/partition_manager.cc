@@ -184,10 +184,12 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
   if (replication_factor <= 0) {
     return create_error{errc::invalid_replication_factor, "replication factor must be larger than 0"};
   }
-  if (replication_factor > limits::max_replication_factor) {
+  // This broker alone holds every replica, so more than one cannot be met
+  // (Kafka's text for the same refusal).
+  if (replication_factor > 1) {
     return create_error{errc::invalid_replication_factor,
-                        "replication factor " + std::to_string(replication_factor) +
-                            " is larger than the 1 available broker"};
+                        "Replication factor: " + std::to_string(replication_factor) +
+                            " larger than available brokers: 1."};
   }
   auto overrides = config::make_topic_overrides(*cfg, configs);
   if (!overrides.ok()) return create_error{errc::invalid_config, overrides.err().message};

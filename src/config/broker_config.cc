@@ -150,6 +150,33 @@ status check_level(const config_map& m, std::string_view level) {
   return {};
 }
 
+// Checks between the cluster's settings and the others, each valid alone.
+// They hold only in cluster mode: a single node does not use them.
+status check_cluster_settings(const broker_config& b) {
+  if (!b.cluster_mode()) return {};
+  // The default 0 on every broker would make them one node in etcd.
+  if (b.static_values.find("node.id") == nullptr) {
+    return bad(
+        "sluice.etcd.endpoints is set: node.id must be given (each broker of a cluster "
+        "needs its own)");
+  }
+  if (detail::is_unspecified_address(b.advertised_listener.host)) {
+    const bool inherited = b.static_values.find("advertised.listeners") == nullptr;
+    return bad("advertised.listeners: " + format_host_port(b.advertised_listener) +
+               " cannot be advertised in a cluster: other brokers and clients connect to it; "
+               "give this broker's own address" +
+               (inherited ? " (advertised.listeners is unset, so the listener's is used)" : ""));
+  }
+  // A request that may outlast the lease could let the broker's
+  // registration expire while it waits on one slow etcd member.
+  if (b.etcd_request_timeout_ms >= b.etcd_session_timeout_ms) {
+    return bad("sluice.etcd.request.timeout.ms: " + std::to_string(b.etcd_request_timeout_ms) +
+               " is not below sluice.etcd.session.timeout.ms " +
+               std::to_string(b.etcd_session_timeout_ms));
+  }
+  return {};
+}
+
 void append_wrapped(std::string& out, std::string_view text, std::string_view indent,
                     size_t width) {
   size_t col = 0;
@@ -281,6 +308,8 @@ result<broker_config> make_broker_config(config_map static_values,
   };
 
   b.node_id = i32("node.id");
+  const auto& rack = std::get<std::string>(get("broker.rack"));
+  if (!rack.empty()) b.rack = rack;
   b.listener = to_host_port(list("listeners").at(0));
   const auto& advertised = list("advertised.listeners");
   b.advertised_listener = advertised.empty() ? b.listener : to_host_port(advertised.at(0));
@@ -290,6 +319,17 @@ result<broker_config> make_broker_config(config_map static_values,
     const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
     b.num_io_threads = static_cast<int32_t>(std::min(cores, limits::max_io_threads));
   }
+  for (const auto& url : list("sluice.etcd.endpoints")) {
+    auto normal = detail::normalize_etcd_endpoint(url);
+    SLUICE_ASSERT(normal.ok(), "an etcd endpoint passed its check but does not normalise");
+    b.etcd_endpoints.push_back(std::move(normal).value());
+  }
+  b.etcd_prefix = std::get<std::string>(get("sluice.etcd.prefix"));
+  b.etcd_session_timeout_ms = i32("sluice.etcd.session.timeout.ms");
+  b.etcd_request_timeout_ms = i32("sluice.etcd.request.timeout.ms");
+  b.auto_leader_rebalance_enable = flag("auto.leader.rebalance.enable");
+  b.leader_imbalance_per_broker_percentage = i32("leader.imbalance.per.broker.percentage");
+  b.leader_imbalance_check_interval_seconds = i64("leader.imbalance.check.interval.seconds");
   b.socket_request_max_bytes = i32("socket.request.max.bytes");
   b.fetch_max_bytes = i32("fetch.max.bytes");
   b.fetch_bytes_per_rtt_ms = i64("sluice.fetch.bytes.per.rtt.ms");
@@ -316,6 +356,8 @@ result<broker_config> make_broker_config(config_map static_values,
   b.group_max_size = i32("group.max.size");
   b.group_initial_rebalance_delay_ms = i32("group.initial.rebalance.delay.ms");
   b.offsets_topic_num_partitions = i32("offsets.topic.num.partitions");
+  b.offsets_topic_replication_factor =
+      static_cast<int16_t>(i64("offsets.topic.replication.factor"));
   b.offsets_retention_minutes = i32("offsets.retention.minutes");
   b.offsets_retention_check_interval_ms = i64("offsets.retention.check.interval.ms");
   const auto& metrics = std::get<std::string>(get("sluice.metrics.listener"));
@@ -325,7 +367,8 @@ result<broker_config> make_broker_config(config_map static_values,
 
   // One frame of the largest size must fit beside the small frames'
   // reserve, or it could never be read (net/server.h).
-  if (b.queued_max_request_bytes < limits::min_queued_max_request_bytes(b.socket_request_max_bytes)) {
+  if (b.queued_max_request_bytes <
+      limits::min_queued_max_request_bytes(b.socket_request_max_bytes)) {
     return bad("queued.max.request.bytes: " + std::to_string(b.queued_max_request_bytes) +
                " is below socket.request.max.bytes " + std::to_string(b.socket_request_max_bytes) +
                " plus the " + std::to_string(limits::request_budget_reserve_bytes) +
@@ -336,6 +379,7 @@ result<broker_config> make_broker_config(config_map static_values,
                " is above group.max.session.timeout.ms " +
                std::to_string(b.group_max_session_timeout_ms));
   }
+  SLUICE_TRY(check_cluster_settings(b));
   b.topic_defaults = effective_topic_config(b, config_map{});
   SLUICE_TRY(detail::check_topic_consistency(b.topic_defaults, false));
   return b;

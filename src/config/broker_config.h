@@ -45,10 +45,31 @@ std::string format_host_port(const host_port& hp);
 
 struct broker_config {
   int32_t node_id = 0;
-  host_port listener;             // listeners (one PLAINTEXT listener)
-  host_port advertised_listener;  // advertised.listeners, or the listener when unset
-  std::string data_dir;           // log.dirs (exactly one directory)
-  int32_t num_io_threads = 0;     // resolved: 0 in the file means one per core
+  std::optional<std::string> rack;  // broker.rack; empty in the settings: none
+  host_port listener;               // listeners (one PLAINTEXT listener)
+  host_port advertised_listener;    // advertised.listeners, or the listener when unset
+  std::string data_dir;             // log.dirs (exactly one directory)
+  int32_t num_io_threads = 0;       // resolved: 0 in the file means one per core
+  // ---- The cluster (docs/configuration.md, "Running a cluster").
+  // sluice.etcd.endpoints, each as "http://host:port" (host in lower case,
+  // IPv6 in brackets, no trailing slash), no two the same. Empty: a single
+  // node whose metadata lives in the data directory (cluster_mode() false).
+  std::vector<std::string> etcd_endpoints;
+  // sluice.etcd.prefix: begins every key of this cluster; starts and ends
+  // with '/'.
+  std::string etcd_prefix;
+  // sluice.etcd.session.timeout.ms: how long a broker that stopped talking
+  // to etcd stays registered (etcd_lease_ttl_seconds()).
+  int32_t etcd_session_timeout_ms = 0;
+  // sluice.etcd.request.timeout.ms: the deadline of one attempt at one
+  // endpoint before the next is tried (etcd::grpc_client_options::
+  // request_timeout_ms); below etcd_session_timeout_ms in cluster mode.
+  int32_t etcd_request_timeout_ms = 0;
+  bool auto_leader_rebalance_enable = true;
+  int32_t leader_imbalance_per_broker_percentage = 0;  // 0..100
+  int64_t leader_imbalance_check_interval_seconds = 0;
+  // __consumer_offsets is created with min(this, live brokers) replicas.
+  int16_t offsets_topic_replication_factor = 0;
   int32_t socket_request_max_bytes = 0;
   int32_t fetch_max_bytes = 0;
   int64_t fetch_bytes_per_rtt_ms = 0;  // sluice.fetch.bytes.per.rtt.ms; 0: off
@@ -89,6 +110,13 @@ struct broker_config {
   config_map static_values;           // file and command line (STATIC_BROKER_CONFIG)
   config_map dynamic_default_values;  // cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG)
   config_map dynamic_broker_values;   // this node (DYNAMIC_BROKER_CONFIG)
+
+  // A member of a cluster whose metadata lives in etcd, rather than a
+  // single node.
+  bool cluster_mode() const { return !etcd_endpoints.empty(); }
+  // The TTL of this broker's etcd lease: the session timeout rounded up to
+  // whole seconds, etcd's unit.
+  int64_t etcd_lease_ttl_seconds() const { return (int64_t{etcd_session_timeout_ms} + 999) / 1000; }
 };
 
 // What `sluice serve` was asked on its command line.

@@ -273,7 +273,13 @@ TEST(broker_config, out_of_range_refused_naming_key) {
   expect_refused(load({"--sluice.fetch.bytes.per.rtt.ms", "-1"}), "sluice.fetch.bytes.per.rtt.ms");
   expect_refused(load({"--sluice.fetch.bytes.per.rtt.ms", "1099511627777"}),
                  "sluice.fetch.bytes.per.rtt.ms");
-  expect_refused(load({"--default.replication.factor", "3"}), "default.replication.factor");
+  // Within the cap it is accepted here; the live brokers are counted when a
+  // topic is created.
+  EXPECT_EQ(load({"--default.replication.factor", "3"})->default_replication_factor, 3);
+  expect_refused(load({"--default.replication.factor", "0"}), "default.replication.factor");
+  expect_refused(
+      load({"--default.replication.factor", std::to_string(limits::max_replication_factor + 1)}),
+      "default.replication.factor");
   expect_refused(load({"--listeners", "127.0.0.1:70000"}), "listeners");
   expect_refused(load({"--listeners", "SSL://127.0.0.1:9093"}), "listeners");
   expect_refused(load({"--listeners", "a:1,b:2"}), "listeners");
@@ -735,6 +741,290 @@ TEST(broker_dynamic, replace_sets_the_whole_level) {
       replace_broker_config(
           b, true, std::vector<config_entry>{{"log.retention.ms", "1"}, {"log.retention.ms", "2"}}),
       "log.retention.ms");
+}
+
+// ---- The cluster's settings ---------------------------------------------------
+
+// Expects a refusal naming `key` whose message also holds `text`.
+template <class R>
+void expect_refused_with(const R& r, const std::string& key, const std::string& text) {
+  expect_refused(r, key);
+  if (!r.ok()) {
+    EXPECT_NE(r.err().message.find(text), std::string::npos) << r.err().message;
+  }
+}
+
+// A cluster member's command line with the given extra arguments.
+result<broker_config> load_member(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--node.id", "1", "--sluice.etcd.endpoints",
+                                   "http://127.0.0.1:2379"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return load(std::move(args));
+}
+
+TEST(cluster_config, defaults_are_a_single_node) {
+  broker_config b = defaults();
+  EXPECT_FALSE(b.rack.has_value());
+  EXPECT_TRUE(b.etcd_endpoints.empty());
+  EXPECT_FALSE(b.cluster_mode());
+  EXPECT_EQ(b.etcd_prefix, "/sluice/");
+  EXPECT_EQ(b.etcd_session_timeout_ms, 10000);
+  EXPECT_EQ(b.etcd_lease_ttl_seconds(), 10);
+  // The etcd client's default, which its retry budget is sized for.
+  EXPECT_EQ(b.etcd_request_timeout_ms, limits::default_etcd_request_timeout_ms);
+  EXPECT_TRUE(b.auto_leader_rebalance_enable);
+  EXPECT_EQ(b.leader_imbalance_per_broker_percentage, 10);
+  EXPECT_EQ(b.leader_imbalance_check_interval_seconds, 300);
+  EXPECT_EQ(b.offsets_topic_replication_factor, 3);
+  EXPECT_EQ(b.default_replication_factor, 1);
+  // A single node may listen on and advertise 0.0.0.0, and leave node.id
+  // at 0, as before.
+  EXPECT_TRUE(load({"--listeners", "0.0.0.0:9092"}).ok());
+}
+
+TEST(cluster_config, rack_and_leadership_settings) {
+  auto b = load({"--broker.rack", " eu-west-1a ", "--auto.leader.rebalance.enable", "false",
+                 "--leader.imbalance.per.broker.percentage", "0",
+                 "--leader.imbalance.check.interval.seconds", "1",
+                 "--offsets.topic.replication.factor", "1"});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->rack, "eu-west-1a");
+  EXPECT_FALSE(b->auto_leader_rebalance_enable);
+  EXPECT_EQ(b->leader_imbalance_per_broker_percentage, 0);
+  EXPECT_EQ(b->leader_imbalance_check_interval_seconds, 1);
+  EXPECT_EQ(b->offsets_topic_replication_factor, 1);
+  EXPECT_FALSE(load({"--broker.rack", ""})->rack.has_value());
+  EXPECT_EQ(load({"--leader.imbalance.per.broker.percentage", "100"})
+                ->leader_imbalance_per_broker_percentage,
+            100);
+  EXPECT_EQ(
+      load({"--offsets.topic.replication.factor", std::to_string(limits::max_replication_factor)})
+          ->offsets_topic_replication_factor,
+      limits::max_replication_factor);
+  expect_refused(load({"--leader.imbalance.per.broker.percentage", "-1"}),
+                 "leader.imbalance.per.broker.percentage");
+  expect_refused(load({"--leader.imbalance.per.broker.percentage", "101"}),
+                 "leader.imbalance.per.broker.percentage");
+  expect_refused(load({"--leader.imbalance.check.interval.seconds", "0"}),
+                 "leader.imbalance.check.interval.seconds");
+  expect_refused(load({"--auto.leader.rebalance.enable", "1"}), "auto.leader.rebalance.enable");
+  expect_refused(load({"--offsets.topic.replication.factor", "0"}),
+                 "offsets.topic.replication.factor");
+  expect_refused(load({"--offsets.topic.replication.factor",
+                       std::to_string(limits::max_replication_factor + 1)}),
+                 "offsets.topic.replication.factor");
+  expect_refused(load({"--broker.rack", "a\tb"}), "broker.rack");
+}
+
+TEST(cluster_config, endpoint_lists_are_parsed_and_normalised) {
+  auto b = load({"--node.id", "7", "--sluice.etcd.endpoints",
+                 " http://etcd-1.example:2379 ,HTTP://ETCD-2.Example:02379/, "
+                 "http://10.0.0.3:2379,http://[0:0::1]:2380,http://etcd_4:1"});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_TRUE(b->cluster_mode());
+  EXPECT_EQ(b->node_id, 7);
+  EXPECT_EQ(
+      b->etcd_endpoints,
+      (std::vector<std::string>{"http://etcd-1.example:2379", "http://etcd-2.example:2379",
+                                "http://10.0.0.3:2379", "http://[::1]:2380", "http://etcd_4:1"}));
+  // The value as given stays what DescribeConfigs shows.
+  EXPECT_NE(b->static_values.find("sluice.etcd.endpoints"), nullptr);
+
+  std::string most;
+  for (size_t i = 0; i < limits::max_etcd_endpoints; ++i) {
+    most += (i == 0 ? "http://e" : ",http://e") + std::to_string(i) + ":2379";
+  }
+  auto full = load({"--node.id", "1", "--sluice.etcd.endpoints", most});
+  ASSERT_TRUE(full.ok()) << full.err().message;
+  EXPECT_EQ(full->etcd_endpoints.size(), limits::max_etcd_endpoints);
+  const std::string many = most + ",http://one-more:2379";
+  expect_refused_with(load({"--node.id", "1", "--sluice.etcd.endpoints", many}),
+                      "sluice.etcd.endpoints", "17 items, expected 0 to 16");
+}
+
+TEST(cluster_config, bad_endpoints_refused_with_their_reason) {
+  const std::string key = "sluice.etcd.endpoints";
+  auto refused = [&](const std::string& list, const std::string& text) {
+    SCOPED_TRACE(list);
+    expect_refused_with(load({"--node.id", "1", "--" + key, list}), key, text);
+  };
+  refused("https://etcd:2379", "TLS to etcd is not supported yet");
+  refused("http://a:2379,HTTPS://b:2379", "TLS to etcd is not supported yet");
+  refused("etcd:2379", "not an http://host:port URL");
+  refused("grpc://etcd:2379", "not an http://host:port URL");
+  refused("http://etcd", "no port");
+  refused("http://[::1]", "no port");
+  refused("http://etcd:", "not in 1..65535");
+  refused("http://etcd:0", "not in 1..65535");
+  refused("http://etcd:65536", "not in 1..65535");
+  refused("http://etcd:-1", "not in 1..65535");
+  refused("http://etcd:23x9", "not in 1..65535");
+  refused("http://etcd:2379/v3", "without a path");
+  refused("http://user@etcd:2379", "without a path, query or user");
+  refused("http://etcd:2379?x=1", "without a path");
+  refused("http://:2379", "not a host name or IP address");
+  refused("http://et cd:2379", "not a host name or IP address");
+  refused("http://etcd..lan:2379", "not a host name or IP address");
+  refused("http://-etcd:2379", "not a host name or IP address");
+  refused("http://" + std::string(64, 'a') + ":2379", "not a host name or IP address");
+  refused("http://10.0.0.256:2379", "not an IPv4 address");
+  refused("http://10.0.1:2379", "not an IPv4 address");
+  refused("http://[::g]:2379", "not an IPv6 address");
+  refused("http://::1:2379", "brackets");
+  refused("http://0.0.0.0:2379", "no address to connect to");
+  refused("http://[::]:2379", "no address to connect to");
+  // The list's own shape: no empty item (a trailing comma makes one), no
+  // endpoint twice, however it is spelled.
+  refused("http://a:2379,", "empty list item");
+  refused("http://a:2379,,http://b:2379", "empty list item");
+  refused("http://a:2379,http://a:2379", "listed twice");
+  refused("http://a:2379,HTTP://A:2379/", "listed twice");
+  refused("http://[::1]:2379,http://[0::1]:02379", "listed twice");
+}
+
+TEST(cluster_config, prefix_rules) {
+  const std::string key = "sluice.etcd.prefix";
+  for (const std::string ok : {"/sluice/", "//", "/prod/sluice-1/", "/a_b.c~d/"}) {
+    auto b = load({"--" + key, ok});
+    ASSERT_TRUE(b.ok()) << ok << ": " << b.err().message;
+    EXPECT_EQ(b->etcd_prefix, ok);
+  }
+  const std::string longest = "/" + std::string(limits::max_etcd_prefix_bytes - 2, 'p') + "/";
+  EXPECT_EQ(load({"--" + key, longest})->etcd_prefix, longest);
+  expect_refused_with(load({"--" + key, "/" + longest}), key, "2 to 128 characters");
+  expect_refused_with(load({"--" + key, "/"}), key, "2 to 128 characters");
+  expect_refused_with(load({"--" + key, ""}), key, "2 to 128 characters");
+  expect_refused_with(load({"--" + key, "sluice/"}), key, "start and end with '/'");
+  expect_refused_with(load({"--" + key, "/sluice"}), key, "start and end with '/'");
+  expect_refused_with(load({"--" + key, "/my cluster/"}), key, "printable ASCII without spaces");
+  expect_refused_with(load({"--" + key, "/caf\xc3\xa9/"}), key, "printable ASCII without spaces");
+}
+
+TEST(cluster_config, timeouts) {
+  auto b = load_member(
+      {"--sluice.etcd.session.timeout.ms", "2500", "--sluice.etcd.request.timeout.ms", "100"});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->etcd_session_timeout_ms, 2500);
+  EXPECT_EQ(b->etcd_lease_ttl_seconds(), 3);  // rounded up
+  EXPECT_EQ(b->etcd_request_timeout_ms, 100);
+  auto longest = load(
+      {"--sluice.etcd.session.timeout.ms", "300000", "--sluice.etcd.request.timeout.ms", "60000"});
+  ASSERT_TRUE(longest.ok()) << longest.err().message;
+  EXPECT_EQ(longest->etcd_lease_ttl_seconds(), 300);
+  expect_refused(load({"--sluice.etcd.session.timeout.ms", "1999"}),
+                 "sluice.etcd.session.timeout.ms");
+  expect_refused(load({"--sluice.etcd.session.timeout.ms", "300001"}),
+                 "sluice.etcd.session.timeout.ms");
+  expect_refused(load({"--sluice.etcd.request.timeout.ms", "99"}),
+                 "sluice.etcd.request.timeout.ms");
+  expect_refused(load({"--sluice.etcd.request.timeout.ms", "60001"}),
+                 "sluice.etcd.request.timeout.ms");
+  // In a cluster one request may not outlast the session; a single node
+  // does not use either.
+  expect_refused_with(load_member({"--sluice.etcd.session.timeout.ms", "2000"}),
+                      "sluice.etcd.request.timeout.ms", "not below sluice.etcd.session.timeout.ms");
+  expect_refused(load_member({"--sluice.etcd.request.timeout.ms", "10000"}),
+                 "sluice.etcd.request.timeout.ms");
+  EXPECT_TRUE(load({"--sluice.etcd.session.timeout.ms", "2000"}).ok());
+}
+
+TEST(cluster_config, cross_checks_in_cluster_mode) {
+  auto no_id = load({"--sluice.etcd.endpoints", "http://127.0.0.1:2379"});
+  ASSERT_FALSE(no_id.ok());
+  EXPECT_EQ(no_id.code(), errc::invalid_config);
+  EXPECT_EQ(no_id.err().message,
+            "sluice.etcd.endpoints is set: node.id must be given (each broker of a cluster "
+            "needs its own)");
+  // Given explicitly, even as 0, it is this broker's own.
+  EXPECT_TRUE(load({"--sluice.etcd.endpoints", "http://127.0.0.1:2379", "--node.id", "0"}).ok());
+
+  expect_refused_with(load_member({"--listeners", "0.0.0.0:9092"}), "advertised.listeners",
+                      "advertised.listeners is unset");
+  expect_refused_with(load_member({"--listeners", "PLAINTEXT://:9092"}), "advertised.listeners",
+                      "other brokers and clients connect to it");
+  expect_refused_with(
+      load_member({"--listeners", "0.0.0.0:9092", "--advertised.listeners", "0.0.0.0:9092"}),
+      "advertised.listeners", "0.0.0.0:9092 cannot be advertised");
+  expect_refused(load_member({"--advertised.listeners", "[::]:9092"}), "advertised.listeners");
+  auto ok = load_member({"--listeners", "0.0.0.0:9092", "--advertised.listeners", "b1.lan:9092"});
+  ASSERT_TRUE(ok.ok()) << ok.err().message;
+  EXPECT_EQ(format_host_port(ok->advertised_listener), "b1.lan:9092");
+}
+
+TEST(cluster_config, toml_file_sets_them) {
+  temp_dir dir;
+  dir.write("cluster.toml", R"(
+node.id = 2
+broker.rack = "rack-b"
+listeners = "PLAINTEXT://0.0.0.0:9092"
+advertised.listeners = "PLAINTEXT://broker-2.lan:9092"
+auto.leader.rebalance.enable = false
+offsets.topic.replication.factor = 5
+
+[sluice.etcd]
+endpoints = ["http://etcd-1.lan:2379", "http://etcd-2.lan:2379"]
+prefix = "/prod/"
+session.timeout.ms = 15000
+request.timeout.ms = 2000
+
+[leader.imbalance]
+per.broker.percentage = 20
+check.interval.seconds = 60
+)");
+  auto b = load({"--config", dir.file("cluster.toml")});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->node_id, 2);
+  EXPECT_EQ(b->rack, "rack-b");
+  EXPECT_TRUE(b->cluster_mode());
+  EXPECT_EQ(b->etcd_endpoints,
+            (std::vector<std::string>{"http://etcd-1.lan:2379", "http://etcd-2.lan:2379"}));
+  EXPECT_EQ(b->etcd_prefix, "/prod/");
+  EXPECT_EQ(b->etcd_session_timeout_ms, 15000);
+  EXPECT_EQ(b->etcd_lease_ttl_seconds(), 15);
+  EXPECT_EQ(b->etcd_request_timeout_ms, 2000);
+  EXPECT_FALSE(b->auto_leader_rebalance_enable);
+  EXPECT_EQ(b->leader_imbalance_per_broker_percentage, 20);
+  EXPECT_EQ(b->leader_imbalance_check_interval_seconds, 60);
+  EXPECT_EQ(b->offsets_topic_replication_factor, 5);
+  EXPECT_EQ(format_host_port(b->advertised_listener), "broker-2.lan:9092");
+
+  // One comma-separated string works as in a list, and node.id from the
+  // file counts as given.
+  dir.write("string.toml",
+            "node.id = 3\n\"sluice.etcd.endpoints\" = \"http://e1:2379, http://e2:2379\"\n");
+  auto s = load({"--config", dir.file("string.toml")});
+  ASSERT_TRUE(s.ok()) << s.err().message;
+  EXPECT_EQ(s->etcd_endpoints.size(), 2u);
+  // The file's refusals name the key and the line.
+  dir.write("tls.toml", "node.id = 1\nsluice.etcd.endpoints = [\"https://e1:2379\"]\n");
+  expect_refused_with(load({"--config", dir.file("tls.toml")}), "tls.toml:2",
+                      "TLS to etcd is not supported yet");
+  dir.write("short.toml", "offsets.topic.replication.factor = \"3\"\n");
+  expect_refused(load({"--config", dir.file("short.toml")}), "offsets.topic.replication.factor");
+}
+
+TEST(cluster_config, static_and_listed_in_help) {
+  const std::string help = render_help();
+  broker_config b = defaults();
+  for (const char* key :
+       {"broker.rack", "sluice.etcd.endpoints", "sluice.etcd.prefix",
+        "sluice.etcd.session.timeout.ms", "sluice.etcd.request.timeout.ms",
+        "auto.leader.rebalance.enable", "leader.imbalance.per.broker.percentage",
+        "leader.imbalance.check.interval.seconds", "offsets.topic.replication.factor"}) {
+    SCOPED_TRACE(key);
+    const setting* s = find_broker_setting(key);
+    ASSERT_NE(s, nullptr);
+    EXPECT_FALSE(s->dynamic);
+    EXPECT_NE(help.find("--" + std::string(key) + " "), std::string::npos);
+    expect_not_dynamic(
+        alter_broker_config(b, false, std::vector<alter_request>{{key, alter_op::set, "1"}}),
+        {key});
+  }
+  EXPECT_NE(help.find("--offsets.topic.replication.factor int16"), std::string::npos);
+  EXPECT_NE(help.find("default: \"/sluice/\""), std::string::npos);
+  EXPECT_NE(help.find("range: 2000..300000"), std::string::npos);
+  EXPECT_NE(help.find("min(this, live brokers)"), std::string::npos);
+  EXPECT_NE(help.find("checked against the live brokers"), std::string::npos);
 }
 
 // ---- Persisted overrides ------------------------------------------------------

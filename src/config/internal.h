@@ -24,6 +24,18 @@ sourced_value broker_value(const broker_config& b, const setting& s);
 // Checks between settings that each are valid alone (min <= max).
 status check_topic_consistency(const topic_config& t, bool topic_level);
 
+// One sluice.etcd.endpoints item in its normal form, "http://host:port":
+// scheme and host name in lower case, an IPv4 or IPv6 address as inet_ntop
+// writes it (IPv6 in brackets), the port without leading zeros, no trailing
+// slash. Refuses (errc::invalid_config, a message without the key) https://
+// and other schemes, a path, query or user, a missing or bad port, a bad
+// host, and the unspecified addresses.
+result<std::string> normalize_etcd_endpoint(std::string_view url);
+
+// True for an address nobody can connect to: 0.0.0.0 or :: in any
+// spelling, or an empty host (which the listeners read as 0.0.0.0).
+bool is_unspecified_address(std::string_view host);
+
 // " (did you mean X?)" for a mistyped key, or "" when nothing is close.
 // `topic` picks which names to compare against.
 std::string suggestion(std::string_view key, bool topic);

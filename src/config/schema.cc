@@ -10,7 +10,11 @@
 #include <limits>
 #include <string>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "base/limits.h"
+#include "config/internal.h"
 
 namespace sluice::config {
 namespace {
@@ -72,6 +76,41 @@ std::optional<std::string> check_path(const config_value& v) {
   return std::nullopt;
 }
 
+// sluice.etcd.endpoints: every item an http://host:port URL, and no
+// endpoint twice, however it is spelled.
+std::optional<std::string> check_etcd_endpoints(const config_value& v) {
+  std::vector<std::string> seen;
+  for (const auto& item : std::get<std::vector<std::string>>(v)) {
+    auto normal = detail::normalize_etcd_endpoint(item);
+    if (!normal.ok()) return normal.err().message;
+    if (std::find(seen.begin(), seen.end(), *normal) != seen.end()) {
+      return "\"" + item + "\" is listed twice (as " + *normal + ")";
+    }
+    seen.push_back(std::move(normal).value());
+  }
+  return std::nullopt;
+}
+
+// sluice.etcd.prefix: every key of the cluster is this followed by a
+// relative path, so it is a whole path segment, '/' on both ends.
+std::optional<std::string> check_etcd_prefix(const config_value& v) {
+  const auto& p = std::get<std::string>(v);
+  const std::string shown = "\"" + p + "\"";
+  if (p.size() < 2 || p.size() > limits::max_etcd_prefix_bytes) {
+    return shown + " is not 2 to " + std::to_string(limits::max_etcd_prefix_bytes) +
+           " characters long";
+  }
+  for (char c : p) {
+    if (c <= ' ' || c > '~') {
+      return shown + " has a character other than printable ASCII without spaces";
+    }
+  }
+  if (p.front() != '/' || p.back() != '/') {
+    return shown + " must start and end with '/', like /sluice/";
+  }
+  return std::nullopt;
+}
+
 // Row builders keep the table below readable.
 setting int_row(std::string_view name, std::string_view topic, value_type t, std::string_view def,
                 int64_t lo, int64_t hi, bool dynamic, std::string_view doc) {
@@ -129,6 +168,9 @@ std::vector<setting> make_schema() {
   // ---- The node and its listeners.
   s.push_back(int_row("node.id", "", vt::int32, "0", 0, i32_max, false,
                       "Id of this broker in Metadata responses (Kafka: node.id/broker.id)."));
+  s.push_back(text_row("broker.rack", "", vt::string, "", {}, 0, 0, nullptr, false,
+                       "Rack (or zone) of this broker: placement puts a partition's replicas "
+                       "on distinct racks, and Metadata reports it; empty: none."));
   s.push_back(text_row("listeners", "", vt::list, "PLAINTEXT://127.0.0.1:9092", {}, 1, 1,
                        check_listeners, false,
                        "Address to listen on, [PLAINTEXT://]host:port; port 0 picks a free one."));
@@ -138,6 +180,38 @@ std::vector<setting> make_schema() {
                        "The data directory (Sluice keeps exactly one)."));
   s.push_back(int_row("num.io.threads", "", vt::int32, "0", 0, limits::max_io_threads, false,
                       "I/O threads, each owning its connections; 0: one per core."));
+  // ---- The cluster: its metadata in etcd, leadership (docs/configuration.md,
+  // "Running a cluster").
+  s.push_back(text_row("sluice.etcd.endpoints", "", vt::list, "", {}, 0, limits::max_etcd_endpoints,
+                       check_etcd_endpoints, false,
+                       "etcd client URLs, http://host:port, comma-separated, that hold the "
+                       "cluster's metadata; empty: a single node, its metadata in the data "
+                       "directory."));
+  s.push_back(text_row("sluice.etcd.prefix", "", vt::string, "/sluice/", {}, 0, 0,
+                       check_etcd_prefix, false,
+                       "Prefix of every etcd key of this cluster, starting and ending with '/'; "
+                       "clusters sharing an etcd need different ones."));
+  s.push_back(int_row("sluice.etcd.session.timeout.ms", "", vt::int32, "10000",
+                      limits::min_etcd_session_timeout_ms, limits::max_etcd_session_timeout_ms,
+                      false,
+                      "How long a silent broker stays registered: its etcd lease TTL, rounded up "
+                      "to whole seconds."));
+  // The etcd client's own default: one attempt of a few inside its 5 s
+  // retry budget, so a hung member leaves time to fail over.
+  s.push_back(int_row("sluice.etcd.request.timeout.ms", "", vt::int32, "2000",
+                      limits::min_etcd_request_timeout_ms, limits::max_etcd_request_timeout_ms,
+                      false,
+                      "Deadline of one attempt of an etcd request, after which the next endpoint "
+                      "is tried; below sluice.etcd.session.timeout.ms."));
+  s.push_back(bool_row("auto.leader.rebalance.enable", "", "true", false,
+                       "Move leadership back to each partition's preferred replica (the first "
+                       "listed) when leader.imbalance.per.broker.percentage is exceeded."));
+  s.push_back(int_row("leader.imbalance.per.broker.percentage", "", vt::int32, "10", 0, 100, false,
+                      "Share of a broker's preferred partitions led by others above which "
+                      "leadership is rebalanced."));
+  // At most i64_max / 1000 so that the interval in milliseconds fits an int64.
+  s.push_back(int_row("leader.imbalance.check.interval.seconds", "", vt::int64, "300", 1,
+                      i64_max / 1000, false, "How often leader imbalance is checked."));
   // ---- Network limits.
   s.push_back(int_row("socket.request.max.bytes", "", vt::int32, "104857600", 1,
                       limits::max_socket_request_max_bytes, false,
@@ -176,7 +250,9 @@ std::vector<setting> make_schema() {
                       true, "Partitions of an auto-created topic."));
   s.push_back(int_row("default.replication.factor", "", vt::int32, "1", 1,
                       limits::max_replication_factor, true,
-                      "Replication factor of an auto-created topic (1 until replication)."));
+                      "Replication factor of a topic created without one (auto-created, or -1 "
+                      "in CreateTopics); checked against the live brokers when the topic is "
+                      "created."));
   s.push_back(bool_row("delete.topic.enable", "", "true", true, "Allow DeleteTopics."));
   s.push_back(int_row("max.request.partition.size.limit", "", vt::int32, "2000", 1, i32_max, false,
                       "Most partitions one DescribeTopicPartitions answer describes, whatever "
@@ -271,6 +347,10 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("offsets.topic.num.partitions", "", vt::int32, "50", 1,
                       limits::max_partitions_per_topic, false,
                       "Partitions of __consumer_offsets (fixed once it exists)."));
+  s.push_back(int_row("offsets.topic.replication.factor", "", vt::int16, "3", 1,
+                      limits::max_replication_factor, false,
+                      "__consumer_offsets gets min(this, live brokers) replicas when it is "
+                      "created (Kafka refuses to create it with fewer live brokers)."));
   s.push_back(int_row("offsets.retention.minutes", "", vt::int32, "10080", 1, i32_max, true,
                       "Committed offsets of an empty group expire after this."));
   s.push_back(int_row("offsets.retention.check.interval.ms", "", vt::int64, "600000", 1, i64_max,
@@ -320,7 +400,106 @@ std::string join_allowed(std::span<const std::string_view> allowed) {
   return out;
 }
 
+std::string lower_ascii(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// RFC 1123 host names (letters, digits and inner hyphens, dot-separated
+// labels of 1..63), plus '_', which resolvers accept and container tools
+// put in names.
+bool is_host_name(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  while (true) {
+    size_t dot = h.find('.');
+    std::string_view label = h.substr(0, dot);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    h.remove_prefix(dot + 1);
+  }
+}
+
 }  // namespace
+
+namespace detail {
+
+bool is_unspecified_address(std::string_view host) {
+  if (host.empty()) return true;
+  const std::string h(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return v4.s_addr == INADDR_ANY;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_UNSPECIFIED(&v6);
+  return false;
+}
+
+result<std::string> normalize_etcd_endpoint(std::string_view url) {
+  auto refuse = [&](const std::string& why) {
+    return error{errc::invalid_config, quoted(url) + ": " + why};
+  };
+  const size_t scheme_end = url.find("://");
+  const std::string scheme =
+      scheme_end == std::string_view::npos ? "" : lower_ascii(url.substr(0, scheme_end));
+  if (scheme == "https") return refuse("TLS to etcd is not supported yet; give http:// URLs");
+  if (scheme != "http") return refuse("not an http://host:port URL");
+  std::string_view rest = url.substr(scheme_end + 3);
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);  // "http://h:2379/" is h:2379
+  if (rest.find_first_of("/?#@") != std::string_view::npos) {
+    return refuse("only http://host:port is accepted, without a path, query or user");
+  }
+  const size_t colon = rest.rfind(':');
+  const bool bracketed = !rest.empty() && rest.front() == '[';
+  if (colon == std::string_view::npos || (bracketed && rest.substr(0, colon).back() != ']')) {
+    return refuse("no port; write http://host:port (etcd's client port is usually 2379)");
+  }
+  std::string_view host = rest.substr(0, colon);
+  const std::string_view port = rest.substr(colon + 1);
+  int p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
+    return refuse("port \"" + std::string(port) + "\" is not in 1..65535");
+  }
+  std::string normal_host;
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (bracketed) {
+    const std::string inner(host.substr(1, host.size() - 2));
+    in6_addr a{};
+    if (inet_pton(AF_INET6, inner.c_str(), &a) != 1) {
+      return refuse("\"" + std::string(host) + "\" is not an IPv6 address");
+    }
+    const char* written = inet_ntop(AF_INET6, &a, buf, sizeof buf);
+    SLUICE_ASSERT(written != nullptr, "inet_ntop(AF_INET6) into INET6_ADDRSTRLEN bytes");
+    normal_host = "[" + std::string(buf) + "]";
+  } else if (host.find(':') != std::string_view::npos) {
+    return refuse("write an IPv6 address in brackets, http://[::1]:2379");
+  } else if (!host.empty() && host.find_first_not_of("0123456789.") == std::string_view::npos) {
+    const std::string h(host);
+    in_addr a{};
+    if (inet_pton(AF_INET, h.c_str(), &a) != 1) {
+      return refuse("\"" + h + "\" is not an IPv4 address");
+    }
+    const char* written = inet_ntop(AF_INET, &a, buf, sizeof buf);
+    SLUICE_ASSERT(written != nullptr, "inet_ntop(AF_INET) into INET6_ADDRSTRLEN bytes");
+    normal_host = buf;
+  } else if (is_host_name(host)) {
+    normal_host = lower_ascii(host);
+  } else {
+    return refuse("\"" + std::string(host) + "\" is not a host name or IP address");
+  }
+  if (is_unspecified_address(bracketed ? host.substr(1, host.size() - 2) : host)) {
+    return refuse(std::string(host) + " is no address to connect to; name an etcd member");
+  }
+  return "http://" + normal_host + ":" + std::to_string(p);
+}
+
+}  // namespace detail
 
 std::string_view value_type_name(value_type t) {
   switch (t) {
