@@ -48,6 +48,15 @@ replica_state partition::replicas() const {
   return s;
 }
 
+errc partition::check_leader(int32_t current_leader_epoch) const {
+  if (!is_leader()) return errc::not_leader;
+  if (current_leader_epoch < 0) return errc::ok;
+  const int32_t mine = epoch_.load(std::memory_order_acquire);
+  if (current_leader_epoch < mine) return errc::fenced_leader_epoch;
+  if (current_leader_epoch > mine) return errc::unknown_leader_epoch;
+  return errc::ok;
+}
+
 bool partition::apply_state(const replica_list& replicas, const partition_state& st) {
   // append_mu_ first (as append takes it), so no append is between its
   // leadership check and its epoch stamp while the state changes.

@@ -125,6 +125,12 @@ class partition {
   bool apply_state(const replica_list& replicas, const partition_state& st);
   // Whether this broker leads the partition (appends are accepted).
   bool is_leader() const { return leader_.load(std::memory_order_acquire); }
+  // Whether a client's request (Fetch, ListOffsets, DeleteRecords) may be
+  // served here: errc::not_leader when this broker follows;
+  // fenced_leader_epoch when the client's `current_leader_epoch` (-1: not
+  // given) is older than this leader's, unknown_leader_epoch when newer
+  // (this broker has not learnt of it yet); ok otherwise.
+  errc check_leader(int32_t current_leader_epoch = -1) const;
 
   // ---- Reading (storage::log::read's contract) ------------------------------
   // The region of whole batches from the one holding `o`, at most

@@ -634,6 +634,8 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   EXPECT_EQ(part->epoch(), leader_epoch(3));
   auto b = storage::testing::make_batch(1, 10, 1);
   EXPECT_EQ(part->append(b, 1'700'000'000'000).error, errc::not_leader);
+  EXPECT_EQ(part->check_leader(), errc::not_leader);
+  EXPECT_EQ(part->check_leader(3), errc::not_leader);
   const replica_state rs = part->replicas();
   EXPECT_EQ(rs.role, replica_role::follower);
   EXPECT_EQ(rs.leader_id, 5);
@@ -666,6 +668,11 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   ASSERT_TRUE(pm_->refresh_state("r", 0));
   EXPECT_TRUE(part->is_leader());
   EXPECT_EQ(part->epoch(), leader_epoch(4));
+  // A client's leader epoch: older is fenced, newer unknown here yet.
+  EXPECT_EQ(part->check_leader(), errc::ok);
+  EXPECT_EQ(part->check_leader(4), errc::ok);
+  EXPECT_EQ(part->check_leader(3), errc::fenced_leader_epoch);
+  EXPECT_EQ(part->check_leader(5), errc::unknown_leader_epoch);
   auto b2 = storage::testing::make_batch(1, 10, 1);
   auto out = part->append(b2, 1'700'000'000'000);
   ASSERT_EQ(out.error, errc::ok) << out.message;

@@ -204,6 +204,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::invalid_replica_assignment: return error_code::invalid_replica_assignment;
     case errc::not_controller: return error_code::not_controller;
     case errc::fenced_leader_epoch: return error_code::fenced_leader_epoch;
+    case errc::unknown_leader_epoch: return error_code::unknown_leader_epoch;
     case errc::invalid_update_version: return error_code::invalid_update_version;
     case errc::ineligible_replica: return error_code::ineligible_replica;
     case errc::invalid_producer_epoch: return error_code::invalid_producer_epoch;

@@ -24,6 +24,10 @@ void handle_delete_records(request req) {
         out.error_code = to_wire(pm.missing_partition_error(t.name, p.partition_index));
         continue;
       }
+      if (auto e = part->check_leader(); e != errc::ok) {
+        out.error_code = to_wire(e);
+        continue;
+      }
       // -1 means "up to the high watermark".
       offset target = p.offset == -1 ? part->high_watermark() : offset(p.offset);
       if (target < offset(0) || target > part->high_watermark()) {

@@ -9,6 +9,7 @@
 // its metadata and fetches by the new id: nothing of the new topic is ever
 // answered under the old id.
 
+#include <map>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,6 +38,7 @@ struct fetch_target {
   std::shared_ptr<cluster::partition> part;  // null: unknown partition
   std::shared_ptr<session_partition> in_session;  // for incremental answers
   error_code id_error = error_code::none;  // why a topic named by id has no `part`
+  int32_t current_leader_epoch = -1;       // the client's, v9+ (-1: not given)
 };
 
 // The target for a partition named by `name` (before v13) or by `id` (v13+;
@@ -140,6 +142,13 @@ bool fetch_op::attempt(bool final) {
         e = t.part ? error_code::unknown_topic_or_partition
                    : to_kafka_error(req.svc->partitions->missing_partition_error(t.topic, t.partition));
       }
+      rd.error = to_wire(e);
+      any_error = true;
+      continue;
+    }
+    if (auto e = t.part->check_leader(t.current_leader_epoch); e != errc::ok) {
+      // Another broker leads (or the client's epoch is not this leader's):
+      // the client refreshes its metadata and goes there.
       rd.error = to_wire(e);
       any_error = true;
       continue;
@@ -320,17 +329,28 @@ void handle_fetch(request req) {
         op->session->upsert(t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes);
     }
     op->session->next_epoch = op->incremental ? (epoch == INT32_MAX ? 1 : epoch + 1) : 1;
+    // The leader epochs this request names (a session's other partitions
+    // carry none: -1).
+    std::map<std::pair<std::string, int32_t>, int32_t> epochs;
+    for (const auto& t : body->topics) {
+      const std::string name = by_id ? resolve_name(t.topic_id) : t.topic;
+      for (const auto& p : t.partitions) epochs[{name, p.partition}] = p.current_leader_epoch;
+    }
     for (auto& sp : op->session->partitions) {
       op->targets.push_back(
           make_target(pm, by_id, sp->topic_id, sp->topic, sp->partition, sp->fetch_offset, sp->max_bytes, sp));
+      if (auto e = epochs.find({sp->topic, sp->partition}); e != epochs.end())
+        op->targets.back().current_leader_epoch = e->second;
     }
   } else {
     for (const auto& t : body->topics) {
       // One lookup per topic, not per partition.
       const std::string name = by_id ? resolve_name(t.topic_id) : t.topic;
-      for (const auto& p : t.partitions)
+      for (const auto& p : t.partitions) {
         op->targets.push_back(
             make_target(pm, by_id, t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes, nullptr));
+        op->targets.back().current_leader_epoch = p.current_leader_epoch;
+      }
     }
   }
   // The scan for records starts after the partition that ended the last
