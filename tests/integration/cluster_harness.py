@@ -231,7 +231,7 @@ class ClusterBroker:
         self._reap()
         return rc
 
-    def signal(self, sig):
+    def send_signal(self, sig):
         if not self.running():
             raise RuntimeError(f"broker {self.node_id} is not running")
         os.kill(self.proc.pid, sig)
@@ -334,12 +334,12 @@ class Cluster:
         """SIGSTOP: the process keeps its sockets but does nothing, like a
         broker stuck in a long pause; its etcd lease runs out."""
         b = self._brokers[node_id]
-        b.signal(signal.SIGSTOP)
+        b.send_signal(signal.SIGSTOP)
         b.paused = True
 
     def resume(self, node_id):
         b = self._brokers[node_id]
-        b.signal(signal.SIGCONT)
+        b.send_signal(signal.SIGCONT)
         b.paused = False
 
     def restart(self, node_id, timeout=30.0):
