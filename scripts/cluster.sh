@@ -21,6 +21,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=${SLUICE_CLUSTER_DIR:-./sluice-cluster}
 sluice_bin=${SLUICE_BIN:-$repo/build/bin/sluice}
 etcd_bin=${ETCD_BIN:-/usr/bin/etcd}
+etcdctl_bin=${ETCDCTL_BIN:-/usr/bin/etcdctl}
 session_timeout_ms=${SESSION_TIMEOUT_MS:-4000}
 etcd_client_ports=(2379 2381 2383)
 etcd_peer_ports=(2380 2382 2384)
@@ -170,6 +171,7 @@ do_start() {
   local i id port metrics_port log pidfile bootstrap="" initial_cluster="" state
   [ -x "$sluice_bin" ] || die "$sluice_bin is not built: run scripts/build.sh first"
   [ -x "$etcd_bin" ] || die "$etcd_bin not found: install the etcd-server package"
+  [ -x "$etcdctl_bin" ] || die "$etcdctl_bin not found: install the etcd-client package"
   for f in "$dir"/etcd-m*.pid $(broker_pidfiles); do
     [ -f "$f" ] || continue
     if pid_alive "$f" "$etcd_bin" || pid_alive "$f" "$sluice_bin"; then
@@ -208,7 +210,8 @@ do_start() {
   echo -n "etcd: waiting for three healthy members "
   for i in 0 1 2; do
     for ((t = 0; t < 300; t++)); do
-      curl -fsS -m 1 "http://127.0.0.1:${etcd_client_ports[$i]}/health" 2>/dev/null | grep -q '"health":"true"' && break
+      if ETCDCTL_API=3 "$etcdctl_bin" --endpoints="http://127.0.0.1:${etcd_client_ports[$i]}" \
+        --command-timeout=1s endpoint health >/dev/null 2>&1; then break; fi
       pid_alive "$dir/etcd-m$i.pid" "$etcd_bin" ||
         fail_start "etcd member m$i exited; its log, $dir/etcd-m$i.log, ends:$(echo; tail -n 20 "$dir/etcd-m$i.log")"
       sleep 0.1
