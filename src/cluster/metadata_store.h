@@ -47,6 +47,16 @@ using sluice::topic_id;
 
 // The brokers that hold a partition's replicas, the preferred leader first.
 using replica_list = controller::partition_assignment;
+// New partitions a creation or growth asks for: `count` partitions of
+// `replication_factor` replicas each, placed by the store (the controller,
+// in a cluster) unless `assignment` names the replicas of each (one entry
+// per new partition, as CreateTopics' explicit assignments do).
+struct partition_request {
+  int32_t count = 0;
+  int16_t replication_factor = 1;
+  std::vector<replica_list> assignment;
+};
+
 struct topic_info {
   std::string name;
   topic_id id{};
@@ -79,21 +89,30 @@ class metadata_store {
   virtual std::vector<topic_info> list() const = 0;
   virtual size_t size() const = 0;
 
-  // Adds a topic with a new id and one partition per entry of `assignment`
-  // (1..limits::max_partitions_per_topic of them, each naming at least one
-  // broker).
-  virtual result<topic_info> create(const std::string& name, std::vector<replica_list> assignment,
+  // Whether create() or add_partitions() could place `req` now (the
+  // replication factor against the brokers there are, an explicit
+  // assignment's brokers): errc::invalid_replication_factor with Kafka's
+  // message, or ok. For validate_only requests; create() checks it again.
+  virtual status check_request(const partition_request& req) const = 0;
+  // Adds a topic with a new id and `req.count` partitions
+  // (1..limits::max_partitions_per_topic).
+  virtual result<topic_info> create(const std::string& name, const partition_request& req,
                                     const config::config_map& overrides) = 0;
   virtual status remove(const std::string& name) = 0;
-  // Adds partitions after the last, one per entry of `added` (the count
-  // never shrinks).
-  virtual status add_partitions(const std::string& name, std::vector<replica_list> added) = 0;
+  // Adds `req.count` partitions after the last (the count never shrinks).
+  virtual status add_partitions(const std::string& name, const partition_request& req) = 0;
   // Replaces the topic's overrides.
   virtual status set_overrides(const std::string& name, const config::config_map& overrides) = 0;
 
   // The partition's state, or nullopt when its topic or the partition does
   // not exist.
   virtual std::optional<partition_state> state(const std::string& topic, int32_t partition) const = 0;
+
+  // True when a controller makes the store's changes and they reach this
+  // broker through the store (a cluster): the partition manager then
+  // creates and deletes logs when the store tells it
+  // (partition_manager::on_store_change), not when it asks for a change.
+  virtual bool follows_controller() const { return false; }
 };
 
 }  // namespace sluice::cluster

@@ -160,9 +160,6 @@ std::vector<int32_t> partition_manager::hosted_from(const topic_info& t, int32_t
   return out;
 }
 
-std::vector<replica_list> partition_manager::assign_here(int32_t count) const {
-  return std::vector<replica_list>(static_cast<size_t>(count), replica_list{replicas_->node_id()});
-}
 
 std::optional<topic_info> partition_manager::topic(const std::string& name) const { return table_->get(name); }
 
@@ -184,12 +181,10 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
   if (replication_factor <= 0) {
     return create_error{errc::invalid_replication_factor, "replication factor must be larger than 0"};
   }
-  // This broker alone holds every replica, so more than one cannot be met
-  // (Kafka's text for the same refusal).
-  if (replication_factor > 1) {
-    return create_error{errc::invalid_replication_factor,
-                        "Replication factor: " + std::to_string(replication_factor) +
-                            " larger than available brokers: 1."};
+  // Whether the brokers can hold that many replicas is the store's to say
+  // (a single broker: one; a cluster: its live brokers).
+  if (auto s = table_->check_request(partition_request{partitions, replication_factor, {}}); !s.ok()) {
+    return create_error{s.code(), s.err().message};
   }
   auto overrides = config::make_topic_overrides(*cfg, configs);
   if (!overrides.ok()) return create_error{errc::invalid_config, overrides.err().message};
@@ -207,7 +202,7 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
                                                           std::to_string(limits::max_partitions_per_broker)};
   }
   if (validate_only) return std::nullopt;
-  auto t = table_->create(name, assign_here(partitions), *overrides);
+  auto t = table_->create(name, partition_request{partitions, replication_factor, {}}, *overrides);
   if (!t.ok()) return create_error{t.code(), t.err().message};
   replicas_->add_slots(name, partitions);
   if (mode == create_mode::background) {
@@ -310,7 +305,8 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
   }
   if (validate_only) return std::nullopt;
   const int32_t first = t->partitions;
-  if (auto s = table_->add_partitions(name, assign_here(total - first)); !s.ok()) {
+  const auto rf = static_cast<int16_t>(t->assignment.empty() ? 1 : t->assignment[0].size());
+  if (auto s = table_->add_partitions(name, partition_request{total - first, rf, {}}); !s.ok()) {
     return create_error{s.code(), s.err().message};
   }
   t = table_->get(name);

@@ -201,9 +201,6 @@ class partition_manager {
   void install(const topic_info& t, int32_t p, std::shared_ptr<partition> part);
   // The partitions of `t` from `first` on that this broker hosts.
   std::vector<int32_t> hosted_from(const topic_info& t, int32_t first) const;
-  // The assignment of `count` new partitions: this broker alone (placement
-  // over brokers is the controller's, issue 19).
-  std::vector<replica_list> assign_here(int32_t count) const;
   void enqueue_creation(std::string topic, std::vector<int32_t> partitions);
   void start_creator();
   void stop_creator();

@@ -507,29 +507,27 @@ class memory_store final : public metadata_store {
     std::lock_guard g(mu_);
     return topics_.size();
   }
-  result<topic_info> create(const std::string& name, std::vector<replica_list> assignment,
+  explicit memory_store(int32_t node = 0) : node_(node) {}
+  status check_request(const partition_request&) const override { return {}; }
+  result<topic_info> create(const std::string& name, const partition_request& req,
                             const config::config_map& overrides) override {
     std::lock_guard g(mu_);
     if (topics_.count(name)) return error{errc::already_exists, name};
-    topic_info t{name, {}, static_cast<int32_t>(assignment.size()), overrides, assignment};
+    topic_info t{name, {}, 0, overrides, {}};
     t.id[0] = static_cast<uint8_t>(++created_);  // new and never all zero
-    for (size_t p = 0; p < assignment.size(); ++p)
-      states_[{name, static_cast<int32_t>(p)}] = {assignment[p][0], 0, assignment[p], 0};
-    return topics_[name] = t;
+    topics_[name] = t;
+    add_locked(name, req);
+    return topics_[name];
   }
   status remove(const std::string& name) override {
     std::lock_guard g(mu_);
     std::erase_if(states_, [&](const auto& e) { return e.first.first == name; });
     return topics_.erase(name) ? status() : status(errc::not_found, name);
   }
-  status add_partitions(const std::string& name, std::vector<replica_list> added) override {
+  status add_partitions(const std::string& name, const partition_request& req) override {
     std::lock_guard g(mu_);
     if (!topics_.count(name)) return status(errc::not_found, name);
-    auto& t = topics_[name];
-    for (auto& a : added) {
-      states_[{name, t.partitions++}] = {a[0], 0, a, 0};
-      t.assignment.push_back(std::move(a));
-    }
+    add_locked(name, req);
     return {};
   }
   status set_overrides(const std::string& name, const config::config_map& overrides) override {
@@ -543,6 +541,15 @@ class memory_store final : public metadata_store {
     auto it = states_.find({topic, p});
     return it == states_.end() ? std::nullopt : std::optional<partition_state>(it->second);
   }
+  // Each new partition on this store's node alone, leading at epoch 0.
+  void add_locked(const std::string& name, const partition_request& req) {
+    auto& t = topics_[name];
+    for (int32_t i = 0; i < req.count; ++i) {
+      const replica_list a = req.assignment.empty() ? replica_list{node_} : req.assignment[static_cast<size_t>(i)];
+      states_[{name, t.partitions++}] = {a[0], 0, a, 0};
+      t.assignment.push_back(a);
+    }
+  }
   // What a controller would write: a test sets a partition's replicas and state.
   void set_state(const std::string& topic, int32_t p, replica_list replicas, partition_state st) {
     std::lock_guard g(mu_);
@@ -551,6 +558,7 @@ class memory_store final : public metadata_store {
   }
 
  private:
+  const int32_t node_;
   mutable std::mutex mu_;
   std::map<std::string, topic_info> topics_;
   std::map<std::pair<std::string, int32_t>, partition_state> states_;
@@ -608,7 +616,7 @@ TEST_F(PartitionManagerTest, MetadataCacheDescribesBrokersAndLeadership) {
 // says; Metadata shows the store's leader, epoch, replicas and ISR, and
 // replicas that are not live as offline.
 TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
-  auto store = std::make_unique<memory_store>();
+  auto store = std::make_unique<memory_store>(4);
   memory_store* s = store.get();
   ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
   ASSERT_FALSE(pm_->create_topic("r", 2, 1, {}, false));

@@ -1,7 +1,6 @@
 #include "cluster/topic_table.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstdio>
 #include <sstream>
 
@@ -123,8 +122,15 @@ topic_info topic_table::with_assignment(topic_info t) const {
   return t;
 }
 
-status topic_table::check_assignment(const std::vector<replica_list>& a) const {
-  for (const auto& replicas : a) {
+status topic_table::check_request(const partition_request& req) const {
+  if (req.assignment.empty() && req.replication_factor != 1) {
+    // Kafka's text for the same refusal.
+    return status(errc::invalid_replication_factor, "Replication factor: " + std::to_string(req.replication_factor) +
+                                                        " larger than available brokers: 1.");
+  }
+  if (!req.assignment.empty() && req.assignment.size() != static_cast<size_t>(req.count))
+    return status(errc::invalid_argument, "the assignment does not name every new partition");
+  for (const auto& replicas : req.assignment) {
     if (replicas != replica_list{node_id_}) {
       return status(errc::invalid_replication_factor,
                     "a single broker holds every partition alone: replicas must be [" +
@@ -168,15 +174,15 @@ size_t topic_table::size() const {
   return topics_.size();
 }
 
-result<topic_info> topic_table::create(const std::string& name, std::vector<replica_list> assignment,
+result<topic_info> topic_table::create(const std::string& name, const partition_request& req,
                                        const config::config_map& overrides) {
   SLUICE_TRY(validate_topic_name(name));
-  const auto partitions = static_cast<int32_t>(std::min<size_t>(assignment.size(), INT32_MAX));
+  const int32_t partitions = req.count;
   if (partitions <= 0 || partitions > limits::max_partitions_per_topic) {
     return error{errc::invalid_argument, "partition count " + std::to_string(partitions) + " is not in 1.." +
                                              std::to_string(limits::max_partitions_per_topic)};
   }
-  SLUICE_TRY(check_assignment(assignment));
+  SLUICE_TRY(check_request(req));
   std::lock_guard g(mu_);
   if (topics_.count(name)) return error{errc::already_exists, "topic '" + name + "' already exists"};
   topic_info t{name, new_topic_id(), partitions, overrides, {}};
@@ -212,13 +218,13 @@ status topic_table::remove(const std::string& name) {
   return {};
 }
 
-status topic_table::add_partitions(const std::string& name, std::vector<replica_list> added) {
-  SLUICE_TRY(check_assignment(added));
+status topic_table::add_partitions(const std::string& name, const partition_request& req) {
+  SLUICE_TRY(check_request(req));
   std::lock_guard g(mu_);
   auto it = topics_.find(name);
   if (it == topics_.end()) return status(errc::not_found, "topic '" + name + "' does not exist");
-  const int64_t partitions = int64_t{it->second.partitions} + static_cast<int64_t>(added.size());
-  if (added.empty()) return status(errc::invalid_argument, "no partition to add");
+  const int64_t partitions = int64_t{it->second.partitions} + req.count;
+  if (req.count <= 0) return status(errc::invalid_argument, "no partition to add");
   if (partitions > limits::max_partitions_per_topic) {
     return status(errc::invalid_argument, "partition count above " + std::to_string(limits::max_partitions_per_topic));
   }

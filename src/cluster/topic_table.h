@@ -58,13 +58,16 @@ class topic_table final : public metadata_store {
   std::vector<topic_info> list() const override;
   size_t size() const override;
 
+  // errc::invalid_replication_factor unless the request is for this broker
+  // alone (replication factor 1; an explicit assignment of only itself).
+  status check_request(const partition_request& req) const override;
   // Adds a topic (errc::already_exists if present). Persists before return.
-  result<topic_info> create(const std::string& name, std::vector<replica_list> assignment,
+  result<topic_info> create(const std::string& name, const partition_request& req,
                             const config::config_map& overrides) override;
   // Removes a topic (errc::not_found if absent). Persists before return.
   status remove(const std::string& name) override;
   // Adds partitions after the last. Persists before return.
-  status add_partitions(const std::string& name, std::vector<replica_list> added) override;
+  status add_partitions(const std::string& name, const partition_request& req) override;
   // Replaces the topic's overrides. Persists before return.
   status set_overrides(const std::string& name, const config::config_map& overrides) override;
   // This broker leading at epoch 0, alone in sync (see above).
@@ -73,8 +76,7 @@ class topic_table final : public metadata_store {
  private:
   topic_table(io::filesystem& fs, std::string meta_dir, int32_t node_id)
       : fs_(fs), meta_dir_(std::move(meta_dir)), node_id_(node_id) {}
-  // errc::invalid_replication_factor unless every entry is this broker alone.
-  status check_assignment(const std::vector<replica_list>& a) const;
+
   // `t` with its assignment filled in: this broker for every partition.
   topic_info with_assignment(topic_info t) const;
   status load();

@@ -27,7 +27,11 @@ class TopicTableTest : public ::testing::Test {
 };
 
 // `n` partitions, each on broker `node` alone.
-std::vector<replica_list> here(size_t n, int32_t node = 0) { return std::vector<replica_list>(n, {node}); }
+std::vector<replica_list> on(size_t n, int32_t node) { return std::vector<replica_list>(n, {node}); }
+// A request for `n` partitions of one replica (placed by the store).
+partition_request here(int32_t n) { return partition_request{n, 1, {}}; }
+// The same, naming broker `node` for each.
+partition_request here(int32_t n, int32_t node) { return partition_request{n, 1, on(static_cast<size_t>(n), node)}; }
 
 TEST(TopicName, KafkaRules) {
   EXPECT_TRUE(validate_topic_name("orders").ok());
@@ -93,7 +97,7 @@ TEST_F(TopicTableTest, RemoveAndGrow) {
     ASSERT_TRUE(t->create("a", here(1), {}).ok());
     ASSERT_TRUE(t->create("b", here(1), {}).ok());
     ASSERT_TRUE(t->add_partitions("a", here(3)).ok());
-    EXPECT_EQ(t->add_partitions("a", {}).code(), errc::invalid_argument);
+    EXPECT_EQ(t->add_partitions("a", here(0)).code(), errc::invalid_argument);
     EXPECT_EQ(t->add_partitions("nope", here(1)).code(), errc::not_found);
     ASSERT_TRUE(t->remove("b").ok());
     EXPECT_EQ(t->remove("b").code(), errc::not_found);
@@ -129,19 +133,22 @@ TEST_F(TopicTableTest, EveryPartitionIsThisBrokerAlone) {
   {
     auto t = open(3);
     ASSERT_TRUE(t->create("a", here(2, 3), {}).ok());
-    EXPECT_EQ(t->create("rf2", {{3, 4}}, {}).code(), errc::invalid_replication_factor);
+    EXPECT_EQ(t->create("rf2", partition_request{1, 2, {{3, 4}}}, {}).code(), errc::invalid_replication_factor);
+    auto rf3 = t->create("rf3", partition_request{1, 3, {}}, {});
+    EXPECT_EQ(rf3.code(), errc::invalid_replication_factor);
+    EXPECT_EQ(rf3.err().message, "Replication factor: 3 larger than available brokers: 1.");
     EXPECT_EQ(t->create("other", here(1, 4), {}).code(), errc::invalid_replication_factor);
     EXPECT_EQ(t->add_partitions("a", here(1, 5)).code(), errc::invalid_replication_factor);
     EXPECT_EQ(t->get("a")->partitions, 2);
-    EXPECT_EQ(t->get("a")->assignment, here(2, 3));
+    EXPECT_EQ(t->get("a")->assignment, on(2, 3));
     EXPECT_EQ(t->state("a", 1), (partition_state{3, 0, {3}, 0}));
     EXPECT_FALSE(t->state("a", 2).has_value());
     EXPECT_FALSE(t->state("b", 0).has_value());
   }
   auto t = open(7);
-  EXPECT_EQ(t->get("a")->assignment, here(2, 7));
-  EXPECT_EQ(t->list()[0].assignment, here(2, 7));
-  EXPECT_EQ(t->get_by_id(t->get("a")->id)->assignment, here(2, 7));
+  EXPECT_EQ(t->get("a")->assignment, on(2, 7));
+  EXPECT_EQ(t->list()[0].assignment, on(2, 7));
+  EXPECT_EQ(t->get_by_id(t->get("a")->id)->assignment, on(2, 7));
   EXPECT_EQ(t->state("a", 0), (partition_state{7, 0, {7}, 0}));
 }
 
