@@ -311,12 +311,12 @@ class Cluster:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, timeout=60.0):
+    def start(self, timeout=60.0, converge_timeout=30.0):
         try:
             self.etcd.start(timeout=timeout)
             for n in self.node_ids:
                 self._brokers[n].start(timeout=timeout)
-            self.wait_converged(timeout=timeout)
+            self.wait_converged(timeout=converge_timeout)
         except BaseException:
             self.close()
             raise
@@ -455,8 +455,15 @@ class Cluster:
             if b.running() and not b.paused:
                 try:
                     v = self.metadata_from(n, timeout=2.0)
-                    lines.append(f"metadata: brokers={sorted(v.brokers)} controller={v.controller} "
-                                 f"topics={ {t: tv.partitions for t, tv in v.topics.items()} }")
+                    lines.append(f"metadata: brokers={v.brokers} controller={v.controller}")
+                    for t, tv in sorted(v.topics.items()):
+                        if t.startswith("__"):
+                            continue  # internal topics: long and seldom the point
+                        parts = " ".join(
+                            f"{i}:L{p.leader}/e{p.leader_epoch}/R{p.replicas}/I{p.isr}/O{p.offline}"
+                            + (f"/err{p.error}" if p.error else "")
+                            for i, p in sorted(tv.partitions.items()))
+                        lines.append(f"  topic {t} (error {tv.error}): {parts}")
                 except (OSError, EOFError, struct.error) as e:
                     lines.append(f"metadata: {e!r}")
             lines.append(b.log_text(log_tail))
