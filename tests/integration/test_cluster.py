@@ -55,8 +55,9 @@ def create_topic(bootstrap, name, partitions, rf):
     """Creates a topic with confluent_kafka's AdminClient, which sends
     CreateTopics to the controller it finds in Metadata; raises
     KafkaException on failure."""
-    fs = admin(bootstrap).create_topics([NewTopic(name, partitions, rf)], operation_timeout=20,
-                                        request_timeout=CLIENT_TIMEOUT_S)
+    a = admin(bootstrap)  # kept referenced: a destroyed client fails its futures with _DESTROY
+    fs = a.create_topics([NewTopic(name, partitions, rf)], operation_timeout=20,
+                         request_timeout=CLIENT_TIMEOUT_S)
     fs[name].result(timeout=CLIENT_TIMEOUT_S + 5)
 
 
