@@ -31,9 +31,12 @@ CLIENT_TIMEOUT_S = 30
 
 # ------------------------------------------------------------ fixtures
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def shared():
-    """One cluster for the tests that leave it as they found it."""
+    """One cluster for the tests that leave it as they found it (those of
+    TestHealthyCluster); class-scoped so it is gone before the tests that
+    start clusters of their own, which would otherwise share two cores with
+    six idle processes."""
     with Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS) as c:
         yield c
 
@@ -130,107 +133,110 @@ def kcat(*args, input=None, timeout=60):
 
 # ------------------------------------------------------------ a healthy cluster
 
-def test_every_broker_lists_the_same_brokers_and_controller(shared):
-    views = shared.metadata_all()
-    assert sorted(views) == [1, 2, 3]
-    want = {n: ("127.0.0.1", shared.broker(n).port) for n in (1, 2, 3)}
-    controllers = set()
-    cluster_ids = set()
-    for n, v in views.items():
-        assert v.brokers == want, f"broker {n} lists {v.brokers}, want {want}"
-        controllers.add(v.controller)
-        cluster_ids.add(v.cluster_id)
-    assert len(controllers) == 1, f"brokers name different controllers: {controllers}"
-    assert controllers.pop() in (1, 2, 3)
-    assert len(cluster_ids) == 1 and cluster_ids.pop(), "brokers disagree on the cluster id"
+class TestHealthyCluster:
+    """Tests on one cluster of three that none of them harms."""
 
-    # A real client sees the same: confluent_kafka's metadata from each broker alone.
-    for n in (1, 2, 3):
-        md = admin(shared.broker(n).address).list_topics(timeout=CLIENT_TIMEOUT_S)
-        assert {b.id: (b.host, b.port) for b in md.brokers.values()} == want
-        assert md.controller_id == views[1].controller
+    def test_every_broker_lists_the_same_brokers_and_controller(self, shared):
+        views = shared.metadata_all()
+        assert sorted(views) == [1, 2, 3]
+        want = {n: ("127.0.0.1", shared.broker(n).port) for n in (1, 2, 3)}
+        controllers = set()
+        cluster_ids = set()
+        for n, v in views.items():
+            assert v.brokers == want, f"broker {n} lists {v.brokers}, want {want}"
+            controllers.add(v.controller)
+            cluster_ids.add(v.cluster_id)
+        assert len(controllers) == 1, f"brokers name different controllers: {controllers}"
+        assert controllers.pop() in (1, 2, 3)
+        assert len(cluster_ids) == 1 and cluster_ids.pop(), "brokers disagree on the cluster id"
 
-
-def test_create_topic_rf3_is_spread_and_agreed(shared):
-    topic = "placed"
-    create_topic(shared.bootstrap, topic, 6, 3)
-    view = wait_topic_agreed(shared, topic, 6)
-    parts = view.topics[topic].partitions
-    led = Counter(p.leader for p in parts.values())
-    assert led == {1: 2, 2: 2, 3: 2}, f"leaders not spread: {dict(led)}"
-    for i, p in parts.items():
-        assert sorted(p.replicas) == [1, 2, 3], f"partition {i}: replicas {p.replicas}"
-        assert p.leader in p.replicas
-        assert sorted(p.isr) == [1, 2, 3], f"partition {i}: ISR {p.isr} (all replicas are live)"
-        assert p.offline == [], f"partition {i}: offline {p.offline}"
-        if p.leader_epoch != -1:
-            assert p.leader_epoch >= 0
-
-    # confluent_kafka reads the same placement.
-    md = admin(shared.bootstrap).list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics[topic]
-    assert {i: (p.leader, sorted(p.replicas), sorted(p.isrs)) for i, p in md.partitions.items()} == \
-           {i: (p.leader, sorted(p.replicas), sorted(p.isr)) for i, p in parts.items()}
-
-    # More replicas than live brokers is refused, and creates nothing.
-    with pytest.raises(KafkaException) as ei:
-        create_topic(shared.bootstrap, "too-many-replicas", 3, 4)
-    assert ei.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR, ei.value
-    assert "too-many-replicas" not in shared.metadata_from(1).topics
+        # A real client sees the same: confluent_kafka's metadata from each broker alone.
+        for n in (1, 2, 3):
+            md = admin(shared.broker(n).address).list_topics(timeout=CLIENT_TIMEOUT_S)
+            assert {b.id: (b.host, b.port) for b in md.brokers.values()} == want
+            assert md.controller_id == views[1].controller
 
 
-def test_three_clients_produce_and_consume_through_the_leaders(shared):
-    topic = "clients"
-    partitions = 6
-    create_topic(shared.bootstrap, topic, partitions, 3)
-    wait_topic_agreed(shared, topic, partitions)
+    def test_create_topic_rf3_is_spread_and_agreed(self, shared):
+        topic = "placed"
+        create_topic(shared.bootstrap, topic, 6, 3)
+        view = wait_topic_agreed(shared, topic, 6)
+        parts = view.topics[topic].partitions
+        led = Counter(p.leader for p in parts.values())
+        assert led == {1: 2, 2: 2, 3: 2}, f"leaders not spread: {dict(led)}"
+        for i, p in parts.items():
+            assert sorted(p.replicas) == [1, 2, 3], f"partition {i}: replicas {p.replicas}"
+            assert p.leader in p.replicas
+            assert sorted(p.isr) == [1, 2, 3], f"partition {i}: ISR {p.isr} (all replicas are live)"
+            assert p.offline == [], f"partition {i}: offline {p.offline}"
+            if p.leader_epoch != -1:
+                assert p.leader_epoch >= 0
 
-    # Each client starts from every broker's address and finds the leaders itself.
-    values = produce_confluent(shared.bootstrap, topic, 300, "confluent", partitions)
+        # confluent_kafka reads the same placement.
+        md = admin(shared.bootstrap).list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics[topic]
+        assert {i: (p.leader, sorted(p.replicas), sorted(p.isrs)) for i, p in md.partitions.items()} == \
+               {i: (p.leader, sorted(p.replicas), sorted(p.isr)) for i, p in parts.items()}
 
-    kp = kafka.KafkaProducer(bootstrap_servers=shared.bootstrap.split(","), acks=1, linger_ms=5,
-                             request_timeout_ms=CLIENT_TIMEOUT_S * 1000)
-    futures = []
-    for i in range(300):
-        v = f"kafka-python-{i}".encode()
-        values.append(v)
-        futures.append(kp.send(topic, key=f"k{i}".encode(), value=v, partition=i % partitions))
-    kp.flush(timeout=CLIENT_TIMEOUT_S)
-    for f in futures:
-        f.get(timeout=CLIENT_TIMEOUT_S)
-    kp.close(timeout=CLIENT_TIMEOUT_S)
-
-    lines = [f"k{i}\tkcat-{i}" for i in range(300)]
-    values += [f"kcat-{i}".encode() for i in range(300)]
-    kcat("-P", "-b", shared.bootstrap, "-t", topic, "-K", "\t", "-X", "acks=1",
-         input=("\n".join(lines) + "\n").encode())
-
-    got = consume_confluent(shared.bootstrap, topic, partitions, len(values))
-    consumed = [v for recs in got.values() for _, v in recs]
-    assert sorted(consumed) == sorted(values), \
-        f"consumed {len(consumed)} records, produced {len(values)}; missing {set(values) - set(consumed)!r:.300}"
-    for p in range(partitions):
-        offsets = [o for o, _ in got[p]]
-        assert offsets == list(range(len(offsets))), f"partition {p}: offsets not 0..n-1"
-        assert offsets, f"partition {p} got nothing"
-
-    # kcat, a second reader, also finds every record from every leader.
-    out = kcat("-C", "-b", shared.bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
-               "-f", "%s\x1e").stdout
-    assert sorted(v for v in out.split(b"\x1e") if v) == sorted(values)
+        # More replicas than live brokers is refused, and creates nothing.
+        with pytest.raises(KafkaException) as ei:
+            create_topic(shared.bootstrap, "too-many-replicas", 3, 4)
+        assert ei.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR, ei.value
+        assert "too-many-replicas" not in shared.metadata_from(1).topics
 
 
-def test_a_node_id_in_use_is_refused(shared):
-    dup = shared.new_broker(2)
-    dup.spawn()
-    rc = dup.wait_exit(timeout=30)
-    log = dup.log_text()
-    assert rc is not None, f"a second broker with node id 2 still runs after 30 s:\n{log}"
-    assert rc != 0, f"a second broker with node id 2 exited with 0:\n{log}"
-    assert re.search(r"node[ ._-]?id\D{0,20}\b2\b", log, re.IGNORECASE), \
-        f"the refusal does not name node id 2:\n{log}"
-    # The broker that holds the id keeps it: listed with its own port everywhere.
-    view = shared.wait_converged(timeout=10)
-    assert view.brokers[2] == ("127.0.0.1", shared.broker(2).port)
+    def test_three_clients_produce_and_consume_through_the_leaders(self, shared):
+        topic = "clients"
+        partitions = 6
+        create_topic(shared.bootstrap, topic, partitions, 3)
+        wait_topic_agreed(shared, topic, partitions)
+
+        # Each client starts from every broker's address and finds the leaders itself.
+        values = produce_confluent(shared.bootstrap, topic, 300, "confluent", partitions)
+
+        kp = kafka.KafkaProducer(bootstrap_servers=shared.bootstrap.split(","), acks=1, linger_ms=5,
+                                 request_timeout_ms=CLIENT_TIMEOUT_S * 1000)
+        futures = []
+        for i in range(300):
+            v = f"kafka-python-{i}".encode()
+            values.append(v)
+            futures.append(kp.send(topic, key=f"k{i}".encode(), value=v, partition=i % partitions))
+        kp.flush(timeout=CLIENT_TIMEOUT_S)
+        for f in futures:
+            f.get(timeout=CLIENT_TIMEOUT_S)
+        kp.close(timeout=CLIENT_TIMEOUT_S)
+
+        lines = [f"k{i}\tkcat-{i}" for i in range(300)]
+        values += [f"kcat-{i}".encode() for i in range(300)]
+        kcat("-P", "-b", shared.bootstrap, "-t", topic, "-K", "\t", "-X", "acks=1",
+             input=("\n".join(lines) + "\n").encode())
+
+        got = consume_confluent(shared.bootstrap, topic, partitions, len(values))
+        consumed = [v for recs in got.values() for _, v in recs]
+        assert sorted(consumed) == sorted(values), \
+            f"consumed {len(consumed)} records, produced {len(values)}; missing {set(values) - set(consumed)!r:.300}"
+        for p in range(partitions):
+            offsets = [o for o, _ in got[p]]
+            assert offsets == list(range(len(offsets))), f"partition {p}: offsets not 0..n-1"
+            assert offsets, f"partition {p} got nothing"
+
+        # kcat, a second reader, also finds every record from every leader.
+        out = kcat("-C", "-b", shared.bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
+                   "-f", "%s\x1e").stdout
+        assert sorted(v for v in out.split(b"\x1e") if v) == sorted(values)
+
+
+    def test_a_node_id_in_use_is_refused(self, shared):
+        dup = shared.new_broker(2)
+        dup.spawn()
+        rc = dup.wait_exit(timeout=30)
+        log = dup.log_text()
+        assert rc is not None, f"a second broker with node id 2 still runs after 30 s:\n{log}"
+        assert rc != 0, f"a second broker with node id 2 exited with 0:\n{log}"
+        assert re.search(r"node[ ._-]?id\D{0,20}\b2\b", log, re.IGNORECASE), \
+            f"the refusal does not name node id 2:\n{log}"
+        # The broker that holds the id keeps it: listed with its own port everywhere.
+        view = shared.wait_converged(timeout=10)
+        assert view.brokers[2] == ("127.0.0.1", shared.broker(2).port)
 
 
 # ------------------------------------------------------------ failures
