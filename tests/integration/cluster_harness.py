@@ -151,6 +151,53 @@ def metadata_request(port, timeout=5.0, corr=1):
     return MetadataView(brokers, controller, cluster_id, topics)
 
 
+def _request(port, api_key, version, body, timeout, corr=7):
+    """One request, non-flexible header v1; returns the answer after its
+    correlation id."""
+    client_id = b"cluster-harness"
+    payload = struct.pack(">hhih", api_key, version, corr, len(client_id)) + client_id + body
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        (n,) = struct.unpack(">i", _recv_exact(s, 4))
+        r = _Reader(_recv_exact(s, n))
+    if r.take(">i") != corr:
+        raise EOFError("answer with a wrong correlation id")
+    return r
+
+
+def _kstr(s):
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def produce_request(port, topic, partition, value, acks=1, timeout=10.0):
+    """Produce v3 of one record to one partition of broker 127.0.0.1:port,
+    whether or not it leads it; returns (error code, base offset)."""
+    from sluice_harness import record, v2_batch  # the wire helpers the single-broker tests use
+    now_ms = int(time.time() * 1000)
+    batch = v2_batch(record(0, value), 1, now_ms, now_ms)
+    body = struct.pack(">hhi", -1, acks, int(timeout * 1000))  # null transactional id
+    body += struct.pack(">i", 1) + _kstr(topic)
+    body += struct.pack(">i", 1) + struct.pack(">ii", partition, len(batch)) + batch
+    r = _request(port, 0, 3, body, timeout)
+    assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+    index, error, base_offset, _append_time = r.take(">ihqq")
+    assert index == partition
+    return error, base_offset
+
+
+def create_topics_request(port, topic, partitions, replication_factor, timeout=20.0):
+    """CreateTopics v2 of one topic sent to broker 127.0.0.1:port, whether or
+    not it is the controller; returns (error code, error message)."""
+    body = struct.pack(">i", 1) + _kstr(topic) + struct.pack(">ihii", partitions, replication_factor, 0, 0)
+    body += struct.pack(">ib", int(timeout * 1000 / 2), 0)  # timeout_ms, validate_only
+    r = _request(port, 19, 2, body, timeout)
+    r.take(">i")  # throttle_time_ms
+    assert r.take(">i") == 1 and r.string() == topic
+    return r.take(">h"), r.string()
+
+
 # ------------------------------------------------------------ one broker
 
 class ClusterBroker:

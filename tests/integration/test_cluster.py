@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_harness import Cluster
+from cluster_harness import Cluster, create_topics_request, produce_request
 
 SESSION_TIMEOUT_MS = 4000
 # How long a failover may take: the session timeout (the dead broker's
@@ -27,6 +27,8 @@ SESSION_TIMEOUT_MS = 4000
 # as the design says, and four more for this slow, shared machine.
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 CLIENT_TIMEOUT_S = 30
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_CONTROLLER = 41
 
 
 # ------------------------------------------------------------ fixtures
@@ -224,6 +226,30 @@ class TestHealthyCluster:
                    "-f", "%s\x1e").stdout
         assert sorted(v for v in out.split(b"\x1e") if v) == sorted(values)
 
+
+    def test_only_the_leader_takes_produce_and_only_the_controller_creates_topics(self, shared):
+        topic = "routing"
+        create_topic(shared.bootstrap, topic, 3, 3)
+        view = wait_topic_agreed(shared, topic, 3)
+        for i, p in view.topics[topic].partitions.items():
+            for n in (1, 2, 3):
+                err, offset = produce_request(shared.broker(n).port, topic, i, b"to-%d" % n)
+                if n == p.leader:
+                    assert (err, offset) == (0, 0), f"partition {i}: its leader {n} answered {err}"
+                else:
+                    assert err == NOT_LEADER_OR_FOLLOWER, \
+                        f"partition {i}: broker {n}, not its leader ({p.leader}), answered {err}"
+
+        controller = view.controller
+        for n in (1, 2, 3):
+            if n != controller:
+                err, msg = create_topics_request(shared.broker(n).port, f"via-{n}", 1, 1)
+                assert err == NOT_CONTROLLER, f"broker {n}, not the controller, answered {err} {msg}"
+        err, msg = create_topics_request(shared.broker(controller).port, "via-controller", 1, 3)
+        assert err == 0, f"controller {controller} answered {err} {msg}"
+        wait_topic_agreed(shared, "via-controller", 1)
+        assert not any(t.startswith("via-") and t != "via-controller"
+                       for t in shared.metadata_from(controller).topics)
 
     def test_a_node_id_in_use_is_refused(self, shared):
         dup = shared.new_broker(2)
