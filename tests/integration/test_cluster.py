@@ -347,6 +347,7 @@ def test_leader_killed_partitions_move_and_it_rejoins_as_follower(fresh):
         assert bps[i].leader != victim, f"partition {i}: the restarted broker {victim} leads it again"
         assert bps[i].leader == ps[i].leader, f"partition {i}: leader moved from {ps[i].leader} to {bps[i].leader}"
         assert victim in bps[i].replicas
+        assert victim not in bps[i].offline, f"partition {i}: live broker {victim} still offline"
     # The restarted broker's own Metadata says the same (topic_agreed covers
     # it); and it does not take produce for partitions it no longer leads:
     # clients bootstrapping from it alone are sent to the real leaders.
