@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,9 +11,12 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/limits.h"
 #include "base/log.h"
 #include "broker/metrics_view.h"
 #include "cluster/broker_configs.h"
+#include "cluster/control_plane.h"
+#include "cluster/etcd_store.h"
 #include "cluster/log_maintenance.h"
 #include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
@@ -20,6 +24,7 @@
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
+#include "etcd/grpc_client.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
@@ -35,6 +40,21 @@ std::string new_cluster_id() {
   std::string id;
   for (int i = 0; i < 22; ++i) id += alphabet[rd() % 64];
   return id;
+}
+
+// The cluster id a data directory belongs to, or nullopt when it has none yet.
+result<std::optional<std::string>> read_cluster_id(io::filesystem& fs, const std::string& path) {
+  if (!fs.exists(path)) return std::optional<std::string>{};
+  SLUICE_ASSIGN_OR_RETURN(auto bytes, fs.read_all(path, 256));
+  std::string id(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  if (id.empty()) return error{errc::corrupt_data, path + " is empty"};
+  return std::optional<std::string>(id);
+}
+
+status write_cluster_id(io::filesystem& fs, const std::string& path, const std::string& id) {
+  std::string text = id + "\n";
+  return fs.write_atomic(path, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
 }
 
 result<std::string> load_cluster_id(io::filesystem& fs, const std::string& path) {
@@ -97,6 +117,10 @@ struct broker::impl {
   sluice::clock& clk = sluice::clock::system();
   int lock_fd = -1;
   std::unique_ptr<storage::log_manager> logs;
+  // A cluster's control plane (sluice.etcd.endpoints): the etcd client
+  // and this broker's membership; null on a single broker.
+  std::unique_ptr<etcd::client> etcd;
+  std::unique_ptr<cluster::control_plane> control;
   std::unique_ptr<cluster::partition_manager> partitions;
   // Declared before groups so it outlives the coordinator that calls it.
   std::unique_ptr<retention_watch> watch;
@@ -117,6 +141,74 @@ struct broker::impl {
   }
 };
 
+namespace {
+
+// Connects to etcd and starts this broker's part of the control plane
+// (not yet registered: join_cluster does that once it serves).
+result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl& i, const config::broker_config& cfg,
+                                                                    std::string new_id) {
+  etcd::grpc_client_options eo;
+  for (const auto& e : cfg.etcd_endpoints) eo.endpoints += (eo.endpoints.empty() ? "" : ",") + e;
+  eo.request_timeout_ms = cfg.etcd_request_timeout_ms;
+  SLUICE_ASSIGN_OR_RETURN(auto client, etcd::grpc_client::create(eo, i.clk));
+  i.etcd = std::move(client);
+  cluster::control_plane::options o;
+  o.node_id = cfg.node_id;
+  o.rack = cfg.rack;
+  o.prefix = cfg.etcd_prefix;
+  o.session_timeout_ms = cfg.etcd_session_timeout_ms;
+  o.unclean_default = cfg.topic_defaults.unclean_leader_election_enable;
+  o.new_cluster_id = std::move(new_id);
+  o.offsets_partitions = cfg.offsets_topic_num_partitions;
+  o.offsets_replication_factor = cfg.offsets_topic_replication_factor;
+  o.offsets_configs = {{"cleanup.policy", "compact"},
+                       {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)}};
+  auto cp = cluster::control_plane::start(*i.etcd, i.clk, o);
+  if (!cp.ok()) return error{cp.code(), "joining the cluster in etcd (" + eo.endpoints + "): " + cp.err().message};
+  return std::move(cp).value();
+}
+
+// The live brokers and the controller, as the metadata cache describes them.
+void publish_brokers(cluster::metadata_cache& md, const controller::metadata_image& img) {
+  std::vector<cluster::broker_endpoint> live;
+  for (const auto& [id, b] : img.brokers()) live.push_back({id, b.record.host, b.record.port, b.record.rack});
+  md.set_brokers(std::move(live), img.controller() ? img.controller()->record.id : -1);
+}
+
+}  // namespace
+
+namespace {
+
+// Follows the cluster's metadata (logs, states, brokers) and registers
+// this broker, which from then on is live to the others.
+status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
+  i.control->on_change([&i](const controller::metadata_image& img, const std::vector<controller::image_change>& cs) {
+    using kind = controller::key_layout::parsed::kind;
+    bool brokers = false;
+    std::set<std::string> topics;
+    for (const auto& c : cs) {
+      if (c.kind == kind::broker || c.kind == kind::controller) brokers = true;
+      if (c.kind == kind::topic) topics.insert(c.topic);
+      if (c.kind == kind::partition) i.partitions->refresh_state(c.topic, c.id);
+    }
+    for (const auto& t : topics) i.partitions->on_store_change(t);
+    if (brokers) publish_brokers(*i.metadata, img);
+  });
+  // Partitions of topics created while this broker was away: bring every
+  // topic in line once (it opened what the store listed; states may be newer).
+  for (const auto& t : i.partitions->topics()) i.partitions->on_store_change(t.name);
+  SLUICE_TRY(i.control->register_broker(self.host, self.port));
+  i.control->with_image([&i](const controller::metadata_image& img) {
+    publish_brokers(*i.metadata, img);
+    return 0;
+  });
+  SLUICE_LOG_INFO("joined the cluster as broker {} (etcd prefix {})", i.control->node_id(),
+                  i.cfg->etcd_prefix);
+  return {};
+}
+
+}  // namespace
+
 broker::broker(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 broker::~broker() { stop().ignore(); }
 
@@ -132,7 +224,24 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   }
   SLUICE_ASSIGN_OR_RETURN(i->lock_fd, lock_data_dir(dir));
   SLUICE_TRY(i->fs.create_dirs(io::join(dir, "meta")));
-  SLUICE_ASSIGN_OR_RETURN(std::string cluster_id, load_cluster_id(i->fs, io::join(io::join(dir, "meta"), "cluster_id")));
+  const std::string cluster_id_path = io::join(io::join(dir, "meta"), "cluster_id");
+  std::string cluster_id;
+  std::unique_ptr<cluster::metadata_store> store;  // null: the file-backed topic table
+  if (cfg->cluster_mode()) {
+    SLUICE_ASSIGN_OR_RETURN(auto local_id, read_cluster_id(i->fs, cluster_id_path));
+    SLUICE_ASSIGN_OR_RETURN(i->control, start_control_plane(*i, *cfg, local_id.value_or(new_cluster_id())));
+    cluster_id = i->control->cluster_id();
+    // A data directory of another cluster (or of a single broker) would
+    // be taken for stale replicas and deleted: refuse instead.
+    if (local_id && *local_id != cluster_id) {
+      return error{errc::invalid_config, "data directory " + dir + " belongs to cluster " + *local_id +
+                                             ", but etcd (" + cfg->etcd_prefix + ") holds cluster " + cluster_id};
+    }
+    if (!local_id) SLUICE_TRY(write_cluster_id(i->fs, cluster_id_path, cluster_id));
+    store = std::make_unique<cluster::etcd_store>(*i->control, cfg->etcd_session_timeout_ms);
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(cluster_id, load_cluster_id(i->fs, cluster_id_path));
+  }
   // Values changed at runtime by AlterConfigs on the broker win over the
   // file and command line (cluster/broker_configs.h).
   SLUICE_ASSIGN_OR_RETURN(auto with_dynamic, cluster::load_dynamic_broker_config(i->fs, *cfg));
@@ -150,7 +259,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   lcfg.scrub_bytes_per_second = cfg->log_scrub_bytes_per_second;
   lcfg.default_log = cluster::to_log_config(cfg->topic_defaults);
   SLUICE_ASSIGN_OR_RETURN(i->logs, storage::log_manager::open(i->fs, i->clk, lcfg));
-  SLUICE_ASSIGN_OR_RETURN(i->partitions, cluster::partition_manager::open(i->fs, i->clk, cfg, *i->logs));
+  SLUICE_ASSIGN_OR_RETURN(i->partitions,
+                          cluster::partition_manager::open(i->fs, i->clk, cfg, *i->logs, std::move(store)));
   i->maintenance = std::make_unique<cluster::log_maintenance>(*i->partitions, i->clk);
   i->maintenance->start();
   // The coordinator replays __consumer_offsets on its own thread; until
@@ -215,6 +325,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     self.port = i->server->port();
     i->metadata->set_brokers({self}, cfg->node_id);
   }
+  if (i->control) SLUICE_TRY(join_cluster(*i, self));
   if (cfg->metrics_listener) {
     // Metrics are for the operator; a port that cannot be bound is logged
     // and the broker serves Kafka clients all the same.
@@ -239,6 +350,9 @@ uint16_t broker::port() const { return impl_->server->port(); }
 status broker::stop() {
   if (!impl_ || impl_->stopped) return {};
   impl_->stopped = true;
+  // First, while still serving: leadership moves off this broker (when it
+  // decides) and its registration goes, so the others elect at once.
+  if (impl_->control) impl_->control->shutdown();
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();
   impl_->delayed.drain();

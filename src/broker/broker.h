@@ -33,8 +33,10 @@ class broker {
   // Graceful stop; returns the first error met while flushing. Idempotent.
   status stop();
 
- private:
+  // The broker's parts, wired in broker.cc.
   struct impl;
+
+ private:
   explicit broker(std::unique_ptr<impl> i);
   std::unique_ptr<impl> impl_;
 };

@@ -232,8 +232,10 @@ void control_plane::decide(bool brokers_changed) {
   } else if (!active && was_controller_) {
     SLUICE_LOG_WARN("this broker is no longer the controller");
   }
+  if (active && !was_controller_) controller_since_ms_ = clk_.monotonic_ms();
   was_controller_ = active;
   controller_active_ = active;
+  if (active) ensure_offsets_topic();
   if (!active || !(brokers_changed || election_due_)) return;
   auto r = controller_->elect_after_broker_change(image_, [this](const std::string& t) { return unclean_allowed(t); });
   if (!r.ok()) {
@@ -246,6 +248,23 @@ void control_plane::decide(bool brokers_changed) {
   if (r->changed > 0) {
     SLUICE_LOG_INFO("controller: {} partitions changed ({} clean elections, {} unclean, {} offline)", r->changed,
                     r->clean, r->unclean, r->offline);
+  }
+}
+
+void control_plane::ensure_offsets_topic() {
+  static const std::string name = "__consumer_offsets";
+  if (opts_.offsets_partitions <= 0 || image_.topic(name) || image_.brokers().empty()) return;
+  const auto wanted = static_cast<size_t>(std::max<int16_t>(opts_.offsets_replication_factor, 1));
+  // Brokers of a cluster start one after another: give them a session
+  // timeout to register before settling for fewer replicas.
+  if (image_.brokers().size() < wanted && clk_.monotonic_ms() - controller_since_ms_ < opts_.session_timeout_ms)
+    return;
+  const auto rf = static_cast<int16_t>(std::min(wanted, image_.brokers().size()));
+  auto r = controller_->create_topic(image_, name, opts_.offsets_partitions, rf, nullptr, opts_.offsets_configs);
+  if (r.ok()) {
+    SLUICE_LOG_INFO("controller: created {} ({} partitions, {} replicas each)", name, opts_.offsets_partitions, rf);
+  } else {
+    SLUICE_LOG_WARN("controller: creating {}: {} (tried again later)", name, r.err().message);
   }
 }
 

@@ -61,6 +61,13 @@ class control_plane {
     int64_t session_timeout_ms = 10'000;
     // The cluster id to create when etcd holds none yet.
     std::string new_cluster_id;
+    // The controller creates the group coordinator's __consumer_offsets
+    // when it does not exist: this many partitions, min(replication
+    // factor, live brokers) replicas, with these configs. 0 partitions:
+    // not at all.
+    int32_t offsets_partitions = 0;
+    int16_t offsets_replication_factor = 3;
+    controller::config_text offsets_configs;
   };
 
   // Grants the session lease, creates or reads the cluster id, checks that
@@ -121,6 +128,8 @@ class control_plane {
   std::vector<controller::image_change> reload();
   status start_watch(int64_t from_revision);
   void decide(bool brokers_changed);
+  // As the controller: creates __consumer_offsets if it is missing.
+  void ensure_offsets_topic();
   bool unclean_allowed(const std::string& topic) const;
   void run_ops();
   void renew_session();
@@ -156,6 +165,7 @@ class control_plane {
   bool watch_broken_ = false;  // compacted: re-read everything
   bool was_controller_ = false;   // metadata thread only
   bool election_due_ = false;     // metadata thread only: retry after a conflict
+  int64_t controller_since_ms_ = 0;  // metadata thread only
   std::string host_;
   int32_t port_ = 0;
   int64_t lease_ = 0;

@@ -204,6 +204,7 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
   if (validate_only) return std::nullopt;
   auto t = table_->create(name, partition_request{partitions, replication_factor, {}}, *overrides);
   if (!t.ok()) return create_error{t.code(), t.err().message};
+  if (table_->follows_controller()) return std::nullopt;  // logs follow the store (on_store_change)
   replicas_->add_slots(name, partitions);
   if (mode == create_mode::background) {
     enqueue_creation(name, hosted_from(*t, 0));
@@ -273,17 +274,21 @@ std::optional<partition_manager::create_error> partition_manager::delete_topic_l
     for (auto& j : create_queue_)
       if (j->topic == name) j->cancelled = true;
   }
+  if (!table_->follows_controller()) remove_local_locked(name, t.partitions);
+  SLUICE_LOG_INFO("deleted topic {}", name);
+  return std::nullopt;
+}
+
+void partition_manager::remove_local_locked(const std::string& name, int32_t partitions) {
   std::vector<std::shared_ptr<partition>> parts = replicas_->remove_topic(name);
   for (auto& p : parts)
     if (p) p->close();
-  for (int32_t p = 0; p < t.partitions; ++p) {
+  for (int32_t p = 0; p < partitions; ++p) {
     if (auto s = logs_.remove({name, p}); !s.ok() && s.code() != errc::not_found) {
       SLUICE_LOG_ERROR("deleting partition {}-{}: {} (removed at next start)", name, p, s.err().message);
     }
     if (fs_.exists(snapshot_path(name, p))) fs_.remove(snapshot_path(name, p)).ignore();
   }
-  SLUICE_LOG_INFO("deleted topic {}", name);
-  return std::nullopt;
 }
 
 std::optional<partition_manager::create_error> partition_manager::add_partitions(
@@ -309,6 +314,7 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
   if (auto s = table_->add_partitions(name, partition_request{total - first, rf, {}}); !s.ok()) {
     return create_error{s.code(), s.err().message};
   }
+  if (table_->follows_controller()) return std::nullopt;  // logs follow the store (on_store_change)
   t = table_->get(name);
   SLUICE_ASSERT(t && t->partitions == total, "the store holds the partitions it added");
   replicas_->add_slots(name, total);
@@ -445,6 +451,62 @@ void partition_manager::enqueue_creation(std::string topic, std::vector<int32_t>
   create_cv_.notify_all();
 }
 
+void partition_manager::on_store_change(const std::string& topic) {
+  auto job = std::make_shared<creation_job>();
+  job->topic = topic;
+  job->sync = true;
+  {
+    std::lock_guard g(create_mu_);
+    create_queue_.push_back(std::move(job));
+  }
+  create_cv_.notify_all();
+}
+
+void partition_manager::sync_topic(const std::string& name) {
+  bool deleted = false;
+  {
+    std::lock_guard change(change_mu_);
+    auto t = table_->get(name);
+    auto hosted = replicas_->of_topic(name);
+    const bool replaced = t && !hosted.empty() && hosted.front()->topic_id() != t->id;
+    if (!t || replaced) {
+      const int32_t slots = replicas_->slot_count(name);
+      if (slots > 0) {
+        remove_local_locked(name, slots);
+        SLUICE_LOG_INFO("deleted this broker's replicas of topic {}", name);
+        deleted = true;
+      }
+    }
+    if (t) {
+      replicas_->add_slots(name, t->partitions);
+      const auto eff = config::effective_topic_config(*broker_config(), t->overrides);
+      for (int32_t p : hosted_from(*t, 0)) {
+        if (auto part = replicas_->get(name, p)) {
+          if (auto s = part->set_config(eff); !s.ok())
+            SLUICE_LOG_ERROR("{}-{}: config not applied: {}", name, p, s.err().message);
+          refresh_state(name, p);
+          continue;
+        }
+        auto part = open_partition(*t, p);
+        if (!part.ok()) {
+          SLUICE_LOG_ERROR("creating replica {}-{}: {} (tried again at the next change or start)", name, p,
+                           part.err().message);
+          continue;
+        }
+        install(*t, p, std::move(part).value());
+      }
+    }
+  }
+  if (deleted) {
+    std::vector<std::function<void(const std::string&)>> listeners;
+    {
+      std::lock_guard change(change_mu_);
+      listeners = deleted_listeners_;
+    }
+    for (const auto& fn : listeners) fn(name);
+  }
+}
+
 void partition_manager::wait_for_creations() {
   std::unique_lock g(create_mu_);
   create_cv_.wait(g, [&] { return create_queue_.empty() || create_stopping_; });
@@ -459,7 +521,11 @@ void partition_manager::run_creator() {
       if (create_stopping_) return;
       job = create_queue_.front();  // stays queued, so delete_topic can cancel it
     }
-    create_logs(*job);
+    if (job->sync) {
+      sync_topic(job->topic);
+    } else {
+      create_logs(*job);
+    }
     std::vector<std::function<void()>> done;
     {
       std::lock_guard g(create_mu_);

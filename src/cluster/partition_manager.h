@@ -84,6 +84,15 @@ class partition_manager {
   // the state is older than the one it holds.
   bool refresh_state(const std::string& topic, int32_t partition);
 
+  // For a store that follows a controller (metadata_store::
+  // follows_controller, a cluster): the store changed `topic` (created,
+  // grown, its configs changed, or deleted). The background thread brings
+  // this broker's replicas of it in line: logs created for partitions it
+  // now hosts, configs applied, states refreshed, and every log deleted
+  // when the topic is gone (or is another topic of the same name now).
+  // Returns at once; call it in the store's order of changes.
+  void on_store_change(const std::string& topic);
+
   // How create_topic and add_partitions make the new partitions' logs.
   enum class create_mode {
     // Every log exists when the call returns (internal topics, automatic
@@ -192,6 +201,7 @@ class partition_manager {
     std::vector<int32_t> partitions;
     bool cancelled = false;
     std::vector<std::function<void()>> done;  // when_created callbacks, create_mu_
+    bool sync = false;  // on_store_change: bring the topic in line with the store
   };
 
   status load(std::unique_ptr<metadata_store> store);
@@ -206,6 +216,11 @@ class partition_manager {
   void stop_creator();
   void run_creator();
   void create_logs(creation_job& job);
+  // The work of on_store_change, on the background thread.
+  void sync_topic(const std::string& topic);
+  // Closes and deletes this broker's logs of `topic` (slots and files);
+  // change_mu_ held.
+  void remove_local_locked(const std::string& topic, int32_t partitions);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
   status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
   // Deletes the topic `find` returns under change_mu_ (`missing` when

@@ -507,8 +507,9 @@ class memory_store final : public metadata_store {
     std::lock_guard g(mu_);
     return topics_.size();
   }
-  explicit memory_store(int32_t node = 0) : node_(node) {}
+  explicit memory_store(int32_t node = 0, bool follows = false) : node_(node), follows_(follows) {}
   status check_request(const partition_request&) const override { return {}; }
+  bool follows_controller() const override { return follows_; }
   result<topic_info> create(const std::string& name, const partition_request& req,
                             const config::config_map& overrides) override {
     std::lock_guard g(mu_);
@@ -559,6 +560,7 @@ class memory_store final : public metadata_store {
 
  private:
   const int32_t node_;
+  const bool follows_;
   mutable std::mutex mu_;
   std::map<std::string, topic_info> topics_;
   std::map<std::pair<std::string, int32_t>, partition_state> states_;
@@ -672,6 +674,43 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   EXPECT_EQ(model::batch::parse(bytes->data()).partition_leader_epoch, 4);
   EXPECT_FALSE(pm_->refresh_state("nope", 0));
   EXPECT_FALSE(pm_->refresh_state("r", 2));
+}
+
+// With a store that follows a controller, the partition manager only asks
+// the store; this broker's logs come and go when the store says it changed
+// (what a cluster's metadata watch does), and only for the partitions the
+// assignment gives this broker.
+TEST_F(PartitionManagerTest, LogsFollowAControllersStore) {
+  auto store = std::make_unique<memory_store>(4, true);
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
+  ASSERT_FALSE(pm_->create_topic("f", 3, 1, {}, false));
+  EXPECT_EQ(pm_->get("f", 0), nullptr);  // not until the store says so
+  s->set_state("f", 2, {5}, {5, 0, {5}, 0});  // another broker's partition
+  pm_->on_store_change("f");
+  pm_->wait_for_creations();
+  ASSERT_NE(pm_->get("f", 0), nullptr);
+  ASSERT_NE(pm_->get("f", 1), nullptr);
+  EXPECT_EQ(pm_->get("f", 2), nullptr);
+  EXPECT_EQ(pm_->missing_partition_error("f", 2), errc::not_leader);
+  append("f", 0, 3);
+  EXPECT_TRUE(fs::exists(fs::path(tmp_.path()) / "logs" / "f-0"));
+  EXPECT_FALSE(fs::exists(fs::path(tmp_.path()) / "logs" / "f-2"));
+  // A state change reaches the hosted replica.
+  s->set_state("f", 1, {4, 5}, {5, 1, {4, 5}, 1});
+  pm_->on_store_change("f");
+  pm_->wait_for_creations();
+  EXPECT_FALSE(pm_->get("f", 1)->is_leader());
+  // Deleted through the store: the logs go when it says so.
+  std::vector<std::string> deleted;
+  pm_->on_topic_deleted([&](const std::string& t) { deleted.push_back(t); });
+  ASSERT_FALSE(pm_->delete_topic("f"));
+  pm_->on_store_change("f");
+  pm_->wait_for_creations();
+  EXPECT_EQ(pm_->get("f", 0), nullptr);
+  EXPECT_EQ(pm_->missing_partition_error("f", 0), errc::not_found);
+  EXPECT_FALSE(fs::exists(fs::path(tmp_.path()) / "logs" / "f-0"));
+  EXPECT_EQ(deleted.size(), 2u);  // the deleting call, then the store's change
 }
 
 }  // namespace

@@ -11,6 +11,12 @@ bool replica_manager::hosts(const replica_list& replicas) const {
   return std::find(replicas.begin(), replicas.end(), node_id_) != replicas.end();
 }
 
+int32_t replica_manager::slot_count(const std::string& topic) const {
+  std::shared_lock g(mu_);
+  auto it = slots_.find(topic);
+  return it == slots_.end() ? 0 : static_cast<int32_t>(it->second.size());
+}
+
 void replica_manager::add_slots(const std::string& topic, int32_t count) {
   std::unique_lock g(mu_);
   auto& slots = slots_[topic];

@@ -38,6 +38,8 @@ class replica_manager {
   // Whether this broker holds one of `replicas`.
   bool hosts(const replica_list& replicas) const;
 
+  // The topic's slot count (0: none).
+  int32_t slot_count(const std::string& topic) const;
   // Gives `topic` `count` slots (never fewer than it has); new ones empty.
   void add_slots(const std::string& topic, int32_t count);
   // Publishes a partition whose log now exists, first applying the store's

@@ -94,6 +94,10 @@ result<std::unique_ptr<service>> service::open(cluster::partition_manager& parti
                       topic, t->partitions, ccfg.num_partitions, t->partitions);
       ccfg.num_partitions = t->partitions;
     }
+  } else if (partitions.store().follows_controller()) {
+    // In a cluster the controller creates it, with
+    // min(offsets.topic.replication.factor, live brokers) replicas.
+    SLUICE_LOG_INFO("{} is created by the cluster's controller", topic);
   } else {
     std::vector<config::config_entry> configs = {
         {"cleanup.policy", "compact"},

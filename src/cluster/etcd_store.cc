@@ -1,0 +1,136 @@
+#include "cluster/etcd_store.h"
+
+#include "base/log.h"
+
+namespace sluice::cluster {
+
+topic_info etcd_store::to_info(const std::string& name, const controller::topic_record& r) {
+  topic_info t;
+  t.name = name;
+  t.id = r.id;
+  t.partitions = static_cast<int32_t>(r.assignment.size());
+  t.assignment = r.assignment;
+  for (const auto& [key, text] : r.configs) {
+    const config::setting* s = config::find_topic_setting(key);
+    if (!s) continue;  // a newer version's setting
+    auto v = config::parse_value(*s, key, text);
+    if (!v.ok()) {
+      SLUICE_LOG_WARN("topic {}: config {}={} left out: {}", name, key, text, v.err().message);
+      continue;
+    }
+    t.overrides.set(key, std::move(v).value());
+  }
+  return t;
+}
+
+controller::config_text etcd_store::to_text(const config::config_map& overrides) {
+  controller::config_text out;
+  for (const auto& [key, v] : overrides.entries()) out[key] = config::format_value(v);
+  return out;
+}
+
+std::optional<topic_info> etcd_store::get(const std::string& name) const {
+  return cp_.with_image([&](const controller::metadata_image& img) -> std::optional<topic_info> {
+    const auto* t = img.topic(name);
+    if (!t) return std::nullopt;
+    return to_info(name, t->record);
+  });
+}
+
+std::optional<topic_info> etcd_store::get_by_id(const topic_id& id) const {
+  return cp_.with_image([&](const controller::metadata_image& img) -> std::optional<topic_info> {
+    for (const auto& [name, t] : img.topics())
+      if (t.record.id == id) return to_info(name, t.record);
+    return std::nullopt;
+  });
+}
+
+std::vector<topic_info> etcd_store::list() const {
+  return cp_.with_image([&](const controller::metadata_image& img) {
+    std::vector<topic_info> out;
+    out.reserve(img.topics().size());
+    for (const auto& [name, t] : img.topics()) out.push_back(to_info(name, t.record));
+    return out;
+  });
+}
+
+size_t etcd_store::size() const {
+  return cp_.with_image([](const controller::metadata_image& img) { return img.topics().size(); });
+}
+
+std::optional<partition_state> etcd_store::state(const std::string& topic, int32_t partition) const {
+  return cp_.with_image([&](const controller::metadata_image& img) -> std::optional<partition_state> {
+    const auto* t = img.topic(topic);
+    const auto* p = img.partition(topic, partition);
+    // A partition record of another topic id is a leftover, not this topic's.
+    if (!t || !p || p->record.topic != t->record.id) return std::nullopt;
+    return p->record.state;
+  });
+}
+
+status etcd_store::check_request(const partition_request& req) const {
+  if (!req.assignment.empty()) return {};  // the controller checks explicit assignments
+  const size_t live = cp_.with_image([](const controller::metadata_image& img) { return img.brokers().size(); });
+  if (req.replication_factor < 1 || static_cast<size_t>(req.replication_factor) > live) {
+    return status(errc::invalid_replication_factor, "Replication factor: " + std::to_string(req.replication_factor) +
+                                                        " larger than available brokers: " + std::to_string(live) +
+                                                        ".");
+  }
+  return {};
+}
+
+namespace {
+
+std::vector<controller::manual_assignment> manual_of(const partition_request& req, int32_t first) {
+  std::vector<controller::manual_assignment> m;
+  for (size_t i = 0; i < req.assignment.size(); ++i)
+    m.push_back({first + static_cast<int32_t>(i), req.assignment[i]});
+  return m;
+}
+
+}  // namespace
+
+result<topic_info> etcd_store::create(const std::string& name, const partition_request& req,
+                                      const config::config_map& overrides) {
+  SLUICE_TRY(validate_topic_name(name));
+  const auto manual = manual_of(req, 0);
+  const auto text = to_text(overrides);
+  SLUICE_TRY(cp_.submit(
+      [&](controller::controller& k, const controller::metadata_image& img) -> status {
+        auto r = k.create_topic(img, name, req.count, req.replication_factor, manual.empty() ? nullptr : &manual,
+                                text);
+        if (!r.ok()) return r.err();
+        return {};
+      },
+      timeout_ms_));
+  auto t = get(name);
+  if (!t) return error{errc::unavailable, "topic '" + name + "' was created but is not visible yet"};
+  return *t;
+}
+
+status etcd_store::remove(const std::string& name) {
+  return cp_.submit([&](controller::controller& k, const controller::metadata_image& img) {
+    return k.delete_topic(img, name);
+  }, timeout_ms_);
+}
+
+status etcd_store::add_partitions(const std::string& name, const partition_request& req) {
+  return cp_.submit(
+      [&](controller::controller& k, const controller::metadata_image& img) -> status {
+        const auto* t = img.topic(name);
+        if (!t) return status(errc::not_found, "topic '" + name + "' does not exist");
+        const auto first = static_cast<int32_t>(t->record.assignment.size());
+        const auto manual = manual_of(req, first);
+        return k.add_partitions(img, name, first + req.count, manual.empty() ? nullptr : &manual);
+      },
+      timeout_ms_);
+}
+
+status etcd_store::set_overrides(const std::string& name, const config::config_map& overrides) {
+  const auto text = to_text(overrides);
+  return cp_.submit([&](controller::controller& k, const controller::metadata_image& img) {
+    return k.set_topic_configs(img, name, text);
+  }, timeout_ms_);
+}
+
+}  // namespace sluice::cluster
