@@ -20,7 +20,6 @@ leader epochs (v7+), and the newest that is not yet "flexible" (v9+), so it
 is plain fixed-width encoding.
 """
 
-import ctypes
 import os
 import shutil
 import signal
@@ -32,18 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from etcd_harness import EtcdCluster
+from etcd_harness import EtcdCluster, die_with_parent
 from sluice_harness import SLUICE_BIN, free_port
-
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent():
-    """Runs in the child before exec: a test process that crashes or is
-    killed takes its brokers with it instead of leaving them listening."""
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
 
 # ------------------------------------------------------------ Metadata v8
 
@@ -248,7 +237,7 @@ class ClusterBroker:
             raise RuntimeError(f"broker {self.node_id} is already running (pid {self.pid})")
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                     stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)  # a crashed test leaves no broker
         self.paused = False
         return self
 
