@@ -396,3 +396,39 @@ def test_paused_controller_is_replaced_and_stays_replaced_after_resume(fresh):
 
     got = consume_confluent(fresh.bootstrap, "meanwhile", 4, len(values))
     assert sorted(v for recs in got.values() for _, v in recs) == sorted(values)
+
+
+def test_stopped_controller_hands_over_before_its_session_would_expire(fresh):
+    """SIGTERM is a controlled shutdown: the broker moves leadership off
+    itself and gives its session up, so the others need not wait for the
+    lease to run out."""
+    topic = "handover"
+    create_topic(fresh.bootstrap, topic, 6, 3)
+    view = wait_topic_agreed(fresh, topic, 6)
+    old = view.controller
+    led = {i: p.leader_epoch for i, p in view.topics[topic].partitions.items() if p.leader == old}
+    assert led
+
+    t0 = time.monotonic()
+    rc = fresh.stop(old)
+    assert rc == 0, f"broker {old} exited with {rc} on SIGTERM:\n{fresh.broker(old).log_text()}"
+    live = fresh.live_ids()
+
+    def handed_over():
+        v = fresh.agreed_view()
+        if v is None or v.controller == old:
+            return None
+        t = topic_agreed(fresh, topic, 6)
+        if t is None:
+            return None
+        ps = t.topics[topic].partitions
+        if any(ps[i].leader not in live or (e != -1 and ps[i].leader_epoch <= e) for i, e in led.items()):
+            return None
+        return v
+
+    # Well under the session timeout (4 s), which is what a kill costs; the
+    # margin is for this slow machine.
+    bound_s = SESSION_TIMEOUT_MS / 1000 - 1
+    v = fresh.wait_for(handed_over, bound_s, f"controller {old}'s duties and leaderships moved after SIGTERM")
+    print(f"controller {old} stopped: broker {v.controller} controller, its partitions led again, "
+          f"{time.monotonic() - t0:.1f}s after SIGTERM")
