@@ -380,7 +380,10 @@ class Cluster:
 
     def restart(self, node_id, timeout=30.0):
         """Starts the broker again with the same node id, port and data
-        directory (stopping it first with SIGTERM if it runs)."""
+        directory (stopping it first with SIGTERM if it runs). After a
+        kill, the node id stays registered until the session timeout has
+        passed, and a restart before then is refused as a node id in use:
+        wait until the others no longer list it."""
         b = self._brokers[node_id]
         if b.running():
             b.stop()

@@ -1,8 +1,9 @@
 """A three-broker Sluice cluster over a three-member etcd (cluster_harness.py),
 driven by real clients: every broker tells the same story in Metadata,
-topics are placed over all brokers, clients find leaders, a node id cannot
-be taken twice, and the controller and partition leaders move when a broker
-is killed or paused past its session timeout.
+topics are placed over all brokers, clients find leaders, only leaders take
+Produce and only the controller creates topics, a node id cannot be taken
+twice, and the controller and partition leaders move when a broker is
+killed or paused past its session timeout, or at once when it is stopped.
 
 There is no replication of data yet: only a partition's leader holds its
 records, so producers here use acks=1 and nothing checks that data
