@@ -8,6 +8,7 @@ The C++ twin is src/etcd/testing/etcd_cluster.h; both use the same short raft
 timings so failover in tests takes about a second.
 """
 
+import ctypes
 import os
 import shutil
 import signal
@@ -19,6 +20,17 @@ import urllib.request
 
 ETCD_BIN = os.environ.get("ETCD_BIN", "/usr/bin/etcd")
 ETCDCTL_BIN = os.environ.get("ETCDCTL_BIN", "/usr/bin/etcdctl")
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent():
+    """preexec_fn: the child gets SIGKILL when the test process dies, so a
+    test that crashes or is killed leaves no member running (the C++ twin
+    does the same)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -107,7 +119,8 @@ class EtcdCluster:
             "--log-level", "warn",
         ]
         m._log = open(m.log_path, "ab")
-        m.proc = subprocess.Popen(args, stdout=m._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        m.proc = subprocess.Popen(args, stdout=m._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  preexec_fn=die_with_parent)
 
     def start(self, timeout=30.0):
         for i in range(len(self.members)):
