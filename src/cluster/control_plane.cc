@@ -55,14 +55,25 @@ status control_plane::init() {
     if (read.kvs.empty()) return status(errc::unavailable, "the cluster id vanished from etcd; try again");
     cluster_id_ = read.kvs[0].value;
   }
-  // A live broker with this node id refuses the start.
-  SLUICE_ASSIGN_OR_RETURN(auto mine, etcd_.range(etcd::key_range::one(keys_.broker(opts_.node_id))));
-  if (!mine.kvs.empty()) {
+  // A live broker with this node id refuses the start. A registration
+  // left by this node's previous process (killed, restarted at once) goes
+  // when its session runs out, so it is waited for that long first.
+  const sluice::deadline patience(opts_.session_timeout_ms + 1'000, clk_);
+  for (bool logged = false;; logged = true) {
+    SLUICE_ASSIGN_OR_RETURN(auto mine, etcd_.range(etcd::key_range::one(keys_.broker(opts_.node_id))));
+    if (mine.kvs.empty()) break;
     auto other = controller::decode_broker(mine.kvs[0].value);
     const std::string where = other.ok() ? other->host + ":" + std::to_string(other->port) : "an unreadable record";
-    return status(errc::already_exists, "node.id " + std::to_string(opts_.node_id) +
-                                            " is registered by a live broker (" + where +
-                                            "); each broker of a cluster needs its own node.id");
+    if (patience.passed()) {
+      return status(errc::already_exists, "node.id " + std::to_string(opts_.node_id) +
+                                              " is registered by a live broker (" + where +
+                                              "); each broker of a cluster needs its own node.id");
+    }
+    if (!logged) {
+      SLUICE_LOG_INFO("node.id {} is still registered ({}): waiting up to {} ms for that session to end",
+                      opts_.node_id, where, opts_.session_timeout_ms + 1'000);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + 200)));
   }
   SLUICE_TRY(grant_lease());
   SLUICE_ASSIGN_OR_RETURN(auto all, etcd_.range(etcd::key_range::prefix(keys_.prefix())));

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "etcd/fake_client.h"
 
 namespace sluice::cluster {
@@ -96,17 +98,43 @@ TEST_F(ControlPlaneTest, OneControllerAtATimeAndAnotherWhenItGoes) {
   }));
 }
 
+// Starts a control plane for `id` on another thread while the test moves
+// the clock a second at a time (the start waits a session timeout for a
+// registration of its node id to go).
+result<std::unique_ptr<control_plane>> start_while_time_passes(manual_clock& clk, etcd::fake_client& etcd,
+                                                               int32_t id) {
+  control_plane::options o;
+  o.node_id = id;
+  o.new_cluster_id = "x";
+  auto f = std::async(std::launch::async, [&] { return control_plane::start(etcd, clk, o); });
+  while (f.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+    clk.advance_ms(1'000);
+    etcd.expire_leases();
+  }
+  return f.get();
+}
+
 TEST_F(ControlPlaneTest, ANodeIdInUseIsRefused) {
   auto a = start(1);
   ASSERT_TRUE(a);
-  control_plane::options o;
-  o.node_id = 1;
-  o.new_cluster_id = "x";
-  auto again = control_plane::start(etcd_, clock_, o);
+  auto again = start_while_time_passes(clock_, etcd_, 1);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.code(), errc::already_exists);
   EXPECT_NE(again.err().message.find("node.id 1 is registered by a live broker (127.0.0.1:9091)"), std::string::npos)
       << again.err().message;
+}
+
+// A registration left by a process that died (its lease no longer kept
+// alive) is waited out: the restarted broker starts once it is gone.
+TEST_F(ControlPlaneTest, ARestartWaitsForItsOldRegistrationToExpire) {
+  auto lease = etcd_.lease_grant(5);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(etcd_.put("/sluice/brokers/2", controller::encode(controller::broker_record{2, "old", "h", 1, {}}),
+                        {lease->id, false, false})
+                  .ok());
+  auto cp = start_while_time_passes(clock_, etcd_, 2);
+  ASSERT_TRUE(cp.ok()) << cp.err().message;
+  EXPECT_TRUE((*cp)->register_broker("127.0.0.1", 9092).ok());
 }
 
 // While etcd is away the image stays and nothing is decided; afterwards the
