@@ -382,8 +382,8 @@ class Cluster:
         """Starts the broker again with the same node id, port and data
         directory (stopping it first with SIGTERM if it runs). After a
         kill, the node id stays registered until the session timeout has
-        passed, and a restart before then is refused as a node id in use:
-        wait until the others no longer list it."""
+        passed; a restart before then waits that long at start for the
+        old registration to go."""
         b = self._brokers[node_id]
         if b.running():
             b.stop()
