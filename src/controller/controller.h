@@ -109,6 +109,24 @@ class controller {
   // partition when empty.
   result<election_report> elect_preferred(const metadata_image& img,
                                           const std::vector<std::pair<std::string, int32_t>>& partitions);
+  // Elections an operator asked for (ElectLeaders): election.h's
+  // elect_on_request for each of `partitions`, or for every partition when
+  // `partitions` is null, and one write of the changes. Each partition's
+  // outcome comes back in the order asked (every partition: image order):
+  // ok when its leadership moved, not_found when the topic or partition
+  // does not exist, else elect_on_request's reason. The write's own errors
+  // (not_controller, invalid_update_version, unavailable) fail the call.
+  struct election_outcome {
+    std::string topic;
+    int32_t partition = 0;
+    status result;
+  };
+  struct requested_elections {
+    std::vector<election_outcome> outcomes;
+    election_report report;
+  };
+  result<requested_elections> elect_on_request(const metadata_image& img, requested_election kind,
+                                               const std::vector<std::pair<std::string, int32_t>>* partitions);
   // Deletes partition records no topic record owns (a creation cut short
   // by an earlier controller): those written before this controller's
   // epoch whose topic record is absent, of another topic id, or shorter.
