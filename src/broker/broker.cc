@@ -291,6 +291,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.groups = &i->groups->coordinator();
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
+  i->svc.control = i->control.get();
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
 
   net::server_config scfg;
