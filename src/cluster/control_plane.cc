@@ -223,6 +223,10 @@ std::vector<image_change> control_plane::apply_pending(std::deque<etcd::watch_up
 
 void control_plane::decide(bool brokers_changed) {
   const bool had_controller = image_.controller().has_value();
+  if (const int64_t epoch = had_controller ? image_.controller()->epoch : 0; epoch != last_controller_epoch_) {
+    last_controller_epoch_ = epoch;
+    if (epoch != 0) controller_changes_total_.fetch_add(1, std::memory_order_relaxed);
+  }
   controller_->observe(image_);
   bool registered, lost;
   {

@@ -93,6 +93,12 @@ class control_plane {
   // The image's revision (what this broker has applied).
   int64_t revision() const;
   bool is_controller() const;
+  // For /metrics; any thread. How many controllers (controller epochs)
+  // this broker's image has shown one after another, the first included;
+  // and the leaders elected while this broker was the controller.
+  uint64_t controller_changes_total() const { return controller_changes_total_.load(std::memory_order_relaxed); }
+  uint64_t clean_elections_total() const { return controller_->clean_elections_total(); }
+  uint64_t unclean_elections_total() const { return controller_->unclean_elections_total(); }
 
   // Called on the metadata thread after each applied batch of changes,
   // with the image and what changed. Register before register_broker():
@@ -173,6 +179,8 @@ class control_plane {
   std::unique_ptr<etcd::watch_handle> watch_;
   std::thread thread_;
   std::atomic<bool> controller_active_{false};
+  int64_t last_controller_epoch_ = 0;  // metadata thread only
+  std::atomic<uint64_t> controller_changes_total_{0};
 };
 
 }  // namespace sluice::cluster

@@ -244,6 +244,8 @@ result<controller::election_report> controller::decide_partitions(
         SLUICE_TRY(consider(name, t, p));
   }
   SLUICE_TRY(flush());
+  clean_elections_total_.fetch_add(static_cast<uint64_t>(report.clean), std::memory_order_relaxed);
+  unclean_elections_total_.fetch_add(static_cast<uint64_t>(report.unclean), std::memory_order_relaxed);
   return report;
 }
 

@@ -272,6 +272,9 @@ TEST_F(ControllerTest, RequestedElectionsSayWhyAPartitionDoesNotChange) {
   r = c->elect_on_request(img_, requested_election::unclean, &p1);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->outcomes[0].result.code(), errc::election_not_needed);
+  // What /metrics counts: every leader written, clean or not.
+  EXPECT_EQ(c->unclean_elections_total(), 1u);
+  EXPECT_EQ(c->clean_elections_total(), 3u);  // p0 to 0, back to 1, to 0 again
 }
 
 // A decision over an image older than etcd is refused, not written over.

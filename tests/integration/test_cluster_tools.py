@@ -15,6 +15,7 @@ import re
 import struct
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -44,6 +45,17 @@ def partition_lines(out):
 
 def ids(text):
     return sorted(int(x) for x in text.split(",") if x)
+
+
+def metrics(cluster, node_id):
+    port = cluster.broker(node_id).metrics_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def metric_value(text, name):
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +168,7 @@ def test_elect_leaders_after_a_restart_and_unclean(cluster):
     r = elect("--partition", str(untouched))
     assert r.returncode == 0 and f"{topic}-{untouched}\tELECTION_NOT_NEEDED" in r.stdout, r.stdout + r.stderr
 
+    before = metrics(cluster, controller)
     cluster.kill(y)
 
     def offline():
@@ -165,6 +178,7 @@ def test_elect_leaders_after_a_restart_and_unclean(cluster):
 
     p = cluster.wait_for(offline, FAILOVER_S, f"partition {shared_xy} offline after {y} died")
     assert ids(p["isr"]) == [y] and ids(p["offline"]) == [y], p
+    assert metric_value(metrics(cluster, controller), "sluice_offline_partitions") >= 1
 
     r = elect("--partition", str(shared_xy), "--unclean")
     assert r.returncode == 0 and r.stdout.strip() == f"{topic}-{shared_xy}\telected", r.stdout + r.stderr
@@ -174,6 +188,20 @@ def test_elect_leaders_after_a_restart_and_unclean(cluster):
     # Asked again: a live in-sync leader needs no election.
     r = elect("--partition", str(shared_xy), "--unclean")
     assert r.returncode == 0 and "ELECTION_NOT_NEEDED" in r.stdout, r.stdout
+
+    after = metrics(cluster, controller)
+    unclean = 'sluice_leader_elections_total{kind="unclean"}'
+    assert metric_value(after, unclean) == (metric_value(before, unclean) or 0) + 1, after
     cluster.restart(y)
     cluster.wait_converged(timeout=FAILOVER_S)
 
+
+def test_metrics_show_the_controller(cluster):
+    view = cluster.wait_converged()
+    for n in cluster.node_ids:
+        text = metrics(cluster, n)
+        assert metric_value(text, "sluice_controller_active") == (1 if n == view.controller else 0), (n, text)
+        assert metric_value(text, "sluice_brokers_alive") == 3, text
+        assert metric_value(text, "sluice_etcd_request_seconds_count") > 0, text
+        assert metric_value(text, "sluice_etcd_request_failures_total") is not None, text
+    assert metric_value(metrics(cluster, view.controller), "sluice_controller_changes_total") >= 1
