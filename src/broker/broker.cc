@@ -20,6 +20,7 @@
 #include "cluster/log_maintenance.h"
 #include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
+#include "group/records.h"
 #include "group/service.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
@@ -278,6 +279,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   // onPartitionsDeleted).
   i->partitions->on_topic_deleted(
       [c = &i->groups->coordinator()](const std::string& topic) { c->delete_topic_offsets(topic); });
+  // In a cluster the coordinator serves the __consumer_offsets partitions
+  // this broker leads, loading and unloading them as leadership moves.
+  i->partitions->on_role_change([g = i->groups.get()](const std::string& topic, int32_t p, bool leads) {
+    if (topic == group::offsets_topic) g->on_leadership(p, leads);
+  });
   i->watch->start();
   i->groups->start();
 

@@ -228,6 +228,46 @@ class TestHealthyCluster:
         assert sorted(v for v in out.split(b"\x1e") if v) == sorted(values)
 
 
+    def test_consumer_groups_find_their_coordinator_on_the_offsets_leader(self, shared):
+        # __consumer_offsets: created by the controller with three replicas,
+        # its partitions led by every broker.
+        def offsets_led():
+            t = shared.metadata_from(1).topics.get("__consumer_offsets")
+            # Each leader shows once its log exists (-1 until then).
+            return t if t and all(p.leader > 0 for p in t.partitions.values()) else None
+        offsets = shared.wait_for(offsets_led, 30, "every __consumer_offsets partition to have a leader")
+        leaders = Counter(p.leader for p in offsets.partitions.values())
+        assert set(leaders) == {1, 2, 3}, leaders
+        assert all(len(p.replicas) == 3 for p in offsets.partitions.values())
+
+        topic = "grouped"
+        create_topic(shared.bootstrap, topic, 3, 3)
+        wait_topic_agreed(shared, topic, 3)
+        values = produce_confluent(shared.bootstrap, topic, 90, "grouped", 3)
+        c = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "g-cluster",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            c.subscribe([topic])
+            got, deadline = [], time.time() + 60
+            while len(got) < len(values) and time.time() < deadline:
+                m = c.poll(1.0)
+                if m is not None and not m.error():
+                    got.append(m.value())
+            assert sorted(got) == sorted(values)
+            c.commit(asynchronous=False)
+            committed = c.committed([TopicPartition(topic, p) for p in range(3)], timeout=CLIENT_TIMEOUT_S)
+            assert sum(tp.offset for tp in committed) == len(values), committed
+        finally:
+            c.close()
+        # A new consumer of the group starts where the first committed.
+        c2 = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "g-cluster",
+                       "auto.offset.reset": "earliest"})
+        try:
+            committed = c2.committed([TopicPartition(topic, p) for p in range(3)], timeout=CLIENT_TIMEOUT_S)
+            assert sum(tp.offset for tp in committed) == len(values), committed
+        finally:
+            c2.close()
+
     def test_only_the_leader_takes_produce_and_only_the_controller_creates_topics(self, shared):
         topic = "routing"
         create_topic(shared.bootstrap, topic, 3, 3)
