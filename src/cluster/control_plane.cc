@@ -309,6 +309,13 @@ void control_plane::renew_session() {
   controller_active_ = false;
   was_controller_ = false;
   keeper_.reset();
+  // etcd may still hold the old lease (it was only unreachable): give it up,
+  // so the registration and any controller key it holds go at once rather
+  // than leave the cluster without a working controller for a session.
+  if (lease_ != 0) {
+    etcd_.lease_revoke(lease_).ignore();
+    lease_ = 0;
+  }
   if (auto s = grant_lease(); !s.ok()) {
     SLUICE_LOG_WARN("etcd session: a new lease failed: {} (trying again)", s.err().message);
     return;

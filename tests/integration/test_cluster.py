@@ -30,6 +30,8 @@ FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 CLIENT_TIMEOUT_S = 30
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_CONTROLLER = 41
+REQUEST_TIMED_OUT = 7
+TOPIC_ALREADY_EXISTS = 36
 
 
 # ------------------------------------------------------------ fixtures
@@ -473,3 +475,59 @@ def test_stopped_controller_hands_over_before_its_session_would_expire(fresh):
     v = fresh.wait_for(handed_over, bound_s, f"controller {old}'s duties and leaderships moved after SIGTERM")
     print(f"controller {old} stopped: broker {v.controller} controller, its partitions led again, "
           f"{time.monotonic() - t0:.1f}s after SIGTERM")
+
+
+def test_one_etcd_member_lost_changes_nothing(fresh):
+    create_topic(fresh.bootstrap, "before-loss", 3, 3)
+    wait_topic_agreed(fresh, "before-loss", 3)
+    fresh.etcd.kill(0)
+    # Metadata changes, produce and fetch all go on with two members.
+    create_topic(fresh.bootstrap, "after-loss", 3, 3)
+    wait_topic_agreed(fresh, "after-loss", 3)
+    values = produce_confluent(fresh.bootstrap, "after-loss", 60, "one-lost", 3)
+    got = consume_confluent(fresh.bootstrap, "after-loss", 3, len(values))
+    assert sorted(v for recs in got.values() for _, v in recs) == sorted(values)
+    controller = fresh.controller_id()
+    fresh.kill(controller)
+    fresh.wait_for(lambda: fresh.controller_id() not in (None, -1, controller), SESSION_TIMEOUT_MS / 1000 + 5,
+                   "a new controller with one etcd member down")
+
+
+def test_etcd_quorum_lost_keeps_data_flowing_and_refuses_metadata_changes(fresh):
+    topic = "through-the-outage"
+    create_topic(fresh.bootstrap, topic, 3, 3)
+    before = wait_topic_agreed(fresh, topic, 3)
+    fresh.etcd.kill(0)
+    fresh.etcd.kill(1)
+    # Longer than a session: every broker's lease would have run out.
+    time.sleep(SESSION_TIMEOUT_MS / 1000 + 2)
+    # Produce and fetch go on with the leaders the brokers know.
+    values = produce_confluent(fresh.bootstrap, topic, 60, "no-quorum", 3)
+    got = consume_confluent(fresh.bootstrap, topic, 3, len(values))
+    assert sorted(v for recs in got.values() for _, v in recs) == sorted(values)
+    # No metadata change can be made: topic creation fails, retriably.
+    controller = fresh.controller_id()
+    err, msg = create_topics_request(fresh.broker(controller).port, "during-outage", 1, 1)
+    assert err in (REQUEST_TIMED_OUT, NOT_CONTROLLER), f"topic creation without quorum answered {err} {msg}"
+    for n in fresh.live_ids():
+        assert "during-outage" not in fresh.metadata_from(n).topics
+    # Every partition kept its leader.
+    now = fresh.metadata_from(1).topics[topic]
+    assert {i: p.leader for i, p in now.partitions.items()} == \
+        {i: p.leader for i, p in before.topics[topic].partitions.items()}
+
+    fresh.etcd.restart(0)
+    fresh.etcd.restart(1)
+    fresh.etcd.wait_healthy()
+    # Everything recovers: the brokers register again, a controller acts.
+    fresh.wait_for(lambda: all(len(fresh.metadata_from(n).brokers) == 3 for n in fresh.live_ids()),
+                   SESSION_TIMEOUT_MS / 1000 + 20, "every broker registered again")
+
+    def created():
+        c = fresh.controller_id()
+        if c in (None, -1):
+            return False
+        err, _ = create_topics_request(fresh.broker(c).port, "after-outage", 1, 3)
+        return err in (0, TOPIC_ALREADY_EXISTS)
+    fresh.wait_for(created, SESSION_TIMEOUT_MS / 1000 + 20, "topic creation to work again", interval=1.0)
+    wait_topic_agreed(fresh, "after-outage", 1)
