@@ -25,6 +25,7 @@
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
+#include "kafka/forwarder.h"
 #include "etcd/grpc_client.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
@@ -133,6 +134,7 @@ struct broker::impl {
   std::unique_ptr<cluster::metadata_cache> metadata;
   std::unique_ptr<cluster::log_maintenance> maintenance;  // walks partitions: after them, so it goes first
   kafka::services svc;
+  std::unique_ptr<kafka::forwarder> forward;  // a cluster's: controller requests to the controller
   std::unique_ptr<kafka::dispatcher> dispatch;
   std::unique_ptr<net::server> server;
   bool stopped = false;
@@ -297,6 +299,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.groups = &i->groups->coordinator();
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
+  if (i->control) {
+    i->forward = std::make_unique<kafka::forwarder>(cfg->etcd_session_timeout_ms,
+                                                    [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); });
+    i->svc.forward = i->forward.get();
+  }
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
 
   net::server_config scfg;
@@ -361,6 +368,7 @@ status broker::stop() {
   if (impl_->control) impl_->control->shutdown();
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();
+  if (impl_->forward) impl_->forward->stop();
   impl_->delayed.drain();
   impl_->groups->coordinator().unload();
   impl_->server->stop();

@@ -40,6 +40,7 @@ class filesystem;
 namespace sluice::kafka {
 
 class delayed_ops;
+class forwarder;
 
 // What handlers reach. Built once by the broker; every member outlives the
 // server.
@@ -55,6 +56,9 @@ struct services {
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   io::filesystem* fs = nullptr;          // for disk space (DescribeLogDirs); null: not reported
   int32_t node_id = 0;  // this broker (config resources name it)
+  // In a cluster: passes controller requests on to the controller (null on
+  // a single broker, which is its own controller).
+  forwarder* forward = nullptr;
 };
 
 // Per-connection state kept in net::connection_context::state.
