@@ -163,6 +163,9 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   o.unclean_default = cfg.topic_defaults.unclean_leader_election_enable;
   o.new_cluster_id = std::move(new_id);
   o.offsets_partitions = cfg.offsets_topic_num_partitions;
+  o.auto_leader_rebalance = cfg.auto_leader_rebalance_enable;
+  o.leader_imbalance_percentage = cfg.leader_imbalance_per_broker_percentage;
+  o.leader_imbalance_check_interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000;
   o.offsets_replication_factor = cfg.offsets_topic_replication_factor;
   o.offsets_configs = {{"cleanup.policy", "compact"},
                        {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)}};
