@@ -368,7 +368,10 @@ status broker::stop() {
   impl_->stopped = true;
   // First, while still serving: leadership moves off this broker (when it
   // decides) and its registration goes, so the others elect at once.
-  if (impl_->control) impl_->control->shutdown();
+  if (impl_->control) {
+    impl_->partitions->stop_leading();
+    impl_->control->shutdown();
+  }
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();
   if (impl_->forward) impl_->forward->stop();

@@ -611,6 +611,10 @@ void partition_manager::create_logs(creation_job& job) {
                   job.partitions.size(), clk_.monotonic_ms() - started_ms);
 }
 
+void partition_manager::stop_leading() {
+  for (auto& p : replicas_->all()) p->stop_leading();
+}
+
 void partition_manager::shutdown() {
   stop_creator();
   std::vector<std::shared_ptr<partition>> all = replicas_->all();

@@ -193,6 +193,11 @@ class partition_manager {
 
   ~partition_manager();
 
+  // A broker leaving its cluster: every hosted partition stops taking
+  // appends (NOT_LEADER_OR_FOLLOWER) before the controller moves their
+  // leadership, so nothing is acknowledged here that the new leaders lack.
+  void stop_leading();
+
   // Stops the background creation of logs, writes producer-state snapshots
   // and wakes every fetch waiter. (Retention and the cleaner belong to
   // log_maintenance, stopped before this.) The logs
