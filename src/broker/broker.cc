@@ -20,10 +20,12 @@
 #include "cluster/log_maintenance.h"
 #include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
+#include "group/records.h"
 #include "group/service.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
+#include "kafka/forwarder.h"
 #include "etcd/grpc_client.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
@@ -133,6 +135,7 @@ struct broker::impl {
   std::unique_ptr<cluster::metadata_cache> metadata;
   std::unique_ptr<cluster::log_maintenance> maintenance;  // walks partitions: after them, so it goes first
   kafka::services svc;
+  std::unique_ptr<kafka::forwarder> forward;  // a cluster's: controller requests to the controller
   std::unique_ptr<kafka::dispatcher> dispatch;
   std::unique_ptr<net::server> server;
   bool stopped = false;
@@ -163,6 +166,9 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   o.unclean_default = cfg.topic_defaults.unclean_leader_election_enable;
   o.new_cluster_id = std::move(new_id);
   o.offsets_partitions = cfg.offsets_topic_num_partitions;
+  o.auto_leader_rebalance = cfg.auto_leader_rebalance_enable;
+  o.leader_imbalance_percentage = cfg.leader_imbalance_per_broker_percentage;
+  o.leader_imbalance_check_interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000;
   o.offsets_replication_factor = cfg.offsets_topic_replication_factor;
   o.offsets_configs = {{"cleanup.policy", "compact"},
                        {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)}};
@@ -281,6 +287,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   // onPartitionsDeleted).
   i->partitions->on_topic_deleted(
       [c = &i->groups->coordinator()](const std::string& topic) { c->delete_topic_offsets(topic); });
+  // In a cluster the coordinator serves the __consumer_offsets partitions
+  // this broker leads, loading and unloading them as leadership moves.
+  i->partitions->on_role_change([g = i->groups.get()](const std::string& topic, int32_t p, bool leads) {
+    if (topic == group::offsets_topic) g->on_leadership(p, leads);
+  });
   i->watch->start();
   i->groups->start();
 
@@ -295,6 +306,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
   i->svc.control = i->control.get();
+  if (i->control) {
+    i->forward = std::make_unique<kafka::forwarder>(cfg->etcd_session_timeout_ms,
+                                                    [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); });
+    i->svc.forward = i->forward.get();
+  }
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
 
   net::server_config scfg;
@@ -356,9 +372,13 @@ status broker::stop() {
   impl_->stopped = true;
   // First, while still serving: leadership moves off this broker (when it
   // decides) and its registration goes, so the others elect at once.
-  if (impl_->control) impl_->control->shutdown();
+  if (impl_->control) {
+    impl_->partitions->stop_leading();
+    impl_->control->shutdown();
+  }
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();
+  if (impl_->forward) impl_->forward->stop();
   impl_->delayed.drain();
   impl_->groups->coordinator().unload();
   impl_->server->stop();

@@ -247,10 +247,16 @@ void control_plane::decide(bool brokers_changed) {
   } else if (!active && was_controller_) {
     SLUICE_LOG_WARN("this broker is no longer the controller");
   }
-  if (active && !was_controller_) controller_since_ms_ = clk_.monotonic_ms();
+  if (active && !was_controller_) {
+    controller_since_ms_ = clk_.monotonic_ms();
+    next_rebalance_ms_ = controller_since_ms_ + opts_.leader_imbalance_check_interval_ms;
+  }
   was_controller_ = active;
   controller_active_ = active;
-  if (active) ensure_offsets_topic();
+  if (active) {
+    ensure_offsets_topic();
+    rebalance_if_due();
+  }
   if (!active || !(brokers_changed || election_due_)) return;
   auto r = controller_->elect_after_broker_change(image_, [this](const std::string& t) { return unclean_allowed(t); });
   if (!r.ok()) {
@@ -280,6 +286,30 @@ void control_plane::ensure_offsets_topic() {
     SLUICE_LOG_INFO("controller: created {} ({} partitions, {} replicas each)", name, opts_.offsets_partitions, rf);
   } else {
     SLUICE_LOG_WARN("controller: creating {}: {} (tried again later)", name, r.err().message);
+  }
+}
+
+void control_plane::rebalance_if_due() {
+  if (!opts_.auto_leader_rebalance || clk_.monotonic_ms() < next_rebalance_ms_) return;
+  next_rebalance_ms_ = clk_.monotonic_ms() + opts_.leader_imbalance_check_interval_ms;
+  std::vector<controller::partition_view> views;
+  std::vector<std::pair<std::string, int32_t>> ids;
+  for (const auto& [key, pe] : image_.partitions()) {
+    const auto* t = image_.topic(key.first);
+    if (!t || t->record.id != pe.record.topic || key.second >= static_cast<int32_t>(t->record.assignment.size()))
+      continue;
+    views.push_back({t->record.assignment[static_cast<size_t>(key.second)], pe.record.state});
+    ids.push_back(key);
+  }
+  const auto moves = controller::should_rebalance(views, image_.live_brokers(), opts_.leader_imbalance_percentage);
+  if (moves.empty()) return;
+  std::vector<std::pair<std::string, int32_t>> chosen;
+  for (size_t i : moves) chosen.push_back(ids[i]);
+  auto r = controller_->elect_preferred(image_, chosen);
+  if (r.ok()) {
+    SLUICE_LOG_INFO("controller: leader rebalance moved {} partitions back to their preferred leaders", r->changed);
+  } else {
+    SLUICE_LOG_INFO("controller: leader rebalance deferred: {}", r.err().message);
   }
 }
 
@@ -313,6 +343,13 @@ void control_plane::renew_session() {
   controller_active_ = false;
   was_controller_ = false;
   keeper_.reset();
+  // etcd may still hold the old lease (it was only unreachable): give it up,
+  // so the registration and any controller key it holds go at once rather
+  // than leave the cluster without a working controller for a session.
+  if (lease_ != 0) {
+    etcd_.lease_revoke(lease_).ignore();
+    lease_ = 0;
+  }
   if (auto s = grant_lease(); !s.ok()) {
     SLUICE_LOG_WARN("etcd session: a new lease failed: {} (trying again)", s.err().message);
     return;

@@ -66,6 +66,12 @@ class control_plane {
     // factor, live brokers) replicas, with these configs. 0 partitions:
     // not at all.
     int32_t offsets_partitions = 0;
+    // auto.leader.rebalance.enable: every leader_imbalance_check_interval_ms
+    // the controller gives partitions back to their preferred leaders on
+    // brokers whose share of lost leaderships is above the percentage.
+    bool auto_leader_rebalance = true;
+    int32_t leader_imbalance_percentage = 10;
+    int64_t leader_imbalance_check_interval_ms = 300'000;
     int16_t offsets_replication_factor = 3;
     controller::config_text offsets_configs;
   };
@@ -136,6 +142,9 @@ class control_plane {
   void decide(bool brokers_changed);
   // As the controller: creates __consumer_offsets if it is missing.
   void ensure_offsets_topic();
+  // As the controller, when the interval has passed: preferred elections
+  // where leadership is out of balance (auto.leader.rebalance.enable).
+  void rebalance_if_due();
   bool unclean_allowed(const std::string& topic) const;
   void run_ops();
   void renew_session();
@@ -172,6 +181,7 @@ class control_plane {
   bool was_controller_ = false;   // metadata thread only
   bool election_due_ = false;     // metadata thread only: retry after a conflict
   int64_t controller_since_ms_ = 0;  // metadata thread only
+  int64_t next_rebalance_ms_ = 0;    // metadata thread only
   std::string host_;
   int32_t port_ = 0;
   int64_t lease_ = 0;

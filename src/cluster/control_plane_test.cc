@@ -17,9 +17,10 @@ class ControlPlaneTest : public ::testing::Test {
  protected:
   ControlPlaneTest() : etcd_(clock_) {}
 
-  std::unique_ptr<control_plane> start(int32_t id) {
+  std::unique_ptr<control_plane> start(int32_t id, int64_t rebalance_interval_ms = 300'000) {
     control_plane::options o;
     o.node_id = id;
+    o.leader_imbalance_check_interval_ms = rebalance_interval_ms;
     o.new_cluster_id = "cluster-" + std::to_string(id);
     auto cp = control_plane::start(etcd_, clock_, o);
     EXPECT_TRUE(cp.ok()) << cp.err().message;
@@ -135,6 +136,44 @@ TEST_F(ControlPlaneTest, ARestartWaitsForItsOldRegistrationToExpire) {
   auto cp = start_while_time_passes(clock_, etcd_, 2);
   ASSERT_TRUE(cp.ok()) << cp.err().message;
   EXPECT_TRUE((*cp)->register_broker("127.0.0.1", 9092).ok());
+}
+
+// auto.leader.rebalance.enable: a partition led by another than its
+// preferred replica (after a failover) goes back to it at the next check,
+// once the preferred replica is live and in sync.
+TEST_F(ControlPlaneTest, LeadershipGoesBackToPreferredReplicasAtTheCheck) {
+  auto a = start(1, 2'000), b = start(2, 2'000);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(eventually([&] { return a->is_controller() || b->is_controller(); }));
+  control_plane* ctl = a->is_controller() ? a.get() : b.get();
+  ASSERT_TRUE(eventually([&] { return ctl->with_image([](const auto& img) { return img.brokers().size() == 2; }); }));
+  std::vector<controller::manual_assignment> m{{0, {1, 2}}, {1, {2, 1}}};
+  ASSERT_TRUE(ctl->submit(
+                     [&](controller::controller& k, const controller::metadata_image& img) {
+                       auto r = k.create_topic(img, "t", 2, 2, &m, {});
+                       return r.ok() ? status() : status(r.err());
+                     },
+                     10'000)
+                  .ok());
+  // As after a failover: broker 2 leads partition 0, both in sync.
+  const auto moved = ctl->with_image([](const controller::metadata_image& img) {
+    controller::partition_record r = img.partition("t", 0)->record;
+    r.state = {2, r.state.leader_epoch + 1, {1, 2}, r.state.partition_epoch + 1};
+    return r;
+  });
+  ASSERT_TRUE(etcd_.put("/sluice/partitions/t/0", controller::encode(moved)).ok());
+  ASSERT_TRUE(eventually([&] {
+    return ctl->with_image([](const auto& img) { return img.partition("t", 0)->record.state.leader == 2; });
+  }));
+  clock_.advance_ms(1'000);  // not yet
+  ASSERT_TRUE(ctl->with_image([](const auto& img) { return img.partition("t", 0)->record.state.leader == 2; }));
+  clock_.advance_ms(1'500);
+  ASSERT_TRUE(eventually([&] {
+    return ctl->with_image([](const auto& img) {
+      const auto& s = img.partition("t", 0)->record.state;
+      return s.leader == 1 && s.leader_epoch == 2;
+    });
+  }));
 }
 
 // While etcd is away the image stays and nothing is decided; afterwards the

@@ -6,8 +6,8 @@
 // applied; changes are the controller's: run on this broker when it is the
 // controller (control_plane::submit, which returns once this broker's
 // image shows the change), errc::not_controller otherwise (Kafka's
-// NOT_CONTROLLER: clients send admin requests to the controller named in
-// Metadata). It follows the controller (follows_controller()): the
+// NOT_CONTROLLER; the topic APIs reach the controller anyway, forwarded by
+// kafka/forwarder.h). It follows the controller (follows_controller()): the
 // partition manager changes logs when the control plane reports a change.
 //
 // Thread safety: every method is thread-safe.

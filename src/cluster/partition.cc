@@ -48,6 +48,13 @@ replica_state partition::replicas() const {
   return s;
 }
 
+void partition::stop_leading() {
+  std::lock_guard a(append_mu_);
+  std::lock_guard g(state_mu_);
+  state_.role = replica_role::follower;
+  leader_.store(false, std::memory_order_release);
+}
+
 errc partition::check_leader(int32_t current_leader_epoch) const {
   if (!is_leader()) return errc::not_leader;
   if (current_leader_epoch < 0) return errc::ok;

@@ -123,6 +123,10 @@ class partition {
   // older than the one held (a lower leader epoch, or the same with a lower
   // partition epoch) changes nothing and returns false.
   bool apply_state(const replica_list& replicas, const partition_state& st);
+  // Stops taking appends at once (a broker leaving its cluster): later
+  // appends answer errc::not_leader, so clients go to the leader the
+  // controller elects next. The next apply_state decides again.
+  void stop_leading();
   // Whether this broker leads the partition (appends are accepted).
   bool is_leader() const { return leader_.load(std::memory_order_acquire); }
   // Whether a client's request (Fetch, ListOffsets, DeleteRecords) may be

@@ -143,14 +143,35 @@ void partition_manager::install(const topic_info& t, int32_t p, std::shared_ptr<
   // The store holds a state for every partition of a topic it lists; a
   // topic deleted meanwhile is handled by the callers (change_mu_).
   const partition_state st = table_->state(t.name, p).value_or(partition_state{});
+  const partition* raw = part.get();
   replicas_->install(t.name, p, std::move(part), t.assignment[static_cast<size_t>(p)], st);
+  tell_role(t.name, p, raw->is_leader());
+}
+
+void partition_manager::on_role_change(role_listener fn) {
+  std::lock_guard g(role_mu_);
+  role_listeners_.push_back(std::move(fn));
+}
+
+void partition_manager::tell_role(const std::string& topic, int32_t p, bool leads) const {
+  std::vector<role_listener> ls;
+  {
+    std::lock_guard g(role_mu_);
+    ls = role_listeners_;
+  }
+  for (const auto& fn : ls) fn(topic, p, leads);
 }
 
 bool partition_manager::refresh_state(const std::string& topic, int32_t p) {
   auto t = table_->get(topic);
   auto st = table_->state(topic, p);
   if (!t || !st || p < 0 || p >= t->partitions) return false;
-  return replicas_->apply(topic, p, t->assignment[static_cast<size_t>(p)], *st);
+  auto part = replicas_->get(topic, p);
+  if (!part) return false;
+  const bool led = part->is_leader();
+  if (!part->apply_state(t->assignment[static_cast<size_t>(p)], *st)) return false;
+  if (part->is_leader() != led) tell_role(topic, p, part->is_leader());
+  return true;
 }
 
 std::vector<int32_t> partition_manager::hosted_from(const topic_info& t, int32_t first) const {
@@ -588,6 +609,10 @@ void partition_manager::create_logs(creation_job& job) {
   }
   SLUICE_LOG_INFO("topic {}: created {} of {} partition logs in {} ms", job.topic, made,
                   job.partitions.size(), clk_.monotonic_ms() - started_ms);
+}
+
+void partition_manager::stop_leading() {
+  for (auto& p : replicas_->all()) p->stop_leading();
 }
 
 void partition_manager::shutdown() {

@@ -175,6 +175,15 @@ class partition_manager {
   // the altering thread with the change lock held and must not call back
   // into alter_broker_config or set_topic_overrides.
   void on_broker_config_change(std::function<void(const config::broker_config&)> fn);
+  // Calls `fn(topic, partition, leads)` when a hosted partition is
+  // published (with its first role) and each time this broker starts or
+  // stops leading it, on the thread that made the change (the background
+  // creator, the cluster's metadata thread, or the caller of create_topic);
+  // no lock of this manager is held. `fn` must be quick (the group
+  // coordinator posts the load or unload to its own thread). Register
+  // before the broker serves.
+  using role_listener = std::function<void(const std::string&, int32_t, bool)>;
+  void on_role_change(role_listener fn);
   // Calls `fn` with the topic's name after each topic deletion, on the
   // deleting thread and with no lock of this manager held (the group
   // coordinator drops the topic's committed offsets, as Kafka does).
@@ -183,6 +192,11 @@ class partition_manager {
   producer_id_allocator& producer_ids() { return *producer_ids_; }
 
   ~partition_manager();
+
+  // A broker leaving its cluster: every hosted partition stops taking
+  // appends (NOT_LEADER_OR_FOLLOWER) before the controller moves their
+  // leadership, so nothing is acknowledged here that the new leaders lack.
+  void stop_leading();
 
   // Stops the background creation of logs, writes producer-state snapshots
   // and wakes every fetch waiter. (Retention and the cleaner belong to
@@ -242,6 +256,9 @@ class partition_manager {
   std::shared_ptr<const config::broker_config> cfg_;
   std::vector<std::function<void(const config::broker_config&)>> cfg_listeners_;  // change_mu_
   std::vector<std::function<void(const std::string&)>> deleted_listeners_;        // change_mu_
+  mutable std::mutex role_mu_;                 // guards role_listeners_
+  std::vector<role_listener> role_listeners_;
+  void tell_role(const std::string& topic, int32_t p, bool leads) const;
   storage::log_manager& logs_;
   std::unique_ptr<metadata_store> table_;  // topics: read and changed only through it
   std::unique_ptr<producer_id_allocator> producer_ids_;

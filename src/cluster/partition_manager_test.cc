@@ -681,6 +681,11 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   EXPECT_EQ(model::batch::parse(bytes->data()).partition_leader_epoch, 4);
   EXPECT_FALSE(pm_->refresh_state("nope", 0));
   EXPECT_FALSE(pm_->refresh_state("r", 2));
+  // Leaving the cluster: no partition takes appends any more.
+  pm_->stop_leading();
+  auto b3 = storage::testing::make_batch(1, 10, 1);
+  EXPECT_EQ(part->append(b3, 1'700'000'000'000).error, errc::not_leader);
+  EXPECT_FALSE(pm_->get("r", 1)->is_leader());
 }
 
 // With a store that follows a controller, the partition manager only asks

@@ -58,6 +58,12 @@ status controller::commit(write w) {
   for (auto& c : w.compares) req.compares.push_back(std::move(c));
   req.then_ops = std::move(w.ops);
   req.else_ops.push_back(etcd::range_op{etcd::key_range::one(keys_.controller()), {}});
+  // Every write compares the epoch and the revisions it replaces, so a
+  // second application is refused: the client may try again on another
+  // member when an attempt's outcome is unknown (a member that died with
+  // the request). If the first did apply, the retry reports a moved record
+  // (invalid_update_version) and the caller's image shows the write.
+  req.retry_if_unknown = true;
   SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.txn(req));
   if (r.succeeded) {
     last_write_revision_ = r.header_revision;

@@ -314,23 +314,35 @@ TEST_F(ControllerTest, OrphanPartitionRecordsAreRemovedByTheNextController) {
   EXPECT_NE(img_.partition("kept", 0), nullptr);
 }
 
-// etcd applied the write but the answer was lost: the caller sees
-// unavailable, and its image, once caught up, shows the topic.
-TEST_F(ControllerTest, AnAmbiguousWriteIsSeenInTheImageAfterwards) {
+// etcd applied a write but the answer was lost (a member died with it):
+// the controller's writes are safe to repeat, so the client tries again.
+// A repeated partition chunk changes nothing; a repeated topic record fails
+// its compare and reports the record moved, while the image shows the
+// topic created: the caller's retry then finds it exists.
+TEST_F(ControllerTest, AnAmbiguousWriteIsRepeatedSafely) {
   register_broker(0);
   auto c = make(0);
   ASSERT_TRUE(c->campaign(leases_[0]).value());
   sync();
-  etcd_.apply_then_fail_next(1);
-  EXPECT_EQ(c->create_topic(img_, "t", 1, 1, nullptr, {}).code(), errc::unavailable);
+  etcd_.apply_then_fail_next(1);  // the partition chunk
+  ASSERT_TRUE(c->create_topic(img_, "t", 1, 1, nullptr, {}).ok());
   sync();
-  EXPECT_NE(img_.partition("t", 0), nullptr);  // the chunk applied; the topic record was not tried
-  EXPECT_EQ(img_.topic("t"), nullptr);
-  etcd_.set_unavailable(true);
-  EXPECT_EQ(c->create_topic(img_, "u", 1, 1, nullptr, {}).code(), errc::unavailable);
-  etcd_.set_unavailable(false);
+  ASSERT_NE(img_.topic("t"), nullptr);
+  EXPECT_EQ(img_.partitions_of("t").size(), 1u);
+
+  etcd_.apply_then_fail_next(2);  // the chunk, then the topic record
+  EXPECT_EQ(c->create_topic(img_, "u", 1, 1, nullptr, {}).code(), errc::invalid_update_version);
   EXPECT_TRUE(c->active());
-  ASSERT_TRUE(c->create_topic(img_, "t", 1, 1, nullptr, {}).ok());  // the retry overwrites its own chunk
+  sync();
+  EXPECT_NE(img_.topic("u"), nullptr);
+  EXPECT_EQ(c->create_topic(img_, "u", 1, 1, nullptr, {}).code(), errc::already_exists);
+
+  etcd_.set_unavailable(true);
+  EXPECT_EQ(c->create_topic(img_, "v", 1, 1, nullptr, {}).code(), errc::unavailable);
+  etcd_.set_unavailable(false);
+  sync();
+  EXPECT_EQ(img_.topic("v"), nullptr);
+  ASSERT_TRUE(c->create_topic(img_, "v", 1, 1, nullptr, {}).ok());
 }
 
 // The image a broker builds by applying the watch equals a fresh read.

@@ -112,10 +112,33 @@ result<std::unique_ptr<service>> service::open(cluster::partition_manager& parti
 }
 
 service::service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg)
-    : partitions_(partitions), clk_(clk), cfg_(cfg), log_(std::make_unique<partition_log>(*this, partitions, clk)) {
+    : partitions_(partitions),
+      cluster_(partitions.store().follows_controller()),
+      clk_(clk),
+      cfg_(cfg),
+      log_(std::make_unique<partition_log>(*this, partitions, clk)) {
+  // A partition exists when its topic has it, wherever it is hosted.
   coord_ = std::make_unique<group::coordinator>(
       cfg_, *log_, clk_, [this](std::function<void()> fn) { post(std::move(fn)); },
-      [&partitions](const std::string& topic, int32_t p) { return partitions.get(topic, p) != nullptr; });
+      [&partitions](const std::string& topic, int32_t p) {
+        auto t = partitions.topic(topic);
+        return t && p >= 0 && p < t->partitions;
+      });
+}
+
+void service::on_leadership(int32_t p, bool leads) {
+  if (!cluster_ || p < 0 || p >= cfg_.num_partitions) return;
+  post([this, p, leads] {
+    if (coord_->unloaded()) return;
+    if (!leads) {
+      coord_->unload_partition(p);
+      if (led_.erase(p)) SLUICE_LOG_INFO("group coordinator: unloaded __consumer_offsets-{} (no longer its leader)", p);
+      return;
+    }
+    const auto r = coord_->load_partition(p);
+    if (led_.insert(p).second)
+      SLUICE_LOG_INFO("group coordinator: loaded __consumer_offsets-{} ({} records)", p, r.records);
+  });
 }
 
 service::~service() { stop(); }
@@ -153,6 +176,16 @@ void service::load() {
   size_t records = 0, skipped = 0;
   for (int32_t p = 0; p < cfg_.num_partitions; ++p) {
     if (stopping()) return;
+    if (cluster_) {
+      // Only what this broker leads now; on_leadership loads the rest as
+      // it gains them.
+      auto part = partitions_.get(std::string(offsets_topic), p);
+      if (!part || !part->is_leader()) {
+        coord_->unload_partition(p);
+        continue;
+      }
+      led_.insert(p);
+    }
     if (coord_->unloaded()) {
       SLUICE_LOG_INFO("group coordinator: shutting down before its replay finished");
       return;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "base/clock.h"
@@ -44,6 +45,10 @@ class service {
   void start();
   void stop();  // idempotent
   group::coordinator& coordinator() { return *coord_; }
+  // In a cluster: this broker started (true) or stopped leading partition
+  // `p` of __consumer_offsets; the service thread loads its groups or
+  // unloads them (NOT_COORDINATOR) in the order told.
+  void on_leadership(int32_t p, bool leads);
 
  private:
   class partition_log;
@@ -54,6 +59,8 @@ class service {
   bool stopping();  // takes mu_
 
   cluster::partition_manager& partitions_;
+  const bool cluster_;  // leadership of __consumer_offsets partitions moves
+  std::set<int32_t> led_;  // partitions loaded as their leader; the service thread only
   sluice::clock& clk_;
   const coordinator_config cfg_;
   std::unique_ptr<partition_log> log_;

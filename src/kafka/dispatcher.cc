@@ -1,5 +1,8 @@
 #include "kafka/dispatcher.h"
 
+#include "cluster/metadata_cache.h"
+#include "kafka/forwarder.h"
+
 #include <algorithm>
 #include <atomic>
 
@@ -65,6 +68,14 @@ void log_unsupported(const sluice::clock& clk, const net::connection_context& ct
 
 }  // namespace
 
+void dispatcher::handle_here(request req) {
+  auto handlers = api_handlers();
+  auto it = std::find_if(handlers.begin(), handlers.end(),
+                         [&](const api_handler& h) { return h.api_key == req.api_key(); });
+  SLUICE_ASSERT(it != handlers.end(), "a request forwarded here was of a known API");
+  it->handle(std::move(req));
+}
+
 void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte> frame, net::responder r) {
   auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
   protocol::reader rd(bytes);
@@ -115,6 +126,15 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
   if (key == fetch_key) {
     req.min_rtt = ctx.min_rtt();
     if (st) req.fetch_cursor = st->fetch_cursor;
+  }
+  if (svc_.forward && forwarder::forwardable(key) && svc_.metadata) {
+    const int32_t controller = svc_.metadata->controller_id();
+    if (controller >= 0 && controller != svc_.node_id) {
+      if (auto b = svc_.metadata->broker(controller)) {
+        svc_.forward->submit(std::move(req), b->host, b->port);
+        return;
+      }
+    }
   }
   it->handle(std::move(req));
 }

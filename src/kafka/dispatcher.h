@@ -46,6 +46,9 @@ class dispatcher final : public net::request_handler {
 
   void on_connection_open(net::connection_context& ctx) override;
   void on_request(net::connection_context& ctx, std::vector<std::byte> frame, net::responder r) override;
+  // Handles a decoded request of a known API on this broker (what the
+  // forwarder falls back to).
+  static void handle_here(request req);
 
  private:
   services& svc_;

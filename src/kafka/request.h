@@ -41,6 +41,7 @@ class filesystem;
 namespace sluice::kafka {
 
 class delayed_ops;
+class forwarder;
 
 // What handlers reach. Built once by the broker; every member outlives the
 // server.
@@ -59,6 +60,9 @@ struct services {
   // This broker's part in a cluster's control plane; null on a single
   // broker, which is its own controller and leads every partition.
   cluster::control_plane* control = nullptr;
+  // In a cluster: passes controller requests on to the controller (null on
+  // a single broker, which is its own controller).
+  forwarder* forward = nullptr;
 };
 
 // Per-connection state kept in net::connection_context::state.

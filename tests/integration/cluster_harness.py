@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etcd_harness import EtcdCluster, die_with_parent
-from sluice_harness import SLUICE_BIN, free_port
+from sluice_harness import SLUICE_BIN, Reader, free_port
 
 # ------------------------------------------------------------ Metadata v8
 
@@ -74,27 +74,6 @@ class MetadataView:
                 for i, p in self.topics[topic].partitions.items()}
 
 
-class _Reader:
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.d, self.p)
-        self.p += struct.calcsize(fmt)
-        return v if len(v) > 1 else v[0]
-
-    def string(self):
-        n = self.take(">h")
-        if n < 0:
-            return None
-        s = self.d[self.p:self.p + n].decode()
-        self.p += n
-        return s
-
-    def int32s(self):
-        return [self.take(">i") for _ in range(self.take(">i"))]
-
-
 def _recv_exact(s, n):
     buf = b""
     while len(buf) < n:
@@ -117,7 +96,7 @@ def metadata_request(port, timeout=5.0, corr=1):
         s.settimeout(timeout)
         s.sendall(struct.pack(">i", len(payload)) + payload)
         (n,) = struct.unpack(">i", _recv_exact(s, 4))
-        r = _Reader(_recv_exact(s, n))
+        r = Reader(_recv_exact(s, n))
     if r.take(">i") != corr:
         raise EOFError("Metadata answer with a wrong correlation id")
     r.take(">i")  # throttle_time_ms
@@ -149,7 +128,7 @@ def _request(port, api_key, version, body, timeout, corr=7):
         s.settimeout(timeout)
         s.sendall(struct.pack(">i", len(payload)) + payload)
         (n,) = struct.unpack(">i", _recv_exact(s, 4))
-        r = _Reader(_recv_exact(s, n))
+        r = Reader(_recv_exact(s, n))
     if r.take(">i") != corr:
         raise EOFError("answer with a wrong correlation id")
     return r

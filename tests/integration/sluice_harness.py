@@ -277,3 +277,27 @@ def wait_fds_at_most(pid, limit, timeout=15.0):
     while fd_count(pid) > limit and time.monotonic() < deadline:
         time.sleep(0.1)
     return fd_count(pid)
+
+
+class Reader:
+    """Reads a Kafka response's fields in order (big-endian)."""
+
+    def __init__(self, data):
+        self.d, self.p = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.d, self.p)
+        self.p += struct.calcsize(fmt)
+        return v if len(v) > 1 else v[0]
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.d[self.p:self.p + n].decode()
+        self.p += n
+        return s
+
+    def int32s(self):
+        return [self.take(">i") for _ in range(self.take(">i"))]
+

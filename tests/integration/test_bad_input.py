@@ -23,7 +23,7 @@ import kafka.errors as kerr
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sluice_harness import Broker, GoodClient, fd_count, record, v2_batch, wait_fds_at_most
+from sluice_harness import Broker, GoodClient, Reader, fd_count, record, v2_batch, wait_fds_at_most
 
 SEED = int(os.environ.get("SLUICE_BAD_INPUT_SEED", "20261202"))
 
@@ -75,24 +75,6 @@ def assert_closed(s, what, timeout=5.0):
         pytest.fail(f"{what}: connection still open after {timeout}s")
     assert data == b"", f"{what}: expected the connection closed, got {data[:64]!r}"
     s.close()
-
-
-class Reader:
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.d, self.p)
-        self.p += struct.calcsize(fmt)
-        return v if len(v) > 1 else v[0]
-
-    def string(self):
-        n = self.take(">h")
-        if n < 0:
-            return None
-        s = self.d[self.p:self.p + n].decode()
-        self.p += n
-        return s
 
 
 def api_versions_v0(port):

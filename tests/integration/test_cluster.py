@@ -30,6 +30,8 @@ FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 CLIENT_TIMEOUT_S = 30
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_CONTROLLER = 41
+REQUEST_TIMED_OUT = 7
+TOPIC_ALREADY_EXISTS = 36
 
 
 # ------------------------------------------------------------ fixtures
@@ -228,7 +230,47 @@ class TestHealthyCluster:
         assert sorted(v for v in out.split(b"\x1e") if v) == sorted(values)
 
 
-    def test_only_the_leader_takes_produce_and_only_the_controller_creates_topics(self, shared):
+    def test_consumer_groups_find_their_coordinator_on_the_offsets_leader(self, shared):
+        # __consumer_offsets: created by the controller with three replicas,
+        # its partitions led by every broker.
+        def offsets_led():
+            t = shared.metadata_from(1).topics.get("__consumer_offsets")
+            # Each leader shows once its log exists (-1 until then).
+            return t if t and all(p.leader > 0 for p in t.partitions.values()) else None
+        offsets = shared.wait_for(offsets_led, 30, "every __consumer_offsets partition to have a leader")
+        leaders = Counter(p.leader for p in offsets.partitions.values())
+        assert set(leaders) == {1, 2, 3}, leaders
+        assert all(len(p.replicas) == 3 for p in offsets.partitions.values())
+
+        topic = "grouped"
+        create_topic(shared.bootstrap, topic, 3, 3)
+        wait_topic_agreed(shared, topic, 3)
+        values = produce_confluent(shared.bootstrap, topic, 90, "grouped", 3)
+        c = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "g-cluster",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            c.subscribe([topic])
+            got, deadline = [], time.time() + 60
+            while len(got) < len(values) and time.time() < deadline:
+                m = c.poll(1.0)
+                if m is not None and not m.error():
+                    got.append(m.value())
+            assert sorted(got) == sorted(values)
+            c.commit(asynchronous=False)
+            committed = c.committed([TopicPartition(topic, p) for p in range(3)], timeout=CLIENT_TIMEOUT_S)
+            assert sum(tp.offset for tp in committed) == len(values), committed
+        finally:
+            c.close()
+        # A new consumer of the group starts where the first committed.
+        c2 = Consumer({"bootstrap.servers": shared.bootstrap, "group.id": "g-cluster",
+                       "auto.offset.reset": "earliest"})
+        try:
+            committed = c2.committed([TopicPartition(topic, p) for p in range(3)], timeout=CLIENT_TIMEOUT_S)
+            assert sum(tp.offset for tp in committed) == len(values), committed
+        finally:
+            c2.close()
+
+    def test_only_the_leader_takes_produce_and_any_broker_creates_topics_through_the_controller(self, shared):
         topic = "routing"
         create_topic(shared.bootstrap, topic, 3, 3)
         view = wait_topic_agreed(shared, topic, 3)
@@ -241,16 +283,14 @@ class TestHealthyCluster:
                     assert err == NOT_LEADER_OR_FOLLOWER, \
                         f"partition {i}: broker {n}, not its leader ({p.leader}), answered {err}"
 
-        controller = view.controller
+        # CreateTopics sent to any broker reaches the controller (forwarded).
         for n in (1, 2, 3):
-            if n != controller:
-                err, msg = create_topics_request(shared.broker(n).port, f"via-{n}", 1, 1)
-                assert err == NOT_CONTROLLER, f"broker {n}, not the controller, answered {err} {msg}"
-        err, msg = create_topics_request(shared.broker(controller).port, "via-controller", 1, 3)
-        assert err == 0, f"controller {controller} answered {err} {msg}"
-        wait_topic_agreed(shared, "via-controller", 1)
-        assert not any(t.startswith("via-") and t != "via-controller"
-                       for t in shared.metadata_from(controller).topics)
+            err, msg = create_topics_request(shared.broker(n).port, f"via-{n}", 1, 3)
+            assert err == 0, f"broker {n} answered {err} {msg}"
+        for n in (1, 2, 3):
+            wait_topic_agreed(shared, f"via-{n}", 1)
+            err, _ = create_topics_request(shared.broker(n).port, f"via-{n}", 1, 3)
+            assert err == TOPIC_ALREADY_EXISTS, f"broker {n}: a second creation answered {err}"
 
     def test_a_node_id_in_use_is_refused(self, shared):
         dup = shared.new_broker(2)
@@ -433,3 +473,59 @@ def test_stopped_controller_hands_over_before_its_session_would_expire(fresh):
     v = fresh.wait_for(handed_over, bound_s, f"controller {old}'s duties and leaderships moved after SIGTERM")
     print(f"controller {old} stopped: broker {v.controller} controller, its partitions led again, "
           f"{time.monotonic() - t0:.1f}s after SIGTERM")
+
+
+def test_one_etcd_member_lost_changes_nothing(fresh):
+    create_topic(fresh.bootstrap, "before-loss", 3, 3)
+    wait_topic_agreed(fresh, "before-loss", 3)
+    fresh.etcd.kill(0)
+    # Metadata changes, produce and fetch all go on with two members.
+    create_topic(fresh.bootstrap, "after-loss", 3, 3)
+    wait_topic_agreed(fresh, "after-loss", 3)
+    values = produce_confluent(fresh.bootstrap, "after-loss", 60, "one-lost", 3)
+    got = consume_confluent(fresh.bootstrap, "after-loss", 3, len(values))
+    assert sorted(v for recs in got.values() for _, v in recs) == sorted(values)
+    controller = fresh.controller_id()
+    fresh.kill(controller)
+    fresh.wait_for(lambda: fresh.controller_id() not in (None, -1, controller), SESSION_TIMEOUT_MS / 1000 + 5,
+                   "a new controller with one etcd member down")
+
+
+def test_etcd_quorum_lost_keeps_data_flowing_and_refuses_metadata_changes(fresh):
+    topic = "through-the-outage"
+    create_topic(fresh.bootstrap, topic, 3, 3)
+    before = wait_topic_agreed(fresh, topic, 3)
+    fresh.etcd.kill(0)
+    fresh.etcd.kill(1)
+    # Longer than a session: every broker's lease would have run out.
+    time.sleep(SESSION_TIMEOUT_MS / 1000 + 2)
+    # Produce and fetch go on with the leaders the brokers know.
+    values = produce_confluent(fresh.bootstrap, topic, 60, "no-quorum", 3)
+    got = consume_confluent(fresh.bootstrap, topic, 3, len(values))
+    assert sorted(v for recs in got.values() for _, v in recs) == sorted(values)
+    # No metadata change can be made: topic creation fails, retriably.
+    controller = fresh.controller_id()
+    err, msg = create_topics_request(fresh.broker(controller).port, "during-outage", 1, 1)
+    assert err in (REQUEST_TIMED_OUT, NOT_CONTROLLER), f"topic creation without quorum answered {err} {msg}"
+    for n in fresh.live_ids():
+        assert "during-outage" not in fresh.metadata_from(n).topics
+    # Every partition kept its leader.
+    now = fresh.metadata_from(1).topics[topic]
+    assert {i: p.leader for i, p in now.partitions.items()} == \
+        {i: p.leader for i, p in before.topics[topic].partitions.items()}
+
+    fresh.etcd.restart(0)
+    fresh.etcd.restart(1)
+    fresh.etcd.wait_healthy()
+    # Everything recovers: the brokers register again, a controller acts.
+    fresh.wait_for(lambda: all(len(fresh.metadata_from(n).brokers) == 3 for n in fresh.live_ids()),
+                   SESSION_TIMEOUT_MS / 1000 + 20, "every broker registered again")
+
+    def created():
+        c = fresh.controller_id()
+        if c in (None, -1):
+            return False
+        err, _ = create_topics_request(fresh.broker(c).port, "after-outage", 1, 3)
+        return err in (0, TOPIC_ALREADY_EXISTS)
+    fresh.wait_for(created, SESSION_TIMEOUT_MS / 1000 + 20, "topic creation to work again", interval=1.0)
+    wait_topic_agreed(fresh, "after-outage", 1)

@@ -1,10 +1,14 @@
-// FindCoordinator (v0-5): this single broker coordinates every group. v0-3
+// FindCoordinator (v0-5): a group's coordinator is the broker leading its
+// partition of __consumer_offsets (one broker leads them all on a single
+// node; in a cluster the controller spreads them). v0-3
 // ask for one key; v4+ for several (KIP-699), each answered on its own.
 // Transaction coordinators (key_type 1) come with transactions; v5 only
 // adds TRANSACTION_ABORTABLE, which is never answered; v6 (share groups,
 // key_type 2) is not served.
 
+#include "cluster/metadata_cache.h"
 #include "group/coordinator.h"
+#include "group/records.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
 
@@ -15,6 +19,7 @@ namespace {
 struct lookup {
   error_code error = error_code::none;
   std::string message;
+  int32_t node_id = -1;
 };
 
 // The answer for one key: this broker, or why not.
@@ -27,7 +32,13 @@ lookup find(const request& req, int8_t key_type, const std::string& key) {
   if (key_type != 0) return {error_code::invalid_request, "unknown key type"};
   if (key.empty()) return {error_code::invalid_group_id, "empty group id"};
   if (!req.svc->groups) return {error_code::coordinator_not_available, "no group coordinator"};
-  return {};
+  const cluster::metadata_cache& md = *req.svc->metadata;
+  auto offsets = md.topic(std::string(group::offsets_topic));
+  if (!offsets) return {error_code::coordinator_not_available, "__consumer_offsets does not exist yet"};
+  const int32_t p = group::partition_for(key, offsets->partitions);
+  const auto l = md.leadership(offsets->name, p);
+  if (!l.has_leader) return {error_code::coordinator_not_available, "__consumer_offsets-" + std::to_string(p) + " has no leader"};
+  return {error_code::none, {}, l.leader_id};
 }
 
 // Fills a coordinator answer (v4+'s per-key one or v0-3's whole response,
@@ -41,12 +52,17 @@ void answer(Answer& a, const lookup& l, const services& svc) {
     a.error_message = l.message;
     return;
   }
-  // The coordinator of every group is this broker (one broker leads every
-  // partition of __consumer_offsets).
-  auto self = svc.metadata->broker(svc.node_id);
-  a.node_id = svc.node_id;
-  a.host = self ? self->host : std::string();
-  a.port = self ? self->port : -1;
+  auto b = svc.metadata->broker(l.node_id);
+  if (!b) {
+    a.error_code = to_wire(error_code::coordinator_not_available);
+    a.node_id = -1;
+    a.port = -1;
+    a.error_message = "the coordinator's broker is not live";
+    return;
+  }
+  a.node_id = l.node_id;
+  a.host = b->host;
+  a.port = b->port;
 }
 
 constexpr int16_t batched_version = 4;

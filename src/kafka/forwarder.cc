@@ -1,0 +1,194 @@
+#include "kafka/forwarder.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/endian.h"
+#include "base/limits.h"
+#include "base/log.h"
+
+namespace sluice::kafka {
+
+namespace {
+
+constexpr int16_t create_topics_key = 19;
+constexpr int16_t delete_topics_key = 20;
+constexpr int16_t create_partitions_key = 37;
+
+// Waits until `fd` is ready for `events` or `deadline_ms` (monotonic) passes.
+bool wait_fd(int fd, short events, const sluice::deadline& until) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int ms = static_cast<int>(std::min<int64_t>(until.left_ms(), 1'000));
+    if (until.passed()) return false;
+    const int r = ::poll(&p, 1, ms);
+    if (r > 0) return (p.revents & (events | POLLHUP | POLLERR)) != 0 && !(p.revents & POLLERR);
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+bool send_all(int fd, const std::byte* data, size_t n, const sluice::deadline& until) {
+  while (n > 0) {
+    if (!wait_fd(fd, POLLOUT, until)) return false;
+    const ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool recv_all(int fd, std::byte* data, size_t n, const sluice::deadline& until) {
+  while (n > 0) {
+    if (!wait_fd(fd, POLLIN, until)) return false;
+    const ssize_t r = ::recv(fd, data, n, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) return false;
+    data += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// A non-blocking TCP connection to host:port, or -1.
+int connect_to(const std::string& host, int32_t port, const sluice::deadline& until) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return -1;
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      ::close(fd);
+      fd = -1;
+      continue;
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (!wait_fd(fd, POLLOUT, until) || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(res);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+}  // namespace
+
+bool forwarder::forwardable(int16_t api_key) {
+  return api_key == create_topics_key || api_key == delete_topics_key || api_key == create_partitions_key;
+}
+
+forwarder::forwarder(int64_t timeout_ms, std::function<void(request)> local)
+    : timeout_ms_(timeout_ms), local_(std::move(local)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+forwarder::~forwarder() { stop(); }
+
+void forwarder::submit(request req, std::string host, int32_t port) {
+  {
+    std::lock_guard g(mu_);
+    if (!stopping_) {
+      queue_.push_back(job{std::move(req), std::move(host), port});
+      cv_.notify_one();
+      return;
+    }
+  }
+  local_(std::move(req));
+}
+
+void forwarder::stop() {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  disconnect();
+  // What was not forwarded is answered here.
+  std::deque<job> left;
+  {
+    std::lock_guard g(mu_);
+    left.swap(queue_);
+  }
+  for (auto& j : left) local_(std::move(j.req));
+}
+
+void forwarder::disconnect() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::optional<std::vector<std::byte>> forwarder::exchange(const job& j) {
+  const sluice::deadline until(timeout_ms_);
+  if (fd_ >= 0 && (peer_host_ != j.host || peer_port_ != j.port)) disconnect();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (fd_ < 0) {
+      fd_ = connect_to(j.host, j.port, until);
+      if (fd_ < 0) return std::nullopt;
+      peer_host_ = j.host;
+      peer_port_ = j.port;
+    }
+    std::byte size[4];
+    store_be<uint32_t>(size, static_cast<uint32_t>(j.req.frame.size()));
+    std::byte got[4];
+    if (send_all(fd_, size, 4, until) && send_all(fd_, j.req.frame.data(), j.req.frame.size(), until) &&
+        recv_all(fd_, got, 4, until)) {
+      const uint32_t n = load_be<uint32_t>(got);
+      if (n < 4 || n > static_cast<uint32_t>(limits::max_socket_request_max_bytes)) {
+        disconnect();
+        return std::nullopt;
+      }
+      std::vector<std::byte> body(n);
+      if (recv_all(fd_, body.data(), n, until)) return body;
+    }
+    // A connection the controller closed while idle: once more on a new one.
+    disconnect();
+    if (until.passed()) break;
+  }
+  return std::nullopt;
+}
+
+void forwarder::run() {
+  for (;;) {
+    job j;
+    {
+      std::unique_lock g(mu_);
+      cv_.wait(g, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      j = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto answer = exchange(j);
+    if (!answer) {
+      SLUICE_LOG_INFO("forwarding API {} to the controller at {}:{} failed; answering here", j.req.api_key(),
+                      j.host, j.port);
+      local_(std::move(j.req));
+      continue;
+    }
+    net::response r;
+    r.append(std::move(*answer));
+    j.req.responder.respond(std::move(r));
+  }
+}
+
+}  // namespace sluice::kafka
