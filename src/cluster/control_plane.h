@@ -118,7 +118,9 @@ class control_plane {
   // this broker's image has caught up with etcd as of the op's end, so the
   // caller reads what it wrote. errc::not_controller when this broker is
   // not the controller; `timeout_ms` bounds the whole wait
-  // (errc::unavailable).
+  // (errc::unavailable): an op not started by then never runs, so `op` may
+  // capture the caller's locals by reference. (One already running is
+  // waited for, past the timeout: it cannot be stopped halfway.)
   using controller_op = std::function<status(controller::controller&, const controller::metadata_image&)>;
   status submit(controller_op op, int64_t timeout_ms);
 
@@ -165,8 +167,15 @@ class control_plane {
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::deque<etcd::watch_update> updates_;
+  // An op may hold references into its caller's frame, so it runs only
+  // while the caller waits: a caller that times out before the op started
+  // abandons it (it never runs); one that times out while it runs waits
+  // for it to end.
   struct pending_op {
     controller_op op;
+    bool started = false;
+    bool ran = false;
+    bool abandoned = false;
     bool done = false;
     status result;
     int64_t until_revision = 0;
