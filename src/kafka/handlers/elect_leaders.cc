@@ -17,7 +17,6 @@
 // not the controller: NOT_CONTROLLER, at the top level from v1, for each
 // named partition in v0, which has no top-level code.
 
-#include <memory>
 #include <algorithm>
 #include <map>
 
@@ -32,9 +31,12 @@ namespace {
 
 constexpr int8_t preferred_election = 0;
 constexpr int8_t unclean_election = 1;
-// A request's timeout_ms bounds the wait for the controller; below this
-// a busy controller would time out every request.
+// A request's timeout_ms bounds the wait for the controller, within these
+// bounds: below the first a busy controller would time out every request;
+// the second bounds how long the I/O thread that runs this handler is held
+// (as CreateTopics holds it, the wait is synchronous).
 constexpr int32_t min_timeout_ms = 1000;
+constexpr int32_t max_timeout_ms = 30000;
 
 using partition_list = std::vector<std::pair<std::string, int32_t>>;
 using outcome = controller::controller::election_outcome;
@@ -96,28 +98,21 @@ void handle_elect_leaders(request req) {
   } else {
     const auto kind = type == unclean_election ? controller::requested_election::unclean
                                                : controller::requested_election::preferred;
-    // Shared with the op: a submit that times out leaves the op queued, and
-    // it may still run after this handler has returned.
-    struct shared {
-      std::optional<partition_list> asked;
-      std::vector<outcome> outcomes;
-    };
-    auto sh = std::make_shared<shared>();
-    sh->asked = asked;
+    // The op runs while submit() waits, or never (control_plane.h): it may
+    // borrow these locals.
     const status s = svc.control->submit(
-        [sh, kind](controller::controller& k, const controller::metadata_image& img) -> status {
-          auto r = k.elect_on_request(img, kind, sh->asked ? &*sh->asked : nullptr);
+        [&](controller::controller& k, const controller::metadata_image& img) -> status {
+          auto r = k.elect_on_request(img, kind, asked ? &*asked : nullptr);
           if (!r.ok()) return r.to_status();
-          sh->outcomes = std::move(r->outcomes);
+          outcomes = std::move(r->outcomes);
           return {};
         },
-        std::max(body->timeout_ms, min_timeout_ms));
+        std::clamp(body->timeout_ms, min_timeout_ms, max_timeout_ms));
     if (!s.ok()) {
       fail_all(to_kafka_error(s.err().code), s.err().message);
       req.respond(resp);
       return;
     }
-    outcomes = std::move(sh->outcomes);
   }
 
   // One result per topic, in the order the topics first appear.
