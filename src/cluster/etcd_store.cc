@@ -69,7 +69,15 @@ std::optional<partition_state> etcd_store::state(const std::string& topic, int32
 }
 
 status etcd_store::check_request(const partition_request& req) const {
-  if (!req.assignment.empty()) return {};  // the controller checks explicit assignments
+  if (!req.assignment.empty()) {
+    // Partition indexes are the caller's to get right (create_topics.cc);
+    // the brokers must be registered ones, each once per partition, the
+    // replica counts equal.
+    std::vector<controller::manual_assignment> m;
+    for (size_t i = 0; i < req.assignment.size(); ++i) m.push_back({static_cast<int32_t>(i), req.assignment[i]});
+    const auto live = cp_.with_image([](const controller::metadata_image& img) { return img.live_brokers(); });
+    return controller::validate_assignment(m, 0, live);
+  }
   const size_t live = cp_.with_image([](const controller::metadata_image& img) { return img.brokers().size(); });
   if (req.replication_factor < 1 || static_cast<size_t>(req.replication_factor) > live) {
     return status(errc::invalid_replication_factor, "Replication factor: " + std::to_string(req.replication_factor) +

@@ -190,7 +190,8 @@ std::vector<topic_info> partition_manager::topics() const { return table_->list(
 
 std::optional<partition_manager::create_error> partition_manager::create_topic(
     const std::string& name, int32_t partitions, int16_t replication_factor,
-    std::span<const config::config_entry> configs, bool validate_only, create_mode mode) {
+    std::span<const config::config_entry> configs, bool validate_only, create_mode mode,
+    std::vector<replica_list> assignment) {
   if (auto s = validate_topic_name(name); !s.ok()) return create_error{errc::invalid_topic, s.err().message};
   const auto cfg = broker_config();
   if (partitions == -1) partitions = cfg->num_partitions;
@@ -204,9 +205,8 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
   }
   // Whether the brokers can hold that many replicas is the store's to say
   // (a single broker: one; a cluster: its live brokers).
-  if (auto s = table_->check_request(partition_request{partitions, replication_factor, {}}); !s.ok()) {
-    return create_error{s.code(), s.err().message};
-  }
+  const partition_request request{partitions, replication_factor, std::move(assignment)};
+  if (auto s = table_->check_request(request); !s.ok()) return create_error{s.code(), s.err().message};
   auto overrides = config::make_topic_overrides(*cfg, configs);
   if (!overrides.ok()) return create_error{errc::invalid_config, overrides.err().message};
 
@@ -223,7 +223,7 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
                                                           std::to_string(limits::max_partitions_per_broker)};
   }
   if (validate_only) return std::nullopt;
-  auto t = table_->create(name, partition_request{partitions, replication_factor, {}}, *overrides);
+  auto t = table_->create(name, request, *overrides);
   if (!t.ok()) return create_error{t.code(), t.err().message};
   if (table_->follows_controller()) return std::nullopt;  // logs follow the store (on_store_change)
   replicas_->add_slots(name, partitions);
@@ -313,7 +313,8 @@ void partition_manager::remove_local_locked(const std::string& name, int32_t par
 }
 
 std::optional<partition_manager::create_error> partition_manager::add_partitions(
-    const std::string& name, int32_t total, bool validate_only, create_mode mode) {
+    const std::string& name, int32_t total, bool validate_only, create_mode mode,
+    std::vector<replica_list> assignment) {
   std::lock_guard change(change_mu_);
   auto t = table_->get(name);
   if (!t) return create_error{errc::not_found, "topic '" + name + "' does not exist"};
@@ -329,10 +330,12 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
     return create_error{errc::policy_violation,
                         "the limit of " + std::to_string(limits::max_partitions_per_broker) + " partitions per broker"};
   }
-  if (validate_only) return std::nullopt;
   const int32_t first = t->partitions;
   const auto rf = static_cast<int16_t>(t->assignment.empty() ? 1 : t->assignment[0].size());
-  if (auto s = table_->add_partitions(name, partition_request{total - first, rf, {}}); !s.ok()) {
+  const partition_request request{total - first, rf, std::move(assignment)};
+  if (auto s = table_->check_request(request); !s.ok()) return create_error{s.code(), s.err().message};
+  if (validate_only) return std::nullopt;
+  if (auto s = table_->add_partitions(name, request); !s.ok()) {
     return create_error{s.code(), s.err().message};
   }
   if (table_->follows_controller()) return std::nullopt;  // logs follow the store (on_store_change)

@@ -116,11 +116,15 @@ class partition_manager {
     errc code;
     std::string message;
   };
+  // `assignment`, when not empty, names each partition's replicas
+  // (CreateTopics' explicit assignments; partitions and replication factor
+  // then follow from it).
   std::optional<create_error> create_topic(const std::string& name, int32_t partitions,
                                            int16_t replication_factor,
                                            std::span<const config::config_entry> configs,
                                            bool validate_only,
-                                           create_mode mode = create_mode::wait);
+                                           create_mode mode = create_mode::wait,
+                                           std::vector<replica_list> assignment = {});
   // Deletes a topic and all its data (partitions still being created are
   // not created). When `deleted` is given it receives the topic as it was
   // (name and id) whenever the topic exists, even if it may not be deleted.
@@ -132,9 +136,11 @@ class partition_manager {
   // one the id named.
   std::optional<create_error> delete_topic_by_id(const topic_id& id, topic_info* deleted = nullptr);
   // Raises the partition count to `total`.
+  // `assignment`, when not empty, names the new partitions' replicas.
   std::optional<create_error> add_partitions(const std::string& name, int32_t total,
                                              bool validate_only,
-                                             create_mode mode = create_mode::wait);
+                                             create_mode mode = create_mode::wait,
+                                             std::vector<replica_list> assignment = {});
   // Calls `fn` once no log of `topic` waits to be created: at once, on the
   // calling thread, when none does; otherwise on the background thread when
   // the topic's queued work ends (done, cancelled by delete_topic, or cut

@@ -129,12 +129,11 @@ status topic_table::check_request(const partition_request& req) const {
                                                         " larger than available brokers: 1.");
   }
   if (!req.assignment.empty() && req.assignment.size() != static_cast<size_t>(req.count))
-    return status(errc::invalid_argument, "the assignment does not name every new partition");
+    return status(errc::invalid_replica_assignment, "the assignment does not name every new partition");
   for (const auto& replicas : req.assignment) {
     if (replicas != replica_list{node_id_}) {
-      return status(errc::invalid_replication_factor,
-                    "a single broker holds every partition alone: replicas must be [" +
-                        std::to_string(node_id_) + "]");
+      return status(errc::invalid_replica_assignment,
+                    "replicas must be exactly this broker (" + std::to_string(node_id_) + ")");
     }
   }
   return {};

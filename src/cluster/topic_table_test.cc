@@ -133,12 +133,12 @@ TEST_F(TopicTableTest, EveryPartitionIsThisBrokerAlone) {
   {
     auto t = open(3);
     ASSERT_TRUE(t->create("a", here(2, 3), {}).ok());
-    EXPECT_EQ(t->create("rf2", partition_request{1, 2, {{3, 4}}}, {}).code(), errc::invalid_replication_factor);
+    EXPECT_EQ(t->create("rf2", partition_request{1, 2, {{3, 4}}}, {}).code(), errc::invalid_replica_assignment);
     auto rf3 = t->create("rf3", partition_request{1, 3, {}}, {});
     EXPECT_EQ(rf3.code(), errc::invalid_replication_factor);
     EXPECT_EQ(rf3.err().message, "Replication factor: 3 larger than available brokers: 1.");
-    EXPECT_EQ(t->create("other", here(1, 4), {}).code(), errc::invalid_replication_factor);
-    EXPECT_EQ(t->add_partitions("a", here(1, 5)).code(), errc::invalid_replication_factor);
+    EXPECT_EQ(t->create("other", here(1, 4), {}).code(), errc::invalid_replica_assignment);
+    EXPECT_EQ(t->add_partitions("a", here(1, 5)).code(), errc::invalid_replica_assignment);
     EXPECT_EQ(t->get("a")->partitions, 2);
     EXPECT_EQ(t->get("a")->assignment, on(2, 3));
     EXPECT_EQ(t->state("a", 1), (partition_state{3, 0, {3}, 0}));

@@ -135,6 +135,9 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
         return;
       }
     }
+    // This broker's own answer waits on etcd: off the I/O thread.
+    svc_.forward->handle_here(std::move(req));
+    return;
   }
   it->handle(std::move(req));
 }

@@ -178,6 +178,10 @@ void forwarder::run() {
       j = std::move(queue_.front());
       queue_.pop_front();
     }
+    if (j.host.empty()) {
+      local_(std::move(j.req));
+      continue;
+    }
     auto answer = exchange(j);
     if (!answer) {
       SLUICE_LOG_INFO("forwarding API {} to the controller at {}:{} failed; answering here", j.req.api_key(),

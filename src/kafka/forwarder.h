@@ -13,7 +13,9 @@
 // request the controller does not answer within the timeout, or that
 // cannot be sent (no controller known, the connection refused), is handled
 // locally instead, which answers NOT_CONTROLLER: the client retries after
-// refreshing its metadata. Forwarding never blocks an I/O thread.
+// refreshing its metadata. Forwarding never blocks an I/O thread, and the
+// controller's own controller requests run on the same thread (they wait
+// for etcd).
 //
 // Thread safety: submit() from any thread; stop() once, before the server
 // stops.
@@ -41,6 +43,9 @@ class forwarder {
   static bool forwardable(int16_t api_key);
   // Forwards `req` to the controller at host:port.
   void submit(request req, std::string host, int32_t port);
+  // Handles `req` here, on the forwarding thread: the controller's own
+  // admin requests wait on etcd, which an I/O thread must not.
+  void handle_here(request req) { submit(std::move(req), {}, 0); }
   void stop();
 
  private:

@@ -189,6 +189,22 @@ class TestHealthyCluster:
         assert "too-many-replicas" not in shared.metadata_from(1).topics
 
 
+    def test_explicit_assignments_are_kept_and_checked(self, shared):
+        a = admin(shared.bootstrap)
+        fs = a.create_topics([NewTopic("manual", num_partitions=3, replica_assignment=[[2, 1], [3, 2], [1, 3]])],
+                             operation_timeout=CLIENT_TIMEOUT_S)
+        fs["manual"].result()
+        view = wait_topic_agreed(shared, "manual", 3)
+        got = {i: (p.leader, tuple(p.replicas)) for i, p in view.topics["manual"].partitions.items()}
+        assert got == {0: (2, (2, 1)), 1: (3, (3, 2)), 2: (1, (1, 3))}, got
+        for bad in ([[2, 9]], [[2, 2]], [[1, 2], [3]]):
+            fs = a.create_topics([NewTopic("manual-bad", num_partitions=len(bad), replica_assignment=bad)],
+                                 operation_timeout=CLIENT_TIMEOUT_S)
+            with pytest.raises(KafkaException) as ei:
+                fs["manual-bad"].result()
+            assert ei.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, (bad, ei.value)
+        assert "manual-bad" not in shared.metadata_from(1).topics
+
     def test_three_clients_produce_and_consume_through_the_leaders(self, shared):
         topic = "clients"
         partitions = 6

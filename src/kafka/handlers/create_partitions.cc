@@ -8,24 +8,19 @@ void handle_create_partitions(request req) {
   auto body = decode_body<protocol::create_partitions_request>(req);
   if (!body) return;
   auto& pm = *req.svc->partitions;
-  const int32_t node = req.svc->node_id;
   protocol::create_partitions_response resp;
   std::vector<std::string> grown;  // whose new logs are being made
   for (const auto& t : body->topics) {
     auto& out = resp.results.emplace_back();
     out.name = t.name;
+    std::vector<cluster::replica_list> assignment;
     if (t.assignments) {
-      for (const auto& a : *t.assignments) {
-        if (a.broker_ids.size() != 1 || a.broker_ids[0] != node) {
-          out.error_code = to_wire(error_code::invalid_replica_assignment);
-          out.error_message = "replicas must be exactly this broker (" + std::to_string(node) + ")";
-        }
-      }
-      if (out.error_code != 0) continue;
+      // One entry per new partition, in order; the store checks the brokers.
+      for (const auto& a : *t.assignments) assignment.push_back(a.broker_ids);
     }
     // As CreateTopics: recorded now, the logs made in the background.
     if (auto e = pm.add_partitions(t.name, t.count, body->validate_only,
-                                   cluster::partition_manager::create_mode::background)) {
+                                   cluster::partition_manager::create_mode::background, std::move(assignment))) {
       out.error_code = to_wire(e->code);
       out.error_message = e->message;
     } else if (!body->validate_only) {

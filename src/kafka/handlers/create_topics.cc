@@ -51,7 +51,6 @@ void handle_create_topics(request req) {
   auto body = decode_body<protocol::create_topics_request>(req);
   if (!body) return;
   auto& pm = *req.svc->partitions;
-  const int32_t node = req.svc->node_id;
   protocol::create_topics_response resp;
   std::vector<std::string> created;  // whose logs are being made
   std::multiset<std::string> names;
@@ -69,23 +68,32 @@ void handle_create_topics(request req) {
     }
     int32_t partitions = t.num_partitions;
     int16_t rf = t.replication_factor;
+    std::vector<cluster::replica_list> assignment;
     if (!t.assignments.empty()) {
-      // A manual assignment: on a single broker it can only name this one.
+      // A manual assignment, one entry per partition 0..n-1 in any order;
+      // the store checks the brokers (a single broker: only itself).
       if (partitions != -1 || rf != -1) {
         fail(error_code::invalid_request, "give either an assignment or partition count and replication factor");
         continue;
       }
+      assignment.resize(t.assignments.size());
       bool ok = true;
-      for (size_t i = 0; i < t.assignments.size(); ++i) {
-        const auto& a = t.assignments[i];
-        if (a.partition_index != static_cast<int32_t>(i) || a.broker_ids.size() != 1 || a.broker_ids[0] != node) ok = false;
+      for (const auto& a : t.assignments) {
+        const auto i = static_cast<size_t>(a.partition_index);
+        if (a.partition_index < 0 || i >= assignment.size() || !assignment[i].empty() || a.broker_ids.empty()) {
+          ok = false;
+          break;
+        }
+        assignment[i] = a.broker_ids;
       }
       if (!ok) {
-        fail(error_code::invalid_replica_assignment, "replicas must be exactly this broker (" + std::to_string(node) + ")");
+        fail(error_code::invalid_replica_assignment,
+             "the assignment must name partitions 0.." + std::to_string(assignment.size() - 1) +
+                 " once each, each with at least one broker");
         continue;
       }
-      partitions = static_cast<int32_t>(t.assignments.size());
-      rf = 1;
+      partitions = static_cast<int32_t>(assignment.size());
+      rf = static_cast<int16_t>(assignment[0].size());
     }
     std::vector<config::config_entry> configs;
     for (const auto& c : t.configs) configs.push_back({c.name, c.value});
@@ -94,7 +102,7 @@ void handle_create_topics(request req) {
     // holds up neither this I/O thread's other clients nor the answer past
     // the request's timeout_ms.
     if (auto e = pm.create_topic(t.name, partitions, rf, configs, body->validate_only,
-                                 cluster::partition_manager::create_mode::background)) {
+                                 cluster::partition_manager::create_mode::background, std::move(assignment))) {
       fail(to_kafka_error(e->code), e->message);
       continue;
     }
