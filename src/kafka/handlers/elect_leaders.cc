@@ -33,8 +33,9 @@ constexpr int8_t preferred_election = 0;
 constexpr int8_t unclean_election = 1;
 // A request's timeout_ms bounds the wait for the controller, within these
 // bounds: below the first a busy controller would time out every request;
-// the second bounds how long the I/O thread that runs this handler is held
-// (as CreateTopics holds it, the wait is synchronous).
+// the second bounds how long the thread that runs this handler is held (in
+// a cluster the forwarding thread, which the controller's other admin
+// requests share: dispatcher.cc).
 constexpr int32_t min_timeout_ms = 1000;
 constexpr int32_t max_timeout_ms = 30000;
 
