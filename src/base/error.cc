@@ -36,6 +36,9 @@ std::string_view errc_name(errc e) {
     case errc::unknown_leader_epoch: return "unknown_leader_epoch";
     case errc::invalid_update_version: return "invalid_update_version";
     case errc::ineligible_replica: return "ineligible_replica";
+    case errc::election_not_needed: return "election_not_needed";
+    case errc::preferred_leader_not_available: return "preferred_leader_not_available";
+    case errc::eligible_leaders_not_available: return "eligible_leaders_not_available";
     case errc::invalid_producer_epoch: return "invalid_producer_epoch";
     case errc::out_of_order_sequence: return "out_of_order_sequence";
     case errc::invalid_txn_state: return "invalid_txn_state";

@@ -43,6 +43,9 @@ enum class errc : int16_t {
   unknown_leader_epoch,    // a leader epoch newer than this broker knows (its metadata lags)
   invalid_update_version,  // a partition epoch that does not match the current one (AlterPartition)
   ineligible_replica,      // an ISR that names a broker which is not live (AlterPartition)
+  election_not_needed,             // an asked-for election would not change the leader (ElectLeaders)
+  preferred_leader_not_available,  // the preferred replica is not live or not in the ISR (ElectLeaders)
+  eligible_leaders_not_available,  // no replica is live to lead, cleanly or not (ElectLeaders)
   // Producers.
   invalid_producer_epoch,  // a producer epoch older than the one known
   out_of_order_sequence,   // a sequence number that does not follow the last

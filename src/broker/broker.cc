@@ -122,6 +122,7 @@ struct broker::impl {
   // A cluster's control plane (sluice.etcd.endpoints): the etcd client
   // and this broker's membership; null on a single broker.
   std::unique_ptr<etcd::client> etcd;
+  const metered_etcd* etcd_metrics = nullptr;  // etcd, for /metrics
   std::unique_ptr<cluster::control_plane> control;
   std::unique_ptr<cluster::partition_manager> partitions;
   // Declared before groups so it outlives the coordinator that calls it.
@@ -154,7 +155,9 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   for (const auto& e : cfg.etcd_endpoints) eo.endpoints += (eo.endpoints.empty() ? "" : ",") + e;
   eo.request_timeout_ms = cfg.etcd_request_timeout_ms;
   SLUICE_ASSIGN_OR_RETURN(auto client, etcd::grpc_client::create(eo, i.clk));
-  i.etcd = std::move(client);
+  auto metered = std::make_unique<metered_etcd>(std::move(client), i.clk);
+  i.etcd_metrics = metered.get();
+  i.etcd = std::move(metered);
   cluster::control_plane::options o;
   o.node_id = cfg.node_id;
   o.rack = cfg.rack;
@@ -302,6 +305,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.groups = &i->groups->coordinator();
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
+  i->svc.control = i->control.get();
   if (i->control) {
     i->forward = std::make_unique<kafka::forwarder>(cfg->etcd_session_timeout_ms,
                                                     [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); });
@@ -347,8 +351,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     // and the broker serves Kafka clients all the same.
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
-      return render_metrics(
-          {raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(), raw->logs.get()});
+      return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(),
+                             raw->logs.get(), raw->control.get(), raw->etcd_metrics});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);

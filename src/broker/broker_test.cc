@@ -1410,6 +1410,36 @@ TEST_F(BrokerTest, DescribeClusterNamesThisBrokerAsMetadataDoes) {
   EXPECT_TRUE(mismatched.brokers.empty());
 }
 
+// A single broker leads every partition it has: an election is never
+// needed, and a partition it does not have is unknown.
+TEST_F(BrokerTest, ElectLeadersOnOneBrokerIsNeverNeeded) {
+  client c(b_->port());
+  create(c, "el", 2);
+  protocol::elect_leaders_request req;
+  auto& t = req.topic_partitions.emplace().emplace_back();
+  t.topic = "el";
+  t.partitions = {0, 1, 2};
+  for (int16_t v : {0, 1, 2}) {
+    auto r = c.call<protocol::elect_leaders_response>(req, v);
+    EXPECT_EQ(r.error_code, 0);
+    ASSERT_EQ(r.replica_election_results.size(), 1u);
+    const auto& parts = r.replica_election_results[0].partition_result;
+    ASSERT_EQ(parts.size(), 3u);
+    EXPECT_EQ(parts[0].error_code, 84);  // ELECTION_NOT_NEEDED
+    EXPECT_EQ(parts[1].error_code, 84);
+    EXPECT_EQ(parts[2].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  }
+  // Every partition (a null list): only those that needed an election.
+  protocol::elect_leaders_request all;
+  all.election_type = 1;
+  auto r = c.call<protocol::elect_leaders_response>(all, 2);
+  EXPECT_EQ(r.error_code, 0);
+  EXPECT_TRUE(r.replica_election_results.empty());
+  // An election type Kafka does not define.
+  all.election_type = 5;
+  EXPECT_EQ(c.call<protocol::elect_leaders_response>(all, 1).error_code, 42);  // INVALID_REQUEST
+}
+
 TEST_F(BrokerTest, DescribeLogDirsSizesMatchTheFiles) {
   client c(b_->port());
   create(c, "ld", 2);

@@ -15,6 +15,40 @@ std::string_view api_name(int16_t key) {
   return a ? a->name : std::string_view("unknown");
 }
 
+// The control plane as this broker sees it: whether it is the controller,
+// and the cluster as its image shows it.
+void render_cluster(std::string& out, const cluster::control_plane& cp) {
+  header(out, "sluice_controller_active", "gauge", "1 while this broker is the cluster's controller.");
+  sample(out, "sluice_controller_active", "", cp.is_controller() ? 1 : 0);
+  header(out, "sluice_controller_changes_total", "counter",
+         "Controllers (controller epochs) this broker has seen come in, the first included.");
+  sample(out, "sluice_controller_changes_total", "", static_cast<double>(cp.controller_changes_total()));
+  header(out, "sluice_leader_elections_total", "counter",
+         "Partition leaders this broker elected while it was the controller: from the ISR (clean) or "
+         "from outside it (unclean).");
+  sample(out, "sluice_leader_elections_total", "kind=\"clean\"", static_cast<double>(cp.clean_elections_total()));
+  sample(out, "sluice_leader_elections_total", "kind=\"unclean\"",
+         static_cast<double>(cp.unclean_elections_total()));
+  struct figures {
+    size_t offline = 0;
+    size_t brokers = 0;
+  };
+  const figures f = cp.with_image([](const controller::metadata_image& img) {
+    figures f;
+    f.brokers = img.live_brokers().size();
+    for (const auto& [key, pe] : img.partitions()) {
+      const auto* t = img.topic(key.first);
+      if (t && t->record.id == pe.record.topic && pe.record.state.leader == controller::partition_state::no_leader)
+        ++f.offline;
+    }
+    return f;
+  });
+  header(out, "sluice_offline_partitions", "gauge", "Partitions without a leader (-1), as this broker's metadata shows.");
+  sample(out, "sluice_offline_partitions", "", static_cast<double>(f.offline));
+  header(out, "sluice_brokers_alive", "gauge", "Brokers registered in etcd, as this broker's metadata shows.");
+  sample(out, "sluice_brokers_alive", "", static_cast<double>(f.brokers));
+}
+
 }  // namespace
 
 std::string render_metrics(const metrics_sources& src) {
@@ -53,6 +87,8 @@ std::string render_metrics(const metrics_sources& src) {
            static_cast<double>(s.connections_closed_read_timeout.load()));
   }
   if (src.requests) src.requests->render(out, api_name);
+  if (src.control) render_cluster(out, *src.control);
+  if (src.etcd) src.etcd->render(out);
 
   if (src.partitions) {
     // One copy of each partition's segment summaries serves every section.

@@ -6,7 +6,9 @@
 
 #include <string>
 
+#include "broker/metered_etcd.h"
 #include "broker/retention_watch.h"
+#include "cluster/control_plane.h"
 #include "cluster/partition_manager.h"
 #include "metrics/metrics.h"
 #include "net/server.h"
@@ -20,6 +22,10 @@ struct metrics_sources {
   const metrics::request_metrics* requests = nullptr;
   retention_watch* watch = nullptr;  // groups against retention, disk against retention
   const storage::log_manager* logs = nullptr;  // the scrubber's progress
+  // A cluster's control plane and its etcd client; null on a single
+  // broker, which shows no controller or etcd metrics.
+  const cluster::control_plane* control = nullptr;
+  const metered_etcd* etcd = nullptr;
 };
 
 std::string render_metrics(const metrics_sources& src);

@@ -223,6 +223,10 @@ std::vector<image_change> control_plane::apply_pending(std::deque<etcd::watch_up
 
 void control_plane::decide(bool brokers_changed) {
   const bool had_controller = image_.controller().has_value();
+  if (const int64_t epoch = had_controller ? image_.controller()->epoch : 0; epoch != last_controller_epoch_) {
+    last_controller_epoch_ = epoch;
+    if (epoch != 0) controller_changes_total_.fetch_add(1, std::memory_order_relaxed);
+  }
   controller_->observe(image_);
   bool registered, lost;
   {
@@ -316,22 +320,27 @@ void control_plane::run_ops() {
     ops.swap(ops_);
   }
   for (auto& op : ops) {
+    {
+      std::lock_guard g(mu_);
+      if (op->abandoned) continue;  // its caller timed out and left
+      op->started = true;
+    }
     const int64_t before = controller_->last_write_revision();
     status s = controller_->active() ? op->op(*controller_, image_)
                                      : status(errc::not_controller, "this broker is not the controller");
+    std::lock_guard g(mu_);
+    op->ran = true;
     if (s.ok() && controller_->last_write_revision() > before) {
       // The caller reads what it wrote once the image has applied the op's
       // last write.
-      std::lock_guard g(mu_);
       op->until_revision = controller_->last_write_revision();
       waiting_.push_back(op);
-      continue;
+    } else {
+      op->result = s;
+      op->done = true;
     }
-    std::lock_guard g(mu_);
-    op->result = s;
-    op->done = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
 }
 
 void control_plane::renew_session() {
@@ -416,6 +425,13 @@ status control_plane::submit(controller_op op, int64_t timeout_ms) {
   cv_.notify_all();
   while (!p->done) {
     if (until.passed()) {
+      if (!p->started) {
+        p->abandoned = true;
+      } else if (!p->ran) {
+        // Running over the caller's references: they must outlive it.
+        cv_.wait(g, [&] { return p->ran; });
+        if (p->done) return p->result;
+      }
       return status(errc::unavailable, "the controller did not finish in " + std::to_string(timeout_ms) + " ms");
     }
     cv_.wait_for(g, std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + until.left_ms())));

@@ -99,6 +99,12 @@ class control_plane {
   // The image's revision (what this broker has applied).
   int64_t revision() const;
   bool is_controller() const;
+  // For /metrics; any thread. How many controllers (controller epochs)
+  // this broker's image has shown one after another, the first included;
+  // and the leaders elected while this broker was the controller.
+  uint64_t controller_changes_total() const { return controller_changes_total_.load(std::memory_order_relaxed); }
+  uint64_t clean_elections_total() const { return controller_->clean_elections_total(); }
+  uint64_t unclean_elections_total() const { return controller_->unclean_elections_total(); }
 
   // Called on the metadata thread after each applied batch of changes,
   // with the image and what changed. Register before register_broker():
@@ -112,7 +118,9 @@ class control_plane {
   // this broker's image has caught up with etcd as of the op's end, so the
   // caller reads what it wrote. errc::not_controller when this broker is
   // not the controller; `timeout_ms` bounds the whole wait
-  // (errc::unavailable).
+  // (errc::unavailable): an op not started by then never runs, so `op` may
+  // capture the caller's locals by reference. (One already running is
+  // waited for, past the timeout: it cannot be stopped halfway.)
   using controller_op = std::function<status(controller::controller&, const controller::metadata_image&)>;
   status submit(controller_op op, int64_t timeout_ms);
 
@@ -159,8 +167,15 @@ class control_plane {
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::deque<etcd::watch_update> updates_;
+  // An op may hold references into its caller's frame, so it runs only
+  // while the caller waits: a caller that times out before the op started
+  // abandons it (it never runs); one that times out while it runs waits
+  // for it to end.
   struct pending_op {
     controller_op op;
+    bool started = false;
+    bool ran = false;
+    bool abandoned = false;
     bool done = false;
     status result;
     int64_t until_revision = 0;
@@ -183,6 +198,8 @@ class control_plane {
   std::unique_ptr<etcd::watch_handle> watch_;
   std::thread thread_;
   std::atomic<bool> controller_active_{false};
+  int64_t last_controller_epoch_ = 0;  // metadata thread only
+  std::atomic<uint64_t> controller_changes_total_{0};
 };
 
 }  // namespace sluice::cluster

@@ -201,5 +201,48 @@ TEST_F(ControlPlaneTest, EtcdAwayChangesNothingAndItRecovers) {
   EXPECT_TRUE(a->with_image([](const auto& img) { return img.topic("t") != nullptr; }));
 }
 
+// An op its caller gave up on before it started never runs: it may hold
+// references into the caller's frame, which is gone.
+TEST_F(ControlPlaneTest, AnOpWhoseCallerTimedOutBeforeItStartedNeverRuns) {
+  auto a = start(1);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(eventually([&] { return a->is_controller(); }));
+  // The first op holds the metadata thread until released.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  auto first = std::async(std::launch::async, [&] {
+    return a->submit(
+        [&](controller::controller&, const controller::metadata_image&) {
+          entered.set_value();
+          released.wait();
+          return status();
+        },
+        60'000);
+  });
+  entered.get_future().wait();
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  auto second = std::async(std::launch::async, [&] {
+    return a->submit(
+        [ran](controller::controller&, const controller::metadata_image&) {
+          ran->store(true);
+          return status();
+        },
+        100);
+  });
+  // The second caller's timeout passes while the first op still runs.
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(50);
+    return second.wait_for(std::chrono::milliseconds(1)) == std::future_status::ready;
+  }));
+  EXPECT_EQ(second.get().code(), errc::unavailable);
+  release.set_value();
+  EXPECT_TRUE(first.get().ok());
+  // A later op runs, and the abandoned one has not.
+  EXPECT_TRUE(a->submit([](controller::controller&, const controller::metadata_image&) { return status(); }, 5'000)
+                  .ok());
+  EXPECT_FALSE(ran->load());
+}
+
 }  // namespace
 }  // namespace sluice::cluster

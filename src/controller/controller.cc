@@ -250,6 +250,8 @@ result<controller::election_report> controller::decide_partitions(
         SLUICE_TRY(consider(name, t, p));
   }
   SLUICE_TRY(flush());
+  clean_elections_total_.fetch_add(static_cast<uint64_t>(report.clean), std::memory_order_relaxed);
+  unclean_elections_total_.fetch_add(static_cast<uint64_t>(report.unclean), std::memory_order_relaxed);
   return report;
 }
 
@@ -274,6 +276,50 @@ result<controller::election_report> controller::elect_preferred(
   return decide_partitions(img, &partitions, [&](const std::string&, const auto& a, const auto& s) {
     return sluice::controller::elect_preferred(s, a, live);
   });
+}
+
+result<controller::requested_elections> controller::elect_on_request(
+    const metadata_image& img, requested_election kind,
+    const std::vector<std::pair<std::string, int32_t>>* partitions) {
+  SLUICE_TRY(check_active());
+  const broker_set live = img.live_brokers();
+  requested_elections out;
+  // The decisions first, so each partition's reason is known; then the
+  // changed ones written, deciding again over the same image (the same
+  // answer: the decision is a pure function of it).
+  std::vector<std::pair<std::string, int32_t>> changed;
+  auto consider = [&](const std::string& topic, int32_t p) {
+    election_outcome& o = out.outcomes.emplace_back(election_outcome{topic, p, {}});
+    const topic_entry* t = img.topic(topic);
+    const partition_entry* pe = t ? img.partition(topic, p) : nullptr;
+    if (!t || !pe || p < 0 || p >= static_cast<int32_t>(t->record.assignment.size()) ||
+        pe->record.topic != t->record.id) {
+      o.result = status(errc::not_found, "This server does not host this topic-partition.");
+      return;
+    }
+    auto r = sluice::controller::elect_on_request(kind, pe->record.state,
+                                                  t->record.assignment[static_cast<size_t>(p)], live);
+    if (!r.ok()) {
+      o.result = r.to_status();
+      return;
+    }
+    // A partition named twice is written once (etcd refuses a transaction
+    // that puts one key twice).
+    if (std::find(changed.begin(), changed.end(), std::pair(topic, p)) == changed.end()) changed.emplace_back(topic, p);
+  };
+  if (partitions) {
+    for (const auto& [topic, p] : *partitions) consider(topic, p);
+  } else {
+    for (const auto& [name, t] : img.topics())
+      for (int32_t p = 0; p < static_cast<int32_t>(t.record.assignment.size()); ++p) consider(name, p);
+  }
+  if (changed.empty()) return out;
+  SLUICE_ASSIGN_OR_RETURN(out.report,
+                          decide_partitions(img, &changed, [&](const std::string&, const auto& a, const auto& s) {
+                            auto r = sluice::controller::elect_on_request(kind, s, a, live);
+                            return r.ok() ? std::optional<partition_change>(*r) : std::nullopt;
+                          }));
+  return out;
 }
 
 result<int32_t> controller::remove_orphans(const metadata_image& img) {

@@ -36,6 +36,7 @@
 // Thread safety: none; the broker calls it from the one thread that also
 // applies the watch to the image, so decisions and image never race.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -109,6 +110,30 @@ class controller {
   // partition when empty.
   result<election_report> elect_preferred(const metadata_image& img,
                                           const std::vector<std::pair<std::string, int32_t>>& partitions);
+  // Elections an operator asked for (ElectLeaders): election.h's
+  // elect_on_request for each of `partitions`, or for every partition when
+  // `partitions` is null, and one write of the changes. Each partition's
+  // outcome comes back in the order asked (every partition: image order):
+  // ok when its leadership moved, not_found when the topic or partition
+  // does not exist, else elect_on_request's reason. The write's own errors
+  // (not_controller, invalid_update_version, unavailable) fail the call.
+  struct election_outcome {
+    std::string topic;
+    int32_t partition = 0;
+    status result;
+  };
+  struct requested_elections {
+    std::vector<election_outcome> outcomes;
+    election_report report;
+  };
+  result<requested_elections> elect_on_request(const metadata_image& img, requested_election kind,
+                                               const std::vector<std::pair<std::string, int32_t>>* partitions);
+  // Leaders this controller has elected (written), over its lifetime: from
+  // the ISR (clean) and from outside it (unclean). Any thread may read
+  // them (the broker's /metrics).
+  uint64_t clean_elections_total() const { return clean_elections_total_.load(std::memory_order_relaxed); }
+  uint64_t unclean_elections_total() const { return unclean_elections_total_.load(std::memory_order_relaxed); }
+
   // Deletes partition records no topic record owns (a creation cut short
   // by an earlier controller): those written before this controller's
   // epoch whose topic record is absent, of another topic id, or shorter.
@@ -139,6 +164,8 @@ class controller {
   const controller_record self_;
   int64_t epoch_ = 0;
   int64_t last_write_revision_ = 0;
+  std::atomic<uint64_t> clean_elections_total_{0};
+  std::atomic<uint64_t> unclean_elections_total_{0};
 };
 
 }  // namespace sluice::controller

@@ -197,6 +197,86 @@ TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
   EXPECT_EQ(state("t", 2).leader, 2);
 }
 
+// Elections an operator asks for (ElectLeaders): each partition's outcome,
+// and only the partitions that change are written.
+TEST_F(ControllerTest, RequestedElectionsSayWhyAPartitionDoesNotChange) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  // p0 prefers 1 (then 0), p1 prefers 2 (then 1), p2 prefers 0 (then 1).
+  const std::vector<manual_assignment> manual{{0, {1, 0}}, {1, {2, 1}}, {2, {0, 1}}};
+  ASSERT_TRUE(c->create_topic(img_, "t", 3, 2, &manual, {}).ok());
+  sync();
+  using parts = std::vector<std::pair<std::string, int32_t>>;
+  const parts asked{{"t", 0}, {"t", 2}, {"t", 7}, {"nope", 0}};
+  auto r = c->elect_on_request(img_, requested_election::preferred, &asked);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  ASSERT_EQ(r->outcomes.size(), 4u);
+  EXPECT_EQ(r->outcomes[0].result.code(), errc::election_not_needed);
+  EXPECT_EQ(r->outcomes[1].result.code(), errc::election_not_needed);
+  EXPECT_EQ(r->outcomes[2].result.code(), errc::not_found);
+  EXPECT_EQ(r->outcomes[3].result.code(), errc::not_found);
+  EXPECT_EQ(r->report.changed, 0);
+
+  // Broker 1 dies: p0 moves to 0 and 1 leaves the ISR; back, it is live but
+  // out of sync, so its preferred election is refused.
+  kill_broker(1);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  EXPECT_EQ(state("t", 0), (partition_state{0, 1, {0}, 1}));
+  register_broker(1);
+  sync();
+  const parts p0{{"t", 0}};
+  r = c->elect_on_request(img_, requested_election::preferred, &p0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcomes[0].result.code(), errc::preferred_leader_not_available);
+  // Once in sync again (as an ISR change would write), it is elected.
+  {
+    partition_record back = img_.partition("t", 0)->record;
+    back.state = apply_isr_change(back.state, {0, 1});
+    ASSERT_TRUE(etcd_.put(keys_.partition("t", 0), encode(back)).ok());
+  }
+  sync();
+  r = c->elect_on_request(img_, requested_election::preferred, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->report.clean, 1);
+  EXPECT_EQ(state("t", 0).leader, 1);
+
+  // p1's only in-sync replica (2) dies while 1 is away: offline, as the
+  // topic does not allow unclean elections. Broker 1 comes back out of sync.
+  kill_broker(1);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  EXPECT_EQ(state("t", 1).isr, (std::vector<int32_t>{2}));
+  kill_broker(2);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  EXPECT_EQ(state("t", 1).leader, partition_state::no_leader);
+  const parts p1{{"t", 1}};
+  r = c->elect_on_request(img_, requested_election::unclean, &p1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcomes[0].result.code(), errc::eligible_leaders_not_available);
+  register_broker(1);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  EXPECT_EQ(state("t", 1).leader, partition_state::no_leader);  // clean: 1 is out of sync
+  r = c->elect_on_request(img_, requested_election::unclean, &p1);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_TRUE(r->outcomes[0].result.ok());
+  EXPECT_EQ(r->report.unclean, 1);
+  const partition_state now = state("t", 1);
+  EXPECT_EQ(now.leader, 1);
+  EXPECT_EQ(now.isr, (std::vector<int32_t>{1}));
+  // A live in-sync leader needs no election, clean or not.
+  r = c->elect_on_request(img_, requested_election::unclean, &p1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcomes[0].result.code(), errc::election_not_needed);
+  // What /metrics counts: every leader written, clean or not.
+  EXPECT_EQ(c->unclean_elections_total(), 1u);
+  EXPECT_EQ(c->clean_elections_total(), 3u);  // p0 to 0, back to 1, to 0 again
+}
+
 // A decision over an image older than etcd is refused, not written over.
 TEST_F(ControllerTest, AStaleImageIsRefused) {
   auto c = make(0);

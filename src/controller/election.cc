@@ -97,6 +97,35 @@ std::optional<partition_change> elect_preferred(const partition_state& state,
   return make_change(state, preferred, state.isr, leader_change::clean);
 }
 
+result<partition_change> elect_on_request(requested_election kind, const partition_state& state,
+                                          const partition_assignment& assignment, const broker_set& live) {
+  SLUICE_ASSERT(!state.isr.empty(), "the ISR never becomes empty");
+  if (kind == requested_election::preferred) {
+    if (assignment.empty()) return error{errc::preferred_leader_not_available, "the partition has no replicas"};
+    const int32_t preferred = assignment.front();
+    if (preferred == state.leader) {
+      return error{errc::election_not_needed, fmt::format("The preferred replica {} already leads.", preferred)};
+    }
+    if (!live.contains(preferred) || !contains(state.isr, preferred)) {
+      return error{errc::preferred_leader_not_available,
+                   fmt::format("The preferred replica {} is {}.", preferred,
+                               live.contains(preferred) ? "not in the ISR" : "not live")};
+    }
+    auto change = elect_preferred(state, assignment, live);
+    SLUICE_ASSERT(change.has_value(), "a live in-sync preferred replica that does not lead is elected");
+    return *change;
+  }
+  if (state.leader != partition_state::no_leader && live.contains(state.leader) && contains(state.isr, state.leader)) {
+    return error{errc::election_not_needed, fmt::format("Broker {} leads and is in sync.", state.leader)};
+  }
+  auto change = on_brokers_changed(state, assignment, live, /*unclean_allowed=*/true);
+  // No change at all: an offline partition that stays offline.
+  if (!change || change->next.leader == partition_state::no_leader) {
+    return error{errc::eligible_leaders_not_available, "No replica of the partition is live."};
+  }
+  return *change;
+}
+
 std::vector<size_t> should_rebalance(const std::vector<partition_view>& partitions,
                                      const broker_set& live, int32_t imbalance_percentage) {
   struct tally {

@@ -66,6 +66,22 @@ std::optional<partition_change> elect_preferred(const partition_state& state,
                                                 const partition_assignment& assignment,
                                                 const broker_set& live);
 
+// Elections an operator asks for (ElectLeaders), one partition each. They
+// differ from the ones above in saying why nothing changes:
+//  - preferred (ElectLeaders type 0): elect_preferred's change, or
+//    election_not_needed when the preferred replica already leads, or
+//    preferred_leader_not_available when it is not live or not in the ISR.
+//  - unclean (type 1): election_not_needed while the leader is live and in
+//    the ISR. Otherwise the first live ISR member in assignment order leads
+//    (a clean change); with none, the first live replica, with the ISR
+//    set to itself alone (unclean), whatever the topic's
+//    unclean.leader.election.enable says: the operator asked for it. With
+//    no live replica, eligible_leaders_not_available. Dead brokers leave the
+//    ISR as on_brokers_changed has them leave it.
+enum class requested_election : uint8_t { preferred, unclean };
+result<partition_change> elect_on_request(requested_election kind, const partition_state& state,
+                                          const partition_assignment& assignment, const broker_set& live);
+
 // One partition as the rebalance check sees it.
 struct partition_view {
   partition_assignment assignment;

@@ -374,6 +374,38 @@ struct walk {
   }
 };
 
+// --- elect_on_request (ElectLeaders) ---
+
+TEST(elect_on_request, preferred_says_why_it_does_not_move) {
+  const auto pref = requested_election::preferred;
+  EXPECT_EQ(elect_on_request(pref, st(1, 5, {1, 2, 3}, 7), abc, {1, 2, 3}).code(), errc::election_not_needed);
+  EXPECT_EQ(elect_on_request(pref, st(2, 5, {2, 3}, 7), abc, {1, 2, 3}).code(),
+            errc::preferred_leader_not_available);  // out of sync
+  EXPECT_EQ(elect_on_request(pref, st(2, 5, {1, 2, 3}, 7), abc, {2, 3}).code(),
+            errc::preferred_leader_not_available);  // not live
+  auto c = elect_on_request(pref, st(2, 5, {1, 2, 3}, 7), abc, {1, 2, 3});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->next, st(1, 6, {1, 2, 3}, 8));
+  EXPECT_EQ(c->leadership, leader_change::clean);
+}
+
+TEST(elect_on_request, unclean_prefers_the_isr_and_else_takes_any_live_replica) {
+  const auto unclean = requested_election::unclean;
+  EXPECT_EQ(elect_on_request(unclean, st(2, 5, {2}, 7), abc, {1, 2}).code(), errc::election_not_needed);
+  // Offline, an ISR member live again: a clean election, even when asked for
+  // an unclean one.
+  auto c = elect_on_request(unclean, st(-1, 6, {2, 3}, 8), abc, {1, 3});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->next, st(3, 7, {3}, 9));
+  EXPECT_EQ(c->leadership, leader_change::clean);
+  // Offline with no ISR member live: the first live replica, alone in the ISR.
+  c = elect_on_request(unclean, st(-1, 6, {2}, 8), abc, {1, 3});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->next, st(1, 7, {1}, 9));
+  EXPECT_EQ(c->leadership, leader_change::unclean);
+  EXPECT_EQ(elect_on_request(unclean, st(-1, 6, {2}, 8), abc, {4}).code(), errc::eligible_leaders_not_available);
+}
+
 TEST(election, random_walk_keeps_the_invariants) {
   std::map<leader_change, int> seen;
   for (uint32_t seed = 1; seed <= 40; ++seed) {

@@ -139,6 +139,13 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
     svc_.forward->handle_here(std::move(req));
     return;
   }
+  // ElectLeaders is not forwarded (a broker that is not the controller
+  // answers NOT_CONTROLLER), but on the controller it waits on etcd too.
+  constexpr int16_t elect_leaders_key = 43;
+  if (svc_.forward && key == elect_leaders_key) {
+    svc_.forward->handle_here(std::move(req));
+    return;
+  }
   it->handle(std::move(req));
 }
 

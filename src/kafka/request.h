@@ -27,6 +27,7 @@
 #include "protocol/messages.h"
 
 namespace sluice::cluster {
+class control_plane;
 class metadata_cache;
 class partition_manager;
 }
@@ -56,6 +57,9 @@ struct services {
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   io::filesystem* fs = nullptr;          // for disk space (DescribeLogDirs); null: not reported
   int32_t node_id = 0;  // this broker (config resources name it)
+  // This broker's part in a cluster's control plane; null on a single
+  // broker, which is its own controller and leads every partition.
+  cluster::control_plane* control = nullptr;
   // In a cluster: passes controller requests on to the controller (null on
   // a single broker, which is its own controller).
   forwarder* forward = nullptr;

@@ -67,8 +67,11 @@ enum class error_code : int16_t {
   unknown_leader_epoch = 75,
   unsupported_compression_type = 76,
   member_id_required = 79,
+  preferred_leader_not_available = 80,
   group_max_size_reached = 81,
   fenced_instance_id = 82,
+  eligible_leaders_not_available = 83,
+  election_not_needed = 84,
   group_subscribed_to_topic = 86,
   invalid_record = 87,
   producer_fenced = 90,
@@ -149,8 +152,11 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(unknown_leader_epoch, "UNKNOWN_LEADER_EPOCH")
     SLUICE_NAME(unsupported_compression_type, "UNSUPPORTED_COMPRESSION_TYPE")
     SLUICE_NAME(member_id_required, "MEMBER_ID_REQUIRED")
+    SLUICE_NAME(preferred_leader_not_available, "PREFERRED_LEADER_NOT_AVAILABLE")
     SLUICE_NAME(group_max_size_reached, "GROUP_MAX_SIZE_REACHED")
     SLUICE_NAME(fenced_instance_id, "FENCED_INSTANCE_ID")
+    SLUICE_NAME(eligible_leaders_not_available, "ELIGIBLE_LEADERS_NOT_AVAILABLE")
+    SLUICE_NAME(election_not_needed, "ELECTION_NOT_NEEDED")
     SLUICE_NAME(group_subscribed_to_topic, "GROUP_SUBSCRIBED_TO_TOPIC")
     SLUICE_NAME(invalid_record, "INVALID_RECORD")
     SLUICE_NAME(producer_fenced, "PRODUCER_FENCED")
@@ -207,6 +213,9 @@ inline error_code to_kafka_error(errc e) {
     case errc::unknown_leader_epoch: return error_code::unknown_leader_epoch;
     case errc::invalid_update_version: return error_code::invalid_update_version;
     case errc::ineligible_replica: return error_code::ineligible_replica;
+    case errc::election_not_needed: return error_code::election_not_needed;
+    case errc::preferred_leader_not_available: return error_code::preferred_leader_not_available;
+    case errc::eligible_leaders_not_available: return error_code::eligible_leaders_not_available;
     case errc::invalid_producer_epoch: return error_code::invalid_producer_epoch;
     case errc::out_of_order_sequence: return error_code::out_of_order_sequence_number;
     case errc::invalid_txn_state: return error_code::invalid_txn_state;

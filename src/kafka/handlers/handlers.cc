@@ -50,6 +50,7 @@ constexpr api_handler table[] = {
     serve<protocol::describe_cluster_request>(handle_describe_cluster),
     serve<protocol::describe_producers_request>(handle_describe_producers),
     serve<protocol::describe_topic_partitions_request>(handle_describe_topic_partitions),
+    serve<protocol::elect_leaders_request>(handle_elect_leaders),
 };
 
 }  // namespace

@@ -1,0 +1,81 @@
+#pragma once
+
+// A blocking Kafka connection that speaks through the project's own codec
+// (protocol/messages.h), for what Debian's librdkafka (2.0.2) cannot ask:
+// ElectLeaders (rd_kafka_ElectLeaders came in 2.4), and the Metadata
+// fields its metadata API drops (broker racks, the controller id, leader
+// epochs, offline replicas). The tools pick fixed versions every Kafka
+// since 2.4 serves (Metadata v9, ElectLeaders v1), so no ApiVersions
+// exchange is needed.
+//
+// Ownership: the connection owns its socket (closed by the destructor) and
+// the last response frame, into which byte views of the last response
+// point. Not thread-safe: one caller at a time.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+
+namespace sluice::cli {
+
+class raw_connection {
+ public:
+  // Connects to "host:port" (a name or an IPv4/IPv6 address); every later
+  // send and receive is bounded by `timeout` (errc::unavailable).
+  static result<raw_connection> connect(const std::string& host_port, std::chrono::milliseconds timeout);
+  // Tries each "host:port" of a comma-separated list in turn.
+  static result<raw_connection> connect_any(const std::string& list, std::chrono::milliseconds timeout);
+
+  raw_connection(raw_connection&& o) noexcept;
+  raw_connection& operator=(raw_connection&& o) noexcept;
+  raw_connection(const raw_connection&) = delete;
+  raw_connection& operator=(const raw_connection&) = delete;
+  ~raw_connection();
+
+  // Sends `req` at `version` and decodes the answer as Resp.
+  template <class Resp, class Req>
+  result<Resp> call(const Req& req, int16_t version) {
+    auto bytes = protocol::encode_request(++correlation_id_, version, req, std::string("sluice-cli")).flatten();
+    if (!bytes.ok()) return bytes.err();
+    SLUICE_TRY(send_all(*bytes));
+    SLUICE_TRY(receive_frame());
+    protocol::reader r(frame_);
+    protocol::response_header h;
+    h.read(r, protocol::response_header_version(Resp::api_key, version));
+    if (r.ok() && h.correlation_id != correlation_id_) {
+      return error{errc::malformed, "answer to another request (correlation id " +
+                                        std::to_string(h.correlation_id) + ")"};
+    }
+    Resp resp;
+    resp.read(r, version);
+    SLUICE_TRY(r.to_status());
+    return resp;
+  }
+
+ private:
+  explicit raw_connection(int fd) : fd_(fd) {}
+  status send_all(const std::vector<uint8_t>& bytes);
+  status receive_frame();
+
+  int fd_ = -1;
+  int32_t correlation_id_ = 0;
+  std::vector<uint8_t> frame_;
+};
+
+// The versions the tools send (see above).
+inline constexpr int16_t metadata_version = 9;
+inline constexpr int16_t elect_leaders_version = 1;
+
+// Kafka's name of a wire error code ("NOT_CONTROLLER"), or "error N" for
+// a code this build does not know.
+std::string kafka_error_name(int16_t code);
+
+// A broker's Kafka endpoint as "host:port" (IPv6 hosts in brackets).
+std::string endpoint_of(const std::string& host, int32_t port);
+
+}  // namespace sluice::cli
