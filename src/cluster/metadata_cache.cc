@@ -39,12 +39,16 @@ std::optional<topic_info> metadata_cache::topic_by_id(const topic_id& id) const 
 std::vector<topic_info> metadata_cache::topics() const { return pm_.topics(); }
 
 partition_leadership metadata_cache::leadership(const std::string& topic, int32_t partition) const {
+  auto t = pm_.store().get(topic);
+  return t ? leadership(*t, partition) : partition_leadership{};
+}
+
+partition_leadership metadata_cache::leadership(const topic_info& t, int32_t partition) const {
   partition_leadership l;
-  const metadata_store& store = pm_.store();
-  auto t = store.get(topic);
-  auto st = store.state(topic, partition);
-  if (!t || !st || partition < 0 || partition >= t->partitions) return l;
-  l.replicas = t->assignment[static_cast<size_t>(partition)];
+  const std::string& topic = t.name;
+  auto st = pm_.store().state(topic, partition);
+  if (!st || partition < 0 || partition >= t.partitions) return l;
+  l.replicas = t.assignment[static_cast<size_t>(partition)];
   {
     std::lock_guard g(mu_);
     if (!brokers_.empty()) {

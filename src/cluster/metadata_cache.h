@@ -69,8 +69,11 @@ class metadata_cache {
   std::optional<topic_info> topic(const std::string& name) const;
   std::optional<topic_info> topic_by_id(const topic_id& id) const;
   std::vector<topic_info> topics() const;
-  // Partition `partition` of `topic`, which the caller found in topic()
-  // or topics() (a partition the store no longer has: no leader, no replicas).
+  // Partition `partition` of `t`, which the caller found in topic() or
+  // topics(): its replicas come from `t` (no second lookup of the topic per
+  // partition); a partition the store no longer has: no leader, no replicas.
+  partition_leadership leadership(const topic_info& t, int32_t partition) const;
+  // The same by name (looks the topic up first).
   partition_leadership leadership(const std::string& topic, int32_t partition) const;
 
  private:

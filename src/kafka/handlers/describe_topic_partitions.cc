@@ -95,7 +95,7 @@ void handle_describe_topic_partitions(request req) {
     const auto end = static_cast<int32_t>(std::min<int64_t>(t->partitions, first + remaining));
     for (int32_t p = first; p < end; ++p) {
       auto& part = out.partitions.emplace_back();
-      fill_partition(svc, name, p, part);
+      fill_partition(svc, *t, p, part);
       // Kafka's DescribeTopicPartitions tells a partition without a leader
       // by its leader -1 alone, never by an error code (clients treat any
       // partition error as a failed describe).

@@ -36,7 +36,7 @@ lookup find(const request& req, int8_t key_type, const std::string& key) {
   auto offsets = md.topic(std::string(group::offsets_topic));
   if (!offsets) return {error_code::coordinator_not_available, "__consumer_offsets does not exist yet"};
   const int32_t p = group::partition_for(key, offsets->partitions);
-  const auto l = md.leadership(offsets->name, p);
+  const auto l = md.leadership(*offsets, p);
   if (!l.has_leader) return {error_code::coordinator_not_available, "__consumer_offsets-" + std::to_string(p) + " has no leader"};
   return {error_code::none, {}, l.leader_id};
 }

@@ -53,7 +53,7 @@ void handle_delete_groups(request req);
 // Kafka's Metadata describes one: LEADER_NOT_AVAILABLE, leader and epoch
 // -1, no in-sync replica; clients retry until it has one.
 template <class Partition>
-void fill_partition(const services& svc, const std::string& topic, int32_t partition, Partition& out) {
+void fill_partition(const services& svc, const cluster::topic_info& topic, int32_t partition, Partition& out) {
   cluster::partition_leadership l = svc.metadata->leadership(topic, partition);
   out.error_code = to_wire(l.has_leader ? error_code::none : error_code::leader_not_available);
   out.partition_index = partition;

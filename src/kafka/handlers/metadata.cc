@@ -15,7 +15,7 @@ void describe_topic(const services& svc, const cluster::topic_info& t, topic_res
   out.name = t.name;
   out.topic_id = t.id;
   out.is_internal = cluster::is_internal_topic(t.name);
-  for (int32_t p = 0; p < t.partitions; ++p) fill_partition(svc, t.name, p, out.partitions.emplace_back());
+  for (int32_t p = 0; p < t.partitions; ++p) fill_partition(svc, t, p, out.partitions.emplace_back());
 }
 
 }  // namespace
