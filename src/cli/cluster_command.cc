@@ -15,12 +15,18 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/raw_client.h"
+#include "protocol/raw_client.h"
 #include "controller/records.h"
 #include "etcd/grpc_client.h"
 
 namespace sluice::cli {
 namespace {
+
+using protocol::elect_leaders_version;
+using protocol::endpoint_of;
+using protocol::kafka_error_name;
+using protocol::metadata_version;
+using protocol::raw_connection;
 
 using namespace std::chrono_literals;
 

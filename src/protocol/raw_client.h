@@ -1,7 +1,9 @@
 #pragma once
 
 // A blocking Kafka connection that speaks through the project's own codec
-// (protocol/messages.h), for what Debian's librdkafka (2.0.2) cannot ask:
+// (protocol/messages.h). The broker's follower fetchers use it to fetch
+// from leaders (cluster/replica_fetcher.h); the tools use it for what
+// Debian's librdkafka (2.0.2) cannot ask:
 // ElectLeaders (rd_kafka_ElectLeaders came in 2.4), and the Metadata
 // fields its metadata API drops (broker racks, the controller id, leader
 // epochs, offline replicas). The tools pick fixed versions every Kafka
@@ -15,21 +17,25 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
-namespace sluice::cli {
+namespace sluice::protocol {
 
 class raw_connection {
  public:
   // Connects to "host:port" (a name or an IPv4/IPv6 address); every later
   // send and receive is bounded by `timeout` (errc::unavailable).
-  static result<raw_connection> connect(const std::string& host_port, std::chrono::milliseconds timeout);
+  // `client_id` goes in every request header.
+  static result<raw_connection> connect(const std::string& host_port, std::chrono::milliseconds timeout,
+                                        std::string client_id = "sluice-cli");
   // Tries each "host:port" of a comma-separated list in turn.
-  static result<raw_connection> connect_any(const std::string& list, std::chrono::milliseconds timeout);
+  static result<raw_connection> connect_any(const std::string& list, std::chrono::milliseconds timeout,
+                                            std::string client_id = "sluice-cli");
 
   raw_connection(raw_connection&& o) noexcept;
   raw_connection& operator=(raw_connection&& o) noexcept;
@@ -40,7 +46,7 @@ class raw_connection {
   // Sends `req` at `version` and decodes the answer as Resp.
   template <class Resp, class Req>
   result<Resp> call(const Req& req, int16_t version) {
-    auto bytes = protocol::encode_request(++correlation_id_, version, req, std::string("sluice-cli")).flatten();
+    auto bytes = protocol::encode_request(++correlation_id_, version, req, client_id_).flatten();
     if (!bytes.ok()) return bytes.err();
     SLUICE_TRY(send_all(*bytes));
     SLUICE_TRY(receive_frame());
@@ -58,11 +64,12 @@ class raw_connection {
   }
 
  private:
-  explicit raw_connection(int fd) : fd_(fd) {}
+  raw_connection(int fd, std::string client_id) : fd_(fd), client_id_(std::move(client_id)) {}
   status send_all(const std::vector<uint8_t>& bytes);
   status receive_frame();
 
   int fd_ = -1;
+  std::string client_id_;
   int32_t correlation_id_ = 0;
   std::vector<uint8_t> frame_;
 };
@@ -78,4 +85,4 @@ std::string kafka_error_name(int16_t code);
 // A broker's Kafka endpoint as "host:port" (IPv6 hosts in brackets).
 std::string endpoint_of(const std::string& host, int32_t port);
 
-}  // namespace sluice::cli
+}  // namespace sluice::protocol

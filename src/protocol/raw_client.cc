@@ -1,4 +1,4 @@
-#include "cli/raw_client.h"
+#include "protocol/raw_client.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include "base/limits.h"
 #include "protocol/error_code.h"
 
-namespace sluice::cli {
+namespace sluice::protocol {
 
 namespace {
 
@@ -39,7 +39,8 @@ std::string endpoint_of(const std::string& host, int32_t port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-result<raw_connection> raw_connection::connect(const std::string& host_port, std::chrono::milliseconds timeout) {
+result<raw_connection> raw_connection::connect(const std::string& host_port, std::chrono::milliseconds timeout,
+                                               std::string client_id) {
   SLUICE_ASSIGN_OR_RETURN(auto hp, split_host_port(host_port));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -57,7 +58,7 @@ result<raw_connection> raw_connection::connect(const std::string& host_port, std
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
       ::freeaddrinfo(res);
-      return raw_connection(fd);
+      return raw_connection(fd, std::move(client_id));
     }
     last = std::strerror(errno);
     ::close(fd);
@@ -66,7 +67,8 @@ result<raw_connection> raw_connection::connect(const std::string& host_port, std
   return error{errc::unavailable, host_port + ": " + last};
 }
 
-result<raw_connection> raw_connection::connect_any(const std::string& list, std::chrono::milliseconds timeout) {
+result<raw_connection> raw_connection::connect_any(const std::string& list, std::chrono::milliseconds timeout,
+                                                   std::string client_id) {
   std::string errors;
   size_t start = 0;
   while (start <= list.size()) {
@@ -75,7 +77,7 @@ result<raw_connection> raw_connection::connect_any(const std::string& list, std:
     const std::string one = list.substr(start, comma - start);
     start = comma + 1;
     if (one.empty()) continue;
-    auto c = connect(one, timeout);
+    auto c = connect(one, timeout, client_id);
     if (c.ok()) return c;
     errors += (errors.empty() ? "" : "; ") + c.err().message;
   }
@@ -83,12 +85,16 @@ result<raw_connection> raw_connection::connect_any(const std::string& list, std:
 }
 
 raw_connection::raw_connection(raw_connection&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), correlation_id_(o.correlation_id_), frame_(std::move(o.frame_)) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      client_id_(std::move(o.client_id_)),
+      correlation_id_(o.correlation_id_),
+      frame_(std::move(o.frame_)) {}
 
 raw_connection& raw_connection::operator=(raw_connection&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(o.fd_, -1);
+    client_id_ = std::move(o.client_id_);
     correlation_id_ = o.correlation_id_;
     frame_ = std::move(o.frame_);
   }
@@ -132,4 +138,4 @@ status raw_connection::receive_frame() {
   return read_exact(frame_.data(), frame_.size());
 }
 
-}  // namespace sluice::cli
+}  // namespace sluice::protocol
