@@ -174,6 +174,17 @@ status check_cluster_settings(const broker_config& b) {
                " is not below sluice.etcd.session.timeout.ms " +
                std::to_string(b.etcd_session_timeout_ms));
   }
+  // A follower's fetch held for longer than the lag allowance would drop
+  // every idle follower out of the ISR; one whose deadline is shorter than
+  // the hold would time out on every idle fetch.
+  if (b.replica_fetch_wait_max_ms >= b.replica_lag_time_max_ms) {
+    return bad("replica.fetch.wait.max.ms: " + std::to_string(b.replica_fetch_wait_max_ms) +
+               " is not below replica.lag.time.max.ms " + std::to_string(b.replica_lag_time_max_ms));
+  }
+  if (b.replica_socket_timeout_ms <= b.replica_fetch_wait_max_ms) {
+    return bad("replica.socket.timeout.ms: " + std::to_string(b.replica_socket_timeout_ms) +
+               " is not above replica.fetch.wait.max.ms " + std::to_string(b.replica_fetch_wait_max_ms));
+  }
   return {};
 }
 
@@ -330,6 +341,12 @@ result<broker_config> make_broker_config(config_map static_values,
   b.auto_leader_rebalance_enable = flag("auto.leader.rebalance.enable");
   b.leader_imbalance_per_broker_percentage = i32("leader.imbalance.per.broker.percentage");
   b.leader_imbalance_check_interval_seconds = i64("leader.imbalance.check.interval.seconds");
+  b.replica_lag_time_max_ms = i64("replica.lag.time.max.ms");
+  b.replica_fetch_wait_max_ms = i32("replica.fetch.wait.max.ms");
+  b.replica_fetch_max_bytes = i32("replica.fetch.max.bytes");
+  b.replica_fetch_response_max_bytes = i32("replica.fetch.response.max.bytes");
+  b.replica_fetch_backoff_ms = i32("replica.fetch.backoff.ms");
+  b.replica_socket_timeout_ms = i32("replica.socket.timeout.ms");
   b.socket_request_max_bytes = i32("socket.request.max.bytes");
   b.fetch_max_bytes = i32("fetch.max.bytes");
   b.fetch_bytes_per_rtt_ms = i64("sluice.fetch.bytes.per.rtt.ms");

@@ -70,6 +70,13 @@ struct broker_config {
   int64_t leader_imbalance_check_interval_seconds = 0;
   // __consumer_offsets is created with min(this, live brokers) replicas.
   int16_t offsets_topic_replication_factor = 0;
+  // ---- Replication: Kafka's replica.* settings (docs/replication.md).
+  int64_t replica_lag_time_max_ms = 0;
+  int32_t replica_fetch_wait_max_ms = 0;  // below replica_lag_time_max_ms
+  int32_t replica_fetch_max_bytes = 0;
+  int32_t replica_fetch_response_max_bytes = 0;
+  int32_t replica_fetch_backoff_ms = 0;
+  int32_t replica_socket_timeout_ms = 0;  // above replica_fetch_wait_max_ms
   int32_t socket_request_max_bytes = 0;
   int32_t fetch_max_bytes = 0;
   int64_t fetch_bytes_per_rtt_ms = 0;  // sluice.fetch.bytes.per.rtt.ms; 0: off

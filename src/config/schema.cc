@@ -212,6 +212,21 @@ std::vector<setting> make_schema() {
   // At most i64_max / 1000 so that the interval in milliseconds fits an int64.
   s.push_back(int_row("leader.imbalance.check.interval.seconds", "", vt::int64, "300", 1,
                       i64_max / 1000, false, "How often leader imbalance is checked."));
+  // ---- Replication (docs/replication.md).
+  s.push_back(int_row("replica.lag.time.max.ms", "", vt::int64, "30000", 1, i64_max / 2, false,
+                      "A follower that has not caught up with its leader for this long leaves the "
+                      "in-sync replicas."));
+  s.push_back(int_row("replica.fetch.wait.max.ms", "", vt::int32, "500", 0, i32_max, false,
+                      "Longest a leader holds a follower's fetch waiting for new data; below "
+                      "replica.lag.time.max.ms."));
+  s.push_back(int_row("replica.fetch.max.bytes", "", vt::int32, "1048576", 0, i32_max, false,
+                      "Bytes a follower asks for per partition in one fetch (at least one batch)."));
+  s.push_back(int_row("replica.fetch.response.max.bytes", "", vt::int32, "10485760", 0, i32_max, false,
+                      "Bytes a follower asks for in one fetch over all its partitions."));
+  s.push_back(int_row("replica.fetch.backoff.ms", "", vt::int32, "1000", 0, i32_max, false,
+                      "Pause of a follower's fetcher after its leader failed to answer."));
+  s.push_back(int_row("replica.socket.timeout.ms", "", vt::int32, "30000", 1, i32_max, false,
+                      "Deadline of a follower's fetch; above replica.fetch.wait.max.ms."));
   // ---- Network limits.
   s.push_back(int_row("socket.request.max.bytes", "", vt::int32, "104857600", 1,
                       limits::max_socket_request_max_bytes, false,

@@ -305,6 +305,18 @@ status log::truncate_to(offset o) {
   return st;
 }
 
+status log::reset_to(offset o) {
+  status st = [&]() -> status {
+    std::lock_guard sg(seal_mu_);
+    std::lock_guard g(mu_);
+    SLUICE_TRY(check_writable());
+    if (o.value() < 0) return status(errc::invalid_argument, name_ + ": reset to a negative offset");
+    return truncate_fully_locked(o);
+  }();
+  answer_waiters();
+  return st;
+}
+
 size_t log::segment_index_for(offset o) const {
   auto it = std::upper_bound(segments_.begin(), segments_.end(), o,
                              [](offset x, const std::unique_ptr<segment>& s) { return x < s->base(); });

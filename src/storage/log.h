@@ -164,6 +164,10 @@ class log : public std::enable_shared_from_this<log> {
   // log end offset is refused.
   // Durability waiters for discarded offsets fail with offset_out_of_range.
   status truncate_to(offset o);
+  // Empties the log and restarts it at `o`, which may lie past the log end
+  // offset (a follower whose leader's log now starts beyond all it holds:
+  // Kafka's truncateFullyAndStartAt). The leader-epoch history is cleared.
+  status reset_to(offset o);
   // Moves the log start offset up to `o` (<= log end offset) and deletes the
   // segments wholly below it (retention, DeleteRecords). Never moves down.
   status advance_log_start(offset o);

@@ -775,6 +775,26 @@ TEST_F(LogTest, AppendReplicatedKeepsOffsetsAndEpochs) {
   EXPECT_EQ(mid->first_offset, offset(10));
 }
 
+TEST_F(LogTest, ResetToRestartsPastTheEnd) {
+  open();
+  for (int i = 0; i < 10; ++i) append(2, 100, 4);
+  ASSERT_EQ(log_->log_end_offset(), offset(20));
+  // A follower whose leader's log now starts at 500 starts there too.
+  ASSERT_TRUE(log_->reset_to(offset(500)).ok());
+  EXPECT_EQ(log_->log_start_offset(), offset(500));
+  EXPECT_EQ(log_->log_end_offset(), offset(500));
+  EXPECT_TRUE(log_->leader_epochs().empty());
+  EXPECT_EQ(log_->read(offset(10), 10).code(), errc::offset_out_of_range);
+  auto b = make_batch(3, 10, 5);
+  batch::stamp(b.data(), offset(500), leader_epoch(6));
+  ASSERT_TRUE(log_->append_replicated(b).ok());
+  reopen(false);
+  EXPECT_EQ(log_->log_start_offset(), offset(500));
+  EXPECT_EQ(log_->log_end_offset(), offset(503));
+  EXPECT_EQ(log_->leader_epochs(), (std::vector<epoch_entry>{{leader_epoch(6), offset(500)}}));
+  EXPECT_EQ(log_->reset_to(offset(-1)).code(), errc::invalid_argument);
+}
+
 TEST_F(LogTest, RestartCleanAndUnclean) {
   open();
   for (int i = 0; i < 100; ++i) append(1 + i % 5, 60);

@@ -1,0 +1,158 @@
+#include "cluster/replica_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include "base/clock.h"
+
+namespace sluice::cluster {
+namespace {
+
+using ids = std::vector<int32_t>;
+constexpr int64_t lag_max = 10'000;
+
+struct TrackerTest : ::testing::Test {
+  manual_clock clk;
+  replica_tracker t;
+  int64_t now() const { return clk.monotonic_ms(); }
+  void lead(offset end, offset hw = offset(0), ids isr = {1, 2, 3}) {
+    t.become_leader(1, {1, 2, 3}, isr, hw, end, now());
+  }
+};
+
+TEST_F(TrackerTest, HighWatermarkIsTheSmallestInSyncLogEnd) {
+  lead(offset(100), offset(40));
+  // Followers not heard from yet hold it where the follower time left it.
+  EXPECT_EQ(t.high_watermark(), offset(40));
+  EXPECT_FALSE(t.on_fetch(2, offset(90), offset(100), now()));
+  EXPECT_EQ(t.high_watermark(), offset(40));
+  EXPECT_TRUE(t.on_fetch(3, offset(70), offset(100), now()));
+  EXPECT_EQ(t.high_watermark(), offset(70));
+  EXPECT_TRUE(t.on_fetch(3, offset(100), offset(100), now()));
+  EXPECT_EQ(t.high_watermark(), offset(90));
+  EXPECT_TRUE(t.on_fetch(2, offset(100), offset(100), now()));
+  EXPECT_EQ(t.high_watermark(), offset(100));
+  // Never past the leader's own end.
+  EXPECT_FALSE(t.on_leader_end(offset(100)));
+  EXPECT_EQ(t.high_watermark(), offset(100));
+}
+
+TEST_F(TrackerTest, HighWatermarkNeverMovesBackwards) {
+  lead(offset(50), offset(30));
+  t.on_fetch(2, offset(50), offset(50), now());
+  t.on_fetch(3, offset(50), offset(50), now());
+  ASSERT_EQ(t.high_watermark(), offset(50));
+  // A follower that truncated and fetches lower does not pull it back.
+  EXPECT_FALSE(t.on_fetch(3, offset(20), offset(50), now()));
+  EXPECT_EQ(t.high_watermark(), offset(50));
+  // Nor does a new leadership that starts from a lower follower's view.
+  t.become_leader(1, {1, 2, 3}, {1, 2, 3}, offset(45), offset(60), now());
+  EXPECT_EQ(t.high_watermark(), offset(45));
+  t.on_fetch(2, offset(10), offset(60), now());
+  t.on_fetch(3, offset(10), offset(60), now());
+  EXPECT_EQ(t.high_watermark(), offset(45));
+}
+
+TEST_F(TrackerTest, LeaderAloneInSyncFollowsItsOwnEnd) {
+  lead(offset(10), offset(10), {1});
+  EXPECT_EQ(t.high_watermark(), offset(10));
+  EXPECT_TRUE(t.on_leader_end(offset(15)));
+  EXPECT_EQ(t.high_watermark(), offset(15));
+  // Followers outside the ISR do not hold it back.
+  EXPECT_FALSE(t.on_fetch(2, offset(3), offset(15), now()));
+  EXPECT_EQ(t.high_watermark(), offset(15));
+}
+
+TEST_F(TrackerTest, LaggingFollowerIsProposedForRemovalAfterTheLagAllowance) {
+  lead(offset(0));
+  t.on_fetch(2, offset(0), offset(0), now());
+  t.on_fetch(3, offset(0), offset(0), now());
+  EXPECT_FALSE(t.propose_isr(now(), lag_max));
+  // The leader moves on; 2 keeps up, 3 stops fetching.
+  for (int i = 1; i <= 11; ++i) {
+    clk.advance_ms(1'000);
+    t.on_leader_end(offset(i * 10));
+    t.on_fetch(2, offset(i * 10), offset(i * 10), now());
+    if (i < 11) {
+      EXPECT_FALSE(t.propose_isr(now(), lag_max)) << i;
+    }
+  }
+  // 3 last caught up 11 s ago.
+  auto p = t.propose_isr(now(), lag_max);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(*p, (ids{1, 2}));
+  // Until the store confirms, 3 still holds the high watermark.
+  EXPECT_EQ(t.high_watermark(), offset(0));
+  EXPECT_TRUE(t.set_isr({1, 2, 3}, {1, 2}, offset(110), now()));
+  EXPECT_EQ(t.high_watermark(), offset(110));
+}
+
+TEST_F(TrackerTest, SlowButProgressingFollowerStaysInSync) {
+  lead(offset(0));
+  t.on_fetch(2, offset(0), offset(0), now());
+  t.on_fetch(3, offset(0), offset(0), now());
+  // Each fetch of 3 reaches where the leader was at its previous fetch, never
+  // the end itself: it is caught up as of its previous fetch each time.
+  for (int i = 1; i <= 30; ++i) {
+    clk.advance_ms(1'000);
+    t.on_leader_end(offset(i * 10 + 5));
+    t.on_fetch(2, offset(i * 10 + 5), offset(i * 10 + 5), now());
+    t.on_fetch(3, offset((i - 1) * 10 + 5 + (i == 1 ? -5 : 0)), offset(i * 10 + 5), now());
+    EXPECT_FALSE(t.propose_isr(now(), lag_max)) << i;
+  }
+}
+
+TEST_F(TrackerTest, CaughtUpFollowerIsProposedForAdditionAndCountsAtOnce) {
+  lead(offset(100), offset(100), {1, 2});
+  t.on_fetch(2, offset(100), offset(100), now());
+  // 3 is behind the start of this leadership: not yet.
+  t.on_fetch(3, offset(60), offset(100), now());
+  EXPECT_FALSE(t.propose_isr(now(), lag_max));
+  t.on_leader_end(offset(120));
+  t.on_fetch(2, offset(120), offset(120), now());
+  ASSERT_EQ(t.high_watermark(), offset(120));
+  t.on_fetch(3, offset(120), offset(120), now());
+  auto p = t.propose_isr(now(), lag_max);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(*p, (ids{1, 2, 3}));
+  // Pending: 3 now holds the high watermark with the others.
+  t.on_leader_end(offset(130));
+  t.on_fetch(2, offset(130), offset(130), now());
+  EXPECT_EQ(t.high_watermark(), offset(120));
+  t.on_fetch(3, offset(130), offset(130), now());
+  EXPECT_EQ(t.high_watermark(), offset(130));
+  t.set_isr({1, 2, 3}, {1, 2, 3}, offset(130), now());
+  EXPECT_FALSE(t.propose_isr(now(), lag_max));
+}
+
+TEST_F(TrackerTest, PendingAdditionThatLagsAgainIsGivenUp) {
+  lead(offset(10), offset(10), {1, 2});
+  t.on_fetch(2, offset(10), offset(10), now());
+  t.on_fetch(3, offset(10), offset(10), now());
+  ASSERT_TRUE(t.propose_isr(now(), lag_max));  // 3 pending
+  clk.advance_ms(lag_max + 1);
+  t.on_leader_end(offset(20));
+  t.on_fetch(2, offset(20), offset(20), now());
+  // 3 went silent: the leader asks for nothing new and stops waiting for it.
+  EXPECT_FALSE(t.propose_isr(now(), lag_max));
+  t.on_fetch(2, offset(20), offset(20), now());
+  EXPECT_EQ(t.high_watermark(), offset(20));
+}
+
+TEST_F(TrackerTest, UnassignedReplicaChangesNothing) {
+  lead(offset(10), offset(10), {1});
+  EXPECT_FALSE(t.on_fetch(7, offset(10), offset(10), now()));
+  EXPECT_FALSE(t.propose_isr(now(), lag_max));
+}
+
+TEST_F(TrackerTest, NoFollowerIsRemovedBeforeItHadTheAllowanceToFetch) {
+  lead(offset(10), offset(0));
+  clk.advance_ms(lag_max);
+  EXPECT_FALSE(t.propose_isr(now(), lag_max));
+  clk.advance_ms(1);
+  auto p = t.propose_isr(now(), lag_max);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(*p, (ids{1}));
+}
+
+}  // namespace
+}  // namespace sluice::cluster
