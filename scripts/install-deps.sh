@@ -10,10 +10,14 @@ packages=(
   libasio-dev libisal-dev libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev librdkafka-dev
+  # the NATS C client: sluice-bench cluster publishes to JetStream beside Sluice
+  libnats-dev
   # the etcd client (src/etcd): gRPC++ and protobuf, with their code generators
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # real clients and servers used by the integration tests
   kcat etcd-server etcd-client
+  # the JetStream cluster sluice-bench cluster compares Sluice with
+  nats-server
   python3 python3-pytest python3-confluent-kafka python3-kafka
   procps iproute2
 )

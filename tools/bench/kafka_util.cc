@@ -58,8 +58,6 @@ rd_kafka_conf_t* base_conf(const std::string& bootstrap) {
 
 // ---- The broker process (with --start) ------------------------------------
 
-namespace {
-
 uint16_t free_port() {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -86,8 +84,6 @@ bool port_open(uint16_t port) {
   ::close(s);
   return ok;
 }
-
-}  // namespace
 
 broker_process::broker_process(const std::string& binary, const std::string& parent_dir,
                                const std::vector<std::string>& args) {
@@ -186,10 +182,11 @@ event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type) {
 }
 
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
-                  const config_list& configs) {
+                  const config_list& configs, int replication_factor) {
   client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
   char err[512];
-  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
+  rd_kafka_NewTopic_t* nt =
+      rd_kafka_NewTopic_new(topic.c_str(), partitions, replication_factor, err, sizeof err);
   if (!nt) throw bench_error{std::string("NewTopic: ") + err};
   for (const auto& [k, v] : configs) {
     if (auto e = rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str())) {

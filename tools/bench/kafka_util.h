@@ -66,6 +66,11 @@ class broker_process {
   pid_t pid_ = 0;
 };
 
+// A loopback TCP port nothing listens on now (bind to port 0, then close).
+uint16_t free_port();
+// True if something accepts connections on 127.0.0.1:port.
+bool port_open(uint16_t port);
+
 // Which broker a mode measures: one it starts (`start`) or one running at
 // `bootstrap`; the options every mode that talks to a broker takes.
 struct broker_target {
@@ -94,10 +99,10 @@ broker_handle open_broker(const broker_target& t);
 event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type);
 using config_list = std::vector<std::pair<std::string, std::string>>;
 
-// Creates the topic with `configs` and waits until every partition has a
-// leader.
+// Creates the topic with `configs` and `replication_factor` replicas and
+// waits until every partition has a leader.
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
-                  const config_list& configs = {});
+                  const config_list& configs = {}, int replication_factor = 1);
 // Replaces the topic's configs with `configs` (AlterConfigs: what is not
 // named returns to the broker's default). Throws on any error.
 void alter_topic_configs(const std::string& bootstrap, const std::string& topic,

@@ -1,8 +1,9 @@
 // sluice-bench: prints performance figures of the partition log (`storage`),
 // of a running broker (`broker`), of consumer groups on it (`group`), of the
 // log cleaner (`compaction`) and of produce under retention and compaction
-// (`maintenance`, against the same run without them); the others beside the
-// machine's own limits measured in the same run. Not a timed test: it asserts
+// (`maintenance`, against the same run without them) and of a replicated
+// three-broker cluster (`cluster`, beside NATS JetStream); the others beside
+// the machine's own limits measured in the same run. Not a timed test: it asserts
 // nothing about speed.
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker_bench.h"
+#include "cluster_bench.h"
 #include "compaction_bench.h"
 #include "group_bench.h"
 #include "maintenance_bench.h"
@@ -160,8 +162,50 @@ int main(int argc, char** argv) {
                  "msgs/s to each maintenance topic during the window")
       ->check(CLI::Range(1.0, 1e6));
 
+  sluice::bench::cluster_options clo;
+  auto* cl = app.add_subcommand(
+      "cluster",
+      "three replicated Sluice brokers (etcd of three) beside a three-server NATS JetStream "
+      "cluster: publish rate, latency, CPU per message, a leader kill");
+  add_report_options(cl, clo.json, clo.repeats, "Sluice/JetStream run pairs (medians)");
+  cl->add_option("--sluice", clo.sluice_path, "the sluice binary (default: beside this one)");
+  cl->add_option("--etcd", clo.etcd_path, "the etcd binary")->capture_default_str();
+  cl->add_option("--nats-server", clo.nats_path, "the nats-server binary")->capture_default_str();
+  cl->add_option("--dir", clo.dir, "parent of the temp dir of every server's data")
+      ->capture_default_str();
+  cl->add_option("--broker-arg", clo.broker_args,
+                 "KEY=VALUE setting for every broker, passed as --KEY VALUE (repeatable)");
+  cl->add_option("--partitions", clo.partitions, "partitions of the topic")
+      ->check(CLI::Range(1, 10000));
+  cl->add_option("--replication-factor", clo.replication_factor,
+                 "replicas of the topic and of the stream")
+      ->check(CLI::Range(1, 3));
+  cl->add_option("--min-insync-replicas", clo.min_insync_replicas,
+                 "the topic's min.insync.replicas")
+      ->check(CLI::Range(1, 3));
+  cl->add_option("--message-bytes", clo.message_bytes, "payload bytes")
+      ->check(CLI::Range(8, 1 << 20));
+  cl->add_option("--seconds", clo.seconds, "length of each publish phase")
+      ->check(CLI::Range(0.1, 3600.0));
+  cl->add_option("--rate", clo.rate, "msgs/s of the latency phases and of the leader kill")
+      ->check(CLI::Range(1.0, 1e7));
+  cl->add_option("--consumers", clo.consumers,
+                 "catch-up consumers (0: one per core, at most one per partition)")
+      ->check(CLI::Range(0, 1000));
+  cl->add_option("--session-timeout-ms", clo.session_timeout_ms,
+                 "the brokers' sluice.etcd.session.timeout.ms")
+      ->capture_default_str();
+  cl->add_option("--failover-timeout", clo.failover_timeout,
+                 "seconds the leader kill waits for partition 0's acknowledgements")
+      ->check(CLI::Range(1.0, 600.0));
+  cl->add_flag("--no-leader-kill{false}", clo.leader_kill, "skip the leader kill");
+  cl->add_option("--js-max-pending", clo.js_max_pending,
+                 "asynchronous JetStream publishes in flight")
+      ->check(CLI::Range(1, 1 << 20));
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (cl->parsed()) return sluice::bench::run_cluster(clo);
     if (mt->parsed()) return sluice::bench::run_maintenance(mo);
     if (cp->parsed()) return sluice::bench::run_compaction(co);
     if (st->parsed()) return sluice::bench::run_storage(so);

@@ -19,6 +19,7 @@ namespace {
 
 struct producer_state {
   std::mutex mu;
+  const std::function<void(int32_t, int64_t, int64_t, bool)>* on_ack = nullptr;
   std::vector<double> pub_ms;
   uint64_t acked = 0, failed = 0;
   int64_t last_ack_ns = 0;
@@ -33,6 +34,7 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   // sending thread inside rd_kafka_flush; the lock orders them and the
   // final read.
   std::lock_guard g(st->mu);
+  if (st->on_ack && *st->on_ack) (*st->on_ack)(m->partition, sent, t, !m->err);
   if (m->err) {
     ++st->failed;
     if (st->first_error.empty()) st->first_error = rd_kafka_err2str(m->err);
@@ -51,7 +53,10 @@ struct topic_deleter {
 
 produce_stats produce_phase(const produce_spec& spec) {
   producer_state ps;
+  ps.on_ack = &spec.on_ack;
   ps.pub_ms.reserve(1 << 20);
+  std::vector<pid_t> brokers = spec.more_broker_pids;
+  if (spec.broker_pid > 0) brokers.push_back(spec.broker_pid);
   rd_kafka_conf_t* c = base_conf(spec.bootstrap);
   set(c, "acks", spec.acks);
   set(c, "linger.ms", "1");
@@ -79,7 +84,7 @@ produce_stats produce_phase(const produce_spec& spec) {
   std::vector<std::string> keys;
   for (int i = 0; i < spec.key_count; ++i) keys.push_back("key-" + std::to_string(i));
 
-  const auto cpu0 = process_cpu_seconds(spec.broker_pid);
+  const auto cpu0 = processes_cpu_seconds(brokers);
   const auto self0 = process_cpu_seconds(::getpid());
   const int64_t t0 = now_ns();
   const int64_t end = t0 + static_cast<int64_t>(spec.seconds * 1e9);
@@ -123,7 +128,7 @@ produce_stats produce_phase(const produce_spec& spec) {
   }
   rd_kafka_flush(prod.get(), 60'000);
   poller.reset();
-  const auto cpu1 = process_cpu_seconds(spec.broker_pid);
+  const auto cpu1 = processes_cpu_seconds(brokers);
   const auto self1 = process_cpu_seconds(::getpid());
 
   produce_stats r;
@@ -137,7 +142,8 @@ produce_stats produce_phase(const produce_spec& spec) {
   r.bytes_per_s = r.msgs_per_s * static_cast<double>(payload.size());
   r.publish_ms = std::move(ps.pub_ms);
   std::sort(r.publish_ms.begin(), r.publish_ms.end());
-  if (spec.broker_pid > 0) r.broker_cores = cores_between(cpu0, cpu1, t0, t1);
+  if (!brokers.empty()) r.broker_cores = cores_between(cpu0, cpu1, t0, t1);
+  if (cpu0 && cpu1) r.broker_cpu_seconds = *cpu1 - *cpu0;
   r.client_cores = cores_between(self0, self1, t0, t1);
   r.schedule_lag_max_ms = lag_max;
   return r;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -37,6 +38,13 @@ struct produce_spec {
   int round_robin_partitions = 0;
   const std::atomic<bool>* stop = nullptr;  // ends the phase early when it turns true
   pid_t broker_pid = 0;                     // for the broker's CPU; 0 = not measured
+  // More brokers (a cluster's) whose CPU is summed with broker_pid's into
+  // broker_cores; broker_pid 0 with these alone is fine.
+  std::vector<pid_t> more_broker_pids;
+  // Called for each delivery report on librdkafka's poller thread, under the
+  // phase's lock: the partition, when the message was sent and acknowledged
+  // (steady clock, ns), and whether it was stored. Keep it short.
+  std::function<void(int32_t partition, int64_t sent_ns, int64_t ack_ns, bool ok)> on_ack;
 };
 
 struct produce_stats {
@@ -45,6 +53,9 @@ struct produce_stats {
   double msgs_per_s = 0, bytes_per_s = 0;  // acknowledged, to the last acknowledgement
   std::vector<double> publish_ms;          // sorted
   double broker_cores = -1, client_cores = -1;
+  // The brokers' CPU seconds (utime + stime) from the start of the phase to
+  // the end of its flush; -1 when not measured.
+  double broker_cpu_seconds = -1;
   double schedule_lag_max_ms = 0;  // fixed rate: how far the sender fell behind its schedule
 };
 

@@ -152,6 +152,17 @@ std::optional<double> process_cpu_seconds(pid_t pid) {
   return stat_cpu_seconds("/proc/" + std::to_string(pid) + "/stat");
 }
 
+std::optional<double> processes_cpu_seconds(const std::vector<pid_t>& pids) {
+  if (pids.empty()) return std::nullopt;
+  double sum = 0;
+  for (pid_t p : pids) {
+    auto c = process_cpu_seconds(p);
+    if (!c) return std::nullopt;
+    sum += *c;
+  }
+  return sum;
+}
+
 std::map<pid_t, double> thread_cpu_seconds(pid_t pid) {
   std::map<pid_t, double> out;
   std::error_code ec;

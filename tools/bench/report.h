@@ -128,6 +128,9 @@ class json {
 // CPU seconds (user + system) a process has used so far, from /proc/PID/stat;
 // nullopt when the process is gone.
 std::optional<double> process_cpu_seconds(pid_t pid);
+// The sum over several processes (a cluster's brokers); nullopt when any of
+// them is gone or none is given.
+std::optional<double> processes_cpu_seconds(const std::vector<pid_t>& pids);
 // CPU seconds of each thread of a process now, by thread id (threads that
 // ended are missing).
 std::map<pid_t, double> thread_cpu_seconds(pid_t pid);

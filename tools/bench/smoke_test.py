@@ -7,16 +7,18 @@ usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py group SLUICE_BENCH SLUICE
        smoke_test.py compaction SLUICE_BENCH
        smoke_test.py maintenance SLUICE_BENCH SLUICE
+       smoke_test.py cluster SLUICE_BENCH SLUICE   (exit 77, skipped, without nats-server or etcd)
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 
-def run(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+def run(cmd, timeout=150):
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         sys.exit(f"{cmd} exited {out.returncode}\nstdout: {out.stdout}\nstderr: {out.stderr}")
     try:
@@ -146,6 +148,47 @@ def maintenance(bench, sluice):
         sys.exit(f"maintenance not as expected: {j['runs']}")
 
 
+def cluster(bench, sluice):
+    nats = shutil.which("nats-server") or "/usr/sbin/nats-server"
+    if not os.access(nats, os.X_OK) or not os.access("/usr/bin/etcd", os.X_OK):
+        print("SKIPPED: the cluster mode needs nats-server and /usr/bin/etcd "
+              "(the nats-server and etcd-server packages; scripts/install-deps.sh installs both)")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as d:
+        j = run([bench, "cluster", "--sluice", sluice, "--nats-server", nats, "--dir", d, "--json",
+                 "--partitions", "4", "--seconds", "0.5", "--rate", "1000", "--repeats", "1",
+                 "--failover-timeout", "30", "--js-max-pending", "256"], timeout=270)
+        left = os.listdir(d)
+        if left:
+            sys.exit(f"the cluster mode left {left} in its --dir")
+    need(j, ["mode", "brokers", "partitions", "replication_factor", "min_insync_replicas", "sluice",
+             "jetstream", "ratios", "targets_met"], "cluster")
+    if (j["brokers"], j["partitions"], j["replication_factor"], j["min_insync_replicas"]) != (3, 4, 3, 2):
+        sys.exit(f"not the cluster asked for: {j}")
+    s, n = j["sluice"], j["jetstream"]
+    need(s, ["produce_msgs_per_s", "consume_msgs_per_s", "publish_latency_ms", "cpu_us_per_msg_produce",
+             "cpu_us_per_msg_consume", "cpu_us_per_msg_fixed_rate", "leader_kill"], "sluice")
+    need(n, ["publish_msgs_per_s", "publish_latency_ms", "cpu_us_per_msg_publish"], "jetstream")
+    for what in (s, n):
+        need(what["publish_latency_ms"], ["p50", "p99", "p99_9", "max"], "publish_latency_ms")
+    need(s["leader_kill"], ["done", "killed_node", "new_leader", "seconds_to_resume", "restart_seconds"],
+         "leader_kill")
+    if not s["leader_kill"]["done"] or s["leader_kill"]["killed_node"] not in (1, 2, 3):
+        sys.exit(f"no leader was killed: {s['leader_kill']}")
+    if s["leader_kill"]["restart_seconds"] is None:
+        sys.exit(f"the killed broker was not restarted: {s['leader_kill']}")
+    need(j["ratios"], ["produce_vs_jetstream", "publish_p99_vs_jetstream", "cpu_per_msg_vs_jetstream"], "ratios")
+    need(j["targets_met"], ["produce_at_least_5x_jetstream", "publish_p99_under_10ms",
+                            "cpu_at_most_5us_per_msg"], "targets_met")
+    if s["produce_msgs_per_s"] <= 0 or s["consume_msgs_per_s"] <= 0 or n["publish_msgs_per_s"] <= 0:
+        sys.exit(f"nothing went through: {j}")
+    if s["publish_latency_ms"]["p50"] <= 0 or n["publish_latency_ms"]["p50"] <= 0:
+        sys.exit(f"no publish latency: {j}")
+    for k, v in [("sluice produce", s["cpu_us_per_msg_produce"]), ("jetstream", n["cpu_us_per_msg_publish"])]:
+        if v is None or v <= 0:
+            sys.exit(f"{k}: no CPU per message: {v}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "storage":
         storage(sys.argv[2])
@@ -153,6 +196,8 @@ if __name__ == "__main__":
         compaction(sys.argv[2])
     elif sys.argv[1] == "maintenance":
         maintenance(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "cluster":
+        cluster(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "group":
         group(sys.argv[2], sys.argv[3])
     else:

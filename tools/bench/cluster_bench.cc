@@ -1,0 +1,702 @@
+// Cluster benchmark (issue 20; see README.md): three `sluice serve` brokers
+// over a three-member etcd, and beside them three nats-server processes
+// clustered with JetStream, all started here on free loopback ports with
+// their data in one temp directory, stopped by pid and removed at the end
+// (also after an error or Ctrl-C).
+//
+// Sluice: a topic of `partitions` partitions, replication factor 3,
+// min.insync.replicas 2, produced to with acks=all by the broker mode's
+// producer (produce_phase.h) at an unlimited and a fixed rate, read back by
+// its catch-up consumers (consume_phase.h); then the leader of partition 0
+// is killed under a steady produce. JetStream: a stream of three replicas
+// on file storage, published to asynchronously. CPU per message: the
+// servers' utime + stime over a phase, summed over the processes, divided by
+// the messages of the phase.
+
+#include "cluster_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "child_process.h"
+#include "consume_phase.h"
+#include "jetstream.h"
+#include "kafka_util.h"
+#include "produce_phase.h"
+#include "report.h"
+
+namespace sluice::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kServers = 3;
+
+// Set by SIGINT or SIGTERM: phases end early, then the run unwinds (and
+// stops every server) with "interrupted".
+std::atomic<bool> g_interrupted{false};
+
+void on_signal(int) {
+  g_interrupted = true;
+}
+
+void check_interrupted() {
+  if (g_interrupted.load()) throw bench_error{"interrupted"};
+}
+
+// The temp directory all servers keep their data and logs in; removed last.
+struct temp_root {
+  std::string path;
+  explicit temp_root(const std::string& parent)
+      : path(parent + "/sluice-bench-cluster-" + std::to_string(::getpid())) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    fs::create_directories(path);
+  }
+  ~temp_root() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// True if etcd on 127.0.0.1:port answers GET /health with "true" (it has a
+// leader) within a second.
+bool etcd_healthy(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  timeval tv{1, 0};
+  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  std::string answer;
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(s, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(s, buf, sizeof buf, 0)) > 0;)
+        answer.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(s);
+  return answer.find("\"health\":\"true\"") != std::string::npos;
+}
+
+// Three etcd members, as tests/integration/etcd_harness.py starts them.
+class etcd_cluster {
+ public:
+  etcd_cluster(const std::string& binary, const std::string& root) {
+    if (::access(binary.c_str(), X_OK) != 0)
+      throw bench_error{binary +
+                        " not found: install etcd-server (scripts/install-deps.sh) or "
+                        "give --etcd PATH"};
+    std::vector<uint16_t> client, peer;
+    std::string initial;
+    for (int i = 0; i < kServers; ++i) {
+      client.push_back(free_port());
+      peer.push_back(free_port());
+      initial += (i ? "," : "") + std::string("m") + std::to_string(i) +
+                 "=http://127.0.0.1:" + std::to_string(peer.back());
+    }
+    for (int i = 0; i < kServers; ++i) {
+      const auto c = "http://127.0.0.1:" + std::to_string(client[static_cast<size_t>(i)]);
+      const auto p = "http://127.0.0.1:" + std::to_string(peer[static_cast<size_t>(i)]);
+      const std::string name = "m" + std::to_string(i);
+      members_.push_back(std::make_unique<child_process>(
+          std::vector<std::string>{binary,
+                                   "--name",
+                                   name,
+                                   "--data-dir",
+                                   root + "/etcd-" + name,
+                                   "--listen-client-urls",
+                                   c,
+                                   "--advertise-client-urls",
+                                   c,
+                                   "--listen-peer-urls",
+                                   p,
+                                   "--initial-advertise-peer-urls",
+                                   p,
+                                   "--initial-cluster",
+                                   initial,
+                                   "--initial-cluster-state",
+                                   "new",
+                                   "--initial-cluster-token",
+                                   "sluice-bench-" + std::to_string(::getpid()),
+                                   "--heartbeat-interval",
+                                   "50",
+                                   "--election-timeout",
+                                   "500",
+                                   "--log-level",
+                                   "warn"},
+          root + "/etcd-" + name + ".log"));
+      members_.back()->start();
+      endpoints_ += (i ? "," : "") + c;
+    }
+    const int64_t deadline = now_ns() + 30'000'000'000;
+    for (int i = 0; i < kServers; ++i) {
+      auto& m = *members_[static_cast<size_t>(i)];
+      m.wait_listening(client[static_cast<size_t>(i)], 30);
+      while (!etcd_healthy(client[static_cast<size_t>(i)])) {
+        check_interrupted();
+        if (!m.running() || now_ns() > deadline)
+          throw bench_error{"etcd member m" + std::to_string(i) +
+                            " not healthy within 30 s; its log ends:\n" + m.log_tail()};
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+  ~etcd_cluster() {
+    for (auto it = members_.rbegin(); it != members_.rend(); ++it) (*it)->stop(SIGTERM);
+  }
+  const std::string& endpoints() const { return endpoints_; }
+
+ private:
+  std::vector<std::unique_ptr<child_process>> members_;
+  std::string endpoints_;
+};
+
+// Brokers with node ids 1..3, as scripts/cluster.sh and
+// tests/integration/cluster_harness.py start them.
+class sluice_cluster {
+ public:
+  sluice_cluster(const cluster_options& o, const std::string& root, const std::string& etcd) {
+    std::string bin = o.sluice_path;
+    if (bin.empty()) {
+      std::error_code ec;
+      bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
+    }
+    if (::access(bin.c_str(), X_OK) != 0)
+      throw bench_error{bin + " not found: build the sluice target or give --sluice PATH"};
+    for (int id = 1; id <= kServers; ++id) {
+      const uint16_t port = free_port();
+      const std::string data = root + "/broker-" + std::to_string(id);
+      fs::create_directories(data);
+      std::vector<std::string> argv = {bin,
+                                       "serve",
+                                       "--node.id",
+                                       std::to_string(id),
+                                       "--listeners",
+                                       "PLAINTEXT://127.0.0.1:" + std::to_string(port),
+                                       "--log.dirs",
+                                       data,
+                                       "--sluice.metrics.listener",
+                                       "",
+                                       "--sluice.etcd.endpoints",
+                                       etcd,
+                                       "--sluice.etcd.session.timeout.ms",
+                                       std::to_string(o.session_timeout_ms)};
+      for (const auto& kv : o.broker_args) {
+        auto eq = kv.find('=');
+        if (eq == std::string::npos) throw bench_error{"--broker-arg " + kv + " is not KEY=VALUE"};
+        argv.push_back("--" + kv.substr(0, eq));
+        argv.push_back(kv.substr(eq + 1));
+      }
+      ports_.push_back(port);
+      data_dirs_.push_back(data);
+      brokers_.push_back(std::make_unique<child_process>(argv, data + ".log"));
+      brokers_.back()->start();
+    }
+    for (int id = 1; id <= kServers; ++id) wait_listening(id);
+    wait_all_registered(60);
+  }
+  ~sluice_cluster() {
+    for (auto it = brokers_.rbegin(); it != brokers_.rend(); ++it) (*it)->stop(SIGTERM);
+  }
+
+  std::string bootstrap() const {
+    std::string out;
+    for (auto p : ports_)
+      out += (out.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(p);
+    return out;
+  }
+  std::vector<pid_t> pids() const {
+    std::vector<pid_t> out;
+    for (const auto& b : brokers_) out.push_back(b->pid());
+    return out;
+  }
+  child_process& broker(int id) { return *brokers_[static_cast<size_t>(id - 1)]; }
+  void wait_listening(int id) const {
+    brokers_[static_cast<size_t>(id - 1)]->wait_listening(ports_[static_cast<size_t>(id - 1)], 90);
+  }
+
+  // Until Metadata lists every broker.
+  void wait_all_registered(double seconds) const {
+    client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap()));
+    const int64_t deadline = now_ns() + static_cast<int64_t>(seconds * 1e9);
+    for (;;) {
+      check_interrupted();
+      const rd_kafka_metadata_t* md = nullptr;
+      int n = 0;
+      if (rd_kafka_metadata(rk.get(), 0, nullptr, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        n = md->broker_cnt;
+      if (md) rd_kafka_metadata_destroy(md);
+      if (n == kServers) return;
+      if (now_ns() > deadline)
+        throw bench_error{"Metadata lists " + std::to_string(n) + " of " +
+                          std::to_string(kServers) + " brokers after " + fixed(seconds, 0) +
+                          " s; see the logs in " +
+                          fs::path(brokers_.front()->log_path()).parent_path().string()};
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  // The node id leading `partition` of `topic` in a fresh Metadata answer;
+  // -1 when none.
+  int leader_of(const std::string& topic, int partition) const {
+    client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap()));
+    rd_kafka_topic_t* t = rd_kafka_topic_new(rk.get(), topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    int leader = -1;
+    if (rd_kafka_metadata(rk.get(), 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md->topic_cnt == 1)
+      for (int i = 0; i < md->topics[0].partition_cnt; ++i)
+        if (md->topics[0].partitions[i].id == partition)
+          leader = md->topics[0].partitions[i].leader;
+    if (md) rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    return leader;
+  }
+
+ private:
+  std::vector<std::unique_ptr<child_process>> brokers_;
+  std::vector<uint16_t> ports_;
+
+ public:
+  // Bytes of `topic`'s segment files (*.log) in each broker's partition
+  // directories (DATA/logs/TOPIC-N), by node id - 1: what each broker
+  // stored of it, as leader or follower.
+  std::vector<uint64_t> topic_log_bytes(const std::string& topic) const {
+    std::vector<uint64_t> out;
+    for (const auto& dir : data_dirs_) {
+      uint64_t sum = 0;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir + "/logs", ec)) {
+        const std::string name = e.path().filename().string();
+        if (!e.is_directory() || name.size() <= topic.size() + 1 ||
+            name.compare(0, topic.size() + 1, topic + "-") != 0 ||
+            name.find_first_not_of("0123456789", topic.size() + 1) != std::string::npos)
+          continue;
+        for (const auto& f : fs::directory_iterator(e.path(), ec))
+          if (f.is_regular_file() && f.path().extension() == ".log") sum += f.file_size(ec);
+      }
+      out.push_back(sum);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::string> data_dirs_;
+};
+
+// ---- One run of each --------------------------------------------------------
+
+struct latency {
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;
+};
+latency latency_of(const std::vector<double>& sorted) {
+  return {percentile_sorted(sorted, 50), percentile_sorted(sorted, 99),
+          percentile_sorted(sorted, 99.9), sorted.empty() ? 0 : sorted.back()};
+}
+
+// CPU microseconds per message; -1 when not measured.
+double us_per_msg(double cpu_seconds, uint64_t messages) {
+  return cpu_seconds >= 0 && messages > 0 ? cpu_seconds * 1e6 / static_cast<double>(messages) : -1;
+}
+
+struct sluice_run {
+  double produce_msgs = 0, consume_msgs = 0;
+  // After the unlimited publish: the topic's segment bytes on each broker,
+  // and all of them over the bytes acknowledged (about 1 when only leaders
+  // store messages, about the replication factor when followers copy them).
+  std::vector<uint64_t> log_bytes;
+  double stored_copies = 0;
+  double produce_cpu_us = -1, consume_cpu_us = -1, rate_cpu_us = -1;
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;
+  double rate_achieved = 0, schedule_lag_max_ms = 0;
+  uint64_t failed = 0;
+  std::string first_error;
+};
+
+struct js_run {
+  double publish_msgs = 0, publish_cpu_us = -1, rate_cpu_us = -1;
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;
+  double rate_achieved = 0, schedule_lag_max_ms = 0;
+  uint64_t failed = 0;
+  std::string first_error;
+};
+
+produce_spec sluice_spec(const cluster_options& o, const sluice_cluster& c,
+                         const std::string& topic, double rate, double seconds) {
+  produce_spec s;
+  s.bootstrap = c.bootstrap();
+  s.topic = topic;
+  s.acks = "all";
+  s.rate = rate;
+  s.seconds = seconds;
+  s.message_bytes = o.message_bytes;
+  // Every partition, so every leader, at an even pace.
+  s.round_robin_partitions = o.partitions;
+  s.more_broker_pids = c.pids();
+  s.stop = &g_interrupted;
+  return s;
+}
+
+void note_failures(const produce_stats& ps, uint64_t& failed, std::string& first) {
+  failed += ps.failed;
+  if (first.empty()) first = ps.first_error;
+  if (ps.acked == 0)
+    throw bench_error{"no message was acknowledged" +
+                      (ps.first_error.empty() ? std::string() : ": " + ps.first_error)};
+}
+
+sluice_run run_sluice(const cluster_options& o, const sluice_cluster& c, int consumers,
+                      const std::string& topic) {
+  sluice_run r;
+  create_topic(c.bootstrap(), topic, o.partitions,
+               {{"min.insync.replicas", std::to_string(o.min_insync_replicas)}},
+               o.replication_factor);
+  check_interrupted();
+  const produce_stats up = produce_phase(sluice_spec(o, c, topic, 0, o.seconds));
+  check_interrupted();
+  note_failures(up, r.failed, r.first_error);
+  r.produce_msgs = up.msgs_per_s;
+  r.produce_cpu_us = us_per_msg(up.broker_cpu_seconds, up.acked);
+  r.log_bytes = c.topic_log_bytes(topic);
+  uint64_t stored = 0;
+  for (auto b : r.log_bytes) stored += b;
+  r.stored_copies = static_cast<double>(stored) /
+                    (static_cast<double>(up.acked) * static_cast<double>(o.message_bytes));
+
+  const catch_up_result cu =
+      catch_up(c.bootstrap(), topic, o.partitions, consumers, up.acked, c.pids());
+  check_interrupted();
+  r.consume_msgs = cu.msgs;
+  // Cores busy per message per second: CPU seconds per message.
+  if (cu.broker_cpu >= 0 && cu.msgs > 0) r.consume_cpu_us = cu.broker_cpu / cu.msgs * 1e6;
+
+  const produce_stats fixed_rate = produce_phase(sluice_spec(o, c, topic, o.rate, o.seconds));
+  check_interrupted();
+  note_failures(fixed_rate, r.failed, r.first_error);
+  const latency l = latency_of(fixed_rate.publish_ms);
+  r.p50 = l.p50, r.p99 = l.p99, r.p999 = l.p999, r.max = l.max;
+  r.rate_achieved = fixed_rate.msgs_per_s;
+  r.schedule_lag_max_ms = fixed_rate.schedule_lag_max_ms;
+  r.rate_cpu_us = us_per_msg(fixed_rate.broker_cpu_seconds, fixed_rate.acked);
+  delete_topic(c.bootstrap(), topic);
+  return r;
+}
+
+js_run run_jetstream(const cluster_options& o, jetstream_cluster& js, const std::string& stream) {
+  js_run r;
+  const js_publish_stats up =
+      js.publish_phase(stream + "_UNLIMITED", o.replication_factor, 0, o.seconds, o.message_bytes,
+                       o.js_max_pending, &g_interrupted);
+  check_interrupted();
+  if (up.acked == 0) throw bench_error{"JetStream acknowledged nothing: " + up.first_error};
+  r.publish_msgs = up.msgs_per_s;
+  r.publish_cpu_us = us_per_msg(up.server_cpu_seconds, up.acked);
+  r.failed += up.failed;
+  r.first_error = up.first_error;
+  const js_publish_stats fr =
+      js.publish_phase(stream + "_RATE", o.replication_factor, o.rate, o.seconds, o.message_bytes,
+                       o.js_max_pending, &g_interrupted);
+  check_interrupted();
+  if (fr.acked == 0) throw bench_error{"JetStream acknowledged nothing: " + fr.first_error};
+  const latency l = latency_of(fr.publish_ms);
+  r.p50 = l.p50, r.p99 = l.p99, r.p999 = l.p999, r.max = l.max;
+  r.rate_achieved = fr.msgs_per_s;
+  r.schedule_lag_max_ms = fr.schedule_lag_max_ms;
+  r.rate_cpu_us = us_per_msg(fr.server_cpu_seconds, fr.acked);
+  r.failed += fr.failed;
+  if (r.first_error.empty()) r.first_error = fr.first_error;
+  return r;
+}
+
+// ---- The leader kill ----------------------------------------------------------
+
+struct kill_result {
+  bool done = false;            // a leader was found and killed
+  int killed = -1;              // node id
+  int new_leader = -1;          // of partition 0 after the acks resumed (-1: unknown)
+  double resume_seconds = -1;   // -1: the acks did not resume within the timeout
+  double restart_seconds = -1;  // the killed broker listening again
+  std::string note;
+};
+
+kill_result leader_kill(const cluster_options& o, sluice_cluster& c, const std::string& topic) {
+  kill_result k;
+  create_topic(c.bootstrap(), topic, o.partitions,
+               {{"min.insync.replicas", std::to_string(o.min_insync_replicas)}},
+               o.replication_factor);
+  std::atomic<int64_t> kill_ns{0}, resume_ns{0};
+  std::atomic<uint64_t> p0_acks{0};
+  produce_spec s = sluice_spec(o, c, topic, o.rate, o.failover_timeout + 60);
+  s.more_broker_pids.clear();  // one of them dies: no CPU figure
+  s.stop = nullptr;
+  // Messages wait through the failover instead of expiring.
+  // Quiet: librdkafka reports every failed reconnect to the killed broker.
+  s.props = {"log_level=2", "message.timeout.ms=" +
+                                std::to_string(static_cast<int>((o.failover_timeout + 60) * 1000))};
+  s.on_ack = [&](int32_t partition, int64_t sent, int64_t ack, bool ok) {
+    if (partition != 0 || !ok) return;
+    ++p0_acks;
+    const int64_t kt = kill_ns.load();
+    if (kt > 0 && sent >= kt && resume_ns.load() == 0) resume_ns = ack;
+  };
+  auto producer = std::make_unique<background_produce>(s);
+  // A steady state first: two seconds with partition 0 acknowledging.
+  const int64_t warm_until = now_ns() + 2'000'000'000;
+  while (now_ns() < warm_until || p0_acks.load() == 0) {
+    check_interrupted();
+    if (now_ns() > warm_until + 30'000'000'000) {
+      k.note = "partition 0 acknowledged nothing before the kill";
+      return k;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  k.killed = c.leader_of(topic, 0);
+  if (k.killed < 1 || k.killed > kServers) {
+    k.note = "no leader of partition 0 in Metadata";
+    return k;
+  }
+  c.broker(k.killed).stop(SIGKILL);
+  kill_ns = now_ns();
+  k.done = true;
+  const int64_t deadline = kill_ns.load() + static_cast<int64_t>(o.failover_timeout * 1e9);
+  while (resume_ns.load() == 0 && now_ns() < deadline && !g_interrupted.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (resume_ns.load() > 0) {
+    k.resume_seconds = static_cast<double>(resume_ns.load() - kill_ns.load()) / 1e9;
+    k.new_leader = c.leader_of(topic, 0);
+  } else {
+    k.note = "partition 0's acknowledgements did not resume within " +
+             fixed(o.failover_timeout, 0) + " s";
+  }
+  check_interrupted();
+  // Back to three brokers, as the cluster was, before the producer stops:
+  // what still waits for partition 0 then has a leader to go to.
+  const int64_t r0 = now_ns();
+  c.broker(k.killed).start();
+  c.wait_listening(k.killed);
+  k.restart_seconds = static_cast<double>(now_ns() - r0) / 1e9;
+  producer.reset();  // stops producing; waits for what is in flight
+  delete_topic(c.bootstrap(), topic);
+  return k;
+}
+
+json figure(double v) {
+  return v >= 0 ? json(v) : json(nullptr);
+}
+std::string us_text(double v) {
+  return v >= 0 ? fixed(v, 2) : "n/a";
+}
+
+}  // namespace
+
+int run_cluster(const cluster_options& o) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  const int consumers =
+      o.consumers > 0 ? o.consumers
+                      : std::max(1, std::min(static_cast<int>(std::thread::hardware_concurrency()),
+                                             o.partitions));
+
+  temp_root root(o.dir);
+  etcd_cluster etcd(o.etcd_path, root.path);
+  check_interrupted();
+  sluice_cluster sluice(o, root.path, etcd.endpoints());
+  check_interrupted();
+  jetstream_cluster js(o.nats_path, root.path, kServers);
+  check_interrupted();
+
+  const std::string tag = std::to_string(::getpid());
+  std::vector<sluice_run> sr;
+  std::vector<js_run> jr;
+  for (int i = 0; i < o.repeats; ++i) {
+    sr.push_back(
+        run_sluice(o, sluice, consumers, "cluster-bench-" + tag + "-" + std::to_string(i)));
+    jr.push_back(run_jetstream(o, js, "CLUSTERBENCH_" + tag + "_" + std::to_string(i)));
+  }
+  kill_result k;
+  if (o.leader_kill) k = leader_kill(o, sluice, "cluster-bench-" + tag + "-kill");
+
+  const double s_prod = median_of(sr, &sluice_run::produce_msgs),
+               s_cons = median_of(sr, &sluice_run::consume_msgs),
+               s_p50 = median_of(sr, &sluice_run::p50), s_p99 = median_of(sr, &sluice_run::p99),
+               s_p999 = median_of(sr, &sluice_run::p999), s_max = median_of(sr, &sluice_run::max),
+               s_cpu = median_of(sr, &sluice_run::produce_cpu_us),
+               s_cpu_cons = median_of(sr, &sluice_run::consume_cpu_us),
+               s_cpu_rate = median_of(sr, &sluice_run::rate_cpu_us),
+               s_rate = median_of(sr, &sluice_run::rate_achieved),
+               s_lag = median_of(sr, &sluice_run::schedule_lag_max_ms);
+  const double j_pub = median_of(jr, &js_run::publish_msgs), j_p50 = median_of(jr, &js_run::p50),
+               j_p99 = median_of(jr, &js_run::p99), j_p999 = median_of(jr, &js_run::p999),
+               j_max = median_of(jr, &js_run::max), j_cpu = median_of(jr, &js_run::publish_cpu_us),
+               j_cpu_rate = median_of(jr, &js_run::rate_cpu_us),
+               j_rate = median_of(jr, &js_run::rate_achieved),
+               j_lag = median_of(jr, &js_run::schedule_lag_max_ms);
+  const double s_copies = median_of(sr, &sluice_run::stored_copies);
+  const std::vector<uint64_t>& s_log_bytes = sr.back().log_bytes;  // of the last run
+  uint64_t s_failed = 0, j_failed = 0;
+  std::string s_err, j_err;
+  for (const auto& r : sr) {
+    s_failed += r.failed;
+    if (s_err.empty()) s_err = r.first_error;
+  }
+  for (const auto& r : jr) {
+    j_failed += r.failed;
+    if (j_err.empty()) j_err = r.first_error;
+  }
+  const double prod_ratio = ratio(s_prod, j_pub);
+  const bool t_rate = prod_ratio >= 5, t_p99 = s_p99 > 0 && s_p99 < 10,
+             t_cpu = s_cpu >= 0 && s_cpu <= 5;
+  const double mb = static_cast<double>(o.message_bytes) / kMB;
+
+  if (o.json) {
+    json j = json::object();
+    j["mode"] = "cluster";
+    j["brokers"] = kServers;
+    j["partitions"] = o.partitions;
+    j["replication_factor"] = o.replication_factor;
+    j["min_insync_replicas"] = o.min_insync_replicas;
+    j["message_bytes"] = static_cast<uint64_t>(o.message_bytes);
+    j["seconds"] = o.seconds;
+    j["rate"] = o.rate;
+    j["repeats"] = o.repeats;
+    j["catch_up_consumers"] = consumers;
+    j["load_average_1m"] = load_average_1m();
+    json s = json::object();
+    s["produce_msgs_per_s"] = s_prod;
+    s["produce_mb_per_s"] = s_prod * mb;
+    s["consume_msgs_per_s"] = s_cons;
+    s["stored_copies"] = s_copies;
+    json per = json::array();
+    for (auto b : s_log_bytes) per.push(b);
+    s["topic_log_bytes_per_broker"] = std::move(per);
+    s["publish_latency_ms"] = json::object();
+    s["publish_latency_ms"]["p50"] = s_p50;
+    s["publish_latency_ms"]["p99"] = s_p99;
+    s["publish_latency_ms"]["p99_9"] = s_p999;
+    s["publish_latency_ms"]["max"] = s_max;
+    s["fixed_rate_achieved_msgs_per_s"] = s_rate;
+    s["schedule_lag_max_ms"] = s_lag;
+    s["cpu_us_per_msg_produce"] = figure(s_cpu);
+    s["cpu_us_per_msg_consume"] = figure(s_cpu_cons);
+    s["cpu_us_per_msg_fixed_rate"] = figure(s_cpu_rate);
+    s["failed_messages"] = s_failed;
+    s["first_error"] = s_err;
+    json lk = json::object();
+    lk["done"] = k.done;
+    lk["killed_node"] = k.killed;
+    lk["new_leader"] = k.new_leader;
+    lk["seconds_to_resume"] = figure(k.resume_seconds);
+    lk["restart_seconds"] = figure(k.restart_seconds);
+    lk["note"] = k.note;
+    s["leader_kill"] = std::move(lk);
+    j["sluice"] = std::move(s);
+    json n = json::object();
+    n["publish_msgs_per_s"] = j_pub;
+    n["publish_mb_per_s"] = j_pub * mb;
+    n["publish_latency_ms"] = json::object();
+    n["publish_latency_ms"]["p50"] = j_p50;
+    n["publish_latency_ms"]["p99"] = j_p99;
+    n["publish_latency_ms"]["p99_9"] = j_p999;
+    n["publish_latency_ms"]["max"] = j_max;
+    n["fixed_rate_achieved_msgs_per_s"] = j_rate;
+    n["schedule_lag_max_ms"] = j_lag;
+    n["cpu_us_per_msg_publish"] = figure(j_cpu);
+    n["cpu_us_per_msg_fixed_rate"] = figure(j_cpu_rate);
+    n["max_pending"] = o.js_max_pending;
+    n["failed_messages"] = j_failed;
+    n["first_error"] = j_err;
+    j["jetstream"] = std::move(n);
+    json rat = json::object();
+    rat["produce_vs_jetstream"] = prod_ratio;
+    rat["publish_p99_vs_jetstream"] = ratio(s_p99, j_p99);
+    rat["cpu_per_msg_vs_jetstream"] = s_cpu >= 0 && j_cpu > 0 ? json(s_cpu / j_cpu) : json(nullptr);
+    j["ratios"] = std::move(rat);
+    json tg = json::object();
+    tg["produce_at_least_5x_jetstream"] = t_rate;
+    tg["publish_p99_under_10ms"] = t_p99;
+    tg["cpu_at_most_5us_per_msg"] = t_cpu;
+    j["targets_met"] = std::move(tg);
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+
+  std::printf(
+      "sluice-bench cluster: %d Sluice brokers (etcd of 3) beside %d nats-server (JetStream), "
+      "all on this machine; load average %.2f\n",
+      kServers, kServers, load_average_1m());
+  std::printf(
+      "Sluice: %d partitions, RF %d, min.insync.replicas %d, acks=all. JetStream: one stream, R%d, "
+      "file storage, async publish (%d in flight). %zu-byte messages, %.1f s phases, %d run%s "
+      "(medians)\n\n",
+      o.partitions, o.replication_factor, o.min_insync_replicas, o.replication_factor,
+      o.js_max_pending, o.message_bytes, o.seconds, o.repeats, o.repeats == 1 ? "" : "s");
+  std::printf("%-40s %14s %14s %8s\n", "", "Sluice", "JetStream", "ratio");
+  std::printf("%-40s %14.0f %14.0f %8.2f  target >= 5: %s\n", "publish, unlimited (msgs/s)", s_prod,
+              j_pub, prod_ratio, verdict(true, t_rate).c_str());
+  std::printf("%-40s %14.1f %14.1f\n", "  MB/s", s_prod * mb, j_pub * mb);
+  std::string per;
+  for (size_t i = 0; i < s_log_bytes.size(); ++i)
+    per += (i ? ", " : "") + std::to_string(i + 1) + ": " +
+           fixed(static_cast<double>(s_log_bytes[i]) / kMB, 1) + " MB";
+  std::printf(
+      "  the topic's copies on the brokers' disks: %.2f of %d (its log bytes by node: %s)\n",
+      s_copies, o.replication_factor, per.c_str());
+  std::printf("%-40s %14.0f %14s   (%d catch-up consumer%s)\n", "consume, catch-up (msgs/s)",
+              s_cons, "-", consumers, consumers == 1 ? "" : "s");
+  std::printf("publish latency at %.0f msgs/s (achieved %.0f / %.0f)\n", o.rate, s_rate, j_rate);
+  std::printf("%-40s %14.2f %14.2f %8.2f\n", "  p50 (ms)", s_p50, j_p50, ratio(s_p50, j_p50));
+  std::printf("%-40s %14.2f %14.2f %8.2f  target < 10 ms: %s\n", "  p99 (ms)", s_p99, j_p99,
+              ratio(s_p99, j_p99), verdict(true, t_p99).c_str());
+  std::printf("%-40s %14.2f %14.2f\n", "  p99.9 (ms)", s_p999, j_p999);
+  std::printf("%-40s %14.2f %14.2f\n", "  max (ms)", s_max, j_max);
+  std::printf("servers' CPU per message, all three (us)\n");
+  std::printf("%-40s %14s %14s %8s  target <= 5 us: %s\n", "  publish, unlimited",
+              us_text(s_cpu).c_str(), us_text(j_cpu).c_str(),
+              s_cpu >= 0 && j_cpu > 0 ? fixed(s_cpu / j_cpu).c_str() : "-",
+              verdict(true, t_cpu).c_str());
+  std::printf("%-40s %14s %14s\n", "  publish at the fixed rate", us_text(s_cpu_rate).c_str(),
+              us_text(j_cpu_rate).c_str());
+  std::printf("%-40s %14s %14s\n", "  consume, catch-up", us_text(s_cpu_cons).c_str(), "-");
+  if (s_failed || j_failed)
+    std::printf("failed messages: Sluice %llu (%s), JetStream %llu (%s)\n",
+                static_cast<unsigned long long>(s_failed), s_err.c_str(),
+                static_cast<unsigned long long>(j_failed), j_err.c_str());
+  if (!o.leader_kill) {
+    std::printf("leader kill: not run (--no-leader-kill)\n");
+  } else if (!k.done) {
+    std::printf("leader kill: not done: %s\n", k.note.c_str());
+  } else if (k.resume_seconds >= 0) {
+    std::printf(
+        "leader kill at %.0f msgs/s: node %d (leader of partition 0) SIGKILLed; partition 0's "
+        "acknowledgements resumed after %.2f s (leader now node %d); restarted, listening after "
+        "%.1f s\n",
+        o.rate, k.killed, k.resume_seconds, k.new_leader, k.restart_seconds);
+  } else {
+    std::printf("leader kill at %.0f msgs/s: node %d SIGKILLed; %s; restarted after %.1f s\n",
+                o.rate, k.killed, k.note.c_str(), k.restart_seconds);
+  }
+  return 0;
+}
+
+}  // namespace sluice::bench
