@@ -377,4 +377,10 @@ void partition::close() {
   wake_listeners();
 }
 
+std::vector<storage::epoch_entry> partition::leader_epochs() const { return log_->leader_epochs(); }
+
+std::optional<storage::epoch_entry> partition::end_offset_for_epoch(leader_epoch e) const {
+  return log_->end_offset_for_epoch(e);
+}
+
 }  // namespace sluice::cluster

@@ -202,6 +202,18 @@ class partition {
   void close();
   bool closed() const { return closed_.load(); }
 
+  // ---- Leader epochs (OffsetForLeaderEpoch, follower truncation) -------------
+  // This replica's leader-epoch history: each epoch that wrote to the log and
+  // the first offset it wrote, ascending (storage::log::leader_epochs).
+  std::vector<storage::epoch_entry> leader_epochs() const;
+  // The largest epoch <= `e` in that history and the offset where it ended
+  // (the start of the next epoch, or the log end offset for the latest);
+  // nullopt when no epoch <= `e` is known (storage::log::end_offset_for_epoch).
+  // The log's view only: Kafka's answer to OffsetForLeaderEpoch also counts
+  // the leader's current epoch before it has written (cluster/truncation.h,
+  // leader_epoch_end).
+  std::optional<storage::epoch_entry> end_offset_for_epoch(leader_epoch e) const;
+
  private:
   // cluster/'s own maintenance (retention, the cleaner) and tests work on
   // the log itself.
