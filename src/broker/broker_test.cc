@@ -1787,5 +1787,66 @@ TEST_F(BrokerTest, ZstdNeedsProduceV7) {
   EXPECT_EQ(at(7), 0);
 }
 
+// OffsetForLeaderEpoch on a single broker, which leads every partition at
+// epoch 0: the end of epoch 0 is the log end, later epochs are unknown, and
+// the fences and errors are Kafka's. The epoch arithmetic over longer
+// histories is cluster/truncation_test.cc's.
+TEST_F(BrokerTest, OffsetForLeaderEpochAnswersTheEndOfAnEpoch) {
+  client c(b_->port());
+  create(c, "ofle", 2);
+  for (int i = 0; i < 2; ++i) {
+    auto b = make_batch(3);
+    ASSERT_EQ(produce(c, "ofle", 0, b).responses[0].partition_responses[0].error_code, 0);
+  }
+  struct ask {
+    std::string topic;
+    int32_t partition;
+    int32_t current_leader_epoch;
+    int32_t leader_epoch;
+  };
+  auto call = [&](const std::vector<ask>& asks, int16_t version, int32_t replica_id = -1) {
+    protocol::offset_for_leader_epoch_request req;
+    req.replica_id = replica_id;
+    for (const auto& a : asks) {
+      if (req.topics.empty() || req.topics.back().topic != a.topic) req.topics.emplace_back().topic = a.topic;
+      auto& p = req.topics.back().partitions.emplace_back();
+      p.partition = a.partition;
+      p.current_leader_epoch = a.current_leader_epoch;
+      p.leader_epoch = a.leader_epoch;
+    }
+    return c.call<protocol::offset_for_leader_epoch_response>(req, version);
+  };
+  for (int16_t v = 0; v <= 4; ++v) {
+    SCOPED_TRACE("version " + std::to_string(v));
+    auto r = call({{"ofle", 0, -1, 0}, {"ofle", 0, -1, 3}, {"ofle", 1, -1, 0}, {"nope", 0, -1, 0}}, v);
+    ASSERT_EQ(r.topics.size(), 2u);
+    ASSERT_EQ(r.topics[0].partitions.size(), 3u);
+    const auto& latest = r.topics[0].partitions[0];
+    EXPECT_EQ(latest.error_code, 0);
+    EXPECT_EQ(latest.partition, 0);
+    EXPECT_EQ(latest.end_offset, 6);
+    EXPECT_EQ(latest.leader_epoch, v >= 1 ? 0 : -1);  // v0 carries no epoch
+    const auto& above = r.topics[0].partitions[1];   // an epoch this leader never had
+    EXPECT_EQ(above.error_code, 0);
+    EXPECT_EQ(above.end_offset, -1);
+    EXPECT_EQ(above.leader_epoch, -1);
+    const auto& empty = r.topics[0].partitions[2];   // leads at 0, nothing written yet
+    EXPECT_EQ(empty.error_code, 0);
+    EXPECT_EQ(empty.partition, 1);
+    EXPECT_EQ(empty.end_offset, 0);
+    EXPECT_EQ(r.topics[1].topic, "nope");
+    EXPECT_EQ(r.topics[1].partitions[0].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  }
+  // The current leader epoch fences from v2 on: this broker's is 0.
+  auto fence = call({{"ofle", 0, 0, 0}, {"ofle", 0, 1, 0}}, 4);
+  EXPECT_EQ(fence.topics[0].partitions[0].error_code, 0);
+  EXPECT_EQ(fence.topics[0].partitions[0].end_offset, 6);
+  EXPECT_EQ(fence.topics[0].partitions[1].error_code, 75);  // UNKNOWN_LEADER_EPOCH: newer than this broker's
+  // A debugging client (replica -2) is answered the same by the leader.
+  auto debug = call({{"ofle", 0, -1, 0}}, 3, -2);
+  EXPECT_EQ(debug.topics[0].partitions[0].end_offset, 6);
+  EXPECT_EQ(debug.topics[0].partitions[0].leader_epoch, 0);
+}
+
 }  // namespace
 }  // namespace sluice::broker

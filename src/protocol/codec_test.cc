@@ -591,5 +591,107 @@ TEST(CodecTest, RecordsAreViewsOnDecodeAndChunksOnEncode) {
   ::close(fd);
 }
 
+// OffsetForLeaderEpoch v4 request: flexible (header v2, compact arrays and
+// strings, tags); replica id 1 (v3+), current leader epoch 5 (v2+), asking
+// about epoch 3 of "t"/0.
+TEST(CodecTest, OffsetForLeaderEpochV4RequestByHand) {
+  offset_for_leader_epoch_request req;
+  req.replica_id = 1;
+  auto& t = req.topics.emplace_back();
+  t.topic = "t";
+  auto& p = t.partitions.emplace_back();
+  p.partition = 0;
+  p.current_leader_epoch = 5;
+  p.leader_epoch = 3;
+  const bytes body = {0, 0, 0, 1,  // replica id
+                      2,           // topics: 1
+                      2, 't',      //   topic
+                      2,           //   partitions: 1
+                      0, 0, 0, 0,  //     partition
+                      0, 0, 0, 5,  //     current leader epoch
+                      0, 0, 0, 3,  //     leader epoch
+                      0,           //     partition tags
+                      0,           //   topic tags
+                      0};          // body tags
+  const bytes header = {0, 23, 0, 4, 0, 0, 0, 3, 0, 2, 'a', 'b', 0};
+  const bytes frame =
+      cat({{0, 0, 0, static_cast<uint8_t>(header.size() + body.size())}, header, body});
+  EXPECT_EQ(flat(encode_request(3, 4, req, std::string("ab"))), frame);
+  reader r(std::span<const uint8_t>(frame).subspan(4));
+  ASSERT_TRUE(decode_request_header(r).ok());
+  auto decoded = decode_request_body(23, 4, r);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(r.remaining(), 0u);
+  EXPECT_EQ(std::get<offset_for_leader_epoch_request>(*decoded), req);
+}
+
+// v2 carries no replica id: it decodes as -2 (the field's default, a
+// debugging client); v0-1 carry no current leader epoch either (-1).
+TEST(CodecTest, OffsetForLeaderEpochV0AndV2RequestsByHand) {
+  const bytes v2 = {0, 0, 0, 1,       // topics: 1
+                    0, 1, 't',        //   topic
+                    0, 0, 0, 1,       //   partitions: 1
+                    0, 0, 0, 2,       //     partition
+                    0, 0, 0, 7,       //     current leader epoch
+                    0, 0, 0, 6};      //     leader epoch
+  reader r2{std::span<const uint8_t>(v2)};
+  auto d2 = decode_request_body(23, 2, r2);
+  ASSERT_TRUE(d2.ok());
+  EXPECT_EQ(r2.remaining(), 0u);
+  const auto& m2 = std::get<offset_for_leader_epoch_request>(*d2);
+  EXPECT_EQ(m2.replica_id, -2);
+  ASSERT_EQ(m2.topics.size(), 1u);
+  EXPECT_EQ(m2.topics[0].partitions[0].partition, 2);
+  EXPECT_EQ(m2.topics[0].partitions[0].current_leader_epoch, 7);
+  EXPECT_EQ(m2.topics[0].partitions[0].leader_epoch, 6);
+
+  const bytes v0 = {0, 0, 0, 1, 0, 1, 't', 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 6};
+  reader r0{std::span<const uint8_t>(v0)};
+  auto d0 = decode_request_body(23, 0, r0);
+  ASSERT_TRUE(d0.ok());
+  EXPECT_EQ(r0.remaining(), 0u);
+  const auto& m0 = std::get<offset_for_leader_epoch_request>(*d0);
+  EXPECT_EQ(m0.topics[0].partitions[0].current_leader_epoch, -1);
+  EXPECT_EQ(m0.topics[0].partitions[0].leader_epoch, 6);
+}
+
+// The response in v0 (no throttle time, no leader epoch) and v4 (flexible,
+// header v1).
+TEST(CodecTest, OffsetForLeaderEpochResponsesByHand) {
+  offset_for_leader_epoch_response m;
+  auto& t = m.topics.emplace_back();
+  t.topic = "t";
+  auto& p = t.partitions.emplace_back();
+  p.error_code = 0;
+  p.partition = 0;
+  p.leader_epoch = 3;
+  p.end_offset = 10;
+  const bytes v0 = {0, 0, 0, 1,               // topics: 1
+                    0, 1, 't',                //   topic
+                    0, 0, 0, 1,               //   partitions: 1
+                    0, 0,                     //     error code
+                    0, 0, 0, 0,               //     partition
+                    0, 0, 0, 0, 0, 0, 0, 10}; //     end offset
+  EXPECT_EQ(flat(encode_response(9, 0, m)),
+            cat({{0, 0, 0, static_cast<uint8_t>(4 + v0.size())}, {0, 0, 0, 9}, v0}));
+  const bytes v4 = {0, 0, 0, 0,               // throttle time
+                    2,                        // topics: 1
+                    2, 't',                   //   topic
+                    2,                        //   partitions: 1
+                    0, 0,                     //     error code
+                    0, 0, 0, 0,               //     partition
+                    0, 0, 0, 3,               //     leader epoch
+                    0, 0, 0, 0, 0, 0, 0, 10,  //     end offset
+                    0,                        //     partition tags
+                    0,                        //   topic tags
+                    0};                       // body tags
+  EXPECT_EQ(flat(encode_response(9, 4, m)),
+            cat({{0, 0, 0, static_cast<uint8_t>(5 + v4.size())}, {0, 0, 0, 9, 0}, v4}));
+  offset_for_leader_epoch_response back;
+  reader r{std::span<const uint8_t>(v4)};
+  ASSERT_TRUE(back.decode(r, 4).ok());
+  EXPECT_EQ(back, m);
+}
+
 }  // namespace
 }  // namespace sluice::protocol

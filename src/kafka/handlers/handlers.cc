@@ -40,6 +40,7 @@ constexpr api_handler table[] = {
     serve<protocol::delete_topics_request>(handle_delete_topics),
     serve<protocol::delete_records_request>(handle_delete_records),
     serve<protocol::init_producer_id_request>(handle_init_producer_id),
+    serve<protocol::offset_for_leader_epoch_request>(handle_offset_for_leader_epoch),
     serve<protocol::describe_configs_request>(handle_describe_configs),
     serve<protocol::alter_configs_request>(handle_alter_configs),
     serve<protocol::describe_log_dirs_request>(handle_describe_log_dirs),

@@ -18,6 +18,7 @@ namespace sluice::kafka {
 void handle_produce(request req);
 void handle_fetch(request req);
 void handle_list_offsets(request req);
+void handle_offset_for_leader_epoch(request req);
 void handle_metadata(request req);
 void handle_api_versions(request req);
 void handle_create_topics(request req);
