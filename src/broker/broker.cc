@@ -203,6 +203,30 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
     for (const auto& t : topics) i.partitions->on_store_change(t);
     if (brokers) publish_brokers(*i.metadata, img);
   });
+  // Follow the leaders of the partitions this broker replicates, and keep
+  // the ISR of those it leads (docs/replication.md).
+  cluster::replica_manager::replication_options ro;
+  ro.fetch.wait_max_ms = i.cfg->replica_fetch_wait_max_ms;
+  ro.fetch.partition_max_bytes = i.cfg->replica_fetch_max_bytes;
+  ro.fetch.response_max_bytes = i.cfg->replica_fetch_response_max_bytes;
+  ro.fetch.backoff_ms = i.cfg->replica_fetch_backoff_ms;
+  ro.fetch.socket_timeout_ms = i.cfg->replica_socket_timeout_ms;
+  ro.lag_max_ms = i.cfg->replica_lag_time_max_ms;
+  ro.endpoints = [&i](int32_t id) {
+    return i.control->with_image([id](const controller::metadata_image& img) {
+      std::optional<std::pair<std::string, int32_t>> ep;
+      if (auto it = img.brokers().find(id); it != img.brokers().end())
+        ep.emplace(it->second.record.host, it->second.record.port);
+      return ep;
+    });
+  };
+  ro.write_isr = [&i](const cluster::isr_request& r) {
+    i.control->request_isr_change({r.topic, r.partition, r.leader_epoch, r.partition_epoch, r.isr});
+  };
+  i.partitions->replicas().start_replication(std::move(ro), i.clk);
+  // Producer ids unique over the cluster, not per broker.
+  i.partitions->producer_ids().set_block_source(
+      [&i](int64_t count) { return i.control->reserve_producer_ids(count); });
   // Partitions of topics created while this broker was away: bring every
   // topic in line once (it opened what the store listed; states may be newer).
   for (const auto& t : i.partitions->topics()) i.partitions->on_store_change(t.name);
@@ -375,6 +399,8 @@ status broker::stop() {
   if (impl_->control) {
     impl_->partitions->stop_leading();
     impl_->control->shutdown();
+    // Leadership has moved on: stop copying from the leaders.
+    impl_->partitions->replicas().stop_replication();
   }
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();

@@ -343,6 +343,59 @@ void control_plane::run_ops() {
   }
 }
 
+result<int64_t> control_plane::reserve_producer_ids(int64_t count) {
+  const std::string key = keys_.producer_ids();
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.range(etcd::key_range::one(key)));
+    int64_t first = 0;
+    etcd::txn_request req;
+    if (r.kvs.empty()) {
+      req.compares.push_back(etcd::compare::absent(key));
+    } else {
+      try {
+        first = std::stoll(r.kvs[0].value);
+      } catch (...) {
+        return error{errc::corrupt_data, key + " holds '" + r.kvs[0].value + "', not a producer id"};
+      }
+      req.compares.push_back(etcd::compare::unchanged_since(key, r.kvs[0].mod_revision));
+    }
+    req.then_ops.push_back(etcd::put_op{key, std::to_string(first + count), {}});
+    req.retry_if_unknown = true;  // a second application fails the compare
+    SLUICE_ASSIGN_OR_RETURN(auto t, etcd_.txn(req));
+    if (t.succeeded) return first;
+  }
+  return error{errc::unavailable, "producer ids: too many brokers reserved at once; try again"};
+}
+
+void control_plane::request_isr_change(isr_change c) {
+  std::lock_guard g(mu_);
+  if (stopping_) return;
+  // A newer proposal for the partition replaces one not yet written.
+  std::erase_if(isr_changes_, [&](const isr_change& o) { return o.topic == c.topic && o.partition == c.partition; });
+  isr_changes_.push_back(std::move(c));
+  cv_.notify_all();
+}
+
+void control_plane::run_isr_changes() {
+  std::deque<isr_change> changes;
+  {
+    std::lock_guard g(mu_);
+    changes.swap(isr_changes_);
+  }
+  for (const auto& c : changes) {
+    // The metadata thread is the image's only writer: it reads it unlocked.
+    const status s = controller::write_isr_change(etcd_, image_, c.topic, c.partition, opts_.node_id,
+                                                  c.leader_epoch, c.partition_epoch, c.isr);
+    if (s.ok()) {
+      SLUICE_LOG_INFO("{}-{}: ISR is now {} (leader epoch {})", c.topic, c.partition, fmt::join(c.isr, ","),
+                      c.leader_epoch);
+    } else {
+      SLUICE_LOG_INFO("{}-{}: ISR change to {} not made: {}", c.topic, c.partition, fmt::join(c.isr, ","),
+                      s.err().message);
+    }
+  }
+}
+
 void control_plane::renew_session() {
   controller_->step_down();
   controller_active_ = false;
@@ -378,7 +431,7 @@ void control_plane::run() {
     {
       std::unique_lock g(mu_);
       cv_.wait_for(g, std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + tick_ms)), [&] {
-        return stopping_ || !updates_.empty() || !ops_.empty();
+        return stopping_ || !updates_.empty() || !ops_.empty() || !isr_changes_.empty();
       });
       if (stopping_) return;
       updates.swap(updates_);
@@ -404,6 +457,7 @@ void control_plane::run() {
       for (auto& fn : ls) fn(image_, changes);
     }
     run_ops();
+    run_isr_changes();
     std::lock_guard g(mu_);
     const int64_t rev = image_.revision();
     std::erase_if(waiting_, [&](const std::shared_ptr<pending_op>& op) {

@@ -124,6 +124,25 @@ class control_plane {
   using controller_op = std::function<status(controller::controller&, const controller::metadata_image&)>;
   status submit(controller_op op, int64_t timeout_ms);
 
+  // A leader's ISR change (controller::write_isr_change), made on the
+  // metadata thread over its image; returns at once. The outcome shows as
+  // a state change through the watch, or, refused, as none (logged): the
+  // leader proposes again at its next upkeep.
+  struct isr_change {
+    std::string topic;
+    int32_t partition = 0;
+    int32_t leader_epoch = 0;
+    int32_t partition_epoch = 0;
+    std::vector<int32_t> isr;
+  };
+  void request_isr_change(isr_change c);
+
+  // Reserves `count` producer ids for this broker in etcd (the
+  // producer_ids key, advanced by compare-and-swap) and returns the first.
+  // errc::unavailable when etcd does not answer. Any thread; it waits on
+  // etcd, so not an I/O thread.
+  result<int64_t> reserve_producer_ids(int64_t count);
+
   // Controlled shutdown: when this broker is the controller, it moves
   // leadership off itself; otherwise leaves it to the controller, which
   // does it when the registration goes. Then deregisters (revokes the
@@ -149,6 +168,7 @@ class control_plane {
   void rebalance_if_due();
   bool unclean_allowed(const std::string& topic) const;
   void run_ops();
+  void run_isr_changes();
   void renew_session();
   status grant_lease();
   status put_registration();
@@ -181,6 +201,7 @@ class control_plane {
     int64_t until_revision = 0;
   };
   std::deque<std::shared_ptr<pending_op>> ops_;
+  std::deque<isr_change> isr_changes_;
   std::vector<std::shared_ptr<pending_op>> waiting_;  // done, waiting for the image
   std::vector<listener> listeners_;
   bool stopping_ = false;

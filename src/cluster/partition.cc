@@ -28,11 +28,6 @@ partition::partition(storage::topic_partition tp, std::shared_ptr<storage::log> 
     : tp_(std::move(tp)), log_(std::move(log)), fs_(fs), snapshot_path_(std::move(snapshot_path)),
       cfg_(std::move(cfg)) {}
 
-// This broker is the only in-sync replica until replication (issue 20)
-// adds followers and their log end offsets: every offset it has is
-// committed, read without a lock.
-offset partition::high_watermark() const { return log_->log_end_offset(); }
-
 leader_epoch partition::epoch() const { return leader_epoch(epoch_.load(std::memory_order_acquire)); }
 
 replica_state partition::replicas() const {
@@ -40,6 +35,11 @@ replica_state partition::replicas() const {
   {
     std::lock_guard g(state_mu_);
     s = state_;
+    for (auto& m : s.isr) {
+      if (m.node_id == node_id_) continue;
+      for (const auto& f : tracker_.followers())
+        if (f.id == m.node_id) m.log_end = f.log_end;
+    }
   }
   s.epoch = epoch();
   for (auto& m : s.isr)
@@ -48,11 +48,22 @@ replica_state partition::replicas() const {
   return s;
 }
 
-void partition::stop_leading() {
-  std::lock_guard a(append_mu_);
+int32_t partition::leader_id() const {
   std::lock_guard g(state_mu_);
-  state_.role = replica_role::follower;
-  leader_.store(false, std::memory_order_release);
+  return state_.leader_id;
+}
+
+void partition::stop_leading() {
+  std::vector<storage::durable_callback> orphans;
+  {
+    std::lock_guard a(append_mu_);
+    std::lock_guard g(state_mu_);
+    state_.role = replica_role::follower;
+    leader_.store(false, std::memory_order_release);
+    orphans = take_commit_waiters_locked();
+  }
+  answer(std::move(orphans), status(errc::not_leader, "this broker stopped leading " + tp_.topic + "-" +
+                                                          std::to_string(tp_.partition)));
 }
 
 errc partition::check_leader(int32_t current_leader_epoch) const {
@@ -65,29 +76,197 @@ errc partition::check_leader(int32_t current_leader_epoch) const {
 }
 
 bool partition::apply_state(const replica_list& replicas, const partition_state& st) {
-  // append_mu_ first (as append takes it), so no append is between its
-  // leadership check and its epoch stamp while the state changes.
-  std::lock_guard a(append_mu_);
-  std::lock_guard g(state_mu_);
-  const int32_t held = epoch_.load(std::memory_order_acquire);
-  if (st.leader_epoch < held || (st.leader_epoch == held && st.partition_epoch < partition_epoch_)) return false;
-  state_.replicas = replicas;
-  state_.leader_id = st.leader;
-  state_.role = st.leader == node_id_ ? replica_role::leader : replica_role::follower;
-  std::vector<isr_member> isr;
-  for (int32_t id : st.isr) {
-    // A member's log end offset is what the leader has heard from it; kept
-    // across a state change for members that stay (issue 20 fills it in).
-    offset known{0};
-    for (const auto& m : state_.isr)
-      if (m.node_id == id) known = m.log_end;
-    isr.push_back({id, known});
+  std::vector<storage::durable_callback> covered, orphans;
+  bool moved = false;
+  {
+    // append_mu_ first (as append takes it), so no append is between its
+    // leadership check and its epoch stamp while the state changes.
+    std::lock_guard a(append_mu_);
+    std::lock_guard g(state_mu_);
+    const int32_t held = epoch_.load(std::memory_order_acquire);
+    if (st.leader_epoch < held || (st.leader_epoch == held && st.partition_epoch < partition_epoch_))
+      return false;
+    const bool was_leader = leader_.load(std::memory_order_acquire);
+    const bool leads = st.leader == node_id_;
+    const offset end = log_->log_end_offset();
+    const int64_t now = clk_->monotonic_ms();
+    if (leads && (!was_leader || st.leader_epoch != held)) {
+      // A new leadership: the followers are heard from afresh.
+      tracker_.become_leader(node_id_, replicas, st.isr, high_watermark(), end, now);
+    } else if (leads) {
+      tracker_.set_isr(replicas, st.isr, end, now);
+    }
+    state_.replicas = replicas;
+    state_.leader_id = st.leader;
+    state_.role = leads ? replica_role::leader : replica_role::follower;
+    state_.isr.clear();
+    for (int32_t id : st.isr) state_.isr.push_back({id, offset(-1)});  // replicas() fills log ends in
+    partition_epoch_ = st.partition_epoch;
+    isr_count_.store(static_cast<int32_t>(st.isr.size()), std::memory_order_release);
+    replica_count_.store(static_cast<int32_t>(replicas.size()), std::memory_order_release);
+    epoch_.store(st.leader_epoch, std::memory_order_release);
+    leader_.store(leads, std::memory_order_release);
+    if (leads) {
+      const int64_t before = hw_.load(std::memory_order_relaxed);
+      covered = publish_high_watermark_locked();
+      moved = hw_.load(std::memory_order_relaxed) != before;
+    } else {
+      // Waiters of a lost leadership learn it now rather than never.
+      orphans = take_commit_waiters_locked();
+    }
   }
-  state_.isr = std::move(isr);
-  partition_epoch_ = st.partition_epoch;
-  epoch_.store(st.leader_epoch, std::memory_order_release);
-  leader_.store(state_.role == replica_role::leader, std::memory_order_release);
+  answer(std::move(covered), {});
+  answer(std::move(orphans), status(errc::not_leader, "leadership of " + tp_.topic + "-" +
+                                                          std::to_string(tp_.partition) + " moved"));
+  if (moved) wake_listeners();
   return true;
+}
+
+std::vector<storage::durable_callback> partition::publish_high_watermark_locked() {
+  const int64_t hw = tracker_.high_watermark().value();
+  if (hw > hw_.load(std::memory_order_relaxed)) hw_.store(hw, std::memory_order_release);
+  std::vector<storage::durable_callback> out;
+  const int64_t now_hw = hw_.load(std::memory_order_relaxed);
+  while (!commit_waiters_.empty() && commit_waiters_.begin()->first < now_hw) {
+    out.push_back(std::move(commit_waiters_.begin()->second));
+    commit_waiters_.erase(commit_waiters_.begin());
+  }
+  return out;
+}
+
+std::vector<storage::durable_callback> partition::take_commit_waiters_locked() {
+  std::vector<storage::durable_callback> out;
+  for (auto& [_, cb] : commit_waiters_) out.push_back(std::move(cb));
+  commit_waiters_.clear();
+  return out;
+}
+
+void partition::answer(std::vector<storage::durable_callback> cbs, const status& s) {
+  for (auto& cb : cbs) cb(s);
+}
+
+void partition::on_committed(offset last, storage::durable_callback cb) {
+  log_->on_durable(last, [w = weak_from_this(), last, cb = std::move(cb)](const status& s) mutable {
+    if (!s.ok()) return cb(s);
+    auto self = w.lock();
+    if (!self) return cb(status(errc::not_leader, "the partition was closed"));
+    self->wait_high_watermark(last, std::move(cb));
+  });
+}
+
+void partition::wait_high_watermark(offset last, storage::durable_callback cb) {
+  {
+    std::lock_guard g(state_mu_);
+    if (high_watermark() <= last) {
+      if (is_leader() && !closed_.load()) {
+        commit_waiters_.emplace(last.value(), std::move(cb));
+        return;
+      }
+      // Fall through: answered below, outside the lock.
+    }
+  }
+  if (high_watermark() > last) return cb({});
+  cb(status(errc::not_leader, "leadership of " + tp_.topic + "-" + std::to_string(tp_.partition) +
+                                  " moved before the batch was replicated"));
+}
+
+void partition::on_follower_fetch(int32_t replica, offset fetch_offset) {
+  std::vector<storage::durable_callback> covered;
+  bool moved = false;
+  {
+    std::lock_guard g(state_mu_);
+    if (!is_leader()) return;
+    moved = tracker_.on_fetch(replica, fetch_offset, log_->log_end_offset(), clk_->monotonic_ms());
+    if (moved) covered = publish_high_watermark_locked();
+  }
+  answer(std::move(covered), {});
+  if (moved) wake_listeners();
+}
+
+std::optional<isr_request> partition::propose_isr(int64_t lag_max_ms) {
+  std::lock_guard g(state_mu_);
+  if (!is_leader()) return std::nullopt;
+  auto next = tracker_.propose_isr(clk_->monotonic_ms(), lag_max_ms);
+  if (!next) return std::nullopt;
+  return isr_request{tp_.topic, tp_.partition, epoch_.load(std::memory_order_acquire), partition_epoch_,
+                     std::move(*next)};
+}
+
+std::vector<follower_progress> partition::follower_progress_view() const {
+  std::lock_guard g(state_mu_);
+  if (!is_leader()) return {};
+  return tracker_.followers();
+}
+
+result<storage::append_result> partition::append_replicated(std::span<std::byte> batches) {
+  {
+    std::lock_guard g(append_mu_);
+    if (is_leader())
+      return error{errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) +
+                                               ": a leader does not append replicated batches"};
+    SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches));
+    // The log checked every header; the producer state follows each batch.
+    size_t pos = 0;
+    while (pos + batch::header_bytes <= batches.size()) {
+      const auto h = batch::parse(batches.data() + pos);
+      if (h.size_bytes() == 0 || pos + h.size_bytes() > batches.size()) break;
+      producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());
+      pos += h.size_bytes();
+    }
+    bytes_appended_.fetch_add(batches.size(), std::memory_order_relaxed);
+    // Consumers reading from this follower wait for the high watermark
+    // (set_leader_high_watermark), not for appends.
+    return r;
+  }
+}
+
+void partition::set_leader_high_watermark(offset leader_hw) {
+  const offset hw = std::min(leader_hw, log_->log_end_offset());
+  int64_t cur = hw_.load(std::memory_order_acquire);
+  bool moved = false;
+  while (hw.value() > cur) {
+    if (hw_.compare_exchange_weak(cur, hw.value(), std::memory_order_acq_rel)) {
+      moved = true;
+      break;
+    }
+  }
+  if (moved) wake_listeners();
+}
+
+status partition::truncate_to(offset o) {
+  std::lock_guard a(append_mu_);
+  if (is_leader())
+    return status(errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) + ": a leader does not truncate");
+  SLUICE_TRY(log_->truncate_to(o));
+  const offset end = log_->log_end_offset();
+  const int64_t hw = hw_.load(std::memory_order_acquire);
+  if (hw > end.value()) {
+    // Committed offsets are gone: only an unclean election leads here.
+    const auto lost = static_cast<uint64_t>(hw - end.value());
+    truncated_committed_.fetch_add(lost, std::memory_order_relaxed);
+    SLUICE_LOG_WARN("{}-{}: truncation to {} discarded {} committed offsets [{}, {}) after an unclean election",
+                    tp_.topic, tp_.partition, end.value(), lost, end.value(), hw);
+    hw_.store(end.value(), std::memory_order_release);
+  }
+  return rebuild_producers();
+}
+
+status partition::reset_to(offset o) {
+  std::lock_guard a(append_mu_);
+  if (is_leader())
+    return status(errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) + ": a leader does not reset");
+  SLUICE_TRY(log_->reset_to(o));
+  // Nothing below `o` is here any more, and the leader holds it all.
+  hw_.store(o.value(), std::memory_order_release);
+  return rebuild_producers();
+}
+
+status partition::rebuild_producers() {
+  // append_mu_ held. The snapshot on disk may cover offsets that are gone:
+  // load_producers then ignores it and replays the log.
+  producers_ = producer_state{};
+  snapshot_offset_ = offset(-1);
+  return load_producers();
 }
 
 result<storage::file_region> partition::read(offset o, size_t max_bytes, std::optional<offset> upper) {
@@ -136,7 +315,8 @@ partition::storage_health partition::health() const {
 result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, std::shared_ptr<storage::log> log,
                                                    config::topic_config cfg, io::filesystem& fs,
                                                    std::string snapshot_path, sluice::topic_id topic,
-                                                   int32_t node_id) {
+                                                   int32_t node_id, const sluice::clock& clk,
+                                                   bool sole_replica) {
   std::shared_ptr<partition> p(new partition(std::move(tp), std::move(log), std::move(cfg), fs,
                                              std::move(snapshot_path)));
   p->topic_id_ = topic;
@@ -146,6 +326,19 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
   p->epoch_.store(0);
   p->state_.replicas = {node_id};
   p->state_.isr = {isr_member{node_id, offset(0)}};  // log_end filled in by replicas()
+  p->clk_ = &clk;
+  p->min_insync_.store(p->cfg_.min_insync_replicas);
+  const offset end = p->log_->log_end_offset();
+  if (sole_replica) {
+    p->tracker_.become_leader(node_id, {node_id}, {node_id}, end, end, clk.monotonic_ms());
+  } else {
+    // Until the store's state arrives this replica neither leads nor
+    // calls anything committed (apply_state decides).
+    p->leader_.store(false);
+    p->state_.role = replica_role::follower;
+    p->tracker_.become_leader(node_id, {node_id}, {}, p->log_->log_start_offset(), end, clk.monotonic_ms());
+  }
+  p->hw_.store(p->tracker_.high_watermark().value());
   SLUICE_TRY(p->load_producers());
   // A roll's producer snapshot is written where the roll is sealed.
   p->log_->set_seal_hook([w = std::weak_ptr<partition>(p)] {
@@ -265,6 +458,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     batch::update_crc(bytes);
   }
 
+  std::vector<storage::durable_callback> covered;
   {
     std::lock_guard g(append_mu_);
     // Again under the lock apply_state takes: a batch is stamped with the
@@ -287,7 +481,11 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
     out.base = r->base;
     out.last = r->last;
+    std::lock_guard s(state_mu_);
+    // Alone in the ISR, the leader's end is the high watermark.
+    if (tracker_.on_leader_end(log_->log_end_offset())) covered = publish_high_watermark_locked();
   }
+  answer(std::move(covered), {});
   wake_listeners();
   return out;
 }
@@ -325,6 +523,7 @@ status partition::set_config(const config::topic_config& cfg) {
   SLUICE_TRY(log_->set_config(to_log_config(cfg)));
   std::lock_guard g(cfg_mu_);
   cfg_ = cfg;
+  min_insync_.store(cfg.min_insync_replicas, std::memory_order_relaxed);
   return {};
 }
 
@@ -374,6 +573,12 @@ status partition::snapshot_producers_if_changed() {
 
 void partition::close() {
   closed_.store(true);
+  std::vector<storage::durable_callback> orphans;
+  {
+    std::lock_guard g(state_mu_);
+    orphans = take_commit_waiters_locked();
+  }
+  answer(std::move(orphans), status(errc::not_leader, tp_.topic + "-" + std::to_string(tp_.partition) + " was closed"));
   wake_listeners();
 }
 

@@ -6,12 +6,14 @@
 // high watermark, and the listeners that long-polling fetches wait on.
 //
 // Replica state: the partition knows its role (leader or follower), leader
-// epoch, replicas and in-sync replicas with their log end offsets. Single
-// node today: this broker leads every partition at leader epoch 0 and is
-// its only replica, so the high watermark is the log end offset; with
-// followers (issue 20) it becomes the smallest log end offset in the ISR,
-// never moving backwards. Durability for acks=all is separate: see
-// on_durable().
+// epoch, replicas and in-sync replicas with their log end offsets
+// (docs/replication.md). A single node leads every partition at leader
+// epoch 0 as its only replica, so the high watermark is the log end offset.
+// A leader with followers keeps the replica_tracker's rules: the high
+// watermark is the smallest log end offset in the ISR, never moving
+// backwards, and acks=all waits for it (on_committed). A follower appends
+// the leader's batches unchanged (append_replicated), truncates where its
+// log diverged, and takes its high watermark from the leader's answers.
 //
 // The only door to a partition's data: nothing outside cluster/ reaches its
 // storage::log. Reads, log-start moves and the storage's health go through
@@ -28,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,8 +42,10 @@
 #include "base/types.h"
 #include "config/topic_config.h"
 #include "base/error.h"
+#include "base/clock.h"
 #include "cluster/metadata_store.h"
 #include "cluster/producer_state.h"
+#include "cluster/replica_tracker.h"
 #include "storage/log_types.h"
 
 namespace sluice::storage {
@@ -79,15 +84,31 @@ struct produce_outcome {
   bool duplicate = false;      // a retry: nothing was appended
 };
 
-class partition {
+// An ISR change a leader asks the controller's store for: `isr` in place of
+// the ISR it holds at `partition_epoch`, while leading at `leader_epoch`.
+struct isr_request {
+  std::string topic;
+  int32_t partition = 0;
+  int32_t leader_epoch = 0;
+  int32_t partition_epoch = 0;
+  std::vector<int32_t> isr;
+};
+
+class partition : public std::enable_shared_from_this<partition> {
  public:
   // Opens the producer state (snapshot + replay of the log tail). `snapshot_path`
-  // is where this partition's producer-state snapshot lives.
+  // is where this partition's producer-state snapshot lives. `sole_replica`:
+  // this broker is the partition's only replica for good (a single node),
+  // so all it holds is committed; otherwise the high watermark starts at
+  // the log start offset and rises as the leader learns (a restarted
+  // replica cannot know what of its tail was committed).
   static result<std::shared_ptr<partition>> open(storage::topic_partition tp,
                                                  std::shared_ptr<storage::log> log,
                                                  config::topic_config cfg, io::filesystem& fs,
                                                  std::string snapshot_path, sluice::topic_id topic = {},
-                                                 int32_t node_id = 0);
+                                                 int32_t node_id = 0,
+                                                 const sluice::clock& clk = sluice::clock::system(),
+                                                 bool sole_replica = true);
 
   const storage::topic_partition& id() const { return tp_; }
   // The id of the topic this partition belongs to: a request naming another
@@ -103,14 +124,35 @@ class partition {
   // Calls `cb` when every offset <= last is durable (at once when the topic
   // relaxes fsync). See storage::log::on_durable.
   void on_durable(offset last, storage::durable_callback cb);
+  // Calls `cb` when every offset <= last is committed: durable here and
+  // below the high watermark, so on the disk of every in-sync replica
+  // (acks=all, the group coordinator's writes). errc::not_leader when this
+  // broker stops leading first (the batch may or may not survive: the
+  // client retries, and an idempotent producer's retry is recognised).
+  // `cb` runs on a flusher thread or the thread that moved the high
+  // watermark (a follower's fetch), never under a lock of the partition.
+  void on_committed(offset last, storage::durable_callback cb);
 
   // Bytes of batches appended since this partition was opened (the basis of
   // the write rate /metrics reports): one relaxed add per appended batch.
   uint64_t bytes_appended() const { return bytes_appended_.load(std::memory_order_relaxed); }
 
-  // Consumers read below it. This broker's log end offset while it is the
-  // only in-sync replica (see the header comment).
-  offset high_watermark() const;
+  // Consumers read below it: the smallest log end offset in the ISR on a
+  // leader, the leader's last word (capped by its own log end) on a
+  // follower. The log end offset while this broker is the only in-sync
+  // replica.
+  offset high_watermark() const { return offset(hw_.load(std::memory_order_acquire)); }
+  // The size of the ISR the store holds (min.insync.replicas counts it).
+  size_t in_sync_count() const { return static_cast<size_t>(isr_count_.load(std::memory_order_acquire)); }
+  // errc::not_enough_replicas when the ISR is smaller than the topic's
+  // min.insync.replicas (acks=all), else ok.
+  errc check_min_insync() const {
+    return isr_count_.load(std::memory_order_acquire) < min_insync_.load(std::memory_order_relaxed)
+               ? errc::not_enough_replicas
+               : errc::ok;
+  }
+  // Whether the partition has replicas other than this broker.
+  bool has_followers() const { return replica_count_.load(std::memory_order_acquire) > 1; }
   offset log_start_offset() const;
   offset log_end_offset() const;
   leader_epoch epoch() const;
@@ -129,12 +171,47 @@ class partition {
   void stop_leading();
   // Whether this broker leads the partition (appends are accepted).
   bool is_leader() const { return leader_.load(std::memory_order_acquire); }
+  // The leader the store names (-1: none), whoever it is.
+  int32_t leader_id() const;
   // Whether a client's request (Fetch, ListOffsets, DeleteRecords) may be
   // served here: errc::not_leader when this broker follows;
   // fenced_leader_epoch when the client's `current_leader_epoch` (-1: not
   // given) is older than this leader's, unknown_leader_epoch when newer
   // (this broker has not learnt of it yet); ok otherwise.
   errc check_leader(int32_t current_leader_epoch = -1) const;
+
+  // ---- Replication: the leader's side ------------------------------------------
+  // Follower `replica` fetched at `fetch_offset` (everything below it is on
+  // its disk); moves the high watermark and answers the commit waiters it
+  // covers. Call only for an offset within [log start, log end].
+  void on_follower_fetch(int32_t replica, offset fetch_offset);
+  // The ISR change this leader should ask for now (replica_tracker's
+  // propose_isr with replica.lag.time.max.ms), or nullopt.
+  std::optional<isr_request> propose_isr(int64_t lag_max_ms);
+  // What the leader knows of each follower (metrics, tools); empty on a
+  // follower.
+  std::vector<follower_progress> follower_progress_view() const;
+
+  // ---- Replication: the follower's side -----------------------------------------
+  // Appends the leader's batches unchanged (offsets, epochs, producer
+  // fields), as a follower; the producer state follows, so that after a
+  // leader change a producer's retry is still recognised. A leader refuses
+  // (errc::invalid_argument): it appends only its own producers' batches.
+  result<storage::append_result> append_replicated(std::span<std::byte> batches);
+  // The leader's high watermark from a fetch answer: this replica's
+  // becomes min(it, the log end offset), never lower than it was.
+  void set_leader_high_watermark(offset leader_hw);
+  // Discards every offset >= `o` (the follower's truncation,
+  // cluster/truncation.h); the producer state is rebuilt from what is left.
+  // Offsets below the high watermark that go were committed: an unclean
+  // election lost them; they are counted (truncated_committed()) and logged.
+  status truncate_to(offset o);
+  // Empties the log and restarts it at `o` (the leader's log starts past
+  // this replica's end).
+  status reset_to(offset o);
+  // Committed offsets this replica threw away by truncation (unclean
+  // elections), since it opened.
+  uint64_t truncated_committed() const { return truncated_committed_.load(std::memory_order_relaxed); }
 
   // ---- Reading (storage::log::read's contract) ------------------------------
   // The region of whole batches from the one holding `o`, at most
@@ -226,6 +303,15 @@ class partition {
             io::filesystem& fs, std::string snapshot_path);
   status load_producers();
   void wake_listeners();
+  // Waits for the high watermark to pass `last` (on_committed's second half).
+  void wait_high_watermark(offset last, storage::durable_callback cb);
+  // Takes the tracker's high watermark; returns the commit waiters it
+  // covers, for the caller to answer outside state_mu_. state_mu_ held.
+  std::vector<storage::durable_callback> publish_high_watermark_locked();
+  // Every commit waiter, to answer with `s` (leadership lost). state_mu_ held.
+  std::vector<storage::durable_callback> take_commit_waiters_locked();
+  static void answer(std::vector<storage::durable_callback> cbs, const status& s);
+  status rebuild_producers();
 
   const storage::topic_partition tp_;
   sluice::topic_id topic_id_{};  // set once by open()
@@ -238,6 +324,16 @@ class partition {
   replica_state state_;
   std::atomic<int32_t> epoch_{0};
   std::atomic<bool> leader_{true};
+  std::atomic<int64_t> hw_{0};
+  std::atomic<int32_t> isr_count_{1};
+  std::atomic<int32_t> replica_count_{1};
+  std::atomic<int32_t> min_insync_{1};  // the config's min.insync.replicas
+  const sluice::clock* clk_ = &sluice::clock::system();
+  replica_tracker tracker_;  // guarded by state_mu_; meaningful while leading
+  // acks=all and group writes waiting for the high watermark, by last
+  // offset; guarded by state_mu_.
+  std::multimap<int64_t, storage::durable_callback> commit_waiters_;
+  std::atomic<uint64_t> truncated_committed_{0};
   int32_t partition_epoch_ = -1;  // of the last state applied; guarded by state_mu_
   const std::shared_ptr<storage::log> log_;
   io::filesystem& fs_;

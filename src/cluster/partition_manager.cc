@@ -104,7 +104,7 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   // the topic's own settings (segment.bytes, segment.ms, ...) apply from here.
   SLUICE_TRY(log->set_config(to_log_config(eff)));
   return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p), t.id,
-                         broker_config()->node_id);
+                         broker_config()->node_id, clk_, !table_->follows_controller());
 }
 
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {
@@ -169,7 +169,8 @@ bool partition_manager::refresh_state(const std::string& topic, int32_t p) {
   auto part = replicas_->get(topic, p);
   if (!part) return false;
   const bool led = part->is_leader();
-  if (!part->apply_state(t->assignment[static_cast<size_t>(p)], *st)) return false;
+  // Through the replica manager: a follower then fetches from its new leader.
+  if (!replicas_->apply(topic, p, t->assignment[static_cast<size_t>(p)], *st)) return false;
   if (part->is_leader() != led) tell_role(topic, p, part->is_leader());
   return true;
 }

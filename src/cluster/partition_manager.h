@@ -76,6 +76,7 @@ class partition_manager {
   // The store the topics live in, and the partitions this broker hosts.
   const metadata_store& store() const { return *table_; }
   const replica_manager& replicas() const { return *replicas_; }
+  replica_manager& replicas() { return *replicas_; }
 
   // Applies the store's current assignment and state of a partition to the
   // replica this broker hosts (when the store tells of a change: a new

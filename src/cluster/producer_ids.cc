@@ -24,13 +24,23 @@ result<std::unique_ptr<producer_id_allocator>> producer_id_allocator::open(io::f
 
 result<int64_t> producer_id_allocator::next() {
   std::lock_guard g(mu_);
-  if (next_ >= reserved_) {
+  if (next_ >= reserved_ && source_) {
+    SLUICE_ASSIGN_OR_RETURN(const int64_t first, source_(block_size));
+    next_ = first;
+    reserved_ = first + block_size;
+  } else if (next_ >= reserved_) {
     int64_t end = next_ + block_size;
     std::string text = "next-block " + std::to_string(end) + "\n";
     SLUICE_TRY(fs_.write_atomic(path_, {reinterpret_cast<const std::byte*>(text.data()), text.size()}));
     reserved_ = end;
   }
   return next_++;
+}
+
+void producer_id_allocator::set_block_source(block_source source) {
+  std::lock_guard g(mu_);
+  source_ = std::move(source);
+  next_ = reserved_ = 0;  // the local file's block is not the cluster's
 }
 
 }  // namespace sluice::cluster

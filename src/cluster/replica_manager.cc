@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "base/assert.h"
+#include "base/log.h"
 
 namespace sluice::cluster {
 
@@ -26,26 +27,112 @@ void replica_manager::add_slots(const std::string& topic, int32_t count) {
 void replica_manager::install(const std::string& topic, int32_t p, std::shared_ptr<partition> part,
                               const replica_list& replicas, const partition_state& st) {
   part->apply_state(replicas, st);
-  std::unique_lock g(mu_);
-  auto it = slots_.find(topic);
-  SLUICE_ASSERT(it != slots_.end() && p >= 0 && static_cast<size_t>(p) < it->second.size(),
-                "a partition is installed into its topic's slots");
-  it->second[static_cast<size_t>(p)] = std::move(part);
+  {
+    std::unique_lock g(mu_);
+    auto it = slots_.find(topic);
+    SLUICE_ASSERT(it != slots_.end() && p >= 0 && static_cast<size_t>(p) < it->second.size(),
+                  "a partition is installed into its topic's slots");
+    it->second[static_cast<size_t>(p)] = part;
+  }
+  follow(part);
 }
 
 std::vector<std::shared_ptr<partition>> replica_manager::remove_topic(const std::string& topic) {
-  std::unique_lock g(mu_);
-  auto it = slots_.find(topic);
-  if (it == slots_.end()) return {};
-  auto parts = std::move(it->second);
-  slots_.erase(it);
+  std::vector<std::shared_ptr<partition>> parts;
+  {
+    std::unique_lock g(mu_);
+    auto it = slots_.find(topic);
+    if (it == slots_.end()) return {};
+    parts = std::move(it->second);
+    slots_.erase(it);
+  }
+  for (const auto& part : parts)
+    if (part) unfollow(part);
   return parts;
 }
 
 bool replica_manager::apply(const std::string& topic, int32_t p, const replica_list& replicas,
                             const partition_state& st) {
   auto part = get(topic, p);
-  return part && part->apply_state(replicas, st);
+  if (!part || !part->apply_state(replicas, st)) return false;
+  follow(part);
+  return true;
+}
+
+replica_manager::~replica_manager() { stop_replication(); }
+
+void replica_manager::start_replication(replication_options opts, const sluice::clock& clk) {
+  {
+    std::lock_guard g(rep_mu_);
+    SLUICE_ASSERT(!rep_, "replication starts once");
+    rep_ = std::move(opts);
+    clk_ = &clk;
+  }
+  for (const auto& part : all()) follow(part);
+  upkeep_thread_ = std::thread([this] { upkeep(); });
+}
+
+void replica_manager::stop_replication() {
+  std::map<int32_t, std::unique_ptr<replica_fetcher>> gone;
+  {
+    std::lock_guard g(rep_mu_);
+    rep_stopping_ = true;
+    gone.swap(fetchers_);
+  }
+  rep_cv_.notify_all();
+  if (upkeep_thread_.joinable()) upkeep_thread_.join();
+  gone.clear();  // joins each fetcher's thread, outside rep_mu_
+}
+
+uint64_t replica_manager::replication_bytes_in() const {
+  std::lock_guard g(rep_mu_);
+  uint64_t total = retired_bytes_in_;
+  for (const auto& [_, f] : fetchers_) total += f->bytes_in();
+  return total;
+}
+
+void replica_manager::follow(const std::shared_ptr<partition>& part) {
+  std::lock_guard g(rep_mu_);
+  if (!rep_ || rep_stopping_) return;
+  const int32_t leader = part->is_leader() ? node_id_ : part->leader_id();
+  for (auto& [source, f] : fetchers_)
+    if (source != leader) f->remove(part);
+  if (leader < 0 || leader == node_id_ || part->closed()) return;
+  auto& f = fetchers_[leader];
+  if (!f) {
+    fetcher_options o = rep_->fetch;
+    o.node_id = node_id_;
+    o.source = leader;
+    f = std::make_unique<replica_fetcher>(o, rep_->endpoints, *clk_);
+  }
+  f->add(part);
+}
+
+void replica_manager::unfollow(const std::shared_ptr<partition>& part) {
+  std::lock_guard g(rep_mu_);
+  for (auto& [_, f] : fetchers_) f->remove(part);
+}
+
+void replica_manager::upkeep() {
+  std::unique_lock g(rep_mu_);
+  const int64_t interval = std::clamp<int64_t>(rep_->lag_max_ms / 2, 1, 1'000);
+  while (!rep_stopping_) {
+    const int64_t until = clk_->monotonic_ms() + interval;
+    while (!rep_stopping_ && clk_->monotonic_ms() < until)
+      rep_cv_.wait_for(g, std::chrono::milliseconds(std::max<int64_t>(clk_->sleep_ms_until(until), 1)));
+    if (rep_stopping_) return;
+    const int64_t lag_max = rep_->lag_max_ms;
+    const isr_writer write = rep_->write_isr;
+    g.unlock();
+    for (const auto& part : all()) {
+      if (auto req = part->propose_isr(lag_max)) {
+        SLUICE_LOG_INFO("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic,
+                        req->partition, fmt::join(req->isr, ","), req->leader_epoch, req->partition_epoch);
+        if (write) write(*req);
+      }
+    }
+    g.lock();
+  }
 }
 
 std::shared_ptr<partition> replica_manager::get(const std::string& topic, int32_t p) const {

@@ -4,8 +4,11 @@
 // the metadata store's state says. The partition manager decides which
 // partitions exist (topic lifecycle) and hands their opened logs here; the
 // handlers, the group coordinator and log maintenance find a hosted
-// partition through get(). With replication (issue 20) this class also
-// owns the follower fetchers, one per source broker.
+// partition through get(). In a cluster (start_replication) it also owns
+// the follower fetchers, one per source broker (replica_fetcher.h), and the
+// leader's ISR upkeep: every replica.lag.time.max.ms / 2 at most, each
+// partition it leads proposes the ISR change its followers call for, which
+// the `isr_writer` takes to the controller's store.
 //
 // A partition has a slot from the moment its topic records it until the
 // topic is deleted; the slot is empty while the partition's log is being
@@ -17,8 +20,11 @@
 // locks). Lock order: the partition manager's change_mu_ and create_mu_,
 // then this class's mutex.
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <thread>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -27,12 +33,33 @@
 #include "base/error.h"
 #include "cluster/metadata_store.h"
 #include "cluster/partition.h"
+#include "cluster/replica_fetcher.h"
 
 namespace sluice::cluster {
 
 class replica_manager {
  public:
   explicit replica_manager(int32_t node_id) : node_id_(node_id) {}
+  ~replica_manager();
+
+  // Sends a leader's ISR change to the controller's store (asynchronously:
+  // the outcome arrives as a state change, or not at all).
+  using isr_writer = std::function<void(const isr_request&)>;
+  struct replication_options {
+    fetcher_options fetch;  // node_id and the fetch settings; source is per fetcher
+    int64_t lag_max_ms = 30'000;
+    endpoint_lookup endpoints;
+    isr_writer write_isr;
+  };
+  // Starts following leaders: partitions led by other brokers are fetched
+  // from them from now on, and the ISR upkeep runs. Call once, before the
+  // first state that names another leader is applied (a single node never
+  // calls it).
+  void start_replication(replication_options opts, const sluice::clock& clk);
+  // Stops every fetcher and the upkeep (shutdown; idempotent).
+  void stop_replication();
+  // For /metrics: bytes appended from leaders, and the fetchers' partitions.
+  uint64_t replication_bytes_in() const;
 
   int32_t node_id() const { return node_id_; }
   // Whether this broker holds one of `replicas`.
@@ -67,7 +94,23 @@ class replica_manager {
   std::vector<std::shared_ptr<partition>> of_topic(const std::string& topic) const;
 
  private:
+  // Moves `part` to the fetcher of its leader, or out of every fetcher when
+  // it leads or has no leader.
+  void follow(const std::shared_ptr<partition>& part);
+  void unfollow(const std::shared_ptr<partition>& part);
+  void upkeep();
+
   const int32_t node_id_;
+  // Replication (start_replication); guarded by rep_mu_.
+  mutable std::mutex rep_mu_;
+  std::condition_variable rep_cv_;
+  std::optional<replication_options> rep_;
+  const sluice::clock* clk_ = nullptr;
+  std::map<int32_t, std::unique_ptr<replica_fetcher>> fetchers_;
+  uint64_t retired_bytes_in_ = 0;  // of fetchers stopped
+  bool rep_stopping_ = false;
+  std::thread upkeep_thread_;
+
   mutable std::shared_mutex mu_;
   std::map<std::string, std::vector<std::shared_ptr<partition>>, std::less<>> slots_;  // mu_
 };

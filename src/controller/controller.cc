@@ -77,6 +77,29 @@ status controller::commit(write w) {
   return status(errc::invalid_update_version, "the metadata changed since it was read; try again");
 }
 
+status write_isr_change(etcd::client& etcd, const metadata_image& img, const std::string& topic,
+                        int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
+                        const std::vector<int32_t>& new_isr) {
+  const topic_entry* t = img.topic(topic);
+  const partition_entry* pe = img.partition(topic, partition);
+  if (!t || !pe || pe->record.topic != t->record.id || partition < 0 ||
+      partition >= static_cast<int32_t>(t->record.assignment.size()))
+    return status(errc::not_found, topic + "-" + std::to_string(partition) + " does not exist");
+  SLUICE_TRY(validate_isr_change(pe->record.state, requester, leader_epoch, partition_epoch, new_isr,
+                                 t->record.assignment[static_cast<size_t>(partition)], img.live_brokers()));
+  const std::string key = img.keys().partition(topic, partition);
+  etcd::txn_request req;
+  req.compares.push_back(compare::unchanged_since(key, pe->mod_revision));
+  req.then_ops.push_back(
+      etcd::put_op{key, encode(partition_record{t->record.id, apply_isr_change(pe->record.state, new_isr)}), {}});
+  // A second application is refused by the compare: safe to retry.
+  req.retry_if_unknown = true;
+  SLUICE_ASSIGN_OR_RETURN(auto r, etcd.txn(req));
+  if (!r.succeeded)
+    return status(errc::invalid_update_version, topic + "-" + std::to_string(partition) + " changed since it was read");
+  return {};
+}
+
 status controller::commit_chunks(const std::vector<compare>& compares, std::vector<txn_op> ops) {
   const size_t chunk = limits::controller_txn_max_ops;
   for (size_t i = 0; i < ops.size(); i += chunk) {

@@ -52,6 +52,20 @@
 
 namespace sluice::controller {
 
+// A leader's ISR change (Kafka's AlterPartition), written by the leader
+// itself rather than through the controller: validate_isr_change over `img`
+// (this broker's image) with the live brokers as the eligible ones, then
+// one transaction that holds only while the partition record is the one
+// `img` shows (its mod revision), so a leader deposed meanwhile, or one
+// paused while the controller moved on, changes nothing
+// (errc::invalid_update_version). The controller's own writes compare the
+// same revision, so an election and an ISR change never both apply.
+// Errors: validate_isr_change's, not_found (no such partition),
+// invalid_update_version, unavailable (etcd; may have applied).
+status write_isr_change(etcd::client& etcd, const metadata_image& img, const std::string& topic,
+                        int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
+                        const std::vector<int32_t>& new_isr);
+
 class controller {
  public:
   // `self`: this broker (id and incarnation), as written in the controller key.

@@ -96,6 +96,8 @@ class key_layout {
   std::string cluster_id() const { return prefix_ + "cluster_id"; }
   std::string controller() const { return prefix_ + "controller"; }
   std::string broker_configs() const { return prefix_ + "configs/brokers"; }
+  // The next producer id no broker has reserved (decimal text).
+  std::string producer_ids() const { return prefix_ + "producer_ids"; }
   std::string brokers() const { return prefix_ + "brokers/"; }
   std::string broker(int32_t id) const { return brokers() + std::to_string(id); }
   std::string topics() const { return prefix_ + "topics/"; }

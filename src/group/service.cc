@@ -37,7 +37,9 @@ class service::partition_log final : public record_log {
       done(status(code, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message));
       return;
     }
-    part->on_durable(outcome.last, [done = std::move(done)](const status& s) { done(s); });
+    // Committed: on the disk of every in-sync replica, so the offsets
+    // survive the loss of this coordinator's broker.
+    part->on_committed(outcome.last, [done = std::move(done)](const status& s) { done(s); });
   }
 
   // Errors are logged here, where the offset is known.

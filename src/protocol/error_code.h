@@ -29,6 +29,7 @@ enum class error_code : int16_t {
   invalid_topic_exception = 17,
   record_list_too_large = 18,
   not_enough_replicas = 19,
+  not_enough_replicas_after_append = 20,
   invalid_required_acks = 21,
   illegal_generation = 22,
   inconsistent_group_protocol = 23,
@@ -114,6 +115,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(invalid_topic_exception, "INVALID_TOPIC_EXCEPTION")
     SLUICE_NAME(record_list_too_large, "RECORD_LIST_TOO_LARGE")
     SLUICE_NAME(not_enough_replicas, "NOT_ENOUGH_REPLICAS")
+    SLUICE_NAME(not_enough_replicas_after_append, "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
     SLUICE_NAME(invalid_required_acks, "INVALID_REQUIRED_ACKS")
     SLUICE_NAME(illegal_generation, "ILLEGAL_GENERATION")
     SLUICE_NAME(inconsistent_group_protocol, "INCONSISTENT_GROUP_PROTOCOL")
@@ -210,6 +212,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::invalid_replica_assignment: return error_code::invalid_replica_assignment;
     case errc::not_controller: return error_code::not_controller;
     case errc::fenced_leader_epoch: return error_code::fenced_leader_epoch;
+    case errc::not_enough_replicas: return error_code::not_enough_replicas;
     case errc::unknown_leader_epoch: return error_code::unknown_leader_epoch;
     case errc::invalid_update_version: return error_code::invalid_update_version;
     case errc::ineligible_replica: return error_code::ineligible_replica;

@@ -8,6 +8,15 @@
 // created again) is INCONSISTENT_TOPIC_ID. Either way the client refreshes
 // its metadata and fetches by the new id: nothing of the new topic is ever
 // answered under the old id.
+//
+// A fetch with a replica id (v0-14 in the request, v15+ in its replica
+// state) is a follower's (docs/replication.md): it reads up to the log end
+// offset rather than the high watermark, only from a leader at the
+// follower's leader epoch, and its fetch offset tells the leader what the
+// follower holds on disk (partition::on_follower_fetch), which moves the
+// high watermark. A consumer fetching between the high watermark and the
+// log end offset gets no records and no error, as from Kafka: that data is
+// not committed yet.
 
 #include <map>
 #include <algorithm>
@@ -40,6 +49,12 @@ struct fetch_target {
   error_code id_error = error_code::none;  // why a topic named by id has no `part`
   int32_t current_leader_epoch = -1;       // the client's, v9+ (-1: not given)
 };
+
+// The follower's replica id, or -1 for a consumer.
+int32_t replica_of(const protocol::fetch_request& body, int16_t version) {
+  const int32_t id = version >= 15 ? body.replica_state.replica_id : body.replica_id;
+  return id >= 0 ? id : -1;
+}
 
 // The target for a partition named by `name` (before v13) or by `id` (v13+;
 // `name` is then the name a session remembers for the id, or empty).
@@ -78,6 +93,7 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   protocol::fetch_request body;
   std::vector<fetch_target> targets;
   std::shared_ptr<fetch_session> session;  // null: sessionless
+  int32_t replica = -1;  // a follower's fetch: its broker id
   bool incremental = false;
   int32_t response_session_id = 0;
   // Bytes of records this answer may carry (fetch_answer_max_bytes,
@@ -155,20 +171,23 @@ bool fetch_op::attempt(bool final) {
     }
     const offset hw = t.part->high_watermark();
     const offset start = t.part->log_start_offset();
+    const offset end = t.part->log_end_offset();
+    // A follower reads all the leader has; a consumer what is committed.
+    const offset upper = replica >= 0 ? end : hw;
     rd.high_watermark = hw.value();
     rd.log_start = start.value();
     const offset at(t.fetch_offset);
-    if (at < start || at > hw) {
+    if (at < start || at > end) {
       rd.error = to_wire(error_code::offset_out_of_range);
       any_error = true;
-    } else if (at < hw && t.max_bytes > 0) {
+    } else if (at < upper && t.max_bytes > 0) {
       // The first batch returned may be larger than the limits (KIP-74);
       // after that, only batches that fit.
       uint64_t budget = std::min<uint64_t>(static_cast<uint64_t>(t.max_bytes),
                                            max_total > total ? max_total - total : 0);
       if (total == 0 || budget > 0) {
         auto region =
-            t.part->read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, hw);
+            t.part->read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, upper);
         if (!region.ok()) {
           rd.error = to_wire(to_kafka_error(region.code()));
           any_error = true;
@@ -368,8 +387,22 @@ void handle_fetch(request req) {
   }
   // max_bytes is in every version served (v4 and up, handlers.cc).
   const auto bc = svc.partitions->broker_config();
-  op->max_total = fetch_answer_max_bytes(body->max_bytes, body->min_bytes, bc->fetch_max_bytes,
-                                         bc->fetch_bytes_per_rtt_ms, req.min_rtt);
+  op->replica = replica_of(*body, req.version());
+  if (op->replica >= 0) {
+    // A follower sizes its answers itself (replica.fetch.response.max.bytes).
+    op->max_total = static_cast<uint64_t>(std::max(body->max_bytes, 1));
+    // What the follower holds: every offset below its fetch offset, on its
+    // disk. Counted once per request; attempts after waiting re-read only.
+    for (const auto& t : op->targets) {
+      if (!t.part || t.part->check_leader(t.current_leader_epoch) != errc::ok) continue;
+      const offset at(t.fetch_offset);
+      if (at < t.part->log_start_offset() || at > t.part->log_end_offset()) continue;
+      t.part->on_follower_fetch(op->replica, at);
+    }
+  } else {
+    op->max_total = fetch_answer_max_bytes(body->max_bytes, body->min_bytes, bc->fetch_max_bytes,
+                                           bc->fetch_bytes_per_rtt_ms, req.min_rtt);
+  }
   op->body = std::move(*body);
   op->req = std::move(req);
   if (!op->attempt(false)) op->park();

@@ -1,13 +1,23 @@
 // Produce: validate and append each partition's batch, then answer by the
 // acks rule: acks=0 never (a failure closes the connection so the producer
-// notices, as Kafka does), acks=1 once written, acks=-1 once fsynced (group
-// commit; at once when the topic relaxes fsync).
+// notices, as Kafka does), acks=1 once written, acks=-1 once committed:
+// fsynced here (group commit; at once when the topic relaxes fsync) and
+// below the high watermark, so on every in-sync replica's disk
+// (partition::on_committed).
+//
+// min.insync.replicas (acks=-1 only, as in Kafka): with fewer in-sync
+// replicas than it asks, nothing is written and the partition answers
+// NOT_ENOUGH_REPLICAS; when the ISR shrank below it while the batch waited,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the batch is written; the producer's
+// retry of an idempotent batch is recognised). A batch not committed within
+// the request's timeout_ms answers REQUEST_TIMED_OUT.
 
 #include <atomic>
 #include <mutex>
 
 #include "base/log.h"
 #include "cluster/partition_manager.h"
+#include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
 #include "model/record_batch.h"
@@ -18,16 +28,29 @@ namespace {
 
 using partition_response = protocol::produce_response::topic_produce_response::partition_produce_response;
 
-// The state of one acks=-1 produce waiting for durability. The last
-// partition to become durable sends the answer.
+// The state of one acks=-1 produce waiting for its batches to commit. The
+// last partition to commit, or the timeout, sends the answer.
 struct pending_produce {
   request req;
   protocol::produce_response resp;
   std::atomic<int> waiting{0};
-  std::mutex mu;  // guards error fields written from flusher callbacks
+  std::mutex mu;  // guards the partitions' answers, `answered` and `timer`
+  bool answered = false;
+  std::shared_ptr<delayed_ops::timer> timer;
+  // Partitions still waiting to commit (the timeout answers these).
+  std::vector<protocol::produce_response::topic_produce_response::partition_produce_response*> outstanding;
 
   void done() {
-    if (waiting.fetch_sub(1) == 1) req.respond(resp);
+    if (waiting.fetch_sub(1) != 1) return;
+    std::shared_ptr<delayed_ops::timer> t;
+    {
+      std::lock_guard g(mu);
+      if (answered) return;
+      answered = true;
+      req.respond(resp);
+      t = std::move(timer);
+    }
+    if (t) t->cancel();
   }
 };
 
@@ -108,6 +131,12 @@ void handle_produce(request req) {
           continue;
         }
       }
+      if (acks == -1) {
+        if (auto e = part->check_min_insync(); e != errc::ok) {
+          set_error(to_kafka_error(e), "fewer in-sync replicas than min.insync.replicas");
+          continue;
+        }
+      }
       auto out = part->append(mutable_view(req, pd.records.view()), now);
       pr.log_start_offset = part->log_start_offset().value();
       if (out.error != errc::ok) {
@@ -136,15 +165,47 @@ void handle_produce(request req) {
   }
   // One extra count so no callback can answer before every wait is set up.
   op->waiting.store(static_cast<int>(await.size()) + 1);
+  bool replicated = false;
+  for (const auto& a : await) replicated |= a.part->has_followers();
+  if (replicated) {
+    // Followers may fail to fetch until the leader drops them from the
+    // ISR; the producer's timeout bounds the wait (a lone replica's wait
+    // is its own fsync only).
+    const int32_t timeout = std::max(body->timeout_ms, 0);
+    auto t = op->req.svc->delayed->after(std::chrono::milliseconds(timeout), [op](bool cancelled) {
+      if (cancelled) return;
+      std::lock_guard g(op->mu);
+      if (op->answered) return;
+      op->answered = true;
+      for (auto* pr : op->outstanding) {
+        pr->error_code = to_wire(error_code::request_timed_out);
+        pr->error_message = "not replicated to the in-sync replicas within timeout_ms";
+      }
+      op->req.respond(op->resp);
+    });
+    std::lock_guard g(op->mu);
+    if (!op->answered) op->timer = std::move(t);
+  }
+  {
+    std::lock_guard g(op->mu);
+    for (const auto& a : await) op->outstanding.push_back(a.pr);
+  }
   for (auto& a : await) {
     // Everything up to the batch's last offset (the original batch's, for
-    // a duplicate) must be durable.
-    a.part->on_durable(a.last, [op, pr = a.pr](const status& s) {
-      if (!s.ok()) {
+    // a duplicate) must be committed.
+    a.part->on_committed(a.last, [op, pr = a.pr, part = a.part](const status& s) {
+      {
         std::lock_guard g(op->mu);
-        pr->error_code = to_wire(to_kafka_error(s.code()));
-        pr->error_message = s.err().message;
-        pr->base_offset = -1;
+        if (op->answered) return;
+        if (!s.ok()) {
+          pr->error_code = to_wire(to_kafka_error(s.code()));
+          pr->error_message = s.err().message;
+          pr->base_offset = -1;
+        } else if (part->check_min_insync() != errc::ok) {
+          pr->error_code = to_wire(error_code::not_enough_replicas_after_append);
+          pr->error_message = "the ISR shrank below min.insync.replicas while the batch waited";
+        }
+        std::erase(op->outstanding, pr);
       }
       op->done();
     });

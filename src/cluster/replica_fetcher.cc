@@ -1,0 +1,339 @@
+#include "cluster/replica_fetcher.h"
+
+#include <chrono>
+
+#include "base/log.h"
+#include "cluster/truncation.h"
+#include "model/record_batch.h"
+#include "protocol/error_code.h"
+#include "protocol/raw_client.h"
+
+namespace sluice::cluster {
+
+namespace {
+
+// Versions a follower sends: every Sluice broker serves them. Fetch v12 is
+// the last that names topics (the follower knows its partitions by name)
+// and has the replica id in the request; OffsetForLeaderEpoch v4 carries
+// the replica id and the current leader epoch.
+constexpr int16_t fetch_version = 12;
+constexpr int16_t offset_for_leader_epoch_version = 4;
+
+using kafka::error_code;
+
+error_code code_of(int16_t wire) { return static_cast<error_code>(wire); }
+
+// The refusals that mean: the metadata this broker follows is behind or
+// ahead of the leader's; wait for it to catch up.
+bool leadership_error(error_code e) {
+  return e == error_code::not_leader_or_follower || e == error_code::fenced_leader_epoch ||
+         e == error_code::unknown_leader_epoch || e == error_code::unknown_topic_or_partition ||
+         e == error_code::leader_not_available;
+}
+
+// The whole batches at the front of `bytes` (a leader may end an answer
+// with part of a batch, as Kafka's do at their size limit).
+size_t whole_batches(std::span<const uint8_t> bytes) {
+  size_t pos = 0;
+  while (pos + model::batch::header_bytes <= bytes.size()) {
+    const auto h = model::batch::parse(reinterpret_cast<const std::byte*>(bytes.data() + pos));
+    const size_t n = h.size_bytes();
+    if (n < model::batch::header_bytes || pos + n > bytes.size()) break;
+    pos += n;
+  }
+  return pos;
+}
+
+}  // namespace
+
+replica_fetcher::replica_fetcher(fetcher_options opts, endpoint_lookup endpoints, const sluice::clock& clk)
+    : opts_(opts), endpoints_(std::move(endpoints)), clk_(clk) {
+  thread_ = std::thread([this] { run(); });
+}
+
+replica_fetcher::~replica_fetcher() {
+  {
+    std::lock_guard g(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  // A fetch in flight ends within replica.fetch.wait.max.ms (the socket
+  // timeout when the leader hangs).
+  if (thread_.joinable()) thread_.join();
+}
+
+void replica_fetcher::add(const std::shared_ptr<partition>& p) {
+  const key k{p->id().topic, p->id().partition};
+  const int32_t epoch = p->epoch().value();
+  {
+    std::lock_guard g(mu_);
+    auto it = parts_.find(k);
+    if (it != parts_.end() && it->second.part == p && it->second.epoch == epoch) return;
+    parts_[k] = entry{p, epoch, phase::truncating, 0};
+  }
+  cv_.notify_all();
+}
+
+void replica_fetcher::remove(const std::shared_ptr<partition>& p) {
+  std::lock_guard g(mu_);
+  auto it = parts_.find({p->id().topic, p->id().partition});
+  if (it != parts_.end() && it->second.part == p) parts_.erase(it);
+}
+
+size_t replica_fetcher::size() const {
+  std::lock_guard g(mu_);
+  return parts_.size();
+}
+
+void replica_fetcher::update(const key& k, int32_t epoch, std::optional<phase> ph, int64_t retry_at_ms) {
+  std::lock_guard g(mu_);
+  auto it = parts_.find(k);
+  if (it == parts_.end() || it->second.epoch != epoch) return;  // re-added meanwhile: its own phase
+  if (ph) it->second.ph = *ph;
+  it->second.retry_at_ms = retry_at_ms;
+}
+
+void replica_fetcher::drop(const key& k, int32_t epoch) {
+  std::lock_guard g(mu_);
+  auto it = parts_.find(k);
+  if (it != parts_.end() && it->second.epoch == epoch) parts_.erase(it);
+}
+
+void replica_fetcher::lost_connection(const std::string& why) {
+  SLUICE_LOG_WARN("replica fetcher from broker {}: {}", opts_.source, why);
+  conn_.reset();
+}
+
+bool replica_fetcher::connect() {
+  if (conn_) return true;
+  auto ep = endpoints_(opts_.source);
+  if (!ep) return false;
+  auto c = protocol::raw_connection::connect(protocol::endpoint_of(ep->first, ep->second),
+                                             std::chrono::milliseconds(opts_.socket_timeout_ms),
+                                             "sluice-replica-" + std::to_string(opts_.node_id));
+  if (!c.ok()) {
+    SLUICE_LOG_DEBUG("replica fetcher from broker {}: {}", opts_.source, c.err().message);
+    return false;
+  }
+  conn_ = std::make_unique<protocol::raw_connection>(std::move(c).value());
+  return true;
+}
+
+void replica_fetcher::run() {
+  while (true) {
+    std::vector<std::pair<key, entry>> truncating, fetching;
+    int64_t next_retry = INT64_MAX;
+    {
+      std::unique_lock g(mu_);
+      if (stopping_) return;
+      const int64_t now = clk_.monotonic_ms();
+      for (const auto& [k, e] : parts_) {
+        if (e.part->closed()) continue;
+        if (e.retry_at_ms > now) {
+          next_retry = std::min(next_retry, e.retry_at_ms);
+          continue;
+        }
+        (e.ph == phase::truncating ? truncating : fetching).emplace_back(k, e);
+      }
+      if (truncating.empty() && fetching.empty()) {
+        // Nothing to do until a partition is added or a backoff ends.
+        const int64_t wait = next_retry == INT64_MAX ? clk_.max_sleep_ms()
+                                                     : clk_.sleep_ms_until(next_retry);
+        cv_.wait_for(g, std::chrono::milliseconds(std::max<int64_t>(wait, 1)));
+        continue;
+      }
+    }
+    if (!connect()) {
+      std::unique_lock g(mu_);
+      cv_.wait_for(g, std::chrono::milliseconds(opts_.backoff_ms), [&] { return stopping_; });
+      continue;
+    }
+    if (!truncating.empty()) truncate_round(truncating);
+    if (!fetching.empty() && conn_) fetch_round(fetching);
+    if (!conn_) {
+      std::unique_lock g(mu_);
+      cv_.wait_for(g, std::chrono::milliseconds(opts_.backoff_ms), [&] { return stopping_; });
+    }
+  }
+}
+
+void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
+  protocol::offset_for_leader_epoch_request req;
+  req.replica_id = opts_.node_id;
+  std::map<key, const entry*> asked;
+  for (auto& [k, e] : work) {
+    const auto epochs = e.part->leader_epochs();
+    const auto ask = epoch_to_ask(epochs);
+    if (!ask) {
+      // No history to compare: keep what the leader has committed.
+      const auto step = decide_truncation(epochs, e.part->log_end_offset(), e.part->high_watermark(), epoch_end{});
+      if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
+        SLUICE_LOG_ERROR("{}-{}: truncation to {} failed: {}", k.first, k.second, step.truncate_to.value(),
+                         s.err().message);
+        drop(k, e.epoch);
+        continue;
+      }
+      update(k, e.epoch, phase::fetching, 0);
+      continue;
+    }
+    if (req.topics.empty() || req.topics.back().topic != k.first) {
+      auto& t = req.topics.emplace_back();
+      t.topic = k.first;
+    }
+    auto& p = req.topics.back().partitions.emplace_back();
+    p.partition = k.second;
+    p.current_leader_epoch = e.epoch;
+    p.leader_epoch = *ask;
+    asked[k] = &e;
+  }
+  if (asked.empty()) return;
+  auto resp = conn_->call<protocol::offset_for_leader_epoch_response>(req, offset_for_leader_epoch_version);
+  if (!resp.ok()) return lost_connection("OffsetForLeaderEpoch: " + resp.err().message);
+  const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
+  for (const auto& t : resp->topics) {
+    for (const auto& p : t.partitions) {
+      auto it = asked.find({t.topic, p.partition});
+      if (it == asked.end()) continue;
+      const key& k = it->first;
+      const entry& e = *it->second;
+      const error_code err = code_of(p.error_code);
+      if (err != error_code::none) {
+        if (!leadership_error(err))
+          SLUICE_LOG_WARN("{}-{}: OffsetForLeaderEpoch at broker {}: error {}", k.first, k.second, opts_.source,
+                          p.error_code);
+        update(k, e.epoch, std::nullopt, retry_at);
+        continue;
+      }
+      const offset end = e.part->log_end_offset();
+      const auto step =
+          decide_truncation(e.part->leader_epochs(), end, e.part->high_watermark(), {p.leader_epoch, p.end_offset});
+      if (step.truncate_to < end) {
+        SLUICE_LOG_INFO("{}-{}: truncating from {} to {} to match leader {} (epoch {} ends at {})", k.first,
+                        k.second, end.value(), step.truncate_to.value(), opts_.source, p.leader_epoch,
+                        p.end_offset);
+        if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
+          SLUICE_LOG_ERROR("{}-{}: truncation failed: {}", k.first, k.second, s.err().message);
+          drop(k, e.epoch);
+          continue;
+        }
+      }
+      if (step.complete) update(k, e.epoch, phase::fetching, 0);
+    }
+  }
+}
+
+void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
+  protocol::fetch_request req;
+  req.replica_id = opts_.node_id;
+  req.max_wait_ms = opts_.wait_max_ms;
+  req.min_bytes = opts_.min_bytes;
+  req.max_bytes = opts_.response_max_bytes;
+  req.isolation_level = 0;
+  req.session_id = 0;
+  req.session_epoch = -1;  // sessionless: every fetch names its partitions
+  std::map<key, const entry*> asked;
+  for (auto& [k, e] : work) {
+    if (req.topics.empty() || req.topics.back().topic != k.first) {
+      auto& t = req.topics.emplace_back();
+      t.topic = k.first;
+    }
+    auto& p = req.topics.back().partitions.emplace_back();
+    p.partition = k.second;
+    p.current_leader_epoch = e.epoch;
+    p.fetch_offset = e.part->log_end_offset().value();
+    p.log_start_offset = e.part->log_start_offset().value();
+    p.partition_max_bytes = opts_.partition_max_bytes;
+    asked[k] = &e;
+  }
+  auto resp = conn_->call<protocol::fetch_response>(req, fetch_version);
+  if (!resp.ok()) return lost_connection("Fetch: " + resp.err().message);
+  if (resp->error_code != 0) {
+    SLUICE_LOG_WARN("replica fetcher from broker {}: fetch refused with error {}", opts_.source, resp->error_code);
+    lost_connection("fetch refused");
+    return;
+  }
+  const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
+  struct appended {
+    std::shared_ptr<partition> part;
+    offset last;
+    offset leader_hw;
+  };
+  std::vector<appended> wrote;
+  std::vector<std::pair<std::shared_ptr<partition>, offset>> hw_only;
+  for (const auto& t : resp->responses) {
+    for (const auto& p : t.partitions) {
+      auto it = asked.find({t.topic, p.partition_index});
+      if (it == asked.end()) continue;
+      const key& k = it->first;
+      const entry& e = *it->second;
+      const error_code err = code_of(p.error_code);
+      if (err == error_code::offset_out_of_range) {
+        const offset end = e.part->log_end_offset();
+        if (p.log_start_offset >= 0 && end < offset(p.log_start_offset)) {
+          // The leader no longer has what follows this replica's end.
+          SLUICE_LOG_INFO("{}-{}: leader {} starts at {}, past this replica's end {}: starting over there",
+                          k.first, k.second, opts_.source, p.log_start_offset, end.value());
+          if (auto s = e.part->reset_to(offset(p.log_start_offset)); !s.ok()) {
+            SLUICE_LOG_ERROR("{}-{}: reset failed: {}", k.first, k.second, s.err().message);
+            drop(k, e.epoch);
+          }
+        } else {
+          // Past the leader's end: this replica's tail diverged.
+          update(k, e.epoch, phase::truncating, 0);
+        }
+        continue;
+      }
+      if (err != error_code::none) {
+        if (!leadership_error(err))
+          SLUICE_LOG_WARN("{}-{}: fetch from broker {}: error {}", k.first, k.second, opts_.source, p.error_code);
+        update(k, e.epoch, std::nullopt, retry_at);
+        continue;
+      }
+      const auto view = p.records.view();
+      const size_t n = whole_batches(view);
+      if (n == 0) {
+        hw_only.emplace_back(e.part, offset(p.high_watermark));
+        continue;
+      }
+      // The answer's frame belongs to this thread until the next call, and
+      // a replicated append only reads the bytes.
+      auto* data = reinterpret_cast<std::byte*>(const_cast<uint8_t*>(view.data()));
+      auto r = e.part->append_replicated(std::span<std::byte>(data, n));
+      if (!r.ok()) {
+        if (r.code() == errc::invalid_argument && !e.part->is_leader()) {
+          // Not where this replica's log ends (it changed meanwhile): compare again.
+          update(k, e.epoch, phase::truncating, 0);
+        } else if (!e.part->is_leader()) {
+          SLUICE_LOG_ERROR("{}-{}: appending batches from broker {}: {}", k.first, k.second, opts_.source,
+                           r.err().message);
+          drop(k, e.epoch);
+        }
+        continue;
+      }
+      bytes_in_.fetch_add(n, std::memory_order_relaxed);
+      wrote.push_back({e.part, r->last, offset(p.high_watermark)});
+    }
+  }
+  // One group commit over the round: the next fetch's offsets then speak
+  // of what is on disk.
+  if (!wrote.empty()) {
+    std::mutex m;
+    std::condition_variable cv;
+    size_t left = wrote.size();
+    for (auto& w : wrote) {
+      w.part->on_durable(w.last, [&](const status& s) {
+        if (!s.ok())
+          SLUICE_LOG_WARN("{}-{}: replicated batches not durable: {}", w.part->id().topic, w.part->id().partition,
+                          s.err().message);
+        std::lock_guard g(m);
+        if (--left == 0) cv.notify_all();
+      });
+    }
+    std::unique_lock g(m);
+    cv.wait(g, [&] { return left == 0; });
+  }
+  for (auto& w : wrote) w.part->set_leader_high_watermark(w.leader_hw);
+  for (auto& [part, hw] : hw_only) part->set_leader_high_watermark(hw);
+}
+
+}  // namespace sluice::cluster
