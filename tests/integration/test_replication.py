@@ -173,14 +173,16 @@ def test_group_offsets_survive_the_coordinators_broker(cluster):
                "a new coordinator")
     cons = Consumer(conf)
     cons.subscribe(["grp"])
+    rest = []
     after = {}
     deadline = time.monotonic() + 60
     while not after and time.monotonic() < deadline:
-        cons.poll(0.5)
+        m = cons.poll(0.5)
+        if m is not None and not m.error():
+            rest.append(m.value().decode())
         a = cons.assignment()
         if a:
             after = {tp.partition: tp.offset for tp in cons.committed(a, timeout=10)}
-    rest = []
     deadline = time.monotonic() + 60
     while len(got) + len(rest) < 300 and time.monotonic() < deadline:
         m = cons.poll(0.5)
