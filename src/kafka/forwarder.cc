@@ -22,6 +22,7 @@ namespace {
 constexpr int16_t create_topics_key = 19;
 constexpr int16_t delete_topics_key = 20;
 constexpr int16_t create_partitions_key = 37;
+constexpr int16_t elect_leaders_key = 43;
 
 // Waits until `fd` is ready for `events` or `deadline_ms` (monotonic) passes.
 bool wait_fd(int fd, short events, const sluice::deadline& until) {
@@ -93,7 +94,8 @@ int connect_to(const std::string& host, int32_t port, const sluice::deadline& un
 }  // namespace
 
 bool forwarder::forwardable(int16_t api_key) {
-  return api_key == create_topics_key || api_key == delete_topics_key || api_key == create_partitions_key;
+  return api_key == create_topics_key || api_key == delete_topics_key || api_key == create_partitions_key ||
+         api_key == elect_leaders_key;
 }
 
 forwarder::forwarder(int64_t timeout_ms, std::function<void(request)> local)

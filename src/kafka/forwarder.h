@@ -1,7 +1,10 @@
 #pragma once
 
 // Forwarding of controller requests (as Kafka's KIP-590 forwards): in a
-// cluster, CreateTopics, DeleteTopics and CreatePartitions sent to a broker
+// cluster, CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders
+// (forwardable()), and AlterConfigs and IncrementalAlterConfigs of topics
+// or the cluster-wide broker default (alter_configs_for_controller,
+// kafka/handlers/handlers.h), sent to a broker
 // that is not the controller are passed on, byte for byte, to the broker
 // Metadata names as the controller, and its answer is passed back to the
 // client unchanged (it carries the client's correlation id). Clients that
@@ -39,7 +42,8 @@ class forwarder {
   forwarder(int64_t timeout_ms, std::function<void(request)> local);
   ~forwarder();
 
-  // Whether requests of `api_key` are the controller's.
+  // Whether every request of `api_key` is the controller's (the
+  // AlterConfigs APIs depend on the resources they name: handlers.h).
   static bool forwardable(int16_t api_key);
   // Forwards `req` to the controller at host:port.
   void submit(request req, std::string host, int32_t port);
