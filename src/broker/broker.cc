@@ -316,8 +316,16 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.node_id = cfg->node_id;
   i->svc.control = i->control.get();
   if (i->control) {
-    i->forward = std::make_unique<kafka::forwarder>(cfg->etcd_session_timeout_ms,
-                                                    [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); });
+    i->forward = std::make_unique<kafka::forwarder>(
+        cfg->etcd_session_timeout_ms, [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); },
+        [pm = i->partitions.get()](const std::string& topic) {
+          // Automatic creation on the controller itself, on the forwarding thread.
+          if (auto e = pm->create_topic(topic, -1, -1, {}, false,
+                                        cluster::partition_manager::create_mode::background);
+              e && e->code != errc::already_exists) {
+            SLUICE_LOG_WARN("automatic creation of topic {}: {}", topic, e->message);
+          }
+        });
     i->svc.forward = i->forward.get();
   }
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
