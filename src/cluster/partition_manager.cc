@@ -388,7 +388,12 @@ status partition_manager::alter_broker_config(bool cluster_default, const broker
   auto current = broker_config();
   if (store_defaults && *store_defaults != current->dynamic_default_values) {
     auto c = config::make_broker_config(current->static_values, *store_defaults, current->dynamic_broker_values);
-    if (c.ok()) current = std::make_shared<const config::broker_config>(std::move(c).value());
+    if (c.ok()) {
+      current = std::make_shared<const config::broker_config>(std::move(c).value());
+    } else {
+      SLUICE_LOG_WARN("the cluster-wide broker config does not combine with this broker's: {}; altering "
+                      "the level this broker applied", c.err().message);
+    }
   }
   SLUICE_ASSIGN_OR_RETURN(auto next, compute(*current));
   if (validate_only) return {};
