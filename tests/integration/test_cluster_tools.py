@@ -22,6 +22,7 @@ import subprocess
 import urllib.request
 
 import pytest
+from confluent_kafka import Producer
 
 from cluster_harness import Cluster, _kstr, _recv_exact, _request
 from sluice_harness import SLUICE_BIN, Reader
@@ -260,6 +261,13 @@ def test_auto_create_through_a_non_controller(cluster):
     cluster.wait_for(lambda: (lambda v: v if v and topic in v.topics and v.topics[topic].partitions
                               and all(p.leader >= 0 for p in v.topics[topic].partitions.values()) else None)(
         cluster.agreed_view()), 15, "every broker to show the automatically created topic led")
+    # A producer that knows only that broker: its Metadata creates the topic.
+    reports = []
+    p = Producer({"bootstrap.servers": cluster.broker(other).address, "message.timeout.ms": 20000})
+    for i in range(5):
+        p.produce("auto-produced", value=b"v%d" % i, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(30) == 0
+    assert reports == [None] * 5, reports
 
 
 def test_describe_cluster_on_every_broker(cluster):
