@@ -194,13 +194,16 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   i.control->on_change([&i](const controller::metadata_image& img, const std::vector<controller::image_change>& cs) {
     using kind = controller::key_layout::parsed::kind;
     bool brokers = false;
+    bool defaults = false;
     std::set<std::string> topics;
     for (const auto& c : cs) {
       if (c.kind == kind::broker || c.kind == kind::controller) brokers = true;
+      if (c.kind == kind::broker_configs) defaults = true;
       if (c.kind == kind::topic) topics.insert(c.topic);
       if (c.kind == kind::partition) i.partitions->refresh_state(c.topic, c.id);
     }
     for (const auto& t : topics) i.partitions->on_store_change(t);
+    if (defaults) i.partitions->on_broker_defaults_change();
     if (brokers) publish_brokers(*i.metadata, img);
   });
   // Follow the leaders of the partitions this broker replicates, and keep
@@ -227,6 +230,9 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // Producer ids unique over the cluster, not per broker.
   i.partitions->producer_ids().set_block_source(
       [&i](int64_t count) { return i.control->reserve_producer_ids(count); });
+  // The cluster-wide broker defaults may have changed since the broker
+  // read them at start.
+  i.partitions->on_broker_defaults_change();
   // Partitions of topics created while this broker was away: bring every
   // topic in line once (it opened what the store listed; states may be newer).
   for (const auto& t : i.partitions->topics()) i.partitions->on_store_change(t.name);
@@ -277,7 +283,10 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   }
   // Values changed at runtime by AlterConfigs on the broker win over the
   // file and command line (cluster/broker_configs.h).
-  SLUICE_ASSIGN_OR_RETURN(auto with_dynamic, cluster::load_dynamic_broker_config(i->fs, *cfg));
+  // In a cluster the cluster-wide default level is etcd's (configs/brokers).
+  const auto cluster_defaults = store ? store->broker_defaults() : std::nullopt;
+  SLUICE_ASSIGN_OR_RETURN(auto with_dynamic, cluster::load_dynamic_broker_config(
+                                                 i->fs, *cfg, cluster_defaults ? &*cluster_defaults : nullptr));
   if (!with_dynamic.dynamic_default_values.empty() || !with_dynamic.dynamic_broker_values.empty()) {
     SLUICE_LOG_INFO("applying {} dynamic default and {} dynamic node broker settings from {}",
                     with_dynamic.dynamic_default_values.size(),
@@ -331,8 +340,16 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.node_id = cfg->node_id;
   i->svc.control = i->control.get();
   if (i->control) {
-    i->forward = std::make_unique<kafka::forwarder>(cfg->etcd_session_timeout_ms,
-                                                    [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); });
+    i->forward = std::make_unique<kafka::forwarder>(
+        cfg->etcd_session_timeout_ms, [](kafka::request r) { kafka::dispatcher::handle_here(std::move(r)); },
+        [pm = i->partitions.get()](const std::string& topic) {
+          // Automatic creation on the controller itself, on the forwarding thread.
+          if (auto e = pm->create_topic(topic, -1, -1, {}, false,
+                                        cluster::partition_manager::create_mode::background);
+              e && e->code != errc::already_exists) {
+            SLUICE_LOG_WARN("automatic creation of topic {}: {}", topic, e->message);
+          }
+        });
     i->svc.forward = i->forward.get();
   }
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);

@@ -41,10 +41,21 @@ std::string broker_node_configs_path(const std::string& data_dir, int32_t node_i
 }
 
 result<config::broker_config> load_dynamic_broker_config(io::filesystem& fs,
-                                                         const config::broker_config& static_cfg) {
-  const std::string default_path = broker_default_configs_path(static_cfg.data_dir);
+                                                         const config::broker_config& static_cfg,
+                                                         const config::config_map* cluster_defaults) {
+  const std::string default_path =
+      cluster_defaults ? std::string("the cluster's configs/brokers") : broker_default_configs_path(static_cfg.data_dir);
   const std::string node_path = broker_node_configs_path(static_cfg.data_dir, static_cfg.node_id);
-  SLUICE_ASSIGN_OR_RETURN(auto defaults, read_level(fs, default_path));
+  config::config_map defaults;
+  if (cluster_defaults) {
+    defaults = *cluster_defaults;
+    if (fs.exists(broker_default_configs_path(static_cfg.data_dir))) {
+      SLUICE_LOG_WARN("{} is not read: in a cluster the cluster-wide broker defaults live in etcd",
+                      broker_default_configs_path(static_cfg.data_dir));
+    }
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(defaults, read_level(fs, default_path));
+  }
   SLUICE_ASSIGN_OR_RETURN(auto node, read_level(fs, node_path));
   if (defaults.empty() && node.empty()) return static_cfg;
   auto both = config::make_broker_config(static_cfg.static_values, defaults, node);

@@ -3,14 +3,16 @@
 // The broker's dynamic configuration on disk, and loading it at start.
 //
 // AlterConfigs on the broker resource writes one level of dynamic values:
-// the cluster-wide default (resource name "") to
+// the cluster-wide default (resource name "") of a single broker to
 // <data_dir>/meta/broker_configs/default, this node's values (resource name
 // = node.id) to <data_dir>/meta/broker_configs/<node.id>. Each is an
 // overrides file of kind "broker" (config/overrides_file.h; grammar in
 // docs/configuration.md), replaced atomically, so after a crash a file holds
 // either the old or the new level, never a mix. The node's file is named by
 // its id so that a data directory moved to another node.id does not carry
-// one node's values to another.
+// one node's values to another. In a cluster the cluster-wide default lives
+// in etcd instead (configs/brokers, written by the controller and applied by
+// every broker: partition_manager::alter_broker_config).
 //
 // Precedence at start (config/internal.h broker_value): this node's dynamic
 // value, else the dynamic default, else the file or command line, else the
@@ -40,8 +42,12 @@ std::string broker_node_configs_path(const std::string& data_dir, int32_t node_i
 // dynamically updatable is dropped, and a level that no longer combines
 // with the static settings (group.min.session.timeout.ms above a lowered
 // static max) is left out.
+// `cluster_defaults`, when given, is the cluster-wide default level a
+// cluster keeps in etcd (metadata_store::broker_defaults); the local
+// default file is then not read, and the level is never written there.
 result<config::broker_config> load_dynamic_broker_config(io::filesystem& fs,
-                                                         const config::broker_config& static_cfg);
+                                                         const config::broker_config& static_cfg,
+                                                         const config::config_map* cluster_defaults = nullptr);
 
 // Writes the level of `next` that `cluster_default` names (the whole level,
 // replacing the file). Durable when it returns ok.

@@ -29,6 +29,38 @@ controller::config_text etcd_store::to_text(const config::config_map& overrides)
   return out;
 }
 
+config::config_map etcd_store::to_broker_level(const controller::config_text& text) {
+  config::config_map level;
+  for (const auto& [key, value] : text) {
+    const config::setting* s = config::find_broker_setting(key);
+    if (!s || !s->dynamic) {
+      // A newer version's setting, or one no longer changed at runtime.
+      SLUICE_LOG_WARN("cluster-wide broker config {}={} left out: not a dynamic broker setting", key, value);
+      continue;
+    }
+    auto v = config::parse_value(*s, key, value);
+    if (!v.ok()) {
+      SLUICE_LOG_WARN("cluster-wide broker config {}={} left out: {}", key, value, v.err().message);
+      continue;
+    }
+    level.set(key, std::move(v).value());
+  }
+  return level;
+}
+
+std::optional<config::config_map> etcd_store::broker_defaults() const {
+  return cp_.with_image([](const controller::metadata_image& img) {
+    return img.broker_configs() ? to_broker_level(img.broker_configs()->configs) : config::config_map{};
+  });
+}
+
+status etcd_store::set_broker_defaults(const config::config_map& defaults) {
+  const auto text = to_text(defaults);
+  return cp_.submit([&](controller::controller& k, const controller::metadata_image& img) {
+    return k.set_broker_configs(img, text);
+  }, timeout_ms_);
+}
+
 std::optional<topic_info> etcd_store::get(const std::string& name) const {
   return cp_.with_image([&](const controller::metadata_image& img) -> std::optional<topic_info> {
     const auto* t = img.topic(name);

@@ -39,11 +39,16 @@ class etcd_store final : public metadata_store {
   status set_overrides(const std::string& name, const config::config_map& overrides) override;
   std::optional<partition_state> state(const std::string& topic, int32_t partition) const override;
   bool follows_controller() const override { return true; }
+  // Never nullopt: the image's configs/brokers record (empty when absent).
+  std::optional<config::config_map> broker_defaults() const override;
+  status set_broker_defaults(const config::config_map& defaults) override;
 
   // A topic record as the broker sees a topic (overrides parsed against
   // the schema; keys it does not know are left out).
   static topic_info to_info(const std::string& name, const controller::topic_record& r);
   static controller::config_text to_text(const config::config_map& overrides);
+  // The configs/brokers record as a level of dynamic broker values.
+  static config::config_map to_broker_level(const controller::config_text& text);
 
  private:
   control_plane& cp_;

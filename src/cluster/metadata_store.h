@@ -113,6 +113,18 @@ class metadata_store {
   // creates and deletes logs when the store tells it
   // (partition_manager::on_store_change), not when it asks for a change.
   virtual bool follows_controller() const { return false; }
+
+  // The cluster-wide dynamic broker defaults (AlterConfigs on the broker
+  // resource named ""), when the store keeps them: a cluster keeps them in
+  // etcd (configs/brokers), so every broker applies the same. nullopt when
+  // the store does not: a single broker keeps them in a local file
+  // (cluster/broker_configs.h). Keys the schema does not know, or no longer
+  // lets change at runtime, are left out (logged).
+  virtual std::optional<config::config_map> broker_defaults() const { return std::nullopt; }
+  // Replaces them; only for a store whose broker_defaults() is not nullopt.
+  virtual status set_broker_defaults(const config::config_map& /*defaults*/) {
+    return status(errc::invalid_argument, "this store does not keep broker defaults");
+  }
 };
 
 }  // namespace sluice::cluster

@@ -382,9 +382,31 @@ status partition_manager::set_topic_overrides_locked(const std::string& name,
 status partition_manager::alter_broker_config(bool cluster_default, const broker_config_fn& compute,
                                               bool validate_only) {
   std::lock_guard change(change_mu_);
-  SLUICE_ASSIGN_OR_RETURN(auto next, compute(*broker_config()));
+  // A cluster keeps the cluster-wide default in the store: the change
+  // starts from what the store holds, which this broker's snapshot may not
+  // show yet (sync_broker_defaults applies it on the background thread).
+  const auto store_defaults = cluster_default ? table_->broker_defaults() : std::nullopt;
+  auto current = broker_config();
+  if (store_defaults && *store_defaults != current->dynamic_default_values) {
+    auto c = config::make_broker_config(current->static_values, *store_defaults, current->dynamic_broker_values);
+    if (c.ok()) {
+      current = std::make_shared<const config::broker_config>(std::move(c).value());
+    } else {
+      SLUICE_LOG_WARN("the cluster-wide broker config does not combine with this broker's: {}; altering "
+                      "the level this broker applied", c.err().message);
+    }
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto next, compute(*current));
   if (validate_only) return {};
-  SLUICE_TRY(persist_dynamic_broker_config(fs_, next, cluster_default));
+  if (store_defaults) {
+    SLUICE_TRY(table_->set_broker_defaults(next.dynamic_default_values));
+  } else {
+    SLUICE_TRY(persist_dynamic_broker_config(fs_, next, cluster_default));
+  }
+  return publish_broker_config_locked(std::move(next), cluster_default ? "cluster-wide default" : "this node");
+}
+
+status partition_manager::publish_broker_config_locked(config::broker_config next, std::string_view why) {
   auto published = std::make_shared<const config::broker_config>(std::move(next));
   {
     std::lock_guard g(cfg_mu_);
@@ -410,11 +432,34 @@ status partition_manager::alter_broker_config(bool cluster_default, const broker
     }
   }
   for (const auto& fn : cfg_listeners_) fn(*published);
-  SLUICE_LOG_INFO("broker config changed ({}): {} dynamic default and {} node values",
-                  cluster_default ? "cluster-wide default" : "this node",
-                  published->dynamic_default_values.size(),
-                  published->dynamic_broker_values.size());
+  SLUICE_LOG_INFO("broker config changed ({}): {} dynamic default and {} node values", why,
+                  published->dynamic_default_values.size(), published->dynamic_broker_values.size());
   return first_error;
+}
+
+void partition_manager::on_broker_defaults_change() {
+  auto job = std::make_shared<creation_job>();
+  job->broker_defaults = true;
+  {
+    std::lock_guard g(create_mu_);
+    create_queue_.push_back(std::move(job));
+  }
+  create_cv_.notify_all();
+}
+
+void partition_manager::sync_broker_defaults() {
+  std::lock_guard change(change_mu_);
+  const auto defaults = table_->broker_defaults();
+  const auto current = broker_config();
+  if (!defaults || *defaults == current->dynamic_default_values) return;
+  auto next = config::make_broker_config(current->static_values, *defaults, current->dynamic_broker_values);
+  if (!next.ok()) {
+    // As at start (broker_configs.h): a level that does not combine with
+    // this broker's static settings is left out, loudly.
+    SLUICE_LOG_ERROR("cluster-wide broker config not applied on this broker: {}", next.err().message);
+    return;
+  }
+  publish_broker_config_locked(std::move(next).value(), "cluster-wide default, from the controller").ignore();
 }
 
 void partition_manager::on_broker_config_change(
@@ -546,7 +591,9 @@ void partition_manager::run_creator() {
       if (create_stopping_) return;
       job = create_queue_.front();  // stays queued, so delete_topic can cancel it
     }
-    if (job->sync) {
+    if (job->broker_defaults) {
+      sync_broker_defaults();
+    } else if (job->sync) {
       sync_topic(job->topic);
     } else {
       create_logs(*job);

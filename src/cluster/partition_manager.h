@@ -93,6 +93,12 @@ class partition_manager {
   // when the topic is gone (or is another topic of the same name now).
   // Returns at once; call it in the store's order of changes.
   void on_store_change(const std::string& topic);
+  // The store's cluster-wide broker defaults (metadata_store::
+  // broker_defaults, a cluster's etcd) changed: the background thread
+  // publishes a snapshot with them, as alter_broker_config does. Returns at
+  // once; the metadata thread calls it, which must not wait for
+  // change_mu_ (its holders may wait for the metadata thread).
+  void on_broker_defaults_change();
 
   // How create_topic and add_partitions make the new partitions' logs.
   enum class create_mode {
@@ -170,7 +176,9 @@ class partition_manager {
   // that serialises changes, so two concurrent alters cannot lose one
   // another's keys. Its error is returned unchanged and nothing changes.
   // Unless `validate_only`, the level `cluster_default` names is then
-  // persisted (cluster/broker_configs.h), the snapshot published, every
+  // persisted (cluster/broker_configs.h; in a cluster the cluster-wide
+  // default goes to the store instead, through the controller, and
+  // `compute` starts from the store's defaults), the snapshot published, every
   // partition given its recomputed effective topic config, and every
   // listener called, in that order. A failed write changes nothing.
   using broker_config_fn =
@@ -223,6 +231,7 @@ class partition_manager {
     bool cancelled = false;
     std::vector<std::function<void()>> done;  // when_created callbacks, create_mu_
     bool sync = false;  // on_store_change: bring the topic in line with the store
+    bool broker_defaults = false;  // on_broker_defaults_change; `topic` is empty
   };
 
   status load(std::unique_ptr<metadata_store> store);
@@ -244,6 +253,11 @@ class partition_manager {
   void remove_local_locked(const std::string& topic, int32_t partitions);
   std::string snapshot_path(const std::string& topic, int32_t p) const;
   status set_topic_overrides_locked(const std::string& name, const config::config_map& overrides);
+  // Publishes `next` as the broker's snapshot, recomputes every
+  // partition's effective config and tells the listeners; change_mu_ held.
+  status publish_broker_config_locked(config::broker_config next, std::string_view why);
+  // The work of on_broker_defaults_change, on the background thread.
+  void sync_broker_defaults();
   // Deletes the topic `find` returns under change_mu_ (`missing` when
   // none), then tells the on_topic_deleted listeners.
   std::optional<create_error> delete_found(const std::function<std::optional<topic_info>()>& find,

@@ -6,6 +6,7 @@
 #include "cluster/test_managers.h"
 #include "cluster/metadata_cache.h"
 #include "cluster/partition_manager.h"
+#include "cluster/broker_configs.h"
 
 #include <filesystem>
 #include <fstream>
@@ -551,6 +552,17 @@ class memory_store final : public metadata_store {
       t.assignment.push_back(a);
     }
   }
+  // Broker defaults, kept only when the test asks (a cluster's store).
+  std::optional<config::config_map> broker_defaults() const override {
+    std::lock_guard g(mu_);
+    return defaults_;
+  }
+  status set_broker_defaults(const config::config_map& d) override {
+    std::lock_guard g(mu_);
+    defaults_ = d;
+    return {};
+  }
+  void keep_broker_defaults() { set_broker_defaults({}).ignore(); }
   // What a controller would write: a test sets a partition's replicas and state.
   void set_state(const std::string& topic, int32_t p, replica_list replicas, partition_state st) {
     std::lock_guard g(mu_);
@@ -564,8 +576,52 @@ class memory_store final : public metadata_store {
   mutable std::mutex mu_;
   std::map<std::string, topic_info> topics_;
   std::map<std::pair<std::string, int32_t>, partition_state> states_;
+  std::optional<config::config_map> defaults_;
   int created_ = 0;
 };
+
+// A store that keeps the cluster-wide broker defaults (a cluster's etcd):
+// an alter of the default level goes to the store, starts from what the
+// store holds, writes no local file; a change the store reports later
+// (another broker's alter, through the controller) is published by the
+// background thread.
+TEST_F(PartitionManagerTest, ClusterWideBrokerDefaultsLiveInTheStore) {
+  auto store = std::make_unique<memory_store>(0, true);
+  memory_store* s = store.get();
+  s->keep_broker_defaults();
+  ASSERT_NE(open(io::filesystem::posix(), {}, std::move(store)), nullptr);
+  using ops = std::vector<config::alter_request>;
+  auto alter = [&](bool cluster_default, ops o) {
+    return pm_->alter_broker_config(
+        cluster_default,
+        [&](const config::broker_config& current) { return config::alter_broker_config(current, cluster_default, o); },
+        false);
+  };
+  config::config_map elsewhere;  // written by another broker's alter, not yet applied here
+  elsewhere.set("log.roll.ms", int64_t{600000});
+  ASSERT_TRUE(s->set_broker_defaults(elsewhere).ok());
+  ASSERT_TRUE(alter(true, ops{{"log.retention.ms", config::alter_op::set, "5000"}}).ok());
+  auto d = s->broker_defaults();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NE(d->find("log.retention.ms"), nullptr);
+  EXPECT_NE(d->find("log.roll.ms"), nullptr) << "the alter started from the store's level";
+  EXPECT_EQ(pm_->broker_config()->topic_defaults.retention_ms, 5000);
+  EXPECT_EQ(pm_->broker_config()->topic_defaults.segment_ms, 600000);
+  EXPECT_FALSE(fs::exists(broker_default_configs_path(tmp_.path())));
+
+  // Another broker removed both: published here once the store says so.
+  ASSERT_TRUE(s->set_broker_defaults({}).ok());
+  EXPECT_EQ(pm_->broker_config()->topic_defaults.retention_ms, 5000);
+  pm_->on_broker_defaults_change();
+  pm_->wait_for_creations();
+  EXPECT_TRUE(pm_->broker_config()->dynamic_default_values.empty());
+  EXPECT_NE(pm_->broker_config()->topic_defaults.retention_ms, 5000);
+
+  // The node's own level stays local.
+  ASSERT_TRUE(alter(false, ops{{"log.retention.ms", config::alter_op::set, "6000"}}).ok());
+  EXPECT_TRUE(s->broker_defaults()->empty());
+  EXPECT_TRUE(fs::exists(broker_node_configs_path(tmp_.path(), 0)));
+}
 
 // The partition manager keeps its topics only in the store it is given:
 // topics created, grown and deleted through it land in that store, and

@@ -2,6 +2,7 @@
 
 #include "cluster/metadata_cache.h"
 #include "kafka/forwarder.h"
+#include "kafka/handlers/handlers.h"
 
 #include <algorithm>
 #include <atomic>
@@ -127,7 +128,11 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
     req.min_rtt = ctx.min_rtt();
     if (st) req.fetch_cursor = st->fetch_cursor;
   }
-  if (svc_.forward && forwarder::forwardable(key) && svc_.metadata) {
+  // The controller's requests (forwarder.h): passed on to the controller,
+  // or on the controller run on the forwarding thread, since they wait on
+  // etcd, which an I/O thread must not.
+  if (svc_.forward && svc_.metadata &&
+      (forwarder::forwardable(key) || (is_alter_configs(key) && alter_configs_for_controller(req)))) {
     const int32_t controller = svc_.metadata->controller_id();
     if (controller >= 0 && controller != svc_.node_id) {
       if (auto b = svc_.metadata->broker(controller)) {
@@ -135,14 +140,6 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
         return;
       }
     }
-    // This broker's own answer waits on etcd: off the I/O thread.
-    svc_.forward->handle_here(std::move(req));
-    return;
-  }
-  // ElectLeaders is not forwarded (a broker that is not the controller
-  // answers NOT_CONTROLLER), but on the controller it waits on etcd too.
-  constexpr int16_t elect_leaders_key = 43;
-  if (svc_.forward && key == elect_leaders_key) {
     svc_.forward->handle_here(std::move(req));
     return;
   }

@@ -14,6 +14,8 @@
 #include "base/endian.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
 
 namespace sluice::kafka {
 
@@ -22,6 +24,7 @@ namespace {
 constexpr int16_t create_topics_key = 19;
 constexpr int16_t delete_topics_key = 20;
 constexpr int16_t create_partitions_key = 37;
+constexpr int16_t elect_leaders_key = 43;
 
 // Waits until `fd` is ready for `events` or `deadline_ms` (monotonic) passes.
 bool wait_fd(int fd, short events, const sluice::deadline& until) {
@@ -93,11 +96,13 @@ int connect_to(const std::string& host, int32_t port, const sluice::deadline& un
 }  // namespace
 
 bool forwarder::forwardable(int16_t api_key) {
-  return api_key == create_topics_key || api_key == delete_topics_key || api_key == create_partitions_key;
+  return api_key == create_topics_key || api_key == delete_topics_key || api_key == create_partitions_key ||
+         api_key == elect_leaders_key;
 }
 
-forwarder::forwarder(int64_t timeout_ms, std::function<void(request)> local)
-    : timeout_ms_(timeout_ms), local_(std::move(local)) {
+forwarder::forwarder(int64_t timeout_ms, std::function<void(request)> local,
+                     std::function<void(const std::string&)> create_here)
+    : timeout_ms_(timeout_ms), local_(std::move(local)), create_here_(std::move(create_here)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -115,6 +120,21 @@ void forwarder::submit(request req, std::string host, int32_t port) {
   local_(std::move(req));
 }
 
+void forwarder::create_topics(std::vector<std::string> topics, std::string host, int32_t port) {
+  std::lock_guard g(mu_);
+  if (stopping_) return;
+  std::vector<std::string> fresh;
+  for (auto& t : topics)
+    if (creating_.insert(t).second) fresh.push_back(std::move(t));
+  if (fresh.empty()) return;
+  job j;
+  j.host = std::move(host);
+  j.port = port;
+  j.auto_create = std::move(fresh);
+  queue_.push_back(std::move(j));
+  cv_.notify_one();
+}
+
 void forwarder::stop() {
   {
     std::lock_guard g(mu_);
@@ -130,7 +150,8 @@ void forwarder::stop() {
     std::lock_guard g(mu_);
     left.swap(queue_);
   }
-  for (auto& j : left) local_(std::move(j.req));
+  for (auto& j : left)
+    if (j.auto_create.empty()) local_(std::move(j.req));
 }
 
 void forwarder::disconnect() {
@@ -138,20 +159,21 @@ void forwarder::disconnect() {
   fd_ = -1;
 }
 
-std::optional<std::vector<std::byte>> forwarder::exchange(const job& j) {
+std::optional<std::vector<std::byte>> forwarder::exchange(std::span<const std::byte> frame,
+                                                          const std::string& host, int32_t port) {
   const sluice::deadline until(timeout_ms_);
-  if (fd_ >= 0 && (peer_host_ != j.host || peer_port_ != j.port)) disconnect();
+  if (fd_ >= 0 && (peer_host_ != host || peer_port_ != port)) disconnect();
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (fd_ < 0) {
-      fd_ = connect_to(j.host, j.port, until);
+      fd_ = connect_to(host, port, until);
       if (fd_ < 0) return std::nullopt;
-      peer_host_ = j.host;
-      peer_port_ = j.port;
+      peer_host_ = host;
+      peer_port_ = port;
     }
     std::byte size[4];
-    store_be<uint32_t>(size, static_cast<uint32_t>(j.req.frame.size()));
+    store_be<uint32_t>(size, static_cast<uint32_t>(frame.size()));
     std::byte got[4];
-    if (send_all(fd_, size, 4, until) && send_all(fd_, j.req.frame.data(), j.req.frame.size(), until) &&
+    if (send_all(fd_, size, 4, until) && send_all(fd_, frame.data(), frame.size(), until) &&
         recv_all(fd_, got, 4, until)) {
       const uint32_t n = load_be<uint32_t>(got);
       if (n < 4 || n > static_cast<uint32_t>(limits::max_socket_request_max_bytes)) {
@@ -168,6 +190,57 @@ std::optional<std::vector<std::byte>> forwarder::exchange(const job& j) {
   return std::nullopt;
 }
 
+void forwarder::run_auto_create(const job& j) {
+  if (j.host.empty()) {
+    for (const auto& t : j.auto_create)
+      if (create_here_) create_here_(t);
+    return;
+  }
+  // Version 4: the first that lets the controller pick the partition count
+  // and replication factor (-1, KIP-464), and the last before the flexible
+  // encoding, which is all an automatic creation needs.
+  constexpr int16_t version = 4;
+  protocol::create_topics_request req;
+  for (const auto& name : j.auto_create) {
+    auto& t = req.topics.emplace_back();
+    t.name = name;
+    t.num_partitions = -1;
+    t.replication_factor = -1;
+  }
+  req.timeout_ms = static_cast<int32_t>(timeout_ms_);
+  const int32_t correlation_id = ++auto_correlation_id_;
+  auto bytes = protocol::encode_request(correlation_id, version, req, std::string("sluice-auto-create")).flatten();
+  SLUICE_ASSERT(bytes.ok(), "a CreateTopics request encodes");
+  const auto* p = reinterpret_cast<const std::byte*>(bytes->data());
+  auto answer = exchange(std::span<const std::byte>(p + 4, bytes->size() - 4), j.host, j.port);
+  if (!answer) {
+    SLUICE_LOG_INFO("automatic creation of {} topic(s) ({}...): the controller at {}:{} did not answer",
+                    j.auto_create.size(), j.auto_create.front(), j.host, j.port);
+    return;
+  }
+  auto body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(answer->data()), answer->size());
+  protocol::reader rd(body);
+  protocol::response_header h;
+  h.read(rd, protocol::response_header_version(protocol::create_topics_response::api_key, version));
+  protocol::create_topics_response resp;
+  resp.read(rd, version);
+  if (!rd.to_status().ok() || h.correlation_id != correlation_id) {
+    SLUICE_LOG_WARN("automatic topic creation: the controller at {}:{} answered what does not decode", j.host,
+                    j.port);
+    disconnect();
+    return;
+  }
+  constexpr int16_t topic_already_exists = 36;
+  for (const auto& t : resp.topics) {
+    if (t.error_code == 0) {
+      SLUICE_LOG_INFO("asked the controller to create topic {} (automatic creation)", t.name);
+    } else if (t.error_code != topic_already_exists) {
+      SLUICE_LOG_WARN("automatic creation of topic {}: error {} {}", t.name, t.error_code,
+                      t.error_message.value_or(""));
+    }
+  }
+}
+
 void forwarder::run() {
   for (;;) {
     job j;
@@ -178,11 +251,17 @@ void forwarder::run() {
       j = std::move(queue_.front());
       queue_.pop_front();
     }
+    if (!j.auto_create.empty()) {
+      run_auto_create(j);
+      std::lock_guard g(mu_);
+      for (const auto& t : j.auto_create) creating_.erase(t);
+      continue;
+    }
     if (j.host.empty()) {
       local_(std::move(j.req));
       continue;
     }
-    auto answer = exchange(j);
+    auto answer = exchange(j.req.frame, j.host, j.port);
     if (!answer) {
       SLUICE_LOG_INFO("forwarding API {} to the controller at {}:{} failed; answering here", j.req.api_key(),
                       j.host, j.port);

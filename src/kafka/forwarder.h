@@ -1,7 +1,10 @@
 #pragma once
 
 // Forwarding of controller requests (as Kafka's KIP-590 forwards): in a
-// cluster, CreateTopics, DeleteTopics and CreatePartitions sent to a broker
+// cluster, CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders
+// (forwardable()), and AlterConfigs and IncrementalAlterConfigs of topics
+// or the cluster-wide broker default (alter_configs_for_controller,
+// kafka/handlers/handlers.h), sent to a broker
 // that is not the controller are passed on, byte for byte, to the broker
 // Metadata names as the controller, and its answer is passed back to the
 // client unchanged (it carries the client's correlation id). Clients that
@@ -26,8 +29,11 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kafka/request.h"
 
@@ -35,17 +41,30 @@ namespace sluice::kafka {
 
 class forwarder {
  public:
-  // `local` handles a request here when forwarding fails.
-  forwarder(int64_t timeout_ms, std::function<void(request)> local);
+  // `local` handles a request here when forwarding fails; `create_here`
+  // creates a topic automatically on this broker, when it is the
+  // controller (with the broker's default partitions and replication).
+  forwarder(int64_t timeout_ms, std::function<void(request)> local,
+            std::function<void(const std::string& topic)> create_here = {});
   ~forwarder();
 
-  // Whether requests of `api_key` are the controller's.
+  // Whether every request of `api_key` is the controller's (the
+  // AlterConfigs APIs depend on the resources they name: handlers.h).
   static bool forwardable(int16_t api_key);
   // Forwards `req` to the controller at host:port.
   void submit(request req, std::string host, int32_t port);
   // Handles `req` here, on the forwarding thread: the controller's own
   // admin requests wait on etcd, which an I/O thread must not.
   void handle_here(request req) { submit(std::move(req), {}, 0); }
+  // Automatic topic creation (auto.create.topics.enable, a Metadata that
+  // allows it), as Kafka's brokers do it: asks the controller at host:port
+  // (empty host: this broker is the controller) to create `topics` with
+  // its default partition count and replication factor, by a CreateTopics
+  // request, and returns at once; the Metadata answers LEADER_NOT_AVAILABLE
+  // and the client asks again until the topic is there. A topic asked for
+  // and not yet answered is not asked again; a failure is logged only (the
+  // client's next Metadata asks again).
+  void create_topics(std::vector<std::string> topics, std::string host, int32_t port);
   void stop();
 
  private:
@@ -53,23 +72,31 @@ class forwarder {
     request req;
     std::string host;
     int32_t port;
+    // Not empty: an automatic creation of these topics (req is unused).
+    std::vector<std::string> auto_create;
   };
   void run();
-  // Sends the frame and reads the answer's body; nullopt on any failure.
-  std::optional<std::vector<std::byte>> exchange(const job& j);
+  void run_auto_create(const job& j);
+  // Sends `frame` (without its size) and reads the answer's body; nullopt
+  // on any failure.
+  std::optional<std::vector<std::byte>> exchange(std::span<const std::byte> frame, const std::string& host,
+                                                 int32_t port);
   void disconnect();
 
   const int64_t timeout_ms_;
   std::function<void(request)> local_;
+  std::function<void(const std::string&)> create_here_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<job> queue_;
   bool stopping_ = false;
+  std::set<std::string> creating_;  // automatic creations queued or running
   std::thread thread_;
   // The forwarding thread's connection.
   int fd_ = -1;
   std::string peer_host_;
   int32_t peer_port_ = 0;
+  int32_t auto_correlation_id_ = 0;  // the forwarding thread's own requests
 };
 
 }  // namespace sluice::kafka

@@ -3,7 +3,10 @@
 members' health and the controller epoch), `sluice topic create` and
 `sluice topic describe` (leader, leader epoch, replicas, ISR and offline
 replicas per partition), and `sluice cluster elect-leaders` with the
-answers Kafka gives per partition.
+answers Kafka gives per partition. Then the controller's requests sent to
+any broker: ElectLeaders, AlterConfigs of topics and of the cluster-wide
+broker default (kept in etcd, so every broker shows it, a restarted one
+too), automatic topic creation; and DescribeCluster on every broker.
 
 There is no replication yet: a broker that restarts is not in any ISR
 again, so a preferred election cannot give it its partitions back
@@ -11,20 +14,25 @@ again, so a preferred election cannot give it its partitions back
 whose only in-sync replica is down to a live out-of-sync one.
 """
 
+import os
 import re
+import socket
 import struct
 import subprocess
-import time
 import urllib.request
 
 import pytest
+from confluent_kafka import Producer
 
-from cluster_harness import Cluster, _kstr, _request
-from sluice_harness import SLUICE_BIN
+from cluster_harness import Cluster, _kstr, _recv_exact, _request
+from sluice_harness import SLUICE_BIN, Reader
 
 SESSION_TIMEOUT_MS = 4000
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 NOT_CONTROLLER = 41
+LEADER_NOT_AVAILABLE = 5
+INVALID_CONFIG = 40
+ELECTION_NOT_NEEDED = 84
 
 
 def sluice(*args, check=True, timeout=60):
@@ -114,20 +122,205 @@ def test_topic_create_and_describe(cluster):
     assert r.returncode == 1 and "absent-0\tUNKNOWN_TOPIC_OR_PARTITION" in r.stdout, r.stdout + r.stderr
 
 
-def test_a_non_controller_refuses_elect_leaders(cluster):
+def test_a_non_controller_forwards_elect_leaders(cluster):
     view = cluster.wait_converged()
     other = next(n for n in cluster.node_ids if n != view.controller)
-    # ElectLeaders v1: election type, null topic list, timeout.
+    # ElectLeaders v1: election type, null topic list, timeout. Forwarded to
+    # the controller, which finds nothing to elect.
     body = struct.pack(">bii", 0, -1, 5000)
     r = _request(cluster.broker(other).port, 43, 1, body, 10.0)
     _throttle, error = r.take(">ih")
-    assert error == NOT_CONTROLLER
+    assert error == 0
     # v0 has no top-level code: each named partition says it.
     body = struct.pack(">i", 1) + _kstr("tools") + struct.pack(">ii", 1, 0) + struct.pack(">i", 5000)
     r = _request(cluster.broker(other).port, 43, 0, body, 10.0)
     r.take(">i")
     assert r.take(">i") == 1 and r.string() == "tools"
-    assert r.take(">i") == 1 and r.take(">ih") == (0, NOT_CONTROLLER)
+    assert r.take(">i") == 1 and r.take(">ih") == (0, ELECTION_NOT_NEEDED)
+    # The operator's tool pointed at that broker alone works too.
+    out = sluice("cluster", "elect-leaders", "--bootstrap", cluster.broker(other).address).stdout
+    assert out.strip() == "no election needed", out
+
+
+# ---- configs through any broker (raw requests: a client would send them
+# to the controller itself, which would not show the forwarding)
+
+TOPIC, BROKER = 2, 4
+
+
+def alter_configs(port, resources, incremental=False):
+    """AlterConfigs v0 (or IncrementalAlterConfigs v0) of `resources`, a
+    list of (type, name, [(key, value)] or [(key, op, value)]); returns
+    {(type, name): (error, message)}."""
+    body = struct.pack(">i", len(resources))
+    for rtype, name, configs in resources:
+        body += struct.pack(">b", rtype) + _kstr(name) + struct.pack(">i", len(configs))
+        for c in configs:
+            body += _kstr(c[0])
+            if incremental:
+                body += struct.pack(">b", c[1])
+            value = c[-1]
+            body += struct.pack(">h", -1) if value is None else _kstr(value)
+    body += struct.pack(">b", 0)  # validate_only
+    r = _request(port, 44 if incremental else 33, 0, body, 20.0)
+    r.take(">i")  # throttle_time_ms
+    out = {}
+    for _ in range(r.take(">i")):
+        error, message, rtype, name = r.take(">h"), r.string(), r.take(">b"), r.string()
+        out[(rtype, name)] = (error, message)
+    return out
+
+
+def describe_configs(port, rtype, name, keys):
+    """DescribeConfigs v0 of one resource: {key: value}, or the error code."""
+    body = struct.pack(">i", 1) + struct.pack(">b", rtype) + _kstr(name)
+    body += struct.pack(">i", len(keys)) + b"".join(_kstr(k) for k in keys)
+    r = _request(port, 32, 0, body, 10.0)
+    r.take(">i")
+    assert r.take(">i") == 1
+    error, _message, _rtype, _name = r.take(">h"), r.string(), r.take(">b"), r.string()
+    if error:
+        return error
+    values = {}
+    for _ in range(r.take(">i")):
+        key, value = r.string(), r.string()
+        r.take(">bbb")  # read_only, is_default, is_sensitive
+        values[key] = value
+    return values
+
+
+def test_topic_configs_altered_through_a_non_controller(cluster):
+    view = cluster.wait_converged()
+    x, y = [n for n in cluster.node_ids if n != view.controller]
+    sluice("topic", "create", "cfg", "-p", "1", "-r", "1", "--bootstrap", cluster.bootstrap)
+    cluster.wait_for(lambda: all("cfg" in v.topics for v in cluster.metadata_all().values()), 15,
+                     "every broker to know topic cfg")
+    got = alter_configs(cluster.broker(x).port, [(TOPIC, "cfg", [("retention.ms", "1234567")])])
+    assert got == {(TOPIC, "cfg"): (0, None)}, got
+    cluster.wait_for(lambda: describe_configs(cluster.broker(y).port, TOPIC, "cfg", ["retention.ms"])
+                     == {"retention.ms": "1234567"}, 10, f"broker {y} to show the new retention.ms")
+    got = alter_configs(cluster.broker(y).port, [(TOPIC, "cfg", [("segment.ms", 0, "7654321")])], incremental=True)
+    assert got == {(TOPIC, "cfg"): (0, None)}, got
+    for n in cluster.node_ids:
+        cluster.wait_for(lambda: describe_configs(cluster.broker(n).port, TOPIC, "cfg", ["retention.ms", "segment.ms"])
+                         == {"retention.ms": "1234567", "segment.ms": "7654321"}, 10, f"broker {n} to show both")
+    # A bad value is refused by the controller, and the answer comes back.
+    got = alter_configs(cluster.broker(x).port, [(TOPIC, "cfg", [("retention.ms", "soon")])])
+    assert got[(TOPIC, "cfg")][0] == INVALID_CONFIG, got
+    # A request naming this broker's own resource stays here: the topic in
+    # it is the controller's, so it is refused with NOT_CONTROLLER.
+    got = alter_configs(cluster.broker(x).port, [(TOPIC, "cfg", [("retention.ms", "1")]),
+                                                 (BROKER, str(x), [("log.cleaner.min.compaction.lag.ms", "1000")])])
+    assert got == {(TOPIC, "cfg"): (NOT_CONTROLLER, got[(TOPIC, "cfg")][1]), (BROKER, str(x)): (0, None)}, got
+    assert describe_configs(cluster.broker(x).port, TOPIC, "cfg", ["retention.ms"]) == {"retention.ms": "1234567"}
+    got = alter_configs(cluster.broker(x).port, [(BROKER, str(x), [])])
+    assert got == {(BROKER, str(x)): (0, None)}, got
+
+
+def test_cluster_wide_broker_config_reaches_every_broker_and_survives_a_restart(cluster):
+    view = cluster.wait_converged()
+    x, y = [n for n in cluster.node_ids if n != view.controller]
+    key, value = "log.retention.ms", "7200000"
+    got = alter_configs(cluster.broker(x).port, [(BROKER, "", [(key, 0, value)])], incremental=True)
+    assert got == {(BROKER, ""): (0, None)}, got
+
+    def everywhere():
+        return all(describe_configs(cluster.broker(n).port, BROKER, str(n), [key]) == {key: value}
+                   and describe_configs(cluster.broker(n).port, BROKER, "", [key]) == {key: value}
+                   for n in cluster.node_ids)
+
+    cluster.wait_for(everywhere, 10, "every broker to show the cluster-wide value")
+    # Kept in etcd, not in a broker's data directory: a restarted broker
+    # reads it back from there.
+    for n in cluster.node_ids:
+        assert not os.path.exists(os.path.join(cluster.broker(n).data_dir, "meta", "broker_configs", "default"))
+    cluster.restart(y)
+    cluster.wait_converged(timeout=FAILOVER_S)
+    assert describe_configs(cluster.broker(y).port, BROKER, str(y), [key]) == {key: value}
+    # Removed through another broker: gone everywhere, back to the default.
+    got = alter_configs(cluster.broker(y).port, [(BROKER, "", [(key, 1, None)])], incremental=True)
+    assert got == {(BROKER, ""): (0, None)}, got
+    cluster.wait_for(lambda: all(describe_configs(cluster.broker(n).port, BROKER, "", [key]) == {}
+                                 for n in cluster.node_ids), 10, "every broker to drop the cluster-wide value")
+
+
+def test_auto_create_through_a_non_controller(cluster):
+    view = cluster.wait_converged()
+    other = next(n for n in cluster.node_ids if n != view.controller)
+    topic = "auto-created"
+    # Metadata v4 naming the topic, allow_auto_topic_creation true.
+    body = struct.pack(">i", 1) + _kstr(topic) + struct.pack(">b", 1)
+    r = _request(cluster.broker(other).port, 3, 4, body, 10.0)
+    r.take(">i")  # throttle_time_ms
+    for _ in range(r.take(">i")):
+        r.take(">i"), r.string(), r.take(">i"), r.string()
+    r.string(), r.take(">i")  # cluster id, controller
+    assert r.take(">i") == 1
+    error, name = r.take(">h"), r.string()
+    assert name == topic and error in (0, LEADER_NOT_AVAILABLE), error
+    cluster.wait_for(lambda: (lambda v: v if v and topic in v.topics and v.topics[topic].partitions
+                              and all(p.leader >= 0 for p in v.topics[topic].partitions.values()) else None)(
+        cluster.agreed_view()), 15, "every broker to show the automatically created topic led")
+    # A producer that knows only that broker: its Metadata creates the topic.
+    reports = []
+    p = Producer({"bootstrap.servers": cluster.broker(other).address, "message.timeout.ms": 20000})
+    for i in range(5):
+        p.produce("auto-produced", value=b"v%d" % i, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(30) == 0
+    assert reports == [None] * 5, reports
+
+
+def test_describe_cluster_on_every_broker(cluster):
+    view = cluster.wait_converged()
+    answers = {n: describe_cluster(cluster.broker(n).port) for n in cluster.node_ids}
+    for n, (error, cluster_id, controller, brokers) in answers.items():
+        assert error == 0, (n, error)
+        assert controller == view.controller and cluster_id == view.cluster_id, (n, controller, cluster_id)
+        assert brokers == {b: ("127.0.0.1", cluster.broker(b).port) for b in cluster.node_ids}, (n, brokers)
+
+
+def describe_cluster(port):
+    """DescribeCluster v0 (flexible: request header v2, compact strings,
+    tagged fields): (error, cluster id, controller id, {id: (host, port)})."""
+    client_id = b"cluster-harness"
+    corr = 9
+    payload = struct.pack(">hhih", 60, 0, corr, len(client_id)) + client_id + b"\x00"  # header tags
+    payload += struct.pack(">b", 0) + b"\x00"  # include_cluster_authorized_operations, tags
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        (n,) = struct.unpack(">i", _recv_exact(s, 4))
+        r = Reader(_recv_exact(s, n))
+
+    def uvarint():
+        v, shift = 0, 0
+        while True:
+            b = r.take(">B")
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+
+    def cstring():
+        n = uvarint()
+        if n == 0:
+            return None
+        s = r.d[r.p:r.p + n - 1].decode()
+        r.p += n - 1
+        return s
+
+    assert r.take(">i") == corr
+    uvarint()  # response header tags
+    r.take(">i")  # throttle_time_ms
+    error = r.take(">h")
+    cstring()  # error message
+    cluster_id = cstring()
+    controller = r.take(">i")
+    brokers = {}
+    for _ in range(uvarint() - 1):
+        broker_id, host, bport, _rack = r.take(">i"), cstring(), r.take(">i"), cstring()
+        uvarint()
+        brokers[broker_id] = (host, bport)
+    return error, cluster_id, controller, brokers
 
 
 def test_elect_leaders_after_a_restart_and_unclean(cluster):

@@ -6,6 +6,11 @@
 // value, INVALID_REQUEST for a broker setting that cannot change at runtime
 // or another broker's id. A valid change is persisted, then applied to the
 // running partitions and subsystems (partition_manager).
+//
+// In a cluster a topic's configs and the cluster-wide default live in etcd
+// and only the controller changes them: a request naming them and no
+// single broker is forwarded to the controller (alter_configs_for_controller,
+// handlers.h); a broker's own values stay in its local file.
 
 #include <variant>
 
@@ -65,7 +70,29 @@ bool supported_type(int8_t type, const std::string& name, resource_response& out
   return false;
 }
 
+template <class Body>
+bool names_controller_resources(const request& req) {
+  auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(req.frame.data()), req.frame.size());
+  protocol::reader rd(bytes);
+  if (!protocol::decode_request_header(rd).ok()) return false;
+  Body body;
+  body.read(rd, req.version());
+  if (!rd.to_status().ok()) return false;
+  bool controllers = false;
+  for (const auto& r : body.resources) {
+    if (r.resource_type == resource_broker && !r.resource_name.empty()) return false;
+    if (r.resource_type == resource_topic || r.resource_type == resource_broker) controllers = true;
+  }
+  return controllers;
+}
+
 }  // namespace
+
+bool alter_configs_for_controller(const request& req) {
+  if (req.api_key() == 33) return names_controller_resources<protocol::alter_configs_request>(req);
+  if (req.api_key() == 44) return names_controller_resources<protocol::incremental_alter_configs_request>(req);
+  return false;
+}
 
 void handle_alter_configs(request req) {
   auto body = decode_body<protocol::alter_configs_request>(req);

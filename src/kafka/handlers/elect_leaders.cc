@@ -14,8 +14,9 @@
 //   - UNKNOWN_TOPIC_OR_PARTITION.
 // A request for every partition (null topic list) lists, as Kafka's does,
 // only the partitions whose election was needed. Sent to a broker that is
-// not the controller: NOT_CONTROLLER, at the top level from v1, for each
-// named partition in v0, which has no top-level code.
+// not the controller, it is forwarded there (kafka/forwarder.h); when the
+// controller cannot be reached it answers NOT_CONTROLLER, at the top level
+// from v1, for each named partition in v0, which has no top-level code.
 
 #include <algorithm>
 #include <map>

@@ -47,6 +47,19 @@ void handle_describe_groups(request req);
 void handle_list_groups(request req);
 void handle_delete_groups(request req);
 
+// AlterConfigs (33) or IncrementalAlterConfigs (44).
+inline bool is_alter_configs(int16_t api_key) { return api_key == 33 || api_key == 44; }
+// Whether an AlterConfigs or IncrementalAlterConfigs request is the
+// controller's, in a cluster: it names a topic or the cluster-wide default
+// broker resource (name ""), whose values live in etcd, and no single
+// broker, whose values are that broker's own. Such a request is forwarded
+// whole to the controller (dispatcher.cc); any other is handled where it
+// arrived, where a topic in it answers NOT_CONTROLLER unless this broker is
+// the controller. (Kafka's clients send a request that names a broker to
+// that broker.) A request that does not decode is not the controller's:
+// its handler closes the connection.
+bool alter_configs_for_controller(const request& req);
+
 // Fills `out`, a partition of a Metadata or a DescribeTopicPartitions
 // answer (the fields both have), from the metadata cache's leadership, so
 // the two never disagree. A partition without a leader (its log still being

@@ -1,10 +1,18 @@
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
+#include "kafka/forwarder.h"
 #include "kafka/handlers/handlers.h"
 
-namespace sluice::kafka {
+// Metadata: brokers, controller, cluster id and the topics asked for.
+// Automatic creation (auto.create.topics.enable and the request's
+// allow_auto_topic_creation): a single broker creates a missing topic at
+// once and describes it; in a cluster the controller does, asked through
+// the forwarder (kafka/forwarder.h) from whichever broker got the request,
+// and the topic answers LEADER_NOT_AVAILABLE until the client's next
+// Metadata finds it, as Kafka's brokers answer.
 
+namespace sluice::kafka {
 
 namespace {
 
@@ -49,6 +57,7 @@ void handle_metadata(request req) {
   // allow_auto_topic_creation exists from v4; older clients always allow it.
   const bool may_create = cfg->auto_create_topics_enable && body->allow_auto_topic_creation;
   constexpr protocol::uuid no_id{};
+  std::vector<std::string> to_create;  // automatically, by the controller
   for (const auto& rt : *body->topics) {
     auto& out = resp.topics.emplace_back();
     // Topic ids in a request are served from v12 (KIP-516); v10-11 define
@@ -84,6 +93,13 @@ void handle_metadata(request req) {
         out.error_code = to_wire(error_code::invalid_topic_exception);
         continue;
       }
+      if (svc.forward) {
+        // A cluster: the controller creates it (which waits on etcd, so
+        // never on this I/O thread); the client asks again meanwhile.
+        to_create.push_back(name);
+        out.error_code = to_wire(error_code::leader_not_available);
+        continue;
+      }
       auto e = pm.create_topic(name, -1, -1, {}, false);
       if (e && e->code != errc::already_exists) {
         SLUICE_LOG_WARN("auto-creating topic {}: {}", name, e->message);
@@ -98,6 +114,16 @@ void handle_metadata(request req) {
       continue;
     }
     describe_topic(svc, *t, out);
+  }
+  if (!to_create.empty()) {
+    const int32_t controller = md.controller_id();
+    std::optional<cluster::broker_endpoint> b;
+    if (controller >= 0 && controller != svc.node_id) b = md.broker(controller);
+    if (controller < 0 || (controller != svc.node_id && !b)) {
+      SLUICE_LOG_DEBUG("automatic creation of {} waits for a controller", to_create.front());
+    } else {
+      svc.forward->create_topics(std::move(to_create), b ? b->host : std::string(), b ? b->port : 0);
+    }
   }
   req.respond(resp);
 }
