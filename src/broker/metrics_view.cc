@@ -1,5 +1,6 @@
 #include "broker/metrics_view.h"
 
+#include "base/clock.h"
 #include "protocol/frame.h"
 
 namespace sluice::broker {
@@ -47,6 +48,48 @@ void render_cluster(std::string& out, const cluster::control_plane& cp) {
   sample(out, "sluice_offline_partitions", "", static_cast<double>(f.offline));
   header(out, "sluice_brokers_alive", "gauge", "Brokers registered in etcd, as this broker's metadata shows.");
   sample(out, "sluice_brokers_alive", "", static_cast<double>(f.brokers));
+  header(out, "sluice_isr_shrinks_total", "counter", "ISR changes this broker wrote as leader that removed replicas.");
+  sample(out, "sluice_isr_shrinks_total", "", static_cast<double>(cp.isr_shrinks_total()));
+  header(out, "sluice_isr_expands_total", "counter", "ISR changes this broker wrote as leader that added replicas.");
+  sample(out, "sluice_isr_expands_total", "", static_cast<double>(cp.isr_expands_total()));
+}
+
+// Replication as the partitions this broker hosts see it (docs/replication.md).
+void render_replication(std::string& out, cluster::partition_manager& pm, int64_t now_ms) {
+  size_t under_replicated = 0, under_min_isr = 0;
+  uint64_t truncated = 0;
+  std::string lag_messages, lag_ms;
+  for (const auto& part : pm.replicas().all()) {
+    truncated += part->truncated_committed();
+    if (!part->is_leader()) continue;
+    const auto st = part->replicas();
+    if (st.isr.size() < st.replicas.size()) ++under_replicated;
+    if (part->check_min_insync() != errc::ok) ++under_min_isr;
+    const std::string base =
+        "topic=\"" + label_value(part->id().topic) + "\",partition=\"" + std::to_string(part->id().partition) + "\"";
+    const int64_t end = part->log_end_offset().value();
+    for (const auto& f : part->follower_progress_view()) {
+      const std::string labels = base + ",replica=\"" + std::to_string(f.id) + "\"";
+      if (f.log_end.value() >= 0) sample(lag_messages, "sluice_replica_lag_messages", labels,
+                                         static_cast<double>(std::max<int64_t>(end - f.log_end.value(), 0)));
+      sample(lag_ms, "sluice_replica_lag_ms", labels, static_cast<double>(std::max<int64_t>(now_ms - f.last_caught_up_ms, 0)));
+    }
+  }
+  header(out, "sluice_under_replicated_partitions", "gauge",
+         "Partitions this broker leads whose ISR is smaller than their replicas.");
+  sample(out, "sluice_under_replicated_partitions", "", static_cast<double>(under_replicated));
+  header(out, "sluice_under_min_isr_partitions", "gauge",
+         "Partitions this broker leads whose ISR is smaller than min.insync.replicas (acks=all is refused).");
+  sample(out, "sluice_under_min_isr_partitions", "", static_cast<double>(under_min_isr));
+  header(out, "sluice_replica_lag_messages", "gauge", "Offsets a follower lacks of its leader's log (on the leader).");
+  out += lag_messages;
+  header(out, "sluice_replica_lag_ms", "gauge", "Milliseconds since a follower was last caught up (on the leader).");
+  out += lag_ms;
+  header(out, "sluice_replication_bytes_in_total", "counter", "Bytes of batches this broker copied from leaders.");
+  sample(out, "sluice_replication_bytes_in_total", "", static_cast<double>(pm.replicas().replication_bytes_in()));
+  header(out, "sluice_truncated_committed_offsets_total", "counter",
+         "Committed offsets this broker's replicas threw away when truncating after an unclean election.");
+  sample(out, "sluice_truncated_committed_offsets_total", "", static_cast<double>(truncated));
 }
 
 }  // namespace
@@ -88,6 +131,8 @@ std::string render_metrics(const metrics_sources& src) {
   }
   if (src.requests) src.requests->render(out, api_name);
   if (src.control) render_cluster(out, *src.control);
+  if (src.control && src.partitions)
+    render_replication(out, *src.partitions, sluice::clock::system().monotonic_ms());
   if (src.etcd) src.etcd->render(out);
 
   if (src.partitions) {

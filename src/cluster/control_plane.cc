@@ -389,6 +389,10 @@ void control_plane::run_isr_changes() {
     if (s.ok()) {
       SLUICE_LOG_INFO("{}-{}: ISR is now {} (leader epoch {})", c.topic, c.partition, fmt::join(c.isr, ","),
                       c.leader_epoch);
+      // Counted against the ISR the image held when written.
+      size_t before = 0;
+      if (const auto* pe = image_.partition(c.topic, c.partition)) before = pe->record.state.isr.size();
+      (c.isr.size() < before ? isr_shrinks_ : isr_expands_).fetch_add(1, std::memory_order_relaxed);
     } else {
       SLUICE_LOG_INFO("{}-{}: ISR change to {} not made: {}", c.topic, c.partition, fmt::join(c.isr, ","),
                       s.err().message);

@@ -105,6 +105,9 @@ class control_plane {
   uint64_t controller_changes_total() const { return controller_changes_total_.load(std::memory_order_relaxed); }
   uint64_t clean_elections_total() const { return controller_->clean_elections_total(); }
   uint64_t unclean_elections_total() const { return controller_->unclean_elections_total(); }
+  // ISR changes this broker wrote as a leader: removals and additions.
+  uint64_t isr_shrinks_total() const { return isr_shrinks_.load(std::memory_order_relaxed); }
+  uint64_t isr_expands_total() const { return isr_expands_.load(std::memory_order_relaxed); }
 
   // Called on the metadata thread after each applied batch of changes,
   // with the image and what changed. Register before register_broker():
@@ -219,6 +222,8 @@ class control_plane {
   std::unique_ptr<etcd::watch_handle> watch_;
   std::thread thread_;
   std::atomic<bool> controller_active_{false};
+  std::atomic<uint64_t> isr_shrinks_{0};
+  std::atomic<uint64_t> isr_expands_{0};
   int64_t last_controller_epoch_ = 0;  // metadata thread only
   std::atomic<uint64_t> controller_changes_total_{0};
 };

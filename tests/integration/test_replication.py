@@ -81,6 +81,20 @@ def consume_all(bootstrap, topic, expected, partition=0, timeout=60):
     return seen
 
 
+def metrics(c, node_id):
+    """The unlabelled samples of a broker's /metrics, by name."""
+    import urllib.request
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % c.broker(node_id).metrics_port,
+                                  timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "{" in line or " " not in line:
+            continue
+        name, value = line.split(" ", 1)
+        out[name] = float(value)
+    return out
+
+
 def isr_of(c, topic, via=None):
     return sorted(partition_view(c, topic, via=via).isr)
 
@@ -134,6 +148,11 @@ def test_lagging_follower_leaves_the_isr_and_min_insync_guards_acks_all(cluster)
     port = int(c.broker(leader).address.split(":")[1])
     err, _ = produce_request(port, "isr", 0, b"refused", acks=-1)
     assert err == NOT_ENOUGH_REPLICAS
+    # The operator sees it on the leader's /metrics.
+    m = metrics(c, leader)
+    assert m["sluice_isr_shrinks_total"] >= 2
+    assert m["sluice_under_replicated_partitions"] >= 1
+    assert m["sluice_under_min_isr_partitions"] >= 1
     err, off = produce_request(port, "isr", 0, b"accepted", acks=1)
     assert err == 0 and off == 100
     # Both return, catch up and rejoin the ISR.
