@@ -5,9 +5,8 @@ Produce and only the controller creates topics, a node id cannot be taken
 twice, and the controller and partition leaders move when a broker is
 killed or paused past its session timeout, or at once when it is stopped.
 
-There is no replication of data yet: only a partition's leader holds its
-records, so producers here use acks=1 and nothing checks that data
-survives the loss of its leader.
+Producers here use acks=1: what survives the loss of a leader is
+test_replication.py's subject.
 """
 
 import re
