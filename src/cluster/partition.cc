@@ -77,7 +77,6 @@ errc partition::check_leader(int32_t current_leader_epoch) const {
 
 bool partition::apply_state(const replica_list& replicas, const partition_state& st) {
   std::vector<storage::durable_callback> covered, orphans;
-  bool moved = false;
   {
     // append_mu_ first (as append takes it), so no append is between its
     // leadership check and its epoch stamp while the state changes.
@@ -107,9 +106,7 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
     epoch_.store(st.leader_epoch, std::memory_order_release);
     leader_.store(leads, std::memory_order_release);
     if (leads) {
-      const int64_t before = hw_.load(std::memory_order_relaxed);
       covered = publish_high_watermark_locked();
-      moved = hw_.load(std::memory_order_relaxed) != before;
     } else {
       // Waiters of a lost leadership learn it now rather than never.
       orphans = take_commit_waiters_locked();
@@ -118,7 +115,8 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
   answer(std::move(covered), {});
   answer(std::move(orphans), status(errc::not_leader, "leadership of " + tp_.topic + "-" +
                                                           std::to_string(tp_.partition) + " moved"));
-  if (moved) wake_listeners();
+  // Every waiting fetch looks again: a follower's may now be refused.
+  wake_listeners();
   return true;
 }
 
@@ -180,7 +178,7 @@ void partition::on_follower_fetch(int32_t replica, offset fetch_offset) {
     if (moved) covered = publish_high_watermark_locked();
   }
   answer(std::move(covered), {});
-  if (moved) wake_listeners();
+  if (moved) wake_listeners(true, false);
 }
 
 std::optional<isr_request> partition::propose_isr(int64_t lag_max_ms) {
@@ -230,7 +228,7 @@ void partition::set_leader_high_watermark(offset leader_hw) {
       break;
     }
   }
-  if (moved) wake_listeners();
+  if (moved) wake_listeners(true, false);
 }
 
 status partition::truncate_to(offset o) {
@@ -459,6 +457,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
   }
 
   std::vector<storage::durable_callback> covered;
+  bool hw_moved = false;
   {
     std::lock_guard g(append_mu_);
     // Again under the lock apply_state takes: a batch is stamped with the
@@ -483,33 +482,42 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     out.last = r->last;
     std::lock_guard s(state_mu_);
     // Alone in the ISR, the leader's end is the high watermark.
-    if (tracker_.on_leader_end(log_->log_end_offset())) covered = publish_high_watermark_locked();
+    if (tracker_.on_leader_end(log_->log_end_offset())) {
+      covered = publish_high_watermark_locked();
+      hw_moved = true;
+    }
   }
   answer(std::move(covered), {});
-  wake_listeners();
+  // Followers have more to fetch; consumers only when the append moved
+  // the high watermark (the leader alone in the ISR).
+  wake_listeners(hw_moved, true);
   return out;
 }
 
 void partition::on_durable(offset last, storage::durable_callback cb) { log_->on_durable(last, std::move(cb)); }
 
-uint64_t partition::add_listener(std::function<void()> fn) {
+uint64_t partition::add_listener(std::function<void()> fn, wake_on on) {
   std::lock_guard g(listeners_mu_);
   uint64_t t = next_token_++;
-  listeners_.emplace_back(t, std::move(fn));
+  (on == wake_on::append ? append_listeners_ : listeners_).emplace_back(t, std::move(fn));
   return t;
 }
 
 void partition::remove_listener(uint64_t token) {
   std::lock_guard g(listeners_mu_);
   std::erase_if(listeners_, [&](const auto& l) { return l.first == token; });
+  std::erase_if(append_listeners_, [&](const auto& l) { return l.first == token; });
 }
 
-void partition::wake_listeners() {
+void partition::wake_listeners(bool hw_moved, bool appended) {
   std::vector<std::pair<uint64_t, std::function<void()>>> fire;
   {
     std::lock_guard g(listeners_mu_);
-    if (listeners_.empty()) return;
-    fire.swap(listeners_);
+    if (hw_moved) fire.swap(listeners_);
+    if (appended) {
+      for (auto& l : append_listeners_) fire.push_back(std::move(l));
+      append_listeners_.clear();
+    }
   }
   for (auto& [_, fn] : fire) fn();
 }

@@ -247,10 +247,16 @@ class partition : public std::enable_shared_from_this<partition> {
   };
   storage_health health() const;
 
-  // Long-poll support: `fn` is called once, from the appending thread, the
-  // next time data is appended (or when the partition is closed). Returns a
-  // token to cancel with remove_listener (a cancelled listener is never called).
-  uint64_t add_listener(std::function<void()> fn);
+  // Long-poll support: `fn` is called once, from the thread that made the
+  // change, the next time there is more to read for its kind of reader
+  // (or when the partition is closed or its leadership changes): for a
+  // consumer (wake_on::high_watermark) when the high watermark moves, for
+  // a follower's fetch (wake_on::append) when the log end moves. So a
+  // commit wakes no follower and an append that commits nothing yet wakes
+  // no consumer. Returns a token to cancel with remove_listener (a
+  // cancelled listener is never called).
+  enum class wake_on { high_watermark, append };
+  uint64_t add_listener(std::function<void()> fn, wake_on on = wake_on::high_watermark);
   void remove_listener(uint64_t token);
 
   config::topic_config config() const;
@@ -302,7 +308,9 @@ class partition : public std::enable_shared_from_this<partition> {
   partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
             io::filesystem& fs, std::string snapshot_path);
   status load_producers();
-  void wake_listeners();
+  // Wakes the consumers' listeners when the high watermark moved, the
+  // followers' when the log end did (both by default: every reader looks).
+  void wake_listeners(bool hw_moved = true, bool appended = true);
   // Waits for the high watermark to pass `last` (on_committed's second half).
   void wait_high_watermark(offset last, storage::durable_callback cb);
   // Takes the tracker's high watermark; returns the commit waiters it
@@ -352,7 +360,8 @@ class partition : public std::enable_shared_from_this<partition> {
   std::atomic<uint64_t> bytes_appended_{0};
   std::mutex listeners_mu_;
   uint64_t next_token_ = 1;
-  std::vector<std::pair<uint64_t, std::function<void()>>> listeners_;
+  std::vector<std::pair<uint64_t, std::function<void()>>> listeners_;           // wake_on::high_watermark
+  std::vector<std::pair<uint64_t, std::function<void()>>> append_listeners_;    // wake_on::append
 };
 
 // Converts storage config fields from a topic's effective config.

@@ -275,11 +275,13 @@ void fetch_op::park() {
     tokens_.clear();
     for (auto& t : targets) {
       if (!t.part) continue;
-      uint64_t token = t.part->add_listener([self, delayed] {
-        delayed->post([self] {
-          if (!self->attempt(false)) self->park();
-        });
-      });
+      uint64_t token = t.part->add_listener(
+          [self, delayed] {
+            delayed->post([self] {
+              if (!self->attempt(false)) self->park();
+            });
+          },
+          replica >= 0 ? cluster::partition::wake_on::append : cluster::partition::wake_on::high_watermark);
       tokens_.emplace_back(t.part, token);
     }
     if (!timer_) {
