@@ -31,6 +31,7 @@ struct topic_options {
   int total_partitions = 0;
   std::vector<std::string> configs;
   bool validate_only = false;
+  bool under_replicated = false;
   int timeout_ms = 30000;
 };
 
@@ -165,9 +166,39 @@ std::string join_ids(const std::vector<int32_t>& ids) {
   return out;
 }
 
+// `describe --under-replicated`: every partition, of the topic or of every
+// topic, whose ISR is smaller than its replica list (Kafka's
+// --under-replicated-partitions), one line each; nothing when all are in
+// sync.
+int run_under_replicated(const topic_options& o) {
+  const auto timeout = std::chrono::milliseconds(o.timeout_ms);
+  auto conn = raw_connection::connect_any(o.bootstrap, timeout);
+  if (!conn) return fail(conn.err().message);
+  protocol::metadata_request req;
+  if (!o.topic.empty()) req.topics.emplace().emplace_back().name = o.topic;  // else null: every topic
+  req.allow_auto_topic_creation = false;
+  auto md = conn->call<protocol::metadata_response>(req, metadata_version);
+  if (!md) return fail("metadata: " + md.err().message);
+  std::sort(md->topics.begin(), md->topics.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (auto& t : md->topics) {
+    if (t.error_code != 0) return fail(t.name.value_or("") + ": " + kafka_error_name(t.error_code));
+    std::sort(t.partitions.begin(), t.partitions.end(),
+              [](const auto& a, const auto& b) { return a.partition_index < b.partition_index; });
+    for (const auto& p : t.partitions) {
+      if (p.isr_nodes.size() >= p.replica_nodes.size()) continue;
+      std::printf("%s-%d\tleader=%d\treplicas=%s\tisr=%s\toffline=%s\n", t.name.value_or("").c_str(),
+                  p.partition_index, p.leader_id, join_ids(p.replica_nodes).c_str(), join_ids(p.isr_nodes).c_str(),
+                  join_ids(p.offline_replicas).c_str());
+    }
+  }
+  return 0;
+}
+
 // Partitions through a raw Metadata v9 request (raw_client.h): librdkafka
 // 2.0.2's metadata has no leader epochs and no offline replicas.
 int run_describe(const topic_options& o) {
+  if (o.under_replicated) return run_under_replicated(o);
+  if (o.topic.empty()) return fail("describe: name a topic (or ask for --under-replicated)");
   const auto timeout = std::chrono::milliseconds(o.timeout_ms);
   auto conn = raw_connection::connect_any(o.bootstrap, timeout);
   if (!conn) return fail(conn.err().message);
@@ -251,7 +282,9 @@ void add_topic_command(CLI::App& app, int* exit_code) {
   list->callback([o, exit_code] { *exit_code = run_list(*o); });
 
   CLI::App* describe = topic->add_subcommand("describe", "Partitions, leaders, replicas and configs of a topic");
-  describe->add_option("topic", o->topic, "Topic name")->required();
+  describe->add_option("topic", o->topic, "Topic name (optional with --under-replicated: every topic)");
+  describe->add_flag("--under-replicated", o->under_replicated,
+                     "Only the partitions whose ISR is smaller than their replica list, one line each");
   common(describe);
   describe->callback([o, exit_code] { *exit_code = run_describe(*o); });
 
