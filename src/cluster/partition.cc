@@ -75,6 +75,14 @@ errc partition::check_leader(int32_t current_leader_epoch) const {
   return errc::ok;
 }
 
+errc partition::check_replica(int32_t current_leader_epoch) const {
+  if (current_leader_epoch < 0) return errc::ok;
+  const int32_t mine = epoch_.load(std::memory_order_acquire);
+  if (current_leader_epoch < mine) return errc::fenced_leader_epoch;
+  if (current_leader_epoch > mine) return errc::unknown_leader_epoch;
+  return errc::ok;
+}
+
 bool partition::apply_state(const replica_list& replicas, const partition_state& st) {
   std::vector<storage::durable_callback> covered, orphans;
   {

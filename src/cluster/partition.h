@@ -179,6 +179,10 @@ class partition : public std::enable_shared_from_this<partition> {
   // given) is older than this leader's, unknown_leader_epoch when newer
   // (this broker has not learnt of it yet); ok otherwise.
   errc check_leader(int32_t current_leader_epoch = -1) const;
+  // The same for a consumer reading from any replica (KIP-392): a follower
+  // serves too, with the same leader-epoch check against the epoch it
+  // follows at.
+  errc check_replica(int32_t current_leader_epoch = -1) const;
 
   // ---- Replication: the leader's side ------------------------------------------
   // Follower `replica` fetched at `fetch_offset` (everything below it is on

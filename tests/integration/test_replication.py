@@ -239,3 +239,41 @@ def _coordinator_of(c, group):
         if err == 0:
             return node
     return None
+
+
+def test_consumer_reads_from_a_follower_in_its_rack():
+    """KIP-392: a consumer with client.rack is sent by the leader to the
+    in-sync replica in its rack, which serves it up to its high watermark."""
+    c = Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
+                extra_settings={"replica.fetch.wait.max.ms": "200"})
+    for n in c.node_ids:
+        c.broker(n).settings["broker.rack"] = "rack-%d" % n
+    try:
+        c.start()
+        create(c, "racks")
+        c.wait_for(lambda: isr_of(c, "racks") == [1, 2, 3], 20, "a full ISR")
+        values = ["r%04d-" % i + "x" * 1000 for i in range(300)]
+        acked, errors = produce_all(c, "racks", values)
+        assert not errors and len(acked) == len(values)
+        leader = partition_view(c, "racks").leader
+        follower = [n for n in c.node_ids if n != leader][0]
+        before = {n: metrics(c, n)["sluice_network_bytes_out_total"] for n in c.node_ids}
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "rack-reader",
+                         "client.rack": "rack-%d" % follower, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+        cons.assign([TopicPartition("racks", 0, OFFSET_BEGINNING)])
+        seen = []
+        deadline = time.monotonic() + 60
+        while len(seen) < len(values) and time.monotonic() < deadline:
+            m = cons.poll(0.5)
+            if m is None or m.error():
+                continue
+            seen.append(m.value().decode())
+        cons.close()
+        assert seen == values
+        sent = {n: metrics(c, n)["sluice_network_bytes_out_total"] - before[n] for n in c.node_ids}
+        # The records (300 KB) left the follower in the consumer's rack, not the leader.
+        assert sent[follower] > 250_000, sent
+        assert sent[leader] < 100_000, sent
+    finally:
+        c.close()

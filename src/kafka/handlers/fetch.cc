@@ -17,6 +17,12 @@
 // high watermark. A consumer fetching between the high watermark and the
 // log end offset gets no records and no error, as from Kafka: that data is
 // not committed yet.
+//
+// Reading from followers (KIP-392): a consumer that names its rack (Fetch
+// v11+, client.rack) is sent, by a leader outside that rack, to an in-sync
+// replica inside it (preferred_read_replica, no records, answered at once);
+// a follower serves such consumers up to its own high watermark, and
+// answers OFFSET_NOT_AVAILABLE (retriable) for an offset past its log end.
 
 #include <map>
 #include <algorithm>
@@ -48,7 +54,23 @@ struct fetch_target {
   std::shared_ptr<session_partition> in_session;  // for incremental answers
   error_code id_error = error_code::none;  // why a topic named by id has no `part`
   int32_t current_leader_epoch = -1;       // the client's, v9+ (-1: not given)
+  int32_t preferred_replica = -1;          // KIP-392: where this consumer should read instead
 };
+
+// KIP-392's rack-aware choice: when this broker leads `p` and is not in
+// `rack`, an in-sync replica whose broker is; -1 otherwise.
+int32_t preferred_replica(const services& svc, const cluster::partition& p, const std::string& rack) {
+  if (rack.empty() || !p.is_leader()) return -1;
+  const auto bc = svc.partitions->broker_config();
+  if (bc->rack && *bc->rack == rack) return -1;
+  const auto brokers = svc.metadata->brokers();
+  for (const auto& m : p.replicas().isr) {
+    if (m.node_id == svc.node_id) continue;
+    for (const auto& b : brokers)
+      if (b.node_id == m.node_id && b.rack && *b.rack == rack) return m.node_id;
+  }
+  return -1;
+}
 
 // The follower's replica id, or -1 for a consumer.
 int32_t replica_of(const protocol::fetch_request& body, int16_t version) {
@@ -94,6 +116,7 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::vector<fetch_target> targets;
   std::shared_ptr<fetch_session> session;  // null: sessionless
   int32_t replica = -1;  // a follower's fetch: its broker id
+  bool any_replica = false;  // a consumer that may read from followers (v11+)
   bool incremental = false;
   int32_t response_session_id = 0;
   // Bytes of records this answer may carry (fetch_answer_max_bytes,
@@ -142,6 +165,7 @@ bool fetch_op::attempt(bool final) {
   struct partition_read {
     int16_t error = 0;
     int64_t high_watermark = -1, log_start = -1;
+    int32_t preferred_replica = -1;
     std::optional<protocol::file_region> records;
   };
   std::vector<partition_read> reads(targets.size());
@@ -162,7 +186,10 @@ bool fetch_op::attempt(bool final) {
       any_error = true;
       continue;
     }
-    if (auto e = t.part->check_leader(t.current_leader_epoch); e != errc::ok) {
+    const bool from_follower = any_replica && !t.part->is_leader();
+    if (auto e = from_follower ? t.part->check_replica(t.current_leader_epoch)
+                               : t.part->check_leader(t.current_leader_epoch);
+        e != errc::ok) {
       // Another broker leads (or the client's epoch is not this leader's):
       // the client refreshes its metadata and goes there.
       rd.error = to_wire(e);
@@ -177,7 +204,15 @@ bool fetch_op::attempt(bool final) {
     rd.high_watermark = hw.value();
     rd.log_start = start.value();
     const offset at(t.fetch_offset);
-    if (at < start || at > end) {
+    if (t.preferred_replica >= 0) {
+      // Read elsewhere: no records, and answered at once.
+      rd.preferred_replica = t.preferred_replica;
+      any_error = true;
+    } else if (from_follower && at > end) {
+      // The leader has it and this follower not yet.
+      rd.error = to_wire(error_code::offset_not_available);
+      any_error = true;
+    } else if (at < start || at > end) {
       rd.error = to_wire(error_code::offset_out_of_range);
       any_error = true;
     } else if (at < upper && t.max_bytes > 0) {
@@ -214,6 +249,7 @@ bool fetch_op::attempt(bool final) {
     pd.high_watermark = rd.high_watermark;
     pd.last_stable_offset = rd.high_watermark;
     pd.log_start_offset = rd.log_start;
+    pd.preferred_read_replica = rd.preferred_replica;
     if (rd.records) pd.records.append(std::move(*rd.records));
     if (incremental && t.in_session) {
       // Only partitions with news go into an incremental answer.
@@ -404,6 +440,10 @@ void handle_fetch(request req) {
   } else {
     op->max_total = fetch_answer_max_bytes(body->max_bytes, body->min_bytes, bc->fetch_max_bytes,
                                            bc->fetch_bytes_per_rtt_ms, req.min_rtt);
+    op->any_replica = req.version() >= 11;
+    if (op->any_replica && !body->rack_id.empty())
+      for (auto& t : op->targets)
+        if (t.part) t.preferred_replica = preferred_replica(svc, *t.part, body->rack_id);
   }
   op->body = std::move(*body);
   op->req = std::move(req);
