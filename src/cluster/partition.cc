@@ -192,8 +192,17 @@ void partition::on_follower_fetch(int32_t replica, offset fetch_offset) {
 std::optional<isr_request> partition::propose_isr(int64_t lag_max_ms) {
   std::lock_guard g(state_mu_);
   if (!is_leader()) return std::nullopt;
-  auto next = tracker_.propose_isr(clk_->monotonic_ms(), lag_max_ms);
+  const int64_t now = clk_->monotonic_ms();
+  auto next = tracker_.propose_isr(now, lag_max_ms);
   if (!next) return std::nullopt;
+  // The same change at the same partition epoch is on its way (or was
+  // refused): ask again only after a while, not at every upkeep.
+  if (*next == last_proposed_ && partition_epoch_ == last_proposed_epoch_ &&
+      now - last_proposed_ms_ < std::max<int64_t>(lag_max_ms / 2, 1'000))
+    return std::nullopt;
+  last_proposed_ = *next;
+  last_proposed_epoch_ = partition_epoch_;
+  last_proposed_ms_ = now;
   return isr_request{tp_.topic, tp_.partition, epoch_.load(std::memory_order_acquire), partition_epoch_,
                      std::move(*next)};
 }

@@ -342,6 +342,10 @@ class partition : public std::enable_shared_from_this<partition> {
   std::atomic<int32_t> min_insync_{1};  // the config's min.insync.replicas
   const sluice::clock* clk_ = &sluice::clock::system();
   replica_tracker tracker_;  // guarded by state_mu_; meaningful while leading
+  // The last ISR change proposed (propose_isr); guarded by state_mu_.
+  std::vector<int32_t> last_proposed_;
+  int32_t last_proposed_epoch_ = -1;
+  int64_t last_proposed_ms_ = 0;
   // acks=all and group writes waiting for the high watermark, by last
   // offset; guarded by state_mu_.
   std::multimap<int64_t, storage::durable_callback> commit_waiters_;
