@@ -57,10 +57,11 @@ void render_cluster(std::string& out, const cluster::control_plane& cp) {
 // Replication as the partitions this broker hosts see it (docs/replication.md).
 void render_replication(std::string& out, cluster::partition_manager& pm, int64_t now_ms) {
   size_t under_replicated = 0, under_min_isr = 0;
-  uint64_t truncated = 0;
+  uint64_t truncated = 0, out_bytes = 0;
   std::string lag_messages, lag_ms;
   for (const auto& part : pm.replicas().all()) {
     truncated += part->truncated_committed();
+    out_bytes += part->replicated_out();
     if (!part->is_leader()) continue;
     const auto st = part->replicas();
     if (st.isr.size() < st.replicas.size()) ++under_replicated;
@@ -87,6 +88,9 @@ void render_replication(std::string& out, cluster::partition_manager& pm, int64_
   out += lag_ms;
   header(out, "sluice_replication_bytes_in_total", "counter", "Bytes of batches this broker copied from leaders.");
   sample(out, "sluice_replication_bytes_in_total", "", static_cast<double>(pm.replicas().replication_bytes_in()));
+  header(out, "sluice_replication_bytes_out_total", "counter",
+         "Bytes of batches followers fetched from this broker's leaders (of the partitions hosted now).");
+  sample(out, "sluice_replication_bytes_out_total", "", static_cast<double>(out_bytes));
   header(out, "sluice_truncated_committed_offsets_total", "counter",
          "Committed offsets this broker's replicas threw away when truncating after an unclean election.");
   sample(out, "sluice_truncated_committed_offsets_total", "", static_cast<double>(truncated));

@@ -216,6 +216,9 @@ class partition : public std::enable_shared_from_this<partition> {
   // Committed offsets this replica threw away by truncation (unclean
   // elections), since it opened.
   uint64_t truncated_committed() const { return truncated_committed_.load(std::memory_order_relaxed); }
+  // Bytes of batches followers fetched from this replica as leader.
+  void note_replicated_out(uint64_t n) { replicated_out_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t replicated_out() const { return replicated_out_.load(std::memory_order_relaxed); }
 
   // ---- Reading (storage::log::read's contract) ------------------------------
   // The region of whole batches from the one holding `o`, at most
@@ -350,6 +353,7 @@ class partition : public std::enable_shared_from_this<partition> {
   // offset; guarded by state_mu_.
   std::multimap<int64_t, storage::durable_callback> commit_waiters_;
   std::atomic<uint64_t> truncated_committed_{0};
+  std::atomic<uint64_t> replicated_out_{0};
   int32_t partition_epoch_ = -1;  // of the last state applied; guarded by state_mu_
   const std::shared_ptr<storage::log> log_;
   io::filesystem& fs_;

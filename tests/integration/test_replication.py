@@ -156,6 +156,7 @@ def test_lagging_follower_leaves_the_isr_and_min_insync_guards_acks_all(cluster)
     # (The shrinks may be the controller's, which drops a dead broker from
     # the ISR when it elects, or the leader's: the counter is the leader's.)
     assert "sluice_isr_shrinks_total" in m and "sluice_isr_expands_total" in m
+    assert m["sluice_replication_bytes_out_total"] > 0
     assert m["sluice_under_replicated_partitions"] >= 1
     assert m["sluice_under_min_isr_partitions"] >= 1
     # And with `sluice topic describe --under-replicated`.

@@ -166,6 +166,7 @@ bool fetch_op::attempt(bool final) {
     int16_t error = 0;
     int64_t high_watermark = -1, log_start = -1;
     int32_t preferred_replica = -1;
+    uint64_t record_bytes = 0;
     std::optional<protocol::file_region> records;
   };
   std::vector<partition_read> reads(targets.size());
@@ -229,6 +230,7 @@ bool fetch_op::attempt(bool final) {
         } else if (region->len > 0 && (total == 0 || region->len <= budget)) {
           const auto& f = region->file;
           rd.records = protocol::file_region{f, f->native_handle(), region->pos, region->len};
+          rd.record_bytes = region->len;
           total += region->len;
           last_served = i;
         }
@@ -279,6 +281,11 @@ bool fetch_op::attempt(bool final) {
       w.sp->last_high_watermark = w.high_watermark;
       w.sp->last_log_start = w.log_start;
     }
+  }
+  if (replica >= 0) {
+    // What followers copy, for the leader's replication figures.
+    for (size_t i = 0; i < targets.size(); ++i)
+      if (reads[i].record_bytes > 0) targets[i].part->note_replicated_out(reads[i].record_bytes);
   }
   if (cursor && last_served) {
     std::lock_guard g(cursor->mu);
