@@ -134,6 +134,12 @@ inline constexpr int flusher_threads = 4;
 // syncs of different partitions in the device queue and the file system's
 // journal; a few are enough to keep a device busy.
 inline constexpr size_t shutdown_threads = 8;
+// How often a cluster broker writes its replicas' high watermarks to
+// meta/high_watermarks (Kafka's replica.high.watermark.checkpoint.interval.ms
+// default), so that a restarted replica does not start from its log start.
+inline constexpr int64_t high_watermark_checkpoint_interval_ms = 5'000;
+// The largest meta/high_watermarks file read back (a line per partition).
+inline constexpr size_t max_high_watermark_checkpoint_bytes = 64 << 20;
 
 // ---- Network ----------------------------------------------------------------
 // The server's own buffers (net/server.cc).

@@ -226,6 +226,10 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   ro.write_isr = [&i](const cluster::isr_request& r) {
     i.control->request_isr_change({r.topic, r.partition, r.leader_epoch, r.partition_epoch, r.isr});
   };
+  ro.checkpoint = [&i] {
+    if (auto s = i.partitions->checkpoint_high_watermarks(); !s.ok())
+      SLUICE_LOG_WARN("high watermark checkpoint failed: {}", s.err().message);
+  };
   i.partitions->replicas().start_replication(std::move(ro), i.clk);
   // Producer ids unique over the cluster, not per broker.
   i.partitions->producer_ids().set_block_source(

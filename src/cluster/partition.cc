@@ -331,7 +331,7 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
                                                    config::topic_config cfg, io::filesystem& fs,
                                                    std::string snapshot_path, sluice::topic_id topic,
                                                    int32_t node_id, const sluice::clock& clk,
-                                                   bool sole_replica) {
+                                                   bool sole_replica, std::optional<offset> checkpointed_hw) {
   std::shared_ptr<partition> p(new partition(std::move(tp), std::move(log), std::move(cfg), fs,
                                              std::move(snapshot_path)));
   p->topic_id_ = topic;
@@ -351,7 +351,9 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
     // calls anything committed (apply_state decides).
     p->leader_.store(false);
     p->state_.role = replica_role::follower;
-    p->tracker_.become_leader(node_id, {node_id}, {}, p->log_->log_start_offset(), end, clk.monotonic_ms());
+    const offset start = p->log_->log_start_offset();
+    const offset hw = checkpointed_hw ? std::clamp(*checkpointed_hw, start, end) : start;
+    p->tracker_.become_leader(node_id, {node_id}, {}, hw, end, clk.monotonic_ms());
   }
   p->hw_.store(p->tracker_.high_watermark().value());
   SLUICE_TRY(p->load_producers());

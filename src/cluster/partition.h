@@ -100,15 +100,17 @@ class partition : public std::enable_shared_from_this<partition> {
   // is where this partition's producer-state snapshot lives. `sole_replica`:
   // this broker is the partition's only replica for good (a single node),
   // so all it holds is committed; otherwise the high watermark starts at
-  // the log start offset and rises as the leader learns (a restarted
-  // replica cannot know what of its tail was committed).
+  // `checkpointed_hw` (what the last checkpoint recorded, within the log)
+  // or the log start offset, and rises as the leader tells it: a restarted
+  // replica cannot know what of the rest of its tail was committed.
   static result<std::shared_ptr<partition>> open(storage::topic_partition tp,
                                                  std::shared_ptr<storage::log> log,
                                                  config::topic_config cfg, io::filesystem& fs,
                                                  std::string snapshot_path, sluice::topic_id topic = {},
                                                  int32_t node_id = 0,
                                                  const sluice::clock& clk = sluice::clock::system(),
-                                                 bool sole_replica = true);
+                                                 bool sole_replica = true,
+                                                 std::optional<offset> checkpointed_hw = std::nullopt);
 
   const storage::topic_partition& id() const { return tp_; }
   // The id of the topic this partition belongs to: a request naming another

@@ -1,6 +1,7 @@
 #include "cluster/partition_manager.h"
 
 #include <set>
+#include <sstream>
 
 #include "base/assert.h"
 #include "base/limits.h"
@@ -51,6 +52,21 @@ status partition_manager::load(std::unique_ptr<metadata_store> store) {
     SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta, node_id));
   }
   SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
+  if (const std::string path = io::join(meta, "high_watermarks"); table_->follows_controller() && fs_.exists(path)) {
+    // A damaged checkpoint only costs the restarted replicas their head
+    // start: they begin at their log start, as without one.
+    auto bytes = fs_.read_all(path, limits::max_high_watermark_checkpoint_bytes);
+    if (!bytes.ok()) {
+      SLUICE_LOG_WARN("{}: {}; replicas start from their log start", path, bytes.err().message);
+    } else {
+      std::istringstream in(std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+      std::string topic;
+      int32_t part = 0;
+      int64_t hw = 0;
+      while (in >> topic >> part >> hw)
+        if (part >= 0 && hw >= 0) checkpointed_hw_[{topic, part}] = hw;
+    }
+  }
 
   std::set<std::string> wanted_dirs, wanted_snapshots;
   for (const auto& t : table_->list()) {
@@ -103,8 +119,10 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
   // A log found on disk at start was opened with the manager's defaults:
   // the topic's own settings (segment.bytes, segment.ms, ...) apply from here.
   SLUICE_TRY(log->set_config(to_log_config(eff)));
+  std::optional<offset> hw;
+  if (auto it = checkpointed_hw_.find({t.name, p}); it != checkpointed_hw_.end()) hw = offset(it->second);
   return partition::open(tp, std::move(log), eff, fs_, snapshot_path(t.name, p), t.id,
-                         broker_config()->node_id, clk_, !table_->follows_controller());
+                         broker_config()->node_id, clk_, !table_->follows_controller(), hw);
 }
 
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {
@@ -666,8 +684,22 @@ void partition_manager::stop_leading() {
   for (auto& p : replicas_->all()) p->stop_leading();
 }
 
+status partition_manager::checkpoint_high_watermarks() {
+  std::lock_guard g(checkpoint_mu_);
+  std::string text;
+  for (const auto& p : replicas_->all())
+    text += p->id().topic + " " + std::to_string(p->id().partition) + " " +
+            std::to_string(p->high_watermark().value()) + "\n";
+  return fs_.write_atomic(io::join(io::join(data_dir_, "meta"), "high_watermarks"),
+                          {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+}
+
 void partition_manager::shutdown() {
   stop_creator();
+  if (table_->follows_controller()) {
+    if (auto s = checkpoint_high_watermarks(); !s.ok())
+      SLUICE_LOG_WARN("high watermark checkpoint at shutdown failed: {}", s.err().message);
+  }
   std::vector<std::shared_ptr<partition>> all = replicas_->all();
   // Each snapshot is an atomic write with two syncs; idle partitions skip
   // theirs, and the rest overlap on a few threads.

@@ -218,6 +218,10 @@ class partition_manager {
   // log_maintenance, stopped before this.) The logs
   // themselves are closed by the log manager.
   void shutdown();
+  // Writes every hosted replica's high watermark to meta/high_watermarks
+  // (atomically replaced), read back when the broker opens its partitions
+  // next (a cluster only: a single node's high watermark is its log end).
+  status checkpoint_high_watermarks();
 
  private:
   partition_manager(io::filesystem& fs, sluice::clock& clk,
@@ -273,6 +277,9 @@ class partition_manager {
   io::filesystem& fs_;
   sluice::clock& clk_;
   const std::string data_dir_;  // log.dirs, which never changes at runtime
+  // meta/high_watermarks as read at open: "topic partition" -> offset.
+  std::map<std::pair<std::string, int32_t>, int64_t> checkpointed_hw_;
+  std::mutex checkpoint_mu_;  // one checkpoint write at a time
   mutable std::mutex cfg_mu_;   // guards cfg_ (the pointer, not the snapshot)
   std::shared_ptr<const config::broker_config> cfg_;
   std::vector<std::function<void(const config::broker_config&)>> cfg_listeners_;  // change_mu_

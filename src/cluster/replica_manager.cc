@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "base/assert.h"
+#include "base/limits.h"
 #include "base/log.h"
 
 namespace sluice::cluster {
@@ -116,6 +117,7 @@ void replica_manager::unfollow(const std::shared_ptr<partition>& part) {
 void replica_manager::upkeep() {
   std::unique_lock g(rep_mu_);
   const int64_t interval = std::clamp<int64_t>(rep_->lag_max_ms / 2, 1, 1'000);
+  int64_t next_checkpoint = clk_->monotonic_ms() + limits::high_watermark_checkpoint_interval_ms;
   while (!rep_stopping_) {
     const int64_t until = clk_->monotonic_ms() + interval;
     while (!rep_stopping_ && clk_->monotonic_ms() < until)
@@ -123,7 +125,12 @@ void replica_manager::upkeep() {
     if (rep_stopping_) return;
     const int64_t lag_max = rep_->lag_max_ms;
     const isr_writer write = rep_->write_isr;
+    const auto checkpoint = rep_->checkpoint;
     g.unlock();
+    if (checkpoint && clk_->monotonic_ms() >= next_checkpoint) {
+      checkpoint();
+      next_checkpoint = clk_->monotonic_ms() + limits::high_watermark_checkpoint_interval_ms;
+    }
     for (const auto& part : all()) {
       if (auto req = part->propose_isr(lag_max)) {
         SLUICE_LOG_INFO("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic,

@@ -50,6 +50,9 @@ class replica_manager {
     int64_t lag_max_ms = 30'000;
     endpoint_lookup endpoints;
     isr_writer write_isr;
+    // Called every limits::high_watermark_checkpoint_interval_ms from the
+    // upkeep thread (the partition manager's checkpoint_high_watermarks).
+    std::function<void()> checkpoint;
   };
   // Starts following leaders: partitions led by other brokers are fetched
   // from them from now on, and the ISR upkeep runs. Call once, before the

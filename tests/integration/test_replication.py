@@ -172,6 +172,20 @@ def test_lagging_follower_leaves_the_isr_and_min_insync_guards_acks_all(cluster)
     c.wait_for(lambda: isr_of(c, "isr", via=leader) == [1, 2, 3], 30, "both followers back in the ISR")
     err, off = produce_request(port, "isr", 0, b"again", acks=-1)
     assert err == 0 and off == 101
+    # A follower stopped cleanly leaves its high watermark in its checkpoint
+    # (it learnt 102 from the leader's next fetch answer), so that it does
+    # not start from its log start when it comes back.
+    def checkpointed():
+        path = os.path.join(c.broker(followers[0]).data_dir, "meta", "high_watermarks")
+        if not os.path.exists(path):
+            return None
+        for line in open(path).read().splitlines():
+            topic, part, hw = line.split()
+            if topic == "isr" and part == "0":
+                return int(hw)
+    c.wait_for(lambda: checkpointed() == 102 or None, 15, "the follower's periodic checkpoint to reach 102")
+    c.stop(followers[0])
+    assert checkpointed() == 102
 
 
 def test_group_offsets_survive_the_coordinators_broker(cluster):
