@@ -224,7 +224,7 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
     });
   };
   ro.write_isr = [&i](const cluster::isr_request& r) {
-    i.control->request_isr_change({r.topic, r.partition, r.leader_epoch, r.partition_epoch, r.isr});
+    i.control->request_isr_change(r);
   };
   ro.checkpoint = [&i] {
     if (auto s = i.partitions->checkpoint_high_watermarks(); !s.ok())

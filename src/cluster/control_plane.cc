@@ -367,17 +367,17 @@ result<int64_t> control_plane::reserve_producer_ids(int64_t count) {
   return error{errc::unavailable, "producer ids: too many brokers reserved at once; try again"};
 }
 
-void control_plane::request_isr_change(isr_change c) {
+void control_plane::request_isr_change(isr_request c) {
   std::lock_guard g(mu_);
   if (stopping_) return;
   // A newer proposal for the partition replaces one not yet written.
-  std::erase_if(isr_changes_, [&](const isr_change& o) { return o.topic == c.topic && o.partition == c.partition; });
+  std::erase_if(isr_changes_, [&](const isr_request& o) { return o.topic == c.topic && o.partition == c.partition; });
   isr_changes_.push_back(std::move(c));
   cv_.notify_all();
 }
 
 void control_plane::run_isr_changes() {
-  std::deque<isr_change> changes;
+  std::deque<isr_request> changes;
   {
     std::lock_guard g(mu_);
     changes.swap(isr_changes_);

@@ -42,6 +42,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "cluster/replica_tracker.h"
 #include "controller/controller.h"
 #include "controller/metadata_image.h"
 #include "etcd/client.h"
@@ -131,14 +132,7 @@ class control_plane {
   // metadata thread over its image; returns at once. The outcome shows as
   // a state change through the watch, or, refused, as none (logged): the
   // leader proposes again at its next upkeep.
-  struct isr_change {
-    std::string topic;
-    int32_t partition = 0;
-    int32_t leader_epoch = 0;
-    int32_t partition_epoch = 0;
-    std::vector<int32_t> isr;
-  };
-  void request_isr_change(isr_change c);
+  void request_isr_change(isr_request c);
 
   // Reserves `count` producer ids for this broker in etcd (the
   // producer_ids key, advanced by compare-and-swap) and returns the first.
@@ -204,7 +198,7 @@ class control_plane {
     int64_t until_revision = 0;
   };
   std::deque<std::shared_ptr<pending_op>> ops_;
-  std::deque<isr_change> isr_changes_;
+  std::deque<isr_request> isr_changes_;
   std::vector<std::shared_ptr<pending_op>> waiting_;  // done, waiting for the image
   std::vector<listener> listeners_;
   bool stopping_ = false;

@@ -84,15 +84,6 @@ struct produce_outcome {
   bool duplicate = false;      // a retry: nothing was appended
 };
 
-// An ISR change a leader asks the controller's store for: `isr` in place of
-// the ISR it holds at `partition_epoch`, while leading at `leader_epoch`.
-struct isr_request {
-  std::string topic;
-  int32_t partition = 0;
-  int32_t leader_epoch = 0;
-  int32_t partition_epoch = 0;
-  std::vector<int32_t> isr;
-};
 
 class partition : public std::enable_shared_from_this<partition> {
  public:

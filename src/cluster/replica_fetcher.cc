@@ -44,6 +44,19 @@ size_t whole_batches(std::span<const uint8_t> bytes) {
   return pos;
 }
 
+// A new partition entry of a request's topic list (OffsetForLeaderEpoch or
+// Fetch), under the topic `k` names (entries come in key order, so a topic's
+// partitions are together), with its partition index and the leader epoch
+// this follower knows.
+template <class Request>
+auto& add_partition(Request& req, const std::pair<std::string, int32_t>& k, int32_t epoch) {
+  if (req.topics.empty() || req.topics.back().topic != k.first) req.topics.emplace_back().topic = k.first;
+  auto& p = req.topics.back().partitions.emplace_back();
+  p.partition = k.second;
+  p.current_leader_epoch = epoch;
+  return p;
+}
+
 }  // namespace
 
 replica_fetcher::replica_fetcher(fetcher_options opts, endpoint_lookup endpoints, const sluice::clock& clk)
@@ -176,14 +189,7 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
       update(k, e.epoch, phase::fetching, 0);
       continue;
     }
-    if (req.topics.empty() || req.topics.back().topic != k.first) {
-      auto& t = req.topics.emplace_back();
-      t.topic = k.first;
-    }
-    auto& p = req.topics.back().partitions.emplace_back();
-    p.partition = k.second;
-    p.current_leader_epoch = e.epoch;
-    p.leader_epoch = *ask;
+    add_partition(req, k, e.epoch).leader_epoch = *ask;
     asked[k] = &e;
   }
   if (asked.empty()) return;
@@ -233,13 +239,7 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   req.session_epoch = -1;  // sessionless: every fetch names its partitions
   std::map<key, const entry*> asked;
   for (auto& [k, e] : work) {
-    if (req.topics.empty() || req.topics.back().topic != k.first) {
-      auto& t = req.topics.emplace_back();
-      t.topic = k.first;
-    }
-    auto& p = req.topics.back().partitions.emplace_back();
-    p.partition = k.second;
-    p.current_leader_epoch = e.epoch;
+    auto& p = add_partition(req, k, e.epoch);
     p.fetch_offset = e.part->log_end_offset().value();
     p.log_start_offset = e.part->log_start_offset().value();
     p.partition_max_bytes = opts_.partition_max_bytes;

@@ -31,11 +31,22 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/types.h"
 
 namespace sluice::cluster {
+
+// An ISR change a leader asks the controller's store for: `isr` in place of
+// the ISR it holds at `partition_epoch`, while leading at `leader_epoch`.
+struct isr_request {
+  std::string topic;
+  int32_t partition = 0;
+  int32_t leader_epoch = 0;
+  int32_t partition_epoch = 0;
+  std::vector<int32_t> isr;
+};
 
 struct follower_progress {
   int32_t id = -1;
