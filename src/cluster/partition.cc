@@ -48,6 +48,12 @@ replica_state partition::replicas() const {
   return s;
 }
 
+bool partition::high_watermark_behind_epoch_start() const {
+  if (!is_leader()) return false;
+  std::lock_guard g(state_mu_);
+  return high_watermark() < tracker_.epoch_start();
+}
+
 int32_t partition::leader_id() const {
   std::lock_guard g(state_mu_);
   return state_.leader_id;
@@ -153,6 +159,11 @@ void partition::answer(std::vector<storage::durable_callback> cbs, const status&
 
 void partition::on_committed(offset last, storage::durable_callback cb) {
   log_->on_durable(last, [w = weak_from_this(), last, cb = std::move(cb)](const status& s) mutable {
+    // Truncated before it was durable: this broker lost the leadership
+    // (a deposed leader truncating to its successor). The client retries
+    // with the new leader.
+    if (s.code() == errc::offset_out_of_range)
+      return cb(status(errc::not_leader, "leadership moved before the batch was replicated"));
     if (!s.ok()) return cb(s);
     auto self = w.lock();
     if (!self) return cb(status(errc::not_leader, "the partition was closed"));

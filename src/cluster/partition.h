@@ -135,6 +135,12 @@ class partition : public std::enable_shared_from_this<partition> {
   // follower. The log end offset while this broker is the only in-sync
   // replica.
   offset high_watermark() const { return offset(hw_.load(std::memory_order_acquire)); }
+  // True while this broker leads and its high watermark is below the
+  // offset its leadership began at (its followers have not fetched from it
+  // yet): the high watermark may then be lower than the previous leader's,
+  // so ListOffsets answers OFFSET_NOT_AVAILABLE rather than show it move
+  // back (Kafka's KIP-207).
+  bool high_watermark_behind_epoch_start() const;
   // The size of the ISR the store holds (min.insync.replicas counts it).
   size_t in_sync_count() const { return static_cast<size_t>(isr_count_.load(std::memory_order_acquire)); }
   // errc::not_enough_replicas when the ISR is smaller than the topic's

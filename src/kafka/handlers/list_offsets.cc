@@ -129,6 +129,13 @@ void handle_list_offsets(request req) {
         out.error_code = to_wire(e);
         continue;
       }
+      if (part->high_watermark_behind_epoch_start()) {
+        // A new leader whose followers have not fetched from it yet: its
+        // high watermark may be below what the previous leader answered.
+        // Kafka's answer (KIP-207), which clients retry.
+        out.error_code = to_wire(error_code::offset_not_available);
+        continue;
+      }
       found f;
       bool tiered = false;
       if (pr.timestamp == latest_timestamp) {
