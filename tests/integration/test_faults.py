@@ -63,7 +63,9 @@ The checker:
   never below an earlier sample of the same partition with epoch <= E;
 - no value that was never produced is in the log; duplicates of values that
   were not acknowledged are reported (printed), not failed;
-- the idempotent producer never hit a fatal error.
+- the idempotent producer never hit a fatal error, and no delivery report
+  is an error: message.timeout.ms outlasts the test, so a failed delivery
+  means the broker answered a produce with a non-retriable error.
 """
 
 import asyncio
@@ -91,6 +93,7 @@ FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 8
 STEADY_S = 40  # a full ISR and new acknowledgements after a fault
 PRODUCE_INTERVAL_S = 0.004  # ~250 messages a second: the point is faults, not load
 MAX_OUTSTANDING = 2000
+MESSAGE_TIMEOUT_MS = 180000  # longer than the whole test: no message is given up on for lack of time
 
 
 # ------------------------------------------------------------ the proxy
@@ -356,7 +359,7 @@ class Workload:
     # -- producer
     def _new_producer(self):
         return Producer({"bootstrap.servers": self.c.proxied_bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 180000, "request.timeout.ms": 10000,
+                         "linger.ms": 5, "message.timeout.ms": MESSAGE_TIMEOUT_MS, "request.timeout.ms": 10000,
                          "socket.timeout.ms": 10000, "retry.backoff.ms": 100,
                          "topic.metadata.refresh.interval.ms": 2000,
                          "debug": "eos", "logger": self._logger,
@@ -595,6 +598,14 @@ def check_hw(samples):
     return bad
 
 
+def _around(lines, needle, n):
+    lines = list(lines)
+    for i, line in enumerate(lines):
+        if needle in line:
+            return "\n".join(lines[max(0, i - n):i + n])
+    return ""
+
+
 def _wall(t):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%03d" % int((t % 1) * 1000)
 
@@ -706,6 +717,13 @@ def check(w, final, ends, describe, brokers, epoch_start):
             + "".join(_log_excerpt(brokers, a, b) for a, b in _first_per_epoch_pair(bad_hw)[:3]))
     if w.fatal:
         problems.append(f"fatal producer errors: {w.fatal[:5]}")
+    if w.failed:
+        # With message.timeout.ms far beyond every fault, the producer only
+        # gives a message up when the broker answered a non-retriable error.
+        problems.append(f"{len(w.failed)} messages failed delivery (non-retriable produce errors; "
+                        f"the producer retries everything else for {MESSAGE_TIMEOUT_MS} ms): "
+                        f"{sorted(w.failed.items())[:10]}\nproducer log around the first failure:\n"
+                        + _around(w.client_log, "delivery failed", 12))
     summary = (f"sent {len(w.sent)}, acknowledged {len(w.acked)}, failed {len(w.failed)} "
                f"(errors {Counter(w.failed.values()).most_common(3)}), in the log "
                f"{sum(len(r) for r in final.values())} (ends {ends}), unacknowledged duplicates "
