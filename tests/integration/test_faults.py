@@ -16,7 +16,9 @@ Workload, all during the faults:
 - a high-watermark sampler: for every broker whose process runs and is not
   SIGSTOPped, for every partition that broker says it leads, a raw
   ListOffsets v4 (LATEST, read_uncommitted, which Sluice answers with the
-  high watermark) straight to the broker's own port, carrying the leader
+  high watermark) straight to the broker's own port (bypassing the proxies
+  below, so a cut-off broker is sampled too, as by a client on its side of
+  the partition; a SIGSTOPped one is skipped), carrying the leader
   epoch the broker's Metadata gave as current_leader_epoch so that an answer
   comes only from a leader at that epoch, and kept only when the answer's
   leader epoch is that same epoch. The samples are (partition, epoch, HW).
