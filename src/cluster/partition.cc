@@ -362,11 +362,13 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
     // calls anything committed (apply_state decides).
     p->leader_.store(false);
     p->state_.role = replica_role::follower;
+    // Not through the tracker: with no follower to wait for it would take
+    // the log end as committed. apply_state starts it when this replica
+    // leads.
     const offset start = p->log_->log_start_offset();
-    const offset hw = checkpointed_hw ? std::clamp(*checkpointed_hw, start, end) : start;
-    p->tracker_.become_leader(node_id, {node_id}, {}, hw, end, clk.monotonic_ms());
+    p->hw_.store((checkpointed_hw ? std::clamp(*checkpointed_hw, start, end) : start).value());
   }
-  p->hw_.store(p->tracker_.high_watermark().value());
+  if (sole_replica) p->hw_.store(p->tracker_.high_watermark().value());
   SLUICE_TRY(p->load_producers());
   // A roll's producer snapshot is written where the roll is sealed.
   p->log_->set_seal_hook([w = std::weak_ptr<partition>(p)] {
