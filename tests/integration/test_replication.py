@@ -359,7 +359,26 @@ def _only_the_leader_has_b(c, topic, unclean):
     acked_b, errors = produce_all(c, topic, b_values)
     assert not errors and len(acked_b) == UNCLEAN_B
     assert sorted(acked_b.values()) == list(range(UNCLEAN_A, UNCLEAN_A + UNCLEAN_B))
+    # L's high-watermark checkpoint (every 5 s) has caught up with B, so a
+    # killed and restarted L knows B was committed, as Kafka's would.
+    c.wait_for(lambda: _checkpointed_hw(c, L, topic) == UNCLEAN_A + UNCLEAN_B, 15,
+               "L's checkpoint to hold the high watermark after B")
     return L, X, Y, acked_a, acked_b
+
+
+def _checkpointed_hw(c, node, topic, partition=0):
+    """The high watermark `node` last checkpointed for the partition
+    (meta/high_watermarks, docs/replication.md), or None."""
+    path = os.path.join(c.broker(node).data_dir, "meta", "high_watermarks")
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        t, p, hw = line.split()
+        if t == topic and int(p) == partition:
+            return int(hw)
+    return None
 
 
 def test_unclean_election_off_keeps_the_partition_offline_and_loses_nothing(cluster):
@@ -442,13 +461,9 @@ def test_unclean_election_on_loses_b_and_the_paused_old_leader_counts_it(cluster
 
 
 def test_unclean_election_on_loses_b_and_the_restarted_old_leader_truncates_it(cluster):
-    """L is killed and restarted, and truncates B away on following X. The
-    count is right here only because a reopened replica takes its whole log
-    as committed (partition::open leaves hw at the log end offset; the docs
-    say log start, and there is no checkpoint file): L's log end was its
-    high watermark when it died, since the ISR was {L}. The xfail test
-    below shows the same seeding counting offsets that were never
-    committed."""
+    """L is killed and restarted, and truncates B away on following X. It
+    knows B was committed from its high-watermark checkpoint (written after
+    B, before the kill), so the truncation counts exactly B."""
     c = cluster
     topic = "unclean-on-kill"
     L, X, Y, acked_a, acked_b = _only_the_leader_has_b(c, topic, unclean=True)
@@ -551,11 +566,6 @@ def test_producer_ids_are_unique_across_brokers(cluster):
     assert len({p // 1000 for p in pids}) == len(c.node_ids), got
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a reopened replica's high watermark is its log end offset (partition::open seeds the tracker "
-    "with no followers, so advance() sets hw to the LEO), not its log start as docs/replication.md "
-    "says: truncating an uncommitted tail after a clean election is counted and logged as committed "
-    "offsets lost to an unclean election"))
 def test_a_restarted_replica_truncating_an_uncommitted_tail_counts_nothing(cluster):
     """No unclean election: L writes D with acks=1 while its followers are
     paused (D is never committed: the ISR still holds them), dies, a
@@ -632,60 +642,3 @@ def test_unclean_enabled_while_offline_then_an_operator_election(cluster):
     m, logged = _truncation_counted(c, L)
     assert m == len(lost) and logged == [len(lost)], (m, logged)
     assert still_offline, "the controller elected on the config change alone (docs say it does not)"
-
-
-@pytest.mark.xfail(strict=False, reason=(
-    "a reopened replica's high watermark is its log end offset (partition::open), so a restarted "
-    "in-sync follower serves KIP-392 follower reads past the leader's high watermark; needs a binary "
-    "with follower reads (main after ce93d7a): against 13a12ef the consumer reads from the leader "
-    "and this passes"))
-def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_watermark():
-    """Y is paused (still in the ISR: the lag and session limits are long),
-    so the leader's high watermark stays at 10 while the leader and F hold
-    D at 10..14 (acks=1). F restarts and rejoins the ISR; a consumer in F's
-    rack is sent to F, which must not hand out D: it is not committed."""
-    c = Cluster(brokers=3, etcd=3, session_timeout_ms=20000,
-                extra_settings={"replica.lag.time.max.ms": "30000", "replica.fetch.wait.max.ms": "200",
-                                "replica.fetch.backoff.ms": "200"})
-    for n in c.node_ids:
-        c.broker(n).settings["broker.rack"] = "rack-%d" % n
-    Y = None
-    try:
-        c.start()
-        topic = "tail-reads"
-        create(c, topic, configs={"min.insync.replicas": "1"})
-        c.wait_for(lambda: None not in {_leader_seen_by(c, topic, n) for n in c.live_ids()}, 20,
-                   "every broker knowing the topic")
-        view = partition_view(c, topic)
-        L = view.leader
-        F, Y = [n for n in view.replicas if n != L]
-        acked, errors = produce_all(c, topic, ["A%02d" % i for i in range(10)])
-        assert not errors and len(acked) == 10
-        c.pause(Y)
-        for i in range(5):
-            assert produce_request(_port(c, L), topic, 0, b"D%d" % i, acks=1) == (0, 10 + i)
-        time.sleep(1)  # F fetches D; Y cannot, so the high watermark stays at 10
-        c.stop(F, timeout=5)
-        c.restart(F)
-        c.wait_for(lambda: isr_of(c, topic, via=L) == [1, 2, 3], 20, "F back in the ISR, Y still in it")
-
-        def read(conf, seconds):
-            cons = Consumer({"bootstrap.servers": c.broker(L).address, "group.id": "tail-%d" % time.monotonic_ns(),
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest", **conf})
-            cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-            seen, deadline = [], time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                m = cons.poll(0.5)
-                if m is not None and not m.error():
-                    seen.append(m.value().decode())
-            cons.close()
-            return seen
-        from_leader = read({}, 5)
-        assert from_leader == sorted(acked)  # the leader: committed only
-        from_follower = read({"client.rack": "rack-%d" % F}, 6)
-        assert c.broker(Y).paused and isr_of(c, topic, via=L) == [1, 2, 3]
-        assert from_follower == sorted(acked), from_follower
-    finally:
-        if Y is not None and c.broker(Y).paused:
-            c.resume(Y)
-        c.close()
