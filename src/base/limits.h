@@ -138,6 +138,9 @@ inline constexpr size_t shutdown_threads = 8;
 // meta/high_watermarks (Kafka's replica.high.watermark.checkpoint.interval.ms
 // default), so that a restarted replica does not start from its log start.
 inline constexpr int64_t high_watermark_checkpoint_interval_ms = 5'000;
+// A leader asks for the same ISR change again after this long (a change
+// still in flight, or refused), not at every upkeep.
+inline constexpr int64_t isr_proposal_repeat_ms = 2'000;
 // The largest meta/high_watermarks file read back (a line per partition).
 inline constexpr size_t max_high_watermark_checkpoint_bytes = 64 << 20;
 

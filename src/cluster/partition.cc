@@ -207,9 +207,10 @@ std::optional<isr_request> partition::propose_isr(int64_t lag_max_ms) {
   auto next = tracker_.propose_isr(now, lag_max_ms);
   if (!next) return std::nullopt;
   // The same change at the same partition epoch is on its way (or was
-  // refused): ask again only after a while, not at every upkeep.
+  // refused, say for a broker whose registration the controller's image
+  // did not show yet): ask again after a short while, not at every upkeep.
   if (*next == last_proposed_ && partition_epoch_ == last_proposed_epoch_ &&
-      now - last_proposed_ms_ < std::max<int64_t>(lag_max_ms / 2, 1'000))
+      now - last_proposed_ms_ < limits::isr_proposal_repeat_ms)
     return std::nullopt;
   last_proposed_ = *next;
   last_proposed_epoch_ = partition_epoch_;

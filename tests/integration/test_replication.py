@@ -642,3 +642,55 @@ def test_unclean_enabled_while_offline_then_an_operator_election(cluster):
     m, logged = _truncation_counted(c, L)
     assert m == len(lost) and logged == [len(lost)], (m, logged)
     assert still_offline, "the controller elected on the config change alone (docs say it does not)"
+
+
+def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_watermark():
+    """Y is paused (still in the ISR: the lag and session limits are long),
+    so the leader's high watermark stays at 10 while the leader and F hold
+    D at 10..14 (acks=1). F restarts and rejoins the ISR; a consumer in F's
+    rack is sent to F, which must not hand out D: it is not committed."""
+    c = Cluster(brokers=3, etcd=3, session_timeout_ms=20000,
+                extra_settings={"replica.lag.time.max.ms": "30000", "replica.fetch.wait.max.ms": "200",
+                                "replica.fetch.backoff.ms": "200"})
+    for n in c.node_ids:
+        c.broker(n).settings["broker.rack"] = "rack-%d" % n
+    Y = None
+    try:
+        c.start()
+        topic = "tail-reads"
+        create(c, topic, configs={"min.insync.replicas": "1"})
+        c.wait_for(lambda: None not in {_leader_seen_by(c, topic, n) for n in c.live_ids()}, 20,
+                   "every broker knowing the topic")
+        view = partition_view(c, topic)
+        L = view.leader
+        F, Y = [n for n in view.replicas if n != L]
+        acked, errors = produce_all(c, topic, ["A%02d" % i for i in range(10)])
+        assert not errors and len(acked) == 10
+        c.pause(Y)
+        for i in range(5):
+            assert produce_request(_port(c, L), topic, 0, b"D%d" % i, acks=1) == (0, 10 + i)
+        time.sleep(1)  # F fetches D; Y cannot, so the high watermark stays at 10
+        c.stop(F, timeout=5)
+        c.restart(F)
+        c.wait_for(lambda: isr_of(c, topic, via=L) == [1, 2, 3], 20, "F back in the ISR, Y still in it")
+
+        def read(conf, seconds):
+            cons = Consumer({"bootstrap.servers": c.broker(L).address, "group.id": "tail-%d" % time.monotonic_ns(),
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest", **conf})
+            cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            seen, deadline = [], time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                m = cons.poll(0.5)
+                if m is not None and not m.error():
+                    seen.append(m.value().decode())
+            cons.close()
+            return seen
+        from_leader = read({}, 5)
+        assert from_leader == sorted(acked)  # the leader: committed only
+        from_follower = read({"client.rack": "rack-%d" % F}, 6)
+        assert c.broker(Y).paused and isr_of(c, topic, via=L) == [1, 2, 3]
+        assert from_follower == sorted(acked), from_follower
+    finally:
+        if Y is not None and c.broker(Y).paused:
+            c.resume(Y)
+        c.close()
