@@ -434,8 +434,10 @@ void handle_fetch(request req) {
   const auto bc = svc.partitions->broker_config();
   op->replica = replica_of(*body, req.version());
   if (op->replica >= 0) {
-    // A follower sizes its answers itself (replica.fetch.response.max.bytes).
-    op->max_total = static_cast<uint64_t>(std::max(body->max_bytes, 1));
+    // A follower asks for replica.fetch.response.max.bytes; the leader
+    // holds any fetch claiming a replica id to its own value of it too.
+    op->max_total = static_cast<uint64_t>(
+        std::clamp(body->max_bytes, 1, std::max(bc->replica_fetch_response_max_bytes, 1)));
     // What the follower holds: every offset below its fetch offset, on its
     // disk. Counted once per request; attempts after waiting re-read only.
     for (const auto& t : op->targets) {
