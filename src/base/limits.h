@@ -94,6 +94,14 @@ inline constexpr int64_t max_etcd_session_timeout_ms = 300'000;
 // one attempt's deadline before the next endpoint is tried.
 inline constexpr int64_t min_etcd_request_timeout_ms = 100;
 inline constexpr int64_t max_etcd_request_timeout_ms = 60'000;
+// A cluster broker whose view of the cluster is not known current
+// (cluster::control_plane::view_current) holds a Metadata request back
+// until it is, looking this often, and for this long at most before it
+// answers without claiming its leaderships (kafka/handlers/metadata.cc).
+// A resumed broker renews its session and catches up in tens of
+// milliseconds; the wait ends well inside any client's request timeout.
+inline constexpr int64_t metadata_view_poll_ms = 10;
+inline constexpr int64_t metadata_stale_view_wait_ms = 3'000;
 
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after

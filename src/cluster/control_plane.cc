@@ -22,18 +22,22 @@ result<std::unique_ptr<control_plane>> control_plane::start(etcd::client& etcd, 
 
 status control_plane::grant_lease() {
   const int64_t ttl_s = std::max<int64_t>(1, (opts_.session_timeout_ms + 999) / 1000);
+  // etcd counts the TTL from when it received the grant, no earlier than now.
+  const int64_t asked_ms = clk_.monotonic_ms();
   SLUICE_ASSIGN_OR_RETURN(auto lease, etcd_.lease_grant(ttl_s));
   lease_ = lease.id;
+  lease_good_until_ms_.store(asked_ms + lease.ttl_s * 1000, std::memory_order_release);
   keeper_ = std::make_unique<etcd::lease_keeper>(
       etcd_, lease.id, lease.ttl_s,
       [this](const error& why) {
         SLUICE_LOG_WARN("etcd session lease lost ({}): this broker is dead to the cluster until it registers again",
                         why.message);
+        session_live_.store(false, std::memory_order_release);
         std::lock_guard g(mu_);
         lease_lost_ = true;
         cv_.notify_all();
       },
-      clk_);
+      clk_, [this](int64_t good_until_ms) { lease_good_until_ms_.store(good_until_ms, std::memory_order_release); });
   return {};
 }
 
@@ -97,7 +101,7 @@ void control_plane::on_watch(const etcd::watch_update& u) {
   cv_.notify_all();
 }
 
-status control_plane::put_registration() {
+result<int64_t> control_plane::put_registration() {
   const std::string key = keys_.broker(opts_.node_id);
   const std::string value = controller::encode(controller::broker_record{opts_.node_id, incarnation_, host_, port_, opts_.rack});
   etcd::txn_request req;
@@ -107,13 +111,13 @@ status control_plane::put_registration() {
   req.then_ops.push_back(etcd::put_op{key, value, {lease_, false, false}});
   req.retry_if_unknown = true;
   SLUICE_ASSIGN_OR_RETURN(auto r, etcd_.txn(req));
-  if (r.succeeded) return {};
+  if (r.succeeded) return r.header_revision;
   etcd::txn_request mine;
   mine.compares.push_back(etcd::compare::value_is(key, etcd::compare_op::equal, value));
   mine.then_ops.push_back(etcd::put_op{key, value, {lease_, false, false}});
   mine.retry_if_unknown = true;
   SLUICE_ASSIGN_OR_RETURN(auto r2, etcd_.txn(mine));
-  if (r2.succeeded) return {};
+  if (r2.succeeded) return r2.header_revision;
   return status(errc::already_exists, "node.id " + std::to_string(opts_.node_id) +
                                           " was registered by another broker meanwhile");
 }
@@ -124,7 +128,9 @@ status control_plane::register_broker(const std::string& host, int32_t port) {
     host_ = host;
     port_ = port;
   }
-  SLUICE_TRY(put_registration());
+  SLUICE_ASSIGN_OR_RETURN(const int64_t rev, put_registration());
+  registered_revision_.store(rev, std::memory_order_release);
+  session_live_.store(true, std::memory_order_release);
   {
     std::lock_guard g(mu_);
     registered_ = true;
@@ -141,6 +147,12 @@ int64_t control_plane::revision() const {
 }
 
 bool control_plane::is_controller() const { return controller_active_.load(); }
+
+bool control_plane::view_current() const {
+  return session_live_.load(std::memory_order_acquire) &&
+         clk_.monotonic_ms() < lease_good_until_ms_.load(std::memory_order_acquire) &&
+         applied_revision_.load(std::memory_order_acquire) >= registered_revision_.load(std::memory_order_acquire);
+}
 
 void control_plane::on_change(listener fn) {
   std::lock_guard g(mu_);
@@ -416,13 +428,16 @@ void control_plane::renew_session() {
     SLUICE_LOG_WARN("etcd session: a new lease failed: {} (trying again)", s.err().message);
     return;
   }
-  if (auto s = put_registration(); !s.ok()) {
-    SLUICE_LOG_WARN("etcd session: registering again failed: {} (trying again)", s.err().message);
+  auto rev = put_registration();
+  if (!rev.ok()) {
+    SLUICE_LOG_WARN("etcd session: registering again failed: {} (trying again)", rev.err().message);
     keeper_.reset();
     etcd_.lease_revoke(lease_).ignore();
     return;
   }
   SLUICE_LOG_INFO("registered again in the cluster under a new session lease");
+  registered_revision_.store(*rev, std::memory_order_release);
+  session_live_.store(true, std::memory_order_release);
   std::lock_guard g(mu_);
   lease_lost_ = false;
 }
@@ -460,6 +475,9 @@ void control_plane::run() {
       }
       for (auto& fn : ls) fn(image_, changes);
     }
+    // The listeners have now seen everything up to here (the metadata
+    // cache included): view_current() may count it.
+    applied_revision_.store(image_.revision(), std::memory_order_release);
     run_ops();
     run_isr_changes();
     std::lock_guard g(mu_);

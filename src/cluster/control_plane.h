@@ -100,6 +100,21 @@ class control_plane {
   // The image's revision (what this broker has applied).
   int64_t revision() const;
   bool is_controller() const;
+  // Whether this broker's view of the cluster (what Metadata answers from
+  // the metadata cache) is known to be current:
+  //   - it is registered under a session lease that is certainly alive
+  //     (granted or renewed less than a TTL ago by this process's clock),
+  //     and
+  //   - its listeners have applied the metadata up to the revision of its
+  //     latest registration.
+  // False just after a resume from SIGSTOP or a network cut that outlasted
+  // the session: the controller has moved this broker's leaderships
+  // meanwhile, and the image does not show it yet (the lease keeper's
+  // thread may not even have run). A client told the old leaders then
+  // could flip back and forth between two leaders (librdkafka before 2.1
+  // ignores leader epochs, and can be left stuck on the wrong broker).
+  // Any thread; lock-free.
+  bool view_current() const;
   // For /metrics; any thread. How many controllers (controller epochs)
   // this broker's image has shown one after another, the first included;
   // and the leaders elected while this broker was the controller.
@@ -168,7 +183,8 @@ class control_plane {
   void run_isr_changes();
   void renew_session();
   status grant_lease();
-  status put_registration();
+  // Returns the revision of the registration's write.
+  result<int64_t> put_registration();
 
   etcd::client& etcd_;
   const sluice::clock& clk_;
@@ -216,6 +232,14 @@ class control_plane {
   std::unique_ptr<etcd::watch_handle> watch_;
   std::thread thread_;
   std::atomic<bool> controller_active_{false};
+  // For view_current(): until when the session lease is alive for certain
+  // (monotonic ms), whether this broker is registered under a lease not
+  // known to be lost, the revision of its latest registration, and the
+  // image revision the listeners have seen.
+  std::atomic<int64_t> lease_good_until_ms_{0};
+  std::atomic<bool> session_live_{false};
+  std::atomic<int64_t> registered_revision_{INT64_MAX};
+  std::atomic<int64_t> applied_revision_{0};
   std::atomic<uint64_t> isr_shrinks_{0};
   std::atomic<uint64_t> isr_expands_{0};
   int64_t last_controller_epoch_ = 0;  // metadata thread only

@@ -201,6 +201,31 @@ TEST_F(ControlPlaneTest, EtcdAwayChangesNothingAndItRecovers) {
   EXPECT_TRUE(a->with_image([](const auto& img) { return img.topic("t") != nullptr; }));
 }
 
+// A broker's view counts as current only once its registration is applied,
+// and stops counting the moment its lease may have run out (a process
+// resumed after SIGSTOP: the clock jumped, no thread has run yet); it counts
+// again once the broker registered anew and applied that too.
+TEST_F(ControlPlaneTest, TheViewIsCurrentOnlyUnderALiveSessionAndAfterItsRegistration) {
+  auto a = start(1);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(eventually([&] { return a->view_current(); }));
+  // Within the TTL (10 s, the default session timeout): still current.
+  clock_.advance_ms(2'000);
+  EXPECT_TRUE(a->view_current());
+  // Past it, all at once: not current, whatever the keeper's thread does.
+  etcd_.set_unavailable(true);  // no renewal or new registration meanwhile
+  clock_.advance_ms(20'000);
+  EXPECT_FALSE(a->view_current());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(a->view_current());
+  // etcd back: a new lease, a new registration, applied: current again.
+  etcd_.set_unavailable(false);
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(100);  // the metadata thread's waits follow the clock
+    return a->view_current();
+  }));
+}
+
 // An op its caller gave up on before it started never runs: it may hold
 // references into the caller's frame, which is gone.
 TEST_F(ControlPlaneTest, AnOpWhoseCallerTimedOutBeforeItStartedNeverRuns) {

@@ -10,11 +10,12 @@
 namespace sluice::etcd {
 
 lease_keeper::lease_keeper(client& c, int64_t lease_id, int64_t ttl_s, lost_callback on_lost,
-                           const clock& clk)
+                           const clock& clk, renewed_callback on_renewed)
     : client_(c),
       lease_id_(lease_id),
       ttl_ms_(ttl_s * 1000),
       on_lost_(std::move(on_lost)),
+      on_renewed_(std::move(on_renewed)),
       clock_(clk),
       start_ms_(clk.monotonic_ms()) {
   SLUICE_ASSERT(ttl_s > 0, "lease_keeper needs a positive TTL");
@@ -74,6 +75,7 @@ void lease_keeper::run() {
       last_sent_ok_ms = sent_ms;
       ttl_ms_ = *r * 1000;
       renewals_++;
+      if (on_renewed_) on_renewed_(sent_ms + ttl_ms_);
       next_ms = sent_ms + ttl_ms_ / 3;
       continue;
     }

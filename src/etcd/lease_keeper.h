@@ -14,6 +14,12 @@
 //     unreachable and the lease in fact lives on.
 // After on_lost the keeper stops; a new lease needs a new keeper.
 //
+// `on_renewed`, when given, is called from the keeper's thread after every
+// successful renewal with the time the lease is good until for certain:
+// the renewal's send time plus the TTL etcd granted (on the keeper's clock).
+// The holder can then tell, at any moment and without the keeper's thread
+// having run (a process resumed after SIGSTOP), that the lease may be gone.
+//
 // Time is read from the given sluice::clock (a manual_clock in tests: the
 // keeper's waits then follow the test's advances, see base/clock.h).
 //
@@ -38,10 +44,11 @@ namespace sluice::etcd {
 class lease_keeper {
  public:
   using lost_callback = std::function<void(const error& why)>;
+  using renewed_callback = std::function<void(int64_t good_until_ms)>;
 
   // Construct right after granting the lease: its TTL is counted from here.
   lease_keeper(client& c, int64_t lease_id, int64_t ttl_s, lost_callback on_lost,
-               const clock& clk = clock::system());
+               const clock& clk = clock::system(), renewed_callback on_renewed = nullptr);
   ~lease_keeper();
   lease_keeper(const lease_keeper&) = delete;
   lease_keeper& operator=(const lease_keeper&) = delete;
@@ -61,6 +68,7 @@ class lease_keeper {
   const int64_t lease_id_;
   int64_t ttl_ms_;
   lost_callback on_lost_;
+  renewed_callback on_renewed_;
   const clock& clock_;
   const int64_t start_ms_;  // when the keeper was made (the TTL counts from here)
   std::mutex mu_;

@@ -1,5 +1,8 @@
+#include "base/limits.h"
 #include "base/log.h"
+#include "cluster/control_plane.h"
 #include "cluster/partition_manager.h"
+#include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/forwarder.h"
 #include "kafka/handlers/handlers.h"
@@ -11,6 +14,18 @@
 // the forwarder (kafka/forwarder.h) from whichever broker got the request,
 // and the topic answers LEADER_NOT_AVAILABLE until the client's next
 // Metadata finds it, as Kafka's brokers answer.
+//
+// A stale view: a cluster broker whose view is not known to be current
+// (control_plane::view_current: just resumed from a pause, or back from a
+// network cut, that outlasted its session) holds the request back until
+// the view is current again, looking every limits::metadata_view_poll_ms,
+// for up to limits::metadata_stale_view_wait_ms. It never names the
+// leaders it had before: the controller has moved them meanwhile, and a
+// client sent back to the old leader for a moment can be left there (the
+// librdkafka of Debian 12 ignores leader epochs in Metadata). Past the
+// wait it answers with what it has, except that the partitions it thinks
+// it leads answer LEADER_NOT_AVAILABLE: without a live session it leads
+// nothing in the cluster's eyes.
 
 namespace sluice::kafka {
 
@@ -26,11 +41,49 @@ void describe_topic(const services& svc, const cluster::topic_info& t, topic_res
   for (int32_t p = 0; p < t.partitions; ++p) fill_partition(svc, t, p, out.partitions.emplace_back());
 }
 
+
+// Answers `body`; `stale_view`: the cluster view is not known current.
+void answer_metadata(request req, const protocol::metadata_request* body, bool stale_view);
+
+struct parked_metadata {
+  request req;
+  protocol::metadata_request body;
+  int64_t give_up_ms = 0;  // on svc->clk's monotonic clock
+};
+
+void wait_for_current_view(std::shared_ptr<parked_metadata> p) {
+  services& svc = *p->req.svc;
+  svc.delayed->after(std::chrono::milliseconds(limits::metadata_view_poll_ms), [p](bool cancelled) {
+    services& svc = *p->req.svc;
+    const bool current = svc.control->view_current();
+    if (current || cancelled || svc.clk->monotonic_ms() >= p->give_up_ms) {
+      answer_metadata(std::move(p->req), &p->body, !current);
+      return;
+    }
+    wait_for_current_view(p);
+  });
+}
+
 }  // namespace
 
 void handle_metadata(request req) {
   auto body = decode_body<protocol::metadata_request>(req);
   if (!body) return;
+  services& svc = *req.svc;
+  if (svc.control && svc.delayed && !svc.control->view_current()) {
+    auto p = std::make_shared<parked_metadata>();
+    p->give_up_ms = svc.clk->monotonic_ms() + limits::metadata_stale_view_wait_ms;
+    p->body = std::move(*body);
+    p->req = std::move(req);
+    wait_for_current_view(std::move(p));
+    return;
+  }
+  answer_metadata(std::move(req), &*body, false);
+}
+
+namespace {
+
+void answer_metadata(request req, const protocol::metadata_request* body, bool stale_view) {
   services& svc = *req.svc;
   auto& pm = *svc.partitions;
   const auto cfg = pm.broker_config();
@@ -49,9 +102,23 @@ void handle_metadata(request req) {
 
   // v0 sends an empty list for "all topics"; v1+ sends null.
   const bool all = !body->topics.has_value() || (req.version() == 0 && body->topics->empty());
+  // Without a current view, the leaderships this broker thinks it holds
+  // are not claimed (see the top of the file).
+  auto respond = [&] {
+    if (stale_view) {
+      for (auto& t : resp.topics) {
+        for (auto& p : t.partitions) {
+          if (p.leader_id != svc.node_id) continue;
+          p.leader_id = -1;
+          p.error_code = to_wire(error_code::leader_not_available);
+        }
+      }
+    }
+    req.respond(resp);
+  };
   if (all) {
     for (const auto& t : md.topics()) describe_topic(svc, t, resp.topics.emplace_back());
-    req.respond(resp);
+    respond();
     return;
   }
   // allow_auto_topic_creation exists from v4; older clients always allow it.
@@ -125,7 +192,9 @@ void handle_metadata(request req) {
       svc.forward->create_topics(std::move(to_create), b ? b->host : std::string(), b ? b->port : 0);
     }
   }
-  req.respond(resp);
+  respond();
 }
+
+}  // namespace
 
 }  // namespace sluice::kafka
