@@ -88,15 +88,28 @@ def metadata_request(port, timeout=5.0, corr=1):
     """Sends Metadata v8 for every topic to 127.0.0.1:port; returns a
     MetadataView. Raises OSError/EOFError when the broker does not answer
     within `timeout` seconds (a paused broker accepts but never answers)."""
+    with metadata_send(port, timeout, corr) as s:
+        return metadata_receive(s, corr)
+
+
+def metadata_send(port, timeout=5.0, corr=1):
+    """Connects to 127.0.0.1:port and sends Metadata v8 for every topic;
+    returns the socket, for metadata_receive (the kernel takes the request
+    even from a SIGSTOPped broker, which reads it when it resumes)."""
     client_id = b"cluster-harness"
     body = struct.pack(">i", -1)  # null topic list: every topic
     body += struct.pack(">bbb", 0, 0, 0)  # no auto-create, no authorized operations
     payload = struct.pack(">hhih", API_METADATA, METADATA_VERSION, corr, len(client_id)) + client_id + body
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        (n,) = struct.unpack(">i", _recv_exact(s, 4))
-        r = Reader(_recv_exact(s, n))
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.settimeout(timeout)
+    s.sendall(struct.pack(">i", len(payload)) + payload)
+    return s
+
+
+def metadata_receive(s, corr=1):
+    """The MetadataView answering metadata_send's request on socket `s`."""
+    (n,) = struct.unpack(">i", _recv_exact(s, 4))
+    r = Reader(_recv_exact(s, n))
     if r.take(">i") != corr:
         raise EOFError("Metadata answer with a wrong correlation id")
     r.take(">i")  # throttle_time_ms
