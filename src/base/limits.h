@@ -97,9 +97,11 @@ inline constexpr int64_t max_etcd_request_timeout_ms = 60'000;
 // A cluster broker whose view of the cluster is not known current
 // (cluster::control_plane::view_current) holds a Metadata request back
 // until it is, looking this often, and for this long at most before it
-// answers without claiming its leaderships (kafka/handlers/metadata.cc).
-// A resumed broker renews its session and catches up in tens of
-// milliseconds; the wait ends well inside any client's request timeout.
+// answers with the view it has (kafka/handlers/metadata.cc). A resumed
+// broker renews its session and catches up in tens of milliseconds, one
+// back from a network cut within a second; while etcd is away for longer
+// (a lost quorum) every Metadata answer takes this long. The wait ends
+// well inside any client's request timeout.
 inline constexpr int64_t metadata_view_poll_ms = 10;
 inline constexpr int64_t metadata_stale_view_wait_ms = 3'000;
 

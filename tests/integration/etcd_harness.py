@@ -33,11 +33,21 @@ def die_with_parent():
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+_handed_out = set()  # every port free_port() returned in this process
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on right now (bind port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on right now (bind port 0), and not
+    one this process was given before: the kernel may hand a just-closed
+    port out again at once, and two servers of one test then collide (seen:
+    two etcd members on one port)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 class EtcdMember:

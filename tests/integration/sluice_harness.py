@@ -21,9 +21,8 @@ SLUICE_BIN = os.environ.get("SLUICE_BIN", str(REPO / "build" / "bin" / "sluice")
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from etcd_harness import free_port as pick  # one registry of ports handed out
+    return pick()
 
 
 class Broker:

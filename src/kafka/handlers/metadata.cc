@@ -19,13 +19,14 @@
 // (control_plane::view_current: just resumed from a pause, or back from a
 // network cut, that outlasted its session) holds the request back until
 // the view is current again, looking every limits::metadata_view_poll_ms,
-// for up to limits::metadata_stale_view_wait_ms. It never names the
+// for up to limits::metadata_stale_view_wait_ms. It does not name the
 // leaders it had before: the controller has moved them meanwhile, and a
 // client sent back to the old leader for a moment can be left there (the
 // librdkafka of Debian 12 ignores leader epochs in Metadata). Past the
-// wait it answers with what it has, except that the partitions it thinks
-// it leads answer LEADER_NOT_AVAILABLE: without a live session it leads
-// nothing in the cluster's eyes.
+// wait it answers with what it has: etcd is then away for longer than a
+// resumed broker needs to catch up (a lost quorum, say), nobody can move a
+// leadership meanwhile, and the brokers keep serving with the metadata
+// they have (docs/controller.md, "Failures").
 
 namespace sluice::kafka {
 
@@ -42,8 +43,7 @@ void describe_topic(const services& svc, const cluster::topic_info& t, topic_res
 }
 
 
-// Answers `body`; `stale_view`: the cluster view is not known current.
-void answer_metadata(request req, const protocol::metadata_request* body, bool stale_view);
+void answer_metadata(request req, const protocol::metadata_request* body);
 
 struct parked_metadata {
   request req;
@@ -57,7 +57,7 @@ void wait_for_current_view(std::shared_ptr<parked_metadata> p) {
     services& svc = *p->req.svc;
     const bool current = svc.control->view_current();
     if (current || cancelled || svc.clk->monotonic_ms() >= p->give_up_ms) {
-      answer_metadata(std::move(p->req), &p->body, !current);
+      answer_metadata(std::move(p->req), &p->body);
       return;
     }
     wait_for_current_view(p);
@@ -78,12 +78,12 @@ void handle_metadata(request req) {
     wait_for_current_view(std::move(p));
     return;
   }
-  answer_metadata(std::move(req), &*body, false);
+  answer_metadata(std::move(req), &*body);
 }
 
 namespace {
 
-void answer_metadata(request req, const protocol::metadata_request* body, bool stale_view) {
+void answer_metadata(request req, const protocol::metadata_request* body) {
   services& svc = *req.svc;
   auto& pm = *svc.partitions;
   const auto cfg = pm.broker_config();
@@ -102,23 +102,9 @@ void answer_metadata(request req, const protocol::metadata_request* body, bool s
 
   // v0 sends an empty list for "all topics"; v1+ sends null.
   const bool all = !body->topics.has_value() || (req.version() == 0 && body->topics->empty());
-  // Without a current view, the leaderships this broker thinks it holds
-  // are not claimed (see the top of the file).
-  auto respond = [&] {
-    if (stale_view) {
-      for (auto& t : resp.topics) {
-        for (auto& p : t.partitions) {
-          if (p.leader_id != svc.node_id) continue;
-          p.leader_id = -1;
-          p.error_code = to_wire(error_code::leader_not_available);
-        }
-      }
-    }
-    req.respond(resp);
-  };
   if (all) {
     for (const auto& t : md.topics()) describe_topic(svc, t, resp.topics.emplace_back());
-    respond();
+    req.respond(resp);
     return;
   }
   // allow_auto_topic_creation exists from v4; older clients always allow it.
@@ -192,7 +178,7 @@ void answer_metadata(request req, const protocol::metadata_request* body, bool s
       svc.forward->create_topics(std::move(to_create), b ? b->host : std::string(), b ? b->port : 0);
     }
   }
-  respond();
+  req.respond(resp);
 }
 
 }  // namespace
