@@ -400,6 +400,40 @@ TEST_F(BrokerTest, LongPollWakesOnAppend) {
   EXPECT_LT(waited_ms, 10'000);
 }
 
+// A follower's fetch parked on several partitions is answered once every
+// partition of a produce request is appended, so one answer carries them
+// all rather than the first alone (partition::wake_after_append).
+TEST_F(BrokerTest, ParkedReplicaFetchGetsEveryPartitionOfOneProduce) {
+  client c(b_->port());
+  create(c, "rf", 3);
+  auto f = fetch_req(0, -1, 20000);
+  f.replica_id = 7;  // a replica id: read to the log end, woken by appends
+  for (int p = 0; p < 3; ++p) add_partition(f, "rf", p, 0);
+  c.send(f, 12);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  client d(b_->port());
+  std::vector<std::vector<uint8_t>> batches;
+  for (int p = 0; p < 3; ++p) batches.push_back(make_batch(1));
+  protocol::produce_request req;
+  req.acks = 1;
+  req.timeout_ms = 30000;
+  auto& t = req.topic_data.emplace_back();
+  t.name = "rf";
+  for (int p = 0; p < 3; ++p) {
+    auto& pd = t.partition_data.emplace_back();
+    pd.index = p;
+    pd.records = protocol::records_field::of(batches[static_cast<size_t>(p)]);
+  }
+  auto pr = d.call<protocol::produce_response>(req, 7);
+  for (const auto& r : pr.responses[0].partition_responses) ASSERT_EQ(r.error_code, 0);
+  auto resp = c.receive<protocol::fetch_response>(12);
+  ASSERT_EQ(partitions_in(resp), 3u);
+  for (const auto& p : resp.responses[0].partitions) {
+    EXPECT_EQ(p.error_code, 0) << p.partition_index;
+    EXPECT_GT(p.records.size_bytes(), 0u) << p.partition_index;
+  }
+}
+
 TEST_F(BrokerTest, FetchOutOfRangeAndUnknownPartition) {
   client c(b_->port());
   create(c, "r", 1);

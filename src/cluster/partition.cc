@@ -421,7 +421,7 @@ status partition::load_producers() {
 // Kafka's order (its Log.analyzeAndValidateRecords, then LogValidator): the
 // size limits first, then the header, the CRC, and every record. Each
 // failure stores nothing and names the partition's error.
-produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
+produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers) {
   produce_outcome out;
   auto fail = [&](errc e, std::string msg) {
     out.error = e;
@@ -521,9 +521,10 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms) {
     }
   }
   answer(std::move(covered), {});
+  out.hw_moved = hw_moved;
   // Followers have more to fetch; consumers only when the append moved
   // the high watermark (the leader alone in the ISR).
-  wake_listeners(hw_moved, true);
+  if (wake_readers) wake_listeners(hw_moved, true);
   return out;
 }
 

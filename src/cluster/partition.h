@@ -82,6 +82,7 @@ struct produce_outcome {
   offset last{-1};             // last offset of the batch
   int64_t log_append_time_ms = -1;  // set when the topic uses LogAppendTime
   bool duplicate = false;      // a retry: nothing was appended
+  bool hw_moved = false;       // the append moved the high watermark (a leader alone in its ISR)
 };
 
 
@@ -111,8 +112,14 @@ class partition : public std::enable_shared_from_this<partition> {
   // Appends the producer's record batch (exactly one v2 batch, as Produce v3+
   // requires) as leader. `batch` is modified in place (offsets, epoch, and
   // for LogAppendTime the timestamp and CRC). Never throws; errors are in
-  // the outcome.
-  produce_outcome append(std::span<std::byte> batch, int64_t now_ms);
+  // the outcome. `wake_readers` false leaves waking the waiting fetches to
+  // the caller (wake_after_append, once every partition of a request is
+  // appended), so a follower's fetch parked on several partitions is
+  // answered with all of them, not with the first alone.
+  produce_outcome append(std::span<std::byte> batch, int64_t now_ms, bool wake_readers = true);
+  // What append(..., false) left out: wakes the followers' fetches, and the
+  // consumers' when the outcome said `hw_moved`.
+  void wake_after_append(bool hw_moved) { wake_listeners(hw_moved, true); }
 
   // Calls `cb` when every offset <= last is durable (at once when the topic
   // relaxes fsync). See storage::log::on_durable.

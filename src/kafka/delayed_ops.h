@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <queue>
 #include <thread>
 #include <vector>
 
@@ -30,22 +31,25 @@ namespace sluice::kafka {
 
 class delayed_ops {
  public:
-  // A pending after(). Its function runs exactly once, on the delayed-ops
-  // thread.
+  // A pending after(). Its function runs exactly once: on the delayed-ops
+  // thread when its time comes, or on the thread that cancels it.
   class timer {
    public:
-    explicit timer(asio::io_context& io) : t_(io) {}
-    // Runs the function now with cancelled = true, unless it ran already.
-    // Thread-safe.
+    timer(int64_t at_ms, std::function<void(bool)> fn) : at_ms_(at_ms), fn_(std::move(fn)) {}
+    // Runs the function now, on the calling thread, with cancelled = true,
+    // unless it ran already (or is running: then it returns at once). The
+    // caller must not hold a lock the function takes. Thread-safe.
     void cancel();
 
    private:
     friend class delayed_ops;
-    asio::steady_timer t_;                // touched on the delayed-ops thread only, once armed
-    int64_t at_ms_ = 0;                   // on the clock's monotonic_ms()
-    std::function<void(bool)> fn_;        // emptied when it runs
-    std::atomic<bool> cancelled_{false};
-    std::weak_ptr<timer> self_;
+    // Takes the function if it has not run; the one caller that gets it
+    // runs it.
+    std::function<void(bool)> take();
+
+    const int64_t at_ms_;  // on the clock's monotonic_ms()
+    std::mutex mu_;        // guards fn_
+    std::function<void(bool)> fn_;  // emptied when it runs
   };
 
   // `clk` outlives this object.
@@ -58,7 +62,10 @@ class delayed_ops {
   void post(std::function<void()> fn);
   // Calls `fn(false)` on the delayed-ops thread once the clock has moved
   // `delay` from now, or `fn(true)` earlier if the returned timer is
-  // cancelled or the broker drains.
+  // cancelled (on the cancelling thread) or the broker drains. Costs the
+  // delayed-ops thread no wake-up unless the new timer is due before every
+  // other: requests that wait (a produce for its replicas, a parked fetch)
+  // arm one each, and almost all are cancelled long before they are due.
   std::shared_ptr<timer> after(std::chrono::milliseconds delay, std::function<void(bool cancelled)> fn);
 
   // Shutdown, step 1: fires every pending timer now (cancelled) and makes
@@ -69,17 +76,28 @@ class delayed_ops {
   void stop();
 
  private:
-  // On the delayed-ops thread: runs the timer's function if it was
-  // cancelled or the clock has reached its deadline, else sleeps toward the
-  // deadline and looks again.
-  void arm(std::shared_ptr<timer> t);
+  struct entry {
+    int64_t at_ms;
+    std::weak_ptr<timer> t;  // a cancelled timer its owner dropped is gone
+    bool operator>(const entry& o) const { return at_ms > o.at_ms; }
+  };
+  // On the delayed-ops thread: fires the timers that are due and sleeps
+  // toward the next deadline (at most the clock's max_sleep_ms, so a
+  // manual clock is looked at again).
+  void wake();
 
   sluice::clock& clk_;
   asio::io_context io_;
   std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  asio::steady_timer wake_timer_;  // the delayed-ops thread's
   std::thread thread_;
-  std::mutex mu_;  // guards timers_, draining_, stopped_
-  std::vector<std::weak_ptr<timer>> timers_;
+  std::mutex mu_;  // guards heap_, wake_at_ms_, draining_, stopped_
+  // Every timer not yet due, earliest first. Cancelled ones stay until
+  // their time or the next sweep; each is one small entry.
+  std::priority_queue<entry, std::vector<entry>, std::greater<>> heap_;
+  // When the delayed-ops thread next looks at heap_ (INT64_MAX: it sleeps
+  // until told): after() posts a wake only for a timer due before it.
+  int64_t wake_at_ms_ = INT64_MAX;
   bool draining_ = false;
   bool stopped_ = false;
 };

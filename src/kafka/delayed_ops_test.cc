@@ -2,6 +2,9 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +61,49 @@ TEST(DelayedOps, DrainFiresPendingAndLaterTimersCancelled) {
   ASSERT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(b.get());
   EXPECT_TRUE(a.get());
+}
+
+// A cancel runs the function on the cancelling thread, at once: the
+// delayed-ops thread is not woken for it.
+TEST(DelayedOps, CancelRunsOnTheCancellingThread) {
+  manual_clock clk;
+  delayed_ops ops(clk);
+  std::thread::id ran_on;
+  bool cancelled = false;
+  auto t = ops.after(std::chrono::hours(1), [&](bool c) {
+    ran_on = std::this_thread::get_id();
+    cancelled = c;
+  });
+  t->cancel();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_TRUE(cancelled);
+}
+
+// Timers armed out of order fire in the order of their deadlines, and one
+// whose owner dropped it without cancelling never fires.
+TEST(DelayedOps, TimersFireByDeadlineAndDroppedOnesNever) {
+  manual_clock clk;
+  delayed_ops ops(clk);
+  std::mutex mu;
+  std::vector<int> fired;
+  std::promise<void> last;
+  auto note = [&](int id) {
+    std::lock_guard g(mu);
+    fired.push_back(id);
+  };
+  auto t3 = ops.after(std::chrono::milliseconds(300), [&](bool) {
+    note(3);
+    last.set_value();
+  });
+  auto t1 = ops.after(std::chrono::milliseconds(100), [&](bool) { note(1); });
+  auto dropped = ops.after(std::chrono::milliseconds(150), [&](bool) { note(9); });
+  dropped.reset();
+  auto t2 = ops.after(std::chrono::milliseconds(200), [&](bool) { note(2); });
+  clk.advance_ms(150);
+  clk.advance_ms(150);
+  ASSERT_EQ(last.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  std::lock_guard g(mu);
+  EXPECT_EQ(fired, (std::vector<int>{1, 2, 3}));
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ raw_connection::raw_connection(raw_connection&& o) noexcept
     : fd_(std::exchange(o.fd_, -1)),
       client_id_(std::move(o.client_id_)),
       correlation_id_(o.correlation_id_),
-      frame_(std::move(o.frame_)) {}
+      frame_(std::move(o.frame_)), frame_len_(o.frame_len_) {}
 
 raw_connection& raw_connection::operator=(raw_connection&& o) noexcept {
   if (this != &o) {
@@ -97,6 +97,7 @@ raw_connection& raw_connection::operator=(raw_connection&& o) noexcept {
     client_id_ = std::move(o.client_id_);
     correlation_id_ = o.correlation_id_;
     frame_ = std::move(o.frame_);
+    frame_len_ = o.frame_len_;
   }
   return *this;
 }
@@ -134,8 +135,9 @@ status raw_connection::receive_frame() {
   if (size < 4 || size > limits::default_socket_request_max_bytes) {
     return status(errc::malformed, "response frame of " + std::to_string(size) + " bytes");
   }
-  frame_.assign(static_cast<size_t>(size), 0);
-  return read_exact(frame_.data(), frame_.size());
+  frame_len_ = static_cast<size_t>(size);
+  if (frame_.size() < frame_len_) frame_.resize(frame_len_);
+  return read_exact(frame_.data(), frame_len_);
 }
 
 }  // namespace sluice::protocol

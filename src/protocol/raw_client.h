@@ -50,7 +50,7 @@ class raw_connection {
     if (!bytes.ok()) return bytes.err();
     SLUICE_TRY(send_all(*bytes));
     SLUICE_TRY(receive_frame());
-    protocol::reader r(frame_);
+    protocol::reader r(std::span<const uint8_t>(frame_.data(), frame_len_));
     protocol::response_header h;
     h.read(r, protocol::response_header_version(Resp::api_key, version));
     if (r.ok() && h.correlation_id != correlation_id_) {
@@ -71,7 +71,11 @@ class raw_connection {
   int fd_ = -1;
   std::string client_id_;
   int32_t correlation_id_ = 0;
+  // The last answer: its first frame_len_ bytes. The buffer only grows
+  // (zero-filled once, as it grows): a follower's fetcher receives answers
+  // of up to replica.fetch.response.max.bytes many times a second.
   std::vector<uint8_t> frame_;
+  size_t frame_len_ = 0;
 };
 
 // The versions the tools send (see above).

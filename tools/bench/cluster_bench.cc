@@ -523,7 +523,8 @@ int run_cluster(const cluster_options& o) {
   check_interrupted();
   sluice_cluster sluice(o, root.path, etcd.endpoints());
   check_interrupted();
-  jetstream_cluster js(o.nats_path, root.path, kServers);
+  std::optional<jetstream_cluster> js;
+  if (o.jetstream) js.emplace(o.nats_path, root.path, kServers);
   check_interrupted();
 
   const std::string tag = std::to_string(::getpid());
@@ -532,7 +533,7 @@ int run_cluster(const cluster_options& o) {
   for (int i = 0; i < o.repeats; ++i) {
     sr.push_back(
         run_sluice(o, sluice, consumers, "cluster-bench-" + tag + "-" + std::to_string(i)));
-    jr.push_back(run_jetstream(o, js, "CLUSTERBENCH_" + tag + "_" + std::to_string(i)));
+    if (js) jr.push_back(run_jetstream(o, *js, "CLUSTERBENCH_" + tag + "_" + std::to_string(i)));
   }
   kill_result k;
   if (o.leader_kill) k = leader_kill(o, sluice, "cluster-bench-" + tag + "-kill");
@@ -653,7 +654,7 @@ int run_cluster(const cluster_options& o) {
       o.js_max_pending, o.message_bytes, o.seconds, o.repeats, o.repeats == 1 ? "" : "s");
   std::printf("%-40s %14s %14s %8s\n", "", "Sluice", "JetStream", "ratio");
   std::printf("%-40s %14.0f %14.0f %8.2f  target >= 5: %s\n", "publish, unlimited (msgs/s)", s_prod,
-              j_pub, prod_ratio, verdict(true, t_rate).c_str());
+              j_pub, prod_ratio, js ? verdict(true, t_rate).c_str() : "(JetStream not run)");
   std::printf("%-40s %14.1f %14.1f\n", "  MB/s", s_prod * mb, j_pub * mb);
   std::string per;
   for (size_t i = 0; i < s_log_bytes.size(); ++i)

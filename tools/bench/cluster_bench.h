@@ -25,6 +25,7 @@ struct cluster_options {
   int session_timeout_ms = 4000;  // sluice.etcd.session.timeout.ms of the brokers
   double failover_timeout = 60;   // seconds the leader kill waits for acks to resume
   bool leader_kill = true;
+  bool jetstream = true;  // false: Sluice only (--no-jetstream), for quicker before/after runs
   int js_max_pending = 4096;  // asynchronous JetStream publishes in flight
   int repeats = 1;
   bool json = false;

@@ -199,6 +199,8 @@ int main(int argc, char** argv) {
                  "seconds the leader kill waits for partition 0's acknowledgements")
       ->check(CLI::Range(1.0, 600.0));
   cl->add_flag("--no-leader-kill{false}", clo.leader_kill, "skip the leader kill");
+  cl->add_flag("--no-jetstream{false}", clo.jetstream,
+               "run Sluice only (no JetStream figures, no ratios)");
   cl->add_option("--js-max-pending", clo.js_max_pending,
                  "asynchronous JetStream publishes in flight")
       ->check(CLI::Range(1, 1 << 20));

@@ -107,8 +107,10 @@ fetch_target make_target(const cluster::partition_manager& pm, bool by_id, const
   return t;
 }
 
-// One fetch in progress. Attempts run on the I/O thread first and then on
-// the delayed-ops thread; `done` makes sure exactly one answers.
+// One fetch in progress. Attempts run on the I/O thread first, then on the
+// thread that woke it (an append, for a follower's fetch) or the
+// delayed-ops thread (a consumer's, and the timeout); `done_` makes sure
+// exactly one answers.
 class fetch_op : public std::enable_shared_from_this<fetch_op> {
  public:
   request req;
@@ -136,7 +138,6 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   void park();
 
  private:
-  void finish(protocol::fetch_response resp);
   void unlisten();
 
   std::atomic<bool> done_{false};
@@ -273,6 +274,10 @@ bool fetch_op::attempt(bool final) {
   const bool enough = total >= static_cast<uint64_t>(std::max(body.min_bytes, 0)) || any_error ||
                       body.max_wait_ms <= 0 || req.svc->clk->monotonic_ms() >= deadline_ms;
   if (!final && !enough) return false;
+  // Attempts may run at once on several threads (a follower's fetch is
+  // woken on each appending thread): the one that claims the answer
+  // records what it tells and sends it.
+  if (done_.exchange(true)) return true;
   // Record what the client is told, for the next incremental answer.
   if (session) {
     std::lock_guard g(session->mu);
@@ -292,14 +297,9 @@ bool fetch_op::attempt(bool final) {
     cursor->topic = targets[*last_served].topic;
     cursor->partition = targets[*last_served].partition;
   }
-  finish(std::move(resp));
-  return true;
-}
-
-void fetch_op::finish(protocol::fetch_response resp) {
-  if (done_.exchange(true)) return;
   unlisten();
   req.respond(resp);
+  return true;
 }
 
 void fetch_op::unlisten() {
@@ -318,12 +318,22 @@ void fetch_op::park() {
     tokens_.clear();
     for (auto& t : targets) {
       if (!t.part) continue;
+      // A follower's fetch is answered on the thread that appended (after
+      // every partition of its request, partition::wake_after_append): a
+      // hop through the delayed-ops thread would only add a wake-up to
+      // the replication round trip that acks=all waits for. A consumer's
+      // is looked at on the delayed-ops thread, off the thread that moved
+      // the high watermark (a follower's fetch being handled).
+      auto wake = replica >= 0 ? std::function<void()>([self] {
+        if (!self->attempt(false)) self->park();
+      })
+                               : std::function<void()>([self, delayed] {
+                                   delayed->post([self] {
+                                     if (!self->attempt(false)) self->park();
+                                   });
+                                 });
       uint64_t token = t.part->add_listener(
-          [self, delayed] {
-            delayed->post([self] {
-              if (!self->attempt(false)) self->park();
-            });
-          },
+          std::move(wake),
           replica >= 0 ? cluster::partition::wake_on::append : cluster::partition::wake_on::high_watermark);
       tokens_.emplace_back(t.part, token);
     }
@@ -333,9 +343,10 @@ void fetch_op::park() {
     }
   }
   // Data may have arrived before the listeners were in place: look once
-  // more. If there is still not enough, the listeners and the timer are
-  // set and will call again; parking again here would spin.
-  delayed->post([self] { self->attempt(false); });
+  // more, here (the listeners are in place, so nothing is missed after
+  // this look). If there is still not enough, the listeners and the timer
+  // are set and will call again; parking again here would spin.
+  attempt(false);
 }
 
 }  // namespace

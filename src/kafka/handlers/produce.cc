@@ -78,6 +78,9 @@ void handle_produce(request req) {
     offset last;
   };
   std::vector<awaited> await;
+  // Partitions appended, whose waiting fetches are woken once all are:
+  // a follower's fetch then finds every partition of this request.
+  std::vector<std::pair<std::shared_ptr<cluster::partition>, bool>> appended;
   op->resp.responses.reserve(body->topic_data.size());
   for (auto& td : body->topic_data) {
     auto& tr = op->resp.responses.emplace_back();
@@ -137,8 +140,9 @@ void handle_produce(request req) {
           continue;
         }
       }
-      auto out = part->append(mutable_view(req, pd.records.view()), now);
+      auto out = part->append(mutable_view(req, pd.records.view()), now, /*wake_readers=*/false);
       pr.log_start_offset = part->log_start_offset().value();
+      if (out.error == errc::ok && !out.duplicate) appended.emplace_back(part, out.hw_moved);
       if (out.error != errc::ok) {
         SLUICE_LOG_DEBUG("produce to {}-{} refused: {} ({})", td.name, pd.index, errc_name(out.error), out.message);
         set_error(to_kafka_error(out.error), out.message);
@@ -149,6 +153,8 @@ void handle_produce(request req) {
       if (acks == -1) await.push_back({part, &pr, out.last});
     }
   }
+
+  for (auto& [part, hw_moved] : appended) part->wake_after_append(hw_moved);
 
   if (acks == 0) {
     if (any_error) {
