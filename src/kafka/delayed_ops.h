@@ -66,6 +66,8 @@ class delayed_ops {
   // delayed-ops thread no wake-up unless the new timer is due before every
   // other: requests that wait (a produce for its replicas, a parked fetch)
   // arm one each, and almost all are cancelled long before they are due.
+  // The caller keeps the returned timer until its function has run: the
+  // queue holds timers weakly, and a timer nobody holds never fires.
   std::shared_ptr<timer> after(std::chrono::milliseconds delay, std::function<void(bool cancelled)> fn);
 
   // Shutdown, step 1: fires every pending timer now (cancelled) and makes

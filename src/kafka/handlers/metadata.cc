@@ -49,11 +49,14 @@ struct parked_metadata {
   request req;
   protocol::metadata_request body;
   int64_t give_up_ms = 0;  // on svc->clk's monotonic clock
+  // The next look; held here, since delayed_ops forgets a timer nobody
+  // holds. (A cycle with the timer's function until it runs.)
+  std::shared_ptr<delayed_ops::timer> timer;
 };
 
 void wait_for_current_view(std::shared_ptr<parked_metadata> p) {
   services& svc = *p->req.svc;
-  svc.delayed->after(std::chrono::milliseconds(limits::metadata_view_poll_ms), [p](bool cancelled) {
+  p->timer = svc.delayed->after(std::chrono::milliseconds(limits::metadata_view_poll_ms), [p](bool cancelled) {
     services& svc = *p->req.svc;
     const bool current = svc.control->view_current();
     if (current || cancelled || svc.clk->monotonic_ms() >= p->give_up_ms) {
