@@ -149,11 +149,7 @@ void control_plane::on_change(listener fn) {
 
 bool control_plane::unclean_allowed(const std::string& topic) const {
   // Called on the metadata thread, which alone writes the image.
-  if (const auto* t = image_.topic(topic)) {
-    auto it = t->record.configs.find("unclean.leader.election.enable");
-    if (it != t->record.configs.end()) return it->second == "true";
-  }
-  return opts_.unclean_default;
+  return controller::unclean_election_enabled(image_, topic, opts_.unclean_default);
 }
 
 std::vector<image_change> control_plane::reload() {
@@ -221,7 +217,7 @@ std::vector<image_change> control_plane::apply_pending(std::deque<etcd::watch_up
   return changes;
 }
 
-void control_plane::decide(bool brokers_changed) {
+void control_plane::decide(bool elections_due) {
   const bool had_controller = image_.controller().has_value();
   if (const int64_t epoch = had_controller ? image_.controller()->epoch : 0; epoch != last_controller_epoch_) {
     last_controller_epoch_ = epoch;
@@ -257,7 +253,7 @@ void control_plane::decide(bool brokers_changed) {
     ensure_offsets_topic();
     rebalance_if_due();
   }
-  if (!active || !(brokers_changed || election_due_)) return;
+  if (!active || !(elections_due || election_due_)) return;
   auto r = controller_->elect_after_broker_change(image_, [this](const std::string& t) { return unclean_allowed(t); });
   if (!r.ok()) {
     // A record moved (the image lags) or etcd is away: decide again later.
@@ -449,9 +445,7 @@ void control_plane::run() {
       auto more = reload();
       changes.insert(changes.end(), more.begin(), more.end());
     }
-    bool brokers_changed = false;
-    for (const auto& c : changes) brokers_changed |= c.kind == kind::broker || c.kind == kind::controller;
-    decide(brokers_changed);
+    decide(controller::elections_due(changes));
     if (!changes.empty()) {
       std::vector<listener> ls;
       {

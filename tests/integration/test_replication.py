@@ -612,12 +612,15 @@ def _sluice(*args, timeout=60):
     return r.returncode, r.stdout + r.stderr
 
 
-def test_unclean_enabled_while_offline_then_an_operator_election(cluster):
-    """The partition is offline (unclean election off); the operator turns
-    unclean.leader.election.enable on. The controller elects only when
-    brokers come or go (docs/controller.md), so nothing changes until
-    `sluice cluster elect-leaders --unclean`, which makes X lead and loses
-    exactly B."""
+def test_unclean_enabled_while_offline_elects_at_once(cluster):
+    """The partition is offline (unclean election off) while X, live but out
+    of the ISR, could lead. Turning unclean.leader.election.enable on for
+    the topic with AlterConfigs makes the controller elect X within seconds,
+    with no broker coming or going (as Kafka's ZooKeeper controller did on
+    the config change; Kafka's KRaft controller scans for leaderless
+    partitions every 5 minutes). Exactly B is lost, and L counts it when it
+    comes back and truncates."""
+    from confluent_kafka.admin import ConfigResource
     c = cluster
     topic = "unclean-late"
     L, X, Y, acked_a, acked_b = _only_the_leader_has_b(c, topic, unclean=False)
@@ -625,23 +628,29 @@ def test_unclean_enabled_while_offline_then_an_operator_election(cluster):
     c.restart(X)
     c.wait_converged(timeout=FAILOVER_S + 10)
     c.wait_for(lambda: c.controller_id() == X, FAILOVER_S, "X the controller")
+    time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)  # L's registration gone, the controller has decided
     assert partition_view(c, topic, via=X).leader == -1
-    rc, out = _sluice("config", "alter", "--topic", topic, "-c", "unclean.leader.election.enable=true",
-                      "--bootstrap", c.broker(X).address)
-    assert rc == 0, out
-    time.sleep(3)
-    # Kafka's controller would elect now; Sluice's waits for a broker change.
-    still_offline = partition_view(c, topic, via=X).leader == -1
-    rc, out = _sluice("cluster", "elect-leaders", "--unclean", "--topic", topic, "--partition", "0",
-                      "--bootstrap", c.broker(X).address)
-    assert rc == 0, out
+    assert labelled_metric(c, X, "sluice_leader_elections_total", 'kind="unclean"') == 0
+    live = c.live_ids()
+    assert live == [X], live
+    # AlterConfigs (not incremental) replaces the topic's whole set.
+    admin = AdminClient({"bootstrap.servers": c.broker(X).address, "socket.timeout.ms": 10000})
+    fs = admin.alter_configs([ConfigResource("topic", topic, set_config={
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})])
+    for f in fs.values():
+        f.result(30)
+    altered = time.monotonic()
+    c.wait_for(lambda: _leader_seen_by(c, topic, X) == X, 5, "X elected on the config change alone")
+    elected_s = time.monotonic() - altered
+    assert c.live_ids() == [X]  # no broker came or went
+    assert "1 unclean" in c.broker(X).log_text(200000)
     lost, acked_c = _unclean_on_after_l_is_gone(c, topic, L, X, acked_a, acked_b, restart_x=False)
     assert lost == sorted(acked_b), lost
     c.restart(L)
     c.wait_for(lambda: L in isr_of(c, topic, via=X), 30, "L back in the ISR as a follower")
     m, logged = _truncation_counted(c, L)
     assert m == len(lost) and logged == [len(lost)], (m, logged)
-    assert still_offline, "the controller elected on the config change alone (docs say it does not)"
+    assert elected_s < 5, elected_s
 
 
 def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_watermark():
