@@ -80,6 +80,11 @@ class replica_tracker {
   offset high_watermark() const { return hw_; }
   // The store's ISR (what min.insync.replicas counts).
   const std::vector<int32_t>& isr() const { return isr_; }
+  // The size of the maximal ISR, the replicas the high watermark counts:
+  // the store's ISR plus the followers asked to be added (Kafka's
+  // PartitionState.maximalIsr, which min.insync.replicas counts once a
+  // batch is appended).
+  size_t maximal_isr_size() const { return isr_.size() + pending_.size(); }
   const std::vector<follower_progress>& followers() const { return followers_; }
   offset epoch_start() const { return epoch_start_; }
 

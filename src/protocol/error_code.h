@@ -215,6 +215,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::not_controller: return error_code::not_controller;
     case errc::fenced_leader_epoch: return error_code::fenced_leader_epoch;
     case errc::not_enough_replicas: return error_code::not_enough_replicas;
+    case errc::not_enough_replicas_after_append: return error_code::not_enough_replicas_after_append;
     case errc::unknown_leader_epoch: return error_code::unknown_leader_epoch;
     case errc::invalid_update_version: return error_code::invalid_update_version;
     case errc::ineligible_replica: return error_code::ineligible_replica;

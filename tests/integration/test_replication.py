@@ -3,13 +3,15 @@ three-member etcd (cluster_harness.py), with real clients: followers copy
 their leaders' logs, acks=all is answered only once every in-sync replica
 has the batch, a confirmed message survives the loss of its leader, a
 follower that stops fetching leaves the ISR and returns after a restart,
-min.insync.replicas refuses acks=all below it while acks=1 goes on, and a
-consumer group's committed offsets survive the loss of its coordinator.
-Unclean leader election off keeps a partition offline rather than lose
-acknowledged messages; on (or asked for by an operator) it loses exactly
-the ones the old leader then counts as truncated committed offsets. An
-idempotent producer's retry to a new leader is recognised as a duplicate,
-and producer ids are unique across brokers.
+min.insync.replicas refuses acks=all below it while acks=1 goes on (and
+answers NOT_ENOUGH_REPLICAS_AFTER_APPEND to a batch the ISR shrank under
+while it waited), and a consumer group's committed offsets survive the
+loss of its coordinator. Unclean leader election off keeps a partition
+offline rather than lose acknowledged messages; on (from the start, or
+turned on while the partition is offline) it loses exactly the ones the
+old leader then counts as truncated committed offsets. An idempotent
+producer's retry to a new leader is recognised as a duplicate, and
+producer ids are unique across brokers.
 """
 
 import os
@@ -27,6 +29,7 @@ SESSION_TIMEOUT_MS = 4000
 LAG_MAX_MS = 3000
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
 @pytest.fixture
@@ -191,6 +194,34 @@ def test_lagging_follower_leaves_the_isr_and_min_insync_guards_acks_all(cluster)
     c.wait_for(lambda: checkpointed() == 102 or None, 15, "the follower's periodic checkpoint to reach 102")
     c.stop(followers[0])
     assert checkpointed() == 102
+
+
+def test_isr_shrinking_under_a_waiting_acks_all_batch_answers_not_enough_replicas_after_append(cluster):
+    """min.insync.replicas 3, all three in sync: a batch produced with
+    acks=all while a follower is paused waits (the follower never fetches
+    it) until the follower leaves the ISR; the high watermark then passes
+    it, and with two in-sync replicas it is answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND at the offset it was written at
+    (Kafka's DelayedProduce). The next is refused before it is written
+    (NOT_ENOUGH_REPLICAS). The follower comes back with the batch."""
+    c = cluster
+    topic = "after-append"
+    create(c, topic, configs={"min.insync.replicas": "3"})
+    c.wait_for(lambda: isr_of(c, topic) == [1, 2, 3], 20, "a full ISR")
+    leader = partition_view(c, topic).leader
+    follower = [n for n in c.node_ids if n not in (leader, c.controller_id())][0]
+    port = _port(c, leader)
+    assert produce_request(port, topic, 0, b"first", acks=-1) == (0, 0)
+    c.pause(follower)
+    assert produce_request(port, topic, 0, b"waited", acks=-1, timeout=30.0) == (NOT_ENOUGH_REPLICAS_AFTER_APPEND, 1)
+    c.wait_for(lambda: follower not in isr_of(c, topic, via=leader), 10, "the paused follower out of the ISR")
+    err, _ = produce_request(port, topic, 0, b"refused", acks=-1)
+    assert err == NOT_ENOUGH_REPLICAS
+    c.resume(follower)
+    c.wait_for(lambda: isr_of(c, topic, via=leader) == [1, 2, 3], 30, "the follower back in the ISR")
+    assert produce_request(port, topic, 0, b"again", acks=-1) == (0, 2)
+    seen = consume_all(c.live_bootstrap(), topic, 3)
+    assert [v for _, v in seen] == ["first", "waited", "again"], seen
 
 
 def test_group_offsets_survive_the_coordinators_broker(cluster):
