@@ -140,6 +140,15 @@ int64_t control_plane::revision() const {
   return image_.revision();
 }
 
+int64_t control_plane::broker_epoch() const {
+  std::lock_guard g(image_mu_);
+  auto it = image_.brokers().find(opts_.node_id);
+  // A registration of an earlier process of this node id (not yet
+  // expired) is not this broker's.
+  if (it == image_.brokers().end() || it->second.record.incarnation != incarnation_) return -1;
+  return it->second.mod_revision;
+}
+
 bool control_plane::is_controller() const { return controller_active_.load(); }
 
 void control_plane::on_change(listener fn) {

@@ -92,6 +92,11 @@ class control_plane {
 
   const std::string& cluster_id() const { return cluster_id_; }
   int32_t node_id() const { return opts_.node_id; }
+  // This broker's broker epoch (Kafka's, KIP-903): the etcd mod revision of
+  // its current registration as its image shows it, new at every
+  // registration (a restart, a lost session). -1 until the image shows a
+  // registration of this process. Followers send it with every fetch.
+  int64_t broker_epoch() const;
 
   // Reads the image under the lock: `fn` must be quick.
   template <class F>

@@ -99,6 +99,32 @@ TEST_F(ControlPlaneTest, OneControllerAtATimeAndAnotherWhenItGoes) {
   }));
 }
 
+// A broker's epoch is the mod revision of its registration, as every
+// image shows it; another broker's image agrees, and a new registration
+// (another process of the node id) gets a new one.
+TEST_F(ControlPlaneTest, TheBrokerEpochIsTheRegistrationsRevision) {
+  auto a = start(1), b = start(2);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(eventually([&] { return a->broker_epoch() > 0; }));
+  const int64_t first = a->broker_epoch();
+  ASSERT_TRUE(eventually([&] {
+    return b->with_image([&](const controller::metadata_image& img) {
+      auto it = img.brokers().find(1);
+      return it != img.brokers().end() && it->second.mod_revision == first;
+    });
+  }));
+  ASSERT_TRUE(eventually([&] { return b->broker_epoch() > 0; }));
+  EXPECT_NE(b->broker_epoch(), first);
+  a.reset();  // deregisters
+  ASSERT_TRUE(eventually([&] {
+    return b->with_image([](const controller::metadata_image& img) { return !img.brokers().count(1); });
+  }));
+  auto again = start(1);
+  ASSERT_TRUE(again);
+  ASSERT_TRUE(eventually([&] { return again->broker_epoch() > 0; }));
+  EXPECT_GT(again->broker_epoch(), first);
+}
+
 // Starts a control plane for `id` on another thread while the test moves
 // the clock a second at a time (the start waits a session timeout for a
 // registration of its node id to go).

@@ -67,6 +67,7 @@ enum class error_code : int16_t {
   fenced_leader_epoch = 74,
   unknown_leader_epoch = 75,
   unsupported_compression_type = 76,
+  stale_broker_epoch = 77,
   member_id_required = 79,
   offset_not_available = 78,
   preferred_leader_not_available = 80,
@@ -154,6 +155,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(fenced_leader_epoch, "FENCED_LEADER_EPOCH")
     SLUICE_NAME(unknown_leader_epoch, "UNKNOWN_LEADER_EPOCH")
     SLUICE_NAME(unsupported_compression_type, "UNSUPPORTED_COMPRESSION_TYPE")
+    SLUICE_NAME(stale_broker_epoch, "STALE_BROKER_EPOCH")
     SLUICE_NAME(member_id_required, "MEMBER_ID_REQUIRED")
     SLUICE_NAME(offset_not_available, "OFFSET_NOT_AVAILABLE")
     SLUICE_NAME(preferred_leader_not_available, "PREFERRED_LEADER_NOT_AVAILABLE")

@@ -224,6 +224,55 @@ def test_isr_shrinking_under_a_waiting_acks_all_batch_answers_not_enough_replica
     assert [v for _, v in seen] == ["first", "waited", "again"], seen
 
 
+STALE_BROKER_EPOCH = 77
+
+
+def fetch_v7(port, topic, partition, offset, replica_id, timeout=10.0):
+    """Fetch v7 (sessionless, no wait) of one partition from broker
+    127.0.0.1:port, claiming `replica_id` (-1: a consumer); returns (top-level
+    error, partition error, high watermark), the last two None when the
+    answer names no partition."""
+    import struct
+    from cluster_harness import _kstr, _request
+    body = struct.pack(">iiiibii", replica_id, 0, 0, 1 << 20, 0, 0, -1)
+    body += struct.pack(">i", 1) + _kstr(topic) + struct.pack(">i", 1)
+    body += struct.pack(">iqqi", partition, offset, -1, 1 << 20)
+    body += struct.pack(">i", 0)  # forgotten topics
+    r = _request(port, 1, 7, body, timeout)
+    r.take(">i")  # throttle_time_ms
+    top, _session = r.take(">hi")
+    if r.take(">i") == 0:
+        return top, None, None
+    r.string()
+    assert r.take(">i") == 1
+    index, err, hw = r.take(">ihq")
+    assert index == partition
+    return top, err, hw
+
+
+def test_a_fetch_claiming_a_followers_id_without_its_broker_epoch_moves_nothing(cluster):
+    """A client that sends a Fetch with a follower's replica id but not the
+    follower's registered broker epoch (KIP-903) is refused with
+    STALE_BROKER_EPOCH: it reads nothing past the high watermark and does not
+    move it. The follower's own fetches, which carry its epoch, do."""
+    c = cluster
+    topic = "forged"
+    create(c, topic, rf=2)
+    view = partition_view(c, topic)
+    L = view.leader
+    F = [n for n in view.replicas if n != L][0]
+    c.wait_for(lambda: sorted(isr_of(c, topic)) == sorted(view.replicas), 20, "a full ISR")
+    port = _port(c, L)
+    assert produce_request(port, topic, 0, b"a", acks=-1) == (0, 0)
+    c.pause(F)
+    assert produce_request(port, topic, 0, b"b", acks=1) == (0, 1)
+    assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)  # F has not fetched b
+    assert fetch_v7(port, topic, 0, 2, F) == (STALE_BROKER_EPOCH, None, None)
+    assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)
+    c.resume(F)
+    c.wait_for(lambda: fetch_v7(port, topic, 0, 0, -1)[2] == 2, 15, "F's own fetch moving the high watermark")
+
+
 def test_group_offsets_survive_the_coordinators_broker(cluster):
     c = cluster
     create(c, "grp", partitions=3)
