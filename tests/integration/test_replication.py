@@ -211,6 +211,7 @@ def test_isr_shrinking_under_a_waiting_acks_all_batch_answers_not_enough_replica
     leader = partition_view(c, topic).leader
     follower = [n for n in c.node_ids if n not in (leader, c.controller_id())][0]
     port = _port(c, leader)
+    _wait_leading(c, port, topic)
     assert produce_request(port, topic, 0, b"first", acks=-1) == (0, 0)
     c.pause(follower)
     assert produce_request(port, topic, 0, b"waited", acks=-1, timeout=30.0) == (NOT_ENOUGH_REPLICAS_AFTER_APPEND, 1)
@@ -250,27 +251,47 @@ def fetch_v7(port, topic, partition, offset, replica_id, timeout=10.0):
     return top, err, hw
 
 
-def test_a_fetch_claiming_a_followers_id_without_its_broker_epoch_moves_nothing(cluster):
+def _wait_leading(c, port, topic, partition=0):
+    """Waits until the broker at `port` serves the partition as its leader
+    (a consumer's fetch from it answers no error): Metadata may name a
+    leader before that broker has applied its leadership."""
+    c.wait_for(lambda: fetch_v7(port, topic, partition, 0, -1)[1] == 0, 20, "the leader serving " + topic)
+
+
+def test_a_fetch_claiming_a_followers_id_without_its_broker_epoch_moves_nothing():
     """A client that sends a Fetch with a follower's replica id but not the
     follower's registered broker epoch (KIP-903) is refused with
     STALE_BROKER_EPOCH: it reads nothing past the high watermark and does not
-    move it. The follower's own fetches, which carry its epoch, do."""
-    c = cluster
-    topic = "forged"
-    create(c, topic, rf=2)
-    view = partition_view(c, topic)
-    L = view.leader
-    F = [n for n in view.replicas if n != L][0]
-    c.wait_for(lambda: sorted(isr_of(c, topic)) == sorted(view.replicas), 20, "a full ISR")
-    port = _port(c, L)
-    assert produce_request(port, topic, 0, b"a", acks=-1) == (0, 0)
-    c.pause(F)
-    assert produce_request(port, topic, 0, b"b", acks=1) == (0, 1)
-    assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)  # F has not fetched b
-    assert fetch_v7(port, topic, 0, 2, F) == (STALE_BROKER_EPOCH, None, None)
-    assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)
-    c.resume(F)
-    c.wait_for(lambda: fetch_v7(port, topic, 0, 0, -1)[2] == 2, 15, "F's own fetch moving the high watermark")
+    move it. The follower's own fetches, which carry its epoch, do. (Long
+    lag and session limits, so the paused follower stays in the ISR.)"""
+    c = Cluster(brokers=2, etcd=1, session_timeout_ms=20000,
+                extra_settings={"replica.lag.time.max.ms": "30000", "replica.fetch.wait.max.ms": "200",
+                                "replica.fetch.backoff.ms": "200"})
+    F = None
+    try:
+        c.start()
+        topic = "forged"
+        create(c, topic, rf=2)
+        view = partition_view(c, topic)
+        L = view.leader
+        F = [n for n in view.replicas if n != L][0]
+        c.wait_for(lambda: sorted(isr_of(c, topic)) == sorted(view.replicas), 20, "a full ISR")
+        port = _port(c, L)
+        _wait_leading(c, port, topic)
+        assert produce_request(port, topic, 0, b"a", acks=-1) == (0, 0)
+        c.pause(F)
+        assert produce_request(port, topic, 0, b"b", acks=1) == (0, 1)
+        assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)  # F has not fetched b
+        assert fetch_v7(port, topic, 0, 2, F) == (STALE_BROKER_EPOCH, None, None)
+        assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)
+        assert F in isr_of(c, topic, via=L)
+        c.resume(F)
+        F = None
+        c.wait_for(lambda: fetch_v7(port, topic, 0, 0, -1)[2] == 2, 15, "F's own fetch moving the high watermark")
+    finally:
+        if F is not None:
+            c.resume(F)
+        c.close()
 
 
 def test_group_offsets_survive_the_coordinators_broker(cluster):
@@ -720,7 +741,7 @@ def test_unclean_enabled_while_offline_elects_at_once(cluster):
     for f in fs.values():
         f.result(30)
     altered = time.monotonic()
-    c.wait_for(lambda: _leader_seen_by(c, topic, X) == X, 5, "X elected on the config change alone")
+    c.wait_for(lambda: _leader_seen_by(c, topic, X) == X, 10, "X elected on the config change alone")
     elected_s = time.monotonic() - altered
     assert c.live_ids() == [X]  # no broker came or went
     assert "1 unclean" in c.broker(X).log_text(200000)
@@ -730,7 +751,7 @@ def test_unclean_enabled_while_offline_elects_at_once(cluster):
     c.wait_for(lambda: L in isr_of(c, topic, via=X), 30, "L back in the ISR as a follower")
     m, logged = _truncation_counted(c, L)
     assert m == len(lost) and logged == [len(lost)], (m, logged)
-    assert elected_s < 5, elected_s
+    assert elected_s < 10, elected_s
 
 
 def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_watermark():
