@@ -34,6 +34,7 @@ std::string_view errc_name(errc e) {
     case errc::not_controller: return "not_controller";
     case errc::fenced_leader_epoch: return "fenced_leader_epoch";
     case errc::not_enough_replicas: return "not_enough_replicas";
+    case errc::not_enough_replicas_after_append: return "not_enough_replicas_after_append";
     case errc::unknown_leader_epoch: return "unknown_leader_epoch";
     case errc::invalid_update_version: return "invalid_update_version";
     case errc::ineligible_replica: return "ineligible_replica";

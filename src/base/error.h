@@ -41,6 +41,7 @@ enum class errc : int16_t {
   not_controller,     // this broker is not the controller, or its view of a partition is older than the requester's
   fenced_leader_epoch,     // a leader epoch older than the current one, or a requester that does not lead
   not_enough_replicas,     // fewer in-sync replicas than min.insync.replicas (acks=all)
+  not_enough_replicas_after_append,  // written, committed, but the ISR fell below min.insync.replicas meanwhile
   unknown_leader_epoch,    // a leader epoch newer than this broker knows (its metadata lags)
   invalid_update_version,  // a partition epoch that does not match the current one (AlterPartition)
   ineligible_replica,      // an ISR that names a broker which is not live (AlterPartition)

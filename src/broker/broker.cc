@@ -180,7 +180,8 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
 // The live brokers and the controller, as the metadata cache describes them.
 void publish_brokers(cluster::metadata_cache& md, const controller::metadata_image& img) {
   std::vector<cluster::broker_endpoint> live;
-  for (const auto& [id, b] : img.brokers()) live.push_back({id, b.record.host, b.record.port, b.record.rack});
+  for (const auto& [id, b] : img.brokers())
+    live.push_back({id, b.record.host, b.record.port, b.record.rack, b.mod_revision});
   md.set_brokers(std::move(live), img.controller() ? img.controller()->record.id : -1);
 }
 
@@ -214,6 +215,7 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   ro.fetch.response_max_bytes = i.cfg->replica_fetch_response_max_bytes;
   ro.fetch.backoff_ms = i.cfg->replica_fetch_backoff_ms;
   ro.fetch.socket_timeout_ms = i.cfg->replica_socket_timeout_ms;
+  ro.fetch.broker_epoch = [&i] { return i.control->broker_epoch(); };
   ro.lag_max_ms = i.cfg->replica_lag_time_max_ms;
   ro.endpoints = [&i](int32_t id) {
     return i.control->with_image([id](const controller::metadata_image& img) {

@@ -480,6 +480,39 @@ class TopicIdTest : public BrokerTest {
   }
 };
 
+// A fetch claiming a replica id reads and counts only with that broker's
+// registered epoch (KIP-903); a single node registers none, so it refuses
+// every such fetch, whatever the version, with STALE_BROKER_EPOCH, and
+// serves the same fetch from a consumer.
+TEST_F(TopicIdTest, AFetchClaimingAReplicaIdNeedsItsRegisteredBrokerEpoch) {
+  client c(b_->port());
+  create(c, "claimed", 1);
+  auto b = make_batch(3);
+  ASSERT_EQ(produce(c, "claimed", 0, b).responses[0].partition_responses[0].error_code, 0);
+  const protocol::uuid id = id_of(c, "claimed");
+  for (int16_t v : {7, 12, 15}) {
+    SCOPED_TRACE("version " + std::to_string(v));
+    auto f = fetch_req(0, -1);
+    if (v >= 13) {
+      add_by_id(f, id, 0, 0);
+    } else {
+      add_partition(f, "claimed", 0, 0);
+    }
+    f.replica_id = 1;  // before v15
+    f.replica_state.replica_id = 1;
+    f.replica_state.replica_epoch = v >= 15 ? 1 : -1;
+    auto refused = c.call<protocol::fetch_response>(f, v);
+    EXPECT_EQ(refused.error_code, 77);  // STALE_BROKER_EPOCH
+    EXPECT_EQ(partitions_in(refused), 0u);
+    f.replica_id = -1;
+    f.replica_state = {};
+    auto served = c.call<protocol::fetch_response>(f, v);
+    EXPECT_EQ(served.error_code, 0);
+    ASSERT_EQ(partitions_in(served), 1u);
+    EXPECT_EQ(served.responses[0].partitions[0].high_watermark, 3);
+  }
+}
+
 TEST_F(TopicIdTest, MetadataTellsIdsAndAnswersByThem) {
   client c(b_->port());
   create(c, "ids", 2);

@@ -146,6 +146,15 @@ int64_t control_plane::revision() const {
   return image_.revision();
 }
 
+int64_t control_plane::broker_epoch() const {
+  std::lock_guard g(image_mu_);
+  auto it = image_.brokers().find(opts_.node_id);
+  // A registration of an earlier process of this node id (not yet
+  // expired) is not this broker's.
+  if (it == image_.brokers().end() || it->second.record.incarnation != incarnation_) return -1;
+  return it->second.mod_revision;
+}
+
 bool control_plane::is_controller() const { return controller_active_.load(); }
 
 bool control_plane::view_current() const {
@@ -161,11 +170,7 @@ void control_plane::on_change(listener fn) {
 
 bool control_plane::unclean_allowed(const std::string& topic) const {
   // Called on the metadata thread, which alone writes the image.
-  if (const auto* t = image_.topic(topic)) {
-    auto it = t->record.configs.find("unclean.leader.election.enable");
-    if (it != t->record.configs.end()) return it->second == "true";
-  }
-  return opts_.unclean_default;
+  return controller::unclean_election_enabled(image_, topic, opts_.unclean_default);
 }
 
 std::vector<image_change> control_plane::reload() {
@@ -233,7 +238,7 @@ std::vector<image_change> control_plane::apply_pending(std::deque<etcd::watch_up
   return changes;
 }
 
-void control_plane::decide(bool brokers_changed) {
+void control_plane::decide(bool elections_due) {
   const bool had_controller = image_.controller().has_value();
   if (const int64_t epoch = had_controller ? image_.controller()->epoch : 0; epoch != last_controller_epoch_) {
     last_controller_epoch_ = epoch;
@@ -269,7 +274,7 @@ void control_plane::decide(bool brokers_changed) {
     ensure_offsets_topic();
     rebalance_if_due();
   }
-  if (!active || !(brokers_changed || election_due_)) return;
+  if (!active || !(elections_due || election_due_)) return;
   auto r = controller_->elect_after_broker_change(image_, [this](const std::string& t) { return unclean_allowed(t); });
   if (!r.ok()) {
     // A record moved (the image lags) or etcd is away: decide again later.
@@ -464,9 +469,7 @@ void control_plane::run() {
       auto more = reload();
       changes.insert(changes.end(), more.begin(), more.end());
     }
-    bool brokers_changed = false;
-    for (const auto& c : changes) brokers_changed |= c.kind == kind::broker || c.kind == kind::controller;
-    decide(brokers_changed);
+    decide(controller::elections_due(changes));
     if (!changes.empty()) {
       std::vector<listener> ls;
       {

@@ -4,7 +4,8 @@
 // "The control plane"): it registers the broker in etcd under a session
 // lease, follows the cluster's metadata into a metadata_image, runs for
 // controller whenever there is none, and while it is the controller makes
-// the elections that brokers coming and going call for. Message traffic
+// the elections that brokers coming and going, or unclean leader election
+// being turned on, call for. Message traffic
 // never passes here; only metadata does.
 //
 // One thread, the metadata thread, does all of it in order: it applies the
@@ -54,8 +55,9 @@ class control_plane {
  public:
   struct options {
     int32_t node_id = -1;
-    // unclean.leader.election.enable of the broker, for topics that do not
-    // set it.
+    // unclean.leader.election.enable of the broker (its static setting),
+    // for topics when neither the topic nor the cluster-wide dynamic
+    // default in etcd sets it.
     bool unclean_default = false;
     std::optional<std::string> rack;
     std::string prefix = "/sluice/";
@@ -90,6 +92,11 @@ class control_plane {
 
   const std::string& cluster_id() const { return cluster_id_; }
   int32_t node_id() const { return opts_.node_id; }
+  // This broker's broker epoch (Kafka's, KIP-903): the etcd mod revision of
+  // its current registration as its image shows it, new at every
+  // registration (a restart, a lost session). -1 until the image shows a
+  // registration of this process. Followers send it with every fetch.
+  int64_t broker_epoch() const;
 
   // Reads the image under the lock: `fn` must be quick.
   template <class F>
@@ -172,7 +179,9 @@ class control_plane {
   // Reads everything again (after a compaction lost events) and watches on.
   std::vector<controller::image_change> reload();
   status start_watch(int64_t from_revision);
-  void decide(bool brokers_changed);
+  // `elections_due`: the changes just applied call for elections
+  // (controller::elections_due).
+  void decide(bool elections_due);
   // As the controller: creates __consumer_offsets if it is missing.
   void ensure_offsets_topic();
   // As the controller, when the interval has passed: preferred elections

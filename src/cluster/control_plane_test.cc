@@ -99,6 +99,32 @@ TEST_F(ControlPlaneTest, OneControllerAtATimeAndAnotherWhenItGoes) {
   }));
 }
 
+// A broker's epoch is the mod revision of its registration, as every
+// image shows it; another broker's image agrees, and a new registration
+// (another process of the node id) gets a new one.
+TEST_F(ControlPlaneTest, TheBrokerEpochIsTheRegistrationsRevision) {
+  auto a = start(1), b = start(2);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(eventually([&] { return a->broker_epoch() > 0; }));
+  const int64_t first = a->broker_epoch();
+  ASSERT_TRUE(eventually([&] {
+    return b->with_image([&](const controller::metadata_image& img) {
+      auto it = img.brokers().find(1);
+      return it != img.brokers().end() && it->second.mod_revision == first;
+    });
+  }));
+  ASSERT_TRUE(eventually([&] { return b->broker_epoch() > 0; }));
+  EXPECT_NE(b->broker_epoch(), first);
+  a.reset();  // deregisters
+  ASSERT_TRUE(eventually([&] {
+    return b->with_image([](const controller::metadata_image& img) { return !img.brokers().count(1); });
+  }));
+  auto again = start(1);
+  ASSERT_TRUE(again);
+  ASSERT_TRUE(eventually([&] { return again->broker_epoch() > 0; }));
+  EXPECT_GT(again->broker_epoch(), first);
+}
+
 // Starts a control plane for `id` on another thread while the test moves
 // the clock a second at a time (the start waits a session timeout for a
 // registration of its node id to go).
@@ -174,6 +200,74 @@ TEST_F(ControlPlaneTest, LeadershipGoesBackToPreferredReplicasAtTheCheck) {
       return s.leader == 1 && s.leader_epoch == 2;
     });
   }));
+}
+
+// A partition offline for want of an in-sync replica, with a live one out
+// of sync, is elected uncleanly as soon as unclean.leader.election.enable
+// is turned on, by its topic's config or by the cluster-wide default in
+// etcd: the config change alone triggers it, no broker comes or goes and
+// no time passes on the clock.
+TEST_F(ControlPlaneTest, TurningUncleanElectionOnElectsAnOfflinePartitionAtOnce) {
+  auto a = start(1), b = start(2), c = start(3);
+  ASSERT_TRUE(a && b && c);
+  ASSERT_TRUE(eventually([&] { return a->is_controller() || b->is_controller() || c->is_controller(); }));
+  control_plane* ctl = a->is_controller() ? a.get() : b->is_controller() ? b.get() : c.get();
+  ASSERT_TRUE(eventually([&] { return ctl->with_image([](const auto& img) { return img.brokers().size() == 3; }); }));
+  // x leads both partitions; y is assigned but out of the ISR.
+  std::vector<int32_t> others;
+  for (int32_t id : {1, 2, 3})
+    if (id != ctl->node_id()) others.push_back(id);
+  const int32_t x = others[0], y = others[1];
+  std::vector<controller::manual_assignment> m{{0, {x, y}}};
+  auto create = [&](const std::string& name) {
+    return ctl->submit(
+        [&](controller::controller& k, const controller::metadata_image& img) {
+          auto r = k.create_topic(img, name, 1, 2, &m, {});
+          return r.ok() ? status() : status(r.err());
+        },
+        10'000);
+  };
+  ASSERT_TRUE(create("t").ok());
+  ASSERT_TRUE(create("u").ok());
+  for (const char* t : {"t", "u"}) {
+    const auto shrunk = ctl->with_image([&](const controller::metadata_image& img) {
+      controller::partition_record r = img.partition(t, 0)->record;
+      r.state = controller::apply_isr_change(r.state, {x});
+      return r;
+    });
+    ASSERT_TRUE(etcd_.put(std::string("/sluice/partitions/") + t + "/0", controller::encode(shrunk)).ok());
+  }
+  // x stops: both partitions go offline (unclean election is off).
+  (x == 1 ? a : x == 2 ? b : c).reset();
+  auto leader_of = [&](const char* t) {
+    return ctl->with_image([&](const controller::metadata_image& img) { return img.partition(t, 0)->record.state; });
+  };
+  ASSERT_TRUE(eventually([&] { return leader_of("t").leader == -1 && leader_of("u").leader == -1; }));
+  EXPECT_EQ(leader_of("t").isr, std::vector<int32_t>{x});
+  EXPECT_EQ(ctl->unclean_elections_total(), 0u);
+
+  // The topic's config turns it on (what AlterConfigs on the controller writes).
+  ASSERT_TRUE(ctl->submit(
+                     [](controller::controller& k, const controller::metadata_image& img) {
+                       return k.set_topic_configs(img, "t", {{"unclean.leader.election.enable", "true"}});
+                     },
+                     10'000)
+                  .ok());
+  ASSERT_TRUE(eventually([&] { return leader_of("t").leader == y; }));
+  EXPECT_EQ(leader_of("t").isr, std::vector<int32_t>{y});
+  EXPECT_EQ(leader_of("u").leader, -1);
+  EXPECT_EQ(ctl->unclean_elections_total(), 1u);
+
+  // The cluster-wide default turns it on for the other topic.
+  ASSERT_TRUE(ctl->submit(
+                     [](controller::controller& k, const controller::metadata_image& img) {
+                       return k.set_broker_configs(img, {{"unclean.leader.election.enable", "true"}});
+                     },
+                     10'000)
+                  .ok());
+  ASSERT_TRUE(eventually([&] { return leader_of("u").leader == y; }));
+  EXPECT_EQ(leader_of("u").isr, std::vector<int32_t>{y});
+  EXPECT_EQ(ctl->unclean_elections_total(), 2u);
 }
 
 // While etcd is away the image stays and nothing is decided; afterwards the

@@ -38,6 +38,10 @@ struct broker_endpoint {
   std::string host;
   int32_t port = 0;
   std::optional<std::string> rack;
+  // The broker epoch of this registration (KIP-903): the etcd mod revision
+  // of its brokers/<id> record, new at every registration. -1: unknown
+  // (a single node).
+  int64_t epoch = -1;
   bool operator==(const broker_endpoint&) const = default;
 };
 

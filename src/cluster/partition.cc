@@ -1,6 +1,8 @@
 #include "cluster/partition.h"
 #include "storage/log.h"
 
+#include <algorithm>
+
 #include "base/limits.h"
 #include "base/log.h"
 #include "model/record_batch.h"
@@ -169,6 +171,20 @@ void partition::on_committed(offset last, storage::durable_callback cb) {
     if (!self) return cb(status(errc::not_leader, "the partition was closed"));
     self->wait_high_watermark(last, std::move(cb));
   });
+}
+
+status partition::acks_all_outcome(const status& waited) const {
+  if (!waited.ok()) return waited;
+  size_t in_sync = 0;
+  {
+    std::lock_guard g(state_mu_);
+    in_sync = is_leader() ? tracker_.maximal_isr_size() : in_sync_count();
+  }
+  const auto min_insync = static_cast<size_t>(std::max(min_insync_.load(std::memory_order_relaxed), 1));
+  if (in_sync >= min_insync) return {};
+  return status(errc::not_enough_replicas_after_append,
+                "the ISR shrank to " + std::to_string(in_sync) + " replicas, below min.insync.replicas " +
+                    std::to_string(min_insync) + ", while the batch waited; it is written");
 }
 
 void partition::wait_high_watermark(offset last, storage::durable_callback cb) {

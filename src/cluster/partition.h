@@ -157,6 +157,18 @@ class partition : public std::enable_shared_from_this<partition> {
                ? errc::not_enough_replicas
                : errc::ok;
   }
+  // The answer to an acks=-1 batch once on_committed called back with
+  // `waited` (Kafka's Partition.checkEnoughReplicasReachOffset, which its
+  // DelayedProduce asks): `waited` itself when it failed; else, the high
+  // watermark having passed the batch,
+  // errc::not_enough_replicas_after_append when the maximal ISR (the
+  // store's ISR plus the followers this leader asked to add, KIP-497) is
+  // smaller than min.insync.replicas: the batch is written and committed,
+  // but by fewer replicas than the topic asks for (the ISR shrank while it
+  // waited). Kafka counts the store's ISR before the append
+  // (check_min_insync) and the maximal ISR after it; so does this. Any
+  // thread; takes the state lock, so not from under it.
+  status acks_all_outcome(const status& waited) const;
   // Whether the partition has replicas other than this broker.
   bool has_followers() const { return replica_count_.load(std::memory_order_acquire) > 1; }
   offset log_start_offset() const;

@@ -21,6 +21,7 @@
 #include "config/dynamic.h"
 #include "io/fault_fs.h"
 #include "model/record_batch.h"
+#include "protocol/error_code.h"
 #include "storage/test_util.h"
 
 namespace sluice::cluster {
@@ -742,6 +743,80 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   auto b3 = storage::testing::make_batch(1, 10, 1);
   EXPECT_EQ(part->append(b3, 1'700'000'000'000).error, errc::not_leader);
   EXPECT_FALSE(pm_->get("r", 1)->is_leader());
+}
+
+// acks=-1 against min.insync.replicas, Kafka's two checks: before the
+// append the store's ISR must be large enough, else NOT_ENOUGH_REPLICAS and
+// nothing is written (Partition.appendRecordsToLeader); once the high
+// watermark has passed an appended batch, a maximal ISR (the store's plus
+// the followers the leader asked to add) below it answers
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND (checkEnoughReplicasReachOffset, asked
+// by DelayedProduce). The ISR shrinking is what lets the high watermark
+// pass the batch a lost follower never fetched.
+TEST_F(PartitionManagerTest, AcksAllAnswersNotEnoughReplicasBeforeAndAfterTheAppendAsKafkaDoes) {
+  auto store = std::make_unique<memory_store>(4);
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}, {"min.insync.replicas", "2"}}, std::move(store)),
+            nullptr);
+  ASSERT_FALSE(pm_->create_topic("m", 1, 1, {}, false));
+  // This broker leads; follower 5 is in sync.
+  s->set_state("m", 0, {4, 5}, {4, 1, {4, 5}, 1});
+  ASSERT_TRUE(pm_->refresh_state("m", 0));
+  auto part = pm_->get("m", 0);
+  ASSERT_TRUE(part->is_leader());
+  auto append_one = [&] {
+    EXPECT_EQ(part->check_min_insync(), errc::ok);  // what the handler asks first
+    auto b = storage::testing::make_batch(1, 10, 1);
+    auto out = part->append(b, 1'700'000'000'000);
+    EXPECT_EQ(out.error, errc::ok) << out.message;
+    return out.last;
+  };
+  auto committed = [&](offset last) {
+    auto p = std::make_shared<std::promise<status>>();
+    auto f = p->get_future();
+    part->on_committed(last, [p](const status& st) { p->set_value(st); });
+    return f;
+  };
+  using namespace std::chrono_literals;
+
+  // The follower fetches past the batch: committed by both, answered ok.
+  auto first = committed(append_one());
+  EXPECT_EQ(first.wait_for(50ms), std::future_status::timeout);
+  part->on_follower_fetch(5, offset(1));
+  ASSERT_EQ(first.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(part->acks_all_outcome(first.get()).ok());
+
+  // The follower stops fetching: the batch waits below the high watermark
+  // until the store drops the follower from the ISR; then it is committed
+  // (by the leader alone) and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+  const offset second_last = append_one();
+  auto second = committed(second_last);
+  EXPECT_EQ(second.wait_for(100ms), std::future_status::timeout);
+  s->set_state("m", 0, {4, 5}, {4, 1, {4}, 2});
+  ASSERT_TRUE(pm_->refresh_state("m", 0));
+  ASSERT_EQ(second.wait_for(10s), std::future_status::ready);
+  const status waited = second.get();
+  ASSERT_TRUE(waited.ok()) << waited.err().message;
+  EXPECT_EQ(part->high_watermark(), offset(second_last.value() + 1));
+  const status after = part->acks_all_outcome(waited);
+  EXPECT_EQ(after.code(), errc::not_enough_replicas_after_append);
+  EXPECT_EQ(kafka::to_kafka_error(after.code()), kafka::error_code::not_enough_replicas_after_append);
+  // The next batch is refused before it is written.
+  EXPECT_EQ(part->check_min_insync(), errc::not_enough_replicas);
+  EXPECT_EQ(kafka::to_kafka_error(part->check_min_insync()), kafka::error_code::not_enough_replicas);
+
+  // The follower catches up and the leader asks to add it back: the
+  // maximal ISR counts it at once (as Kafka's PendingExpandIsr does), the
+  // store's ISR, which the check before an append reads, not yet.
+  part->on_follower_fetch(5, offset(second_last.value() + 1));
+  auto ask = part->propose_isr(30'000);
+  ASSERT_TRUE(ask.has_value());
+  EXPECT_EQ(ask->isr, (std::vector<int32_t>{4, 5}));
+  EXPECT_TRUE(part->acks_all_outcome(status()).ok());
+  EXPECT_EQ(part->check_min_insync(), errc::not_enough_replicas);
+
+  // A wait that failed is answered with its own error.
+  EXPECT_EQ(part->acks_all_outcome(status(errc::not_leader, "moved")).code(), errc::not_leader);
 }
 
 // With a store that follows a controller, the partition manager only asks

@@ -12,11 +12,13 @@ namespace sluice::cluster {
 
 namespace {
 
-// Versions a follower sends: every Sluice broker serves them. Fetch v12 is
-// the last that names topics (the follower knows its partitions by name)
-// and has the replica id in the request; OffsetForLeaderEpoch v4 carries
-// the replica id and the current leader epoch.
-constexpr int16_t fetch_version = 12;
+// Versions a follower sends: every Sluice broker serves them. Fetch v15
+// names topics by id (the answer is matched back to the names the follower
+// knows its partitions by) and carries the follower's broker epoch beside
+// its replica id (KIP-903), which the leader checks before it counts the
+// fetch; OffsetForLeaderEpoch v4 carries the replica id and the current
+// leader epoch.
+constexpr int16_t fetch_version = 15;
 constexpr int16_t offset_for_leader_epoch_version = 4;
 
 using kafka::error_code;
@@ -230,7 +232,9 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
 
 void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   protocol::fetch_request req;
-  req.replica_id = opts_.node_id;
+  req.replica_id = opts_.node_id;  // before v15
+  req.replica_state.replica_id = opts_.node_id;
+  req.replica_state.replica_epoch = opts_.broker_epoch ? opts_.broker_epoch() : -1;
   req.max_wait_ms = opts_.wait_max_ms;
   req.min_bytes = opts_.min_bytes;
   req.max_bytes = opts_.response_max_bytes;
@@ -238,8 +242,11 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   req.session_id = 0;
   req.session_epoch = -1;  // sessionless: every fetch names its partitions
   std::map<key, const entry*> asked;
+  std::map<sluice::topic_id, std::string> names;  // the answer names topics by id
   for (auto& [k, e] : work) {
     auto& p = add_partition(req, k, e.epoch);
+    req.topics.back().topic_id = e.part->topic_id();
+    names[e.part->topic_id()] = k.first;
     p.fetch_offset = e.part->log_end_offset().value();
     p.log_start_offset = e.part->log_start_offset().value();
     p.partition_max_bytes = opts_.partition_max_bytes;
@@ -247,12 +254,21 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   }
   auto resp = conn_->call<protocol::fetch_response>(req, fetch_version);
   if (!resp.ok()) return lost_connection("Fetch: " + resp.err().message);
+  const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
+  if (code_of(resp->error_code) == error_code::stale_broker_epoch) {
+    // The leader's metadata does not show this broker's registration as
+    // this broker knows it (one of the two images lags a re-registration):
+    // nothing counted; ask again after the backoff.
+    SLUICE_LOG_INFO("replica fetcher from broker {}: broker epoch {} refused as stale; retrying", opts_.source,
+                    req.replica_state.replica_epoch);
+    for (auto& [k, e] : work) update(k, e.epoch, std::nullopt, retry_at);
+    return;
+  }
   if (resp->error_code != 0) {
     SLUICE_LOG_WARN("replica fetcher from broker {}: fetch refused with error {}", opts_.source, resp->error_code);
     lost_connection("fetch refused");
     return;
   }
-  const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
   struct appended {
     std::shared_ptr<partition> part;
     offset last;
@@ -261,8 +277,10 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   std::vector<appended> wrote;
   std::vector<std::pair<std::shared_ptr<partition>, offset>> hw_only;
   for (const auto& t : resp->responses) {
+    const auto name = names.find(t.topic_id);
+    if (name == names.end()) continue;
     for (const auto& p : t.partitions) {
-      auto it = asked.find({t.topic, p.partition_index});
+      auto it = asked.find({name->second, p.partition_index});
       if (it == asked.end()) continue;
       const key& k = it->first;
       const entry& e = *it->second;

@@ -53,6 +53,11 @@ namespace sluice::cluster {
 
 struct fetcher_options {
   int32_t node_id = -1;  // this broker: the replica id of its fetches
+  // This broker's current broker epoch (control_plane::broker_epoch), sent
+  // with every fetch (Fetch v15's ReplicaState.ReplicaEpoch): the leader
+  // counts a fetch only when it names the registration it knows. Null or
+  // -1: not known yet (the fetches are refused until it is).
+  std::function<int64_t()> broker_epoch;
   int32_t source = -1;   // the leader broker fetched from
   int32_t wait_max_ms = 500;
   int32_t min_bytes = 1;

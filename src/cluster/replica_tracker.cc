@@ -10,6 +10,10 @@ bool contains(const std::vector<int32_t>& v, int32_t id) { return std::find(v.be
 
 }  // namespace
 
+bool replica_fetch_trusted(int64_t fetch_epoch, std::optional<int64_t> registered_epoch) {
+  return fetch_epoch >= 0 && registered_epoch.has_value() && *registered_epoch == fetch_epoch;
+}
+
 void replica_tracker::become_leader(int32_t self, const std::vector<int32_t>& replicas,
                                     const std::vector<int32_t>& isr, offset hw, offset leader_end,
                                     int64_t now_ms) {

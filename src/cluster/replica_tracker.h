@@ -56,6 +56,23 @@ struct follower_progress {
   offset leader_end_at_last_fetch{-1};
 };
 
+// Whether a Fetch claiming to come from a follower speaks for it, so that
+// it may move the leader's view of that follower (its log end offset, and
+// with it the high watermark and the ISR): it names, in Fetch v15's
+// ReplicaState.ReplicaEpoch (KIP-903), the broker epoch of the live
+// registration the leader's metadata shows for that broker
+// (`registered_epoch`; nullopt when none is live). A fetch without one (-1,
+// every version before 15), from a broker not registered, or from a
+// registration the leader does not know (an earlier process of that broker,
+// or a later one the leader's image has not reached yet) is refused with
+// STALE_BROKER_EPOCH. Kafka stores the epoch a follower sent and checks it
+// only before adding the follower to the ISR (Partition.isReplicaIsrEligible,
+// -1 passing); Sluice's followers always send it, so every replica fetch is
+// held to it, and a client that only claims a broker's replica id moves
+// nothing. It fences stale processes and careless clients; it is not
+// authentication (epochs are etcd revisions, which can be guessed).
+bool replica_fetch_trusted(int64_t fetch_epoch, std::optional<int64_t> registered_epoch);
+
 class replica_tracker {
  public:
   // This broker (`self`) leads from now on: `replicas` are the assigned
@@ -80,6 +97,11 @@ class replica_tracker {
   offset high_watermark() const { return hw_; }
   // The store's ISR (what min.insync.replicas counts).
   const std::vector<int32_t>& isr() const { return isr_; }
+  // The size of the maximal ISR, the replicas the high watermark counts:
+  // the store's ISR plus the followers asked to be added (Kafka's
+  // PartitionState.maximalIsr, which min.insync.replicas counts once a
+  // batch is appended).
+  size_t maximal_isr_size() const { return isr_.size() + pending_.size(); }
   const std::vector<follower_progress>& followers() const { return followers_; }
   offset epoch_start() const { return epoch_start_; }
 

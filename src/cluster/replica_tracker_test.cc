@@ -19,6 +19,18 @@ struct TrackerTest : ::testing::Test {
   }
 };
 
+// A replica fetch counts only with the broker epoch of the registration
+// the leader knows (KIP-903's ReplicaEpoch, required here).
+TEST(ReplicaFetchTrusted, OnlyTheRegisteredBrokerEpochCounts) {
+  EXPECT_TRUE(replica_fetch_trusted(42, 42));
+  EXPECT_FALSE(replica_fetch_trusted(-1, 42));   // none sent (Fetch before v15)
+  EXPECT_FALSE(replica_fetch_trusted(41, 42));   // an earlier process of that broker
+  EXPECT_FALSE(replica_fetch_trusted(43, 42));   // a registration the leader has not seen yet
+  EXPECT_FALSE(replica_fetch_trusted(42, std::nullopt));  // not registered
+  EXPECT_FALSE(replica_fetch_trusted(-1, -1));   // a single node knows no epoch
+  EXPECT_FALSE(replica_fetch_trusted(-1, std::nullopt));
+}
+
 TEST_F(TrackerTest, HighWatermarkIsTheSmallestInSyncLogEnd) {
   lead(offset(100), offset(40));
   // Followers not heard from yet hold it where the follower time left it.

@@ -100,6 +100,37 @@ status write_isr_change(etcd::client& etcd, const metadata_image& img, const std
   return {};
 }
 
+bool unclean_election_enabled(const metadata_image& img, const std::string& topic, bool static_default) {
+  static const std::string key = "unclean.leader.election.enable";
+  // Values were validated and written as "true" or "false"
+  // (config::format_value) by whoever wrote them.
+  if (const topic_entry* t = img.topic(topic)) {
+    if (auto it = t->record.configs.find(key); it != t->record.configs.end()) return it->second == "true";
+  }
+  if (const auto& d = img.broker_configs()) {
+    if (auto it = d->configs.find(key); it != d->configs.end()) return it->second == "true";
+  }
+  return static_default;
+}
+
+bool elections_due(const std::vector<image_change>& changes) {
+  using kind = key_layout::parsed::kind;
+  for (const auto& c : changes) {
+    switch (c.kind) {
+      case kind::broker:
+      case kind::controller:
+      case kind::broker_configs:
+        return true;
+      case kind::topic:
+        if (!c.deleted) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 status controller::commit_chunks(const std::vector<compare>& compares, std::vector<txn_op> ops) {
   const size_t chunk = limits::controller_txn_max_ops;
   for (size_t i = 0; i < ops.size(); i += chunk) {

@@ -66,6 +66,26 @@ status write_isr_change(etcd::client& etcd, const metadata_image& img, const std
                         int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
                         const std::vector<int32_t>& new_isr);
 
+// unclean.leader.election.enable for `topic` as the controller reads it,
+// in Kafka's lookup order (KRaft, KAFKA-12670): the topic's own config,
+// else the cluster-wide dynamic default (`configs/brokers`), else
+// `static_default`, the controller's own setting. A topic the image does
+// not hold reads the defaults.
+bool unclean_election_enabled(const metadata_image& img, const std::string& topic, bool static_default);
+
+// Whether a batch of changes applied to the image calls for the
+// controller's elections (controller::elect_after_broker_change over every
+// partition): a broker registered or vanished, the controller changed, or
+// unclean.leader.election.enable may have been turned on, that is a topic
+// record was written (its configs) or the cluster-wide defaults changed.
+// On the last two, an offline partition with a live replica outside its ISR
+// is elected uncleanly at once, as Kafka's ZooKeeper controller did on a
+// config change (KAFKA-6526, KAFKA-6835); Kafka's KRaft controller instead
+// scans for leaderless partitions every unclean.leader.election.interval.ms
+// (5 minutes). The elections change nothing where nothing calls for it, so
+// a change that did not touch the setting costs a scan and no write.
+bool elections_due(const std::vector<image_change>& changes);
+
 class controller {
  public:
   // `self`: this broker (id and incarnation), as written in the controller key.

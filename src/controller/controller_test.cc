@@ -197,6 +197,99 @@ TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
   EXPECT_EQ(state("t", 2).leader, 2);
 }
 
+// unclean.leader.election.enable as the controller reads it: the topic's
+// own config, else the cluster-wide dynamic default, else the static one.
+TEST_F(ControllerTest, UncleanElectionIsReadFromTheTopicThenTheClusterDefaultThenTheStaticSetting) {
+  auto c = make(0);
+  register_broker(0);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "plain", 1, 1, nullptr, {}).ok());
+  ASSERT_TRUE(c->create_topic(img_, "on", 1, 1, nullptr, {{"unclean.leader.election.enable", "true"}}).ok());
+  ASSERT_TRUE(c->create_topic(img_, "off", 1, 1, nullptr, {{"unclean.leader.election.enable", "false"}}).ok());
+  sync();
+  EXPECT_FALSE(unclean_election_enabled(img_, "plain", false));
+  EXPECT_TRUE(unclean_election_enabled(img_, "plain", true));
+  EXPECT_TRUE(unclean_election_enabled(img_, "on", false));
+  EXPECT_FALSE(unclean_election_enabled(img_, "off", true));
+  EXPECT_FALSE(unclean_election_enabled(img_, "absent", false));
+  // The cluster-wide default beats the static setting, never a topic's own.
+  ASSERT_TRUE(c->set_broker_configs(img_, {{"unclean.leader.election.enable", "true"}}).ok());
+  sync();
+  EXPECT_TRUE(unclean_election_enabled(img_, "plain", false));
+  EXPECT_TRUE(unclean_election_enabled(img_, "absent", false));
+  EXPECT_FALSE(unclean_election_enabled(img_, "off", false));
+  ASSERT_TRUE(c->set_broker_configs(img_, {{"unclean.leader.election.enable", "false"}}).ok());
+  sync();
+  EXPECT_FALSE(unclean_election_enabled(img_, "plain", true));
+  EXPECT_TRUE(unclean_election_enabled(img_, "on", false));
+  // Other cluster-wide defaults leave it to the static setting.
+  ASSERT_TRUE(c->set_broker_configs(img_, {{"log.retention.ms", "1000"}}).ok());
+  sync();
+  EXPECT_TRUE(unclean_election_enabled(img_, "plain", true));
+}
+
+TEST_F(ControllerTest, ElectionsAreDueOnBrokerControllerTopicAndDefaultConfigChanges) {
+  using kind = key_layout::parsed::kind;
+  EXPECT_FALSE(elections_due({}));
+  EXPECT_FALSE(elections_due({{kind::partition, "t", 0, false}, {kind::cluster_id, {}, -1, false}}));
+  EXPECT_FALSE(elections_due({{kind::topic, "t", -1, true}}));  // deleted: nothing left to elect
+  EXPECT_TRUE(elections_due({{kind::broker, {}, 3, true}}));
+  EXPECT_TRUE(elections_due({{kind::broker, {}, 3, false}}));
+  EXPECT_TRUE(elections_due({{kind::controller, {}, -1, false}}));
+  EXPECT_TRUE(elections_due({{kind::partition, "t", 0, false}, {kind::topic, "t", -1, false}}));
+  EXPECT_TRUE(elections_due({{kind::broker_configs, {}, -1, false}}));
+  EXPECT_TRUE(elections_due({{kind::broker_configs, {}, -1, true}}));
+}
+
+// An offline partition whose only live replica is out of the ISR stays
+// offline while unclean election is off, and is elected uncleanly by the
+// next election pass once its topic (or the cluster-wide default) turns
+// it on; no broker came or went in between.
+TEST_F(ControllerTest, TurningUncleanElectionOnElectsAnOfflinePartitionWithoutABrokerChange) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  const std::vector<manual_assignment> manual{{0, {1, 2}}};
+  ASSERT_TRUE(c->create_topic(img_, "t", 1, 2, &manual, {}).ok());
+  ASSERT_TRUE(c->create_topic(img_, "u", 1, 2, &manual, {}).ok());
+  sync();
+  // Broker 2 fell out of both ISRs (as broker 1's AlterPartition writes it).
+  for (const char* t : {"t", "u"}) {
+    partition_record r = img_.partition(t, 0)->record;
+    r.state = apply_isr_change(r.state, {1});
+    ASSERT_TRUE(etcd_.put(keys_.partition(t, 0), encode(r)).ok());
+  }
+  kill_broker(1);
+  sync();
+  auto policy = [&](const std::string& topic) { return unclean_election_enabled(img_, topic, false); };
+  auto r = c->elect_after_broker_change(img_, policy);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->offline, 2);
+  EXPECT_EQ(state("t", 0), (partition_state{-1, 1, {1}, 2}));
+  // Nothing changes on a pass while unclean election stays off.
+  ASSERT_EQ(c->elect_after_broker_change(img_, policy)->changed, 0);
+
+  ASSERT_TRUE(c->set_topic_configs(img_, "t", {{"unclean.leader.election.enable", "true"}}).ok());
+  sync();
+  r = c->elect_after_broker_change(img_, policy);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->changed, 1);
+  EXPECT_EQ(r->unclean, 1);
+  EXPECT_EQ(state("t", 0), (partition_state{2, 2, {2}, 3}));
+  EXPECT_EQ(state("u", 0).leader, -1);
+  EXPECT_EQ(c->unclean_elections_total(), 1u);
+
+  ASSERT_TRUE(c->set_broker_configs(img_, {{"unclean.leader.election.enable", "true"}}).ok());
+  sync();
+  r = c->elect_after_broker_change(img_, policy);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(r->unclean, 1);
+  EXPECT_EQ(state("u", 0), (partition_state{2, 2, {2}, 3}));
+  EXPECT_EQ(c->unclean_elections_total(), 2u);
+}
+
 // Elections an operator asks for (ElectLeaders): each partition's outcome,
 // and only the partitions that change are written.
 TEST_F(ControllerTest, RequestedElectionsSayWhyAPartitionDoesNotChange) {

@@ -67,6 +67,7 @@ enum class error_code : int16_t {
   fenced_leader_epoch = 74,
   unknown_leader_epoch = 75,
   unsupported_compression_type = 76,
+  stale_broker_epoch = 77,
   member_id_required = 79,
   offset_not_available = 78,
   preferred_leader_not_available = 80,
@@ -154,6 +155,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(fenced_leader_epoch, "FENCED_LEADER_EPOCH")
     SLUICE_NAME(unknown_leader_epoch, "UNKNOWN_LEADER_EPOCH")
     SLUICE_NAME(unsupported_compression_type, "UNSUPPORTED_COMPRESSION_TYPE")
+    SLUICE_NAME(stale_broker_epoch, "STALE_BROKER_EPOCH")
     SLUICE_NAME(member_id_required, "MEMBER_ID_REQUIRED")
     SLUICE_NAME(offset_not_available, "OFFSET_NOT_AVAILABLE")
     SLUICE_NAME(preferred_leader_not_available, "PREFERRED_LEADER_NOT_AVAILABLE")
@@ -215,6 +217,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::not_controller: return error_code::not_controller;
     case errc::fenced_leader_epoch: return error_code::fenced_leader_epoch;
     case errc::not_enough_replicas: return error_code::not_enough_replicas;
+    case errc::not_enough_replicas_after_append: return error_code::not_enough_replicas_after_append;
     case errc::unknown_leader_epoch: return error_code::unknown_leader_epoch;
     case errc::invalid_update_version: return error_code::invalid_update_version;
     case errc::ineligible_replica: return error_code::ineligible_replica;

@@ -3,13 +3,15 @@ three-member etcd (cluster_harness.py), with real clients: followers copy
 their leaders' logs, acks=all is answered only once every in-sync replica
 has the batch, a confirmed message survives the loss of its leader, a
 follower that stops fetching leaves the ISR and returns after a restart,
-min.insync.replicas refuses acks=all below it while acks=1 goes on, and a
-consumer group's committed offsets survive the loss of its coordinator.
-Unclean leader election off keeps a partition offline rather than lose
-acknowledged messages; on (or asked for by an operator) it loses exactly
-the ones the old leader then counts as truncated committed offsets. An
-idempotent producer's retry to a new leader is recognised as a duplicate,
-and producer ids are unique across brokers.
+min.insync.replicas refuses acks=all below it while acks=1 goes on (and
+answers NOT_ENOUGH_REPLICAS_AFTER_APPEND to a batch the ISR shrank under
+while it waited), and a consumer group's committed offsets survive the
+loss of its coordinator. Unclean leader election off keeps a partition
+offline rather than lose acknowledged messages; on (from the start, or
+turned on while the partition is offline) it loses exactly the ones the
+old leader then counts as truncated committed offsets. An idempotent
+producer's retry to a new leader is recognised as a duplicate, and
+producer ids are unique across brokers.
 """
 
 import os
@@ -27,6 +29,7 @@ SESSION_TIMEOUT_MS = 4000
 LAG_MAX_MS = 3000
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
 @pytest.fixture
@@ -191,6 +194,104 @@ def test_lagging_follower_leaves_the_isr_and_min_insync_guards_acks_all(cluster)
     c.wait_for(lambda: checkpointed() == 102 or None, 15, "the follower's periodic checkpoint to reach 102")
     c.stop(followers[0])
     assert checkpointed() == 102
+
+
+def test_isr_shrinking_under_a_waiting_acks_all_batch_answers_not_enough_replicas_after_append(cluster):
+    """min.insync.replicas 3, all three in sync: a batch produced with
+    acks=all while a follower is paused waits (the follower never fetches
+    it) until the follower leaves the ISR; the high watermark then passes
+    it, and with two in-sync replicas it is answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND at the offset it was written at
+    (Kafka's DelayedProduce). The next is refused before it is written
+    (NOT_ENOUGH_REPLICAS). The follower comes back with the batch."""
+    c = cluster
+    topic = "after-append"
+    create(c, topic, configs={"min.insync.replicas": "3"})
+    c.wait_for(lambda: isr_of(c, topic) == [1, 2, 3], 20, "a full ISR")
+    leader = partition_view(c, topic).leader
+    follower = [n for n in c.node_ids if n not in (leader, c.controller_id())][0]
+    port = _port(c, leader)
+    _wait_leading(c, port, topic)
+    assert produce_request(port, topic, 0, b"first", acks=-1) == (0, 0)
+    c.pause(follower)
+    assert produce_request(port, topic, 0, b"waited", acks=-1, timeout=30.0) == (NOT_ENOUGH_REPLICAS_AFTER_APPEND, 1)
+    c.wait_for(lambda: follower not in isr_of(c, topic, via=leader), 10, "the paused follower out of the ISR")
+    err, _ = produce_request(port, topic, 0, b"refused", acks=-1)
+    assert err == NOT_ENOUGH_REPLICAS
+    c.resume(follower)
+    c.wait_for(lambda: isr_of(c, topic, via=leader) == [1, 2, 3], 30, "the follower back in the ISR")
+    assert produce_request(port, topic, 0, b"again", acks=-1) == (0, 2)
+    seen = consume_all(c.live_bootstrap(), topic, 3)
+    assert [v for _, v in seen] == ["first", "waited", "again"], seen
+
+
+STALE_BROKER_EPOCH = 77
+
+
+def fetch_v7(port, topic, partition, offset, replica_id, timeout=10.0):
+    """Fetch v7 (sessionless, no wait) of one partition from broker
+    127.0.0.1:port, claiming `replica_id` (-1: a consumer); returns (top-level
+    error, partition error, high watermark), the last two None when the
+    answer names no partition."""
+    import struct
+    from cluster_harness import _kstr, _request
+    body = struct.pack(">iiiibii", replica_id, 0, 0, 1 << 20, 0, 0, -1)
+    body += struct.pack(">i", 1) + _kstr(topic) + struct.pack(">i", 1)
+    body += struct.pack(">iqqi", partition, offset, -1, 1 << 20)
+    body += struct.pack(">i", 0)  # forgotten topics
+    r = _request(port, 1, 7, body, timeout)
+    r.take(">i")  # throttle_time_ms
+    top, _session = r.take(">hi")
+    if r.take(">i") == 0:
+        return top, None, None
+    r.string()
+    assert r.take(">i") == 1
+    index, err, hw = r.take(">ihq")
+    assert index == partition
+    return top, err, hw
+
+
+def _wait_leading(c, port, topic, partition=0):
+    """Waits until the broker at `port` serves the partition as its leader
+    (a consumer's fetch from it answers no error): Metadata may name a
+    leader before that broker has applied its leadership."""
+    c.wait_for(lambda: fetch_v7(port, topic, partition, 0, -1)[1] == 0, 20, "the leader serving " + topic)
+
+
+def test_a_fetch_claiming_a_followers_id_without_its_broker_epoch_moves_nothing():
+    """A client that sends a Fetch with a follower's replica id but not the
+    follower's registered broker epoch (KIP-903) is refused with
+    STALE_BROKER_EPOCH: it reads nothing past the high watermark and does not
+    move it. The follower's own fetches, which carry its epoch, do. (Long
+    lag and session limits, so the paused follower stays in the ISR.)"""
+    c = Cluster(brokers=2, etcd=1, session_timeout_ms=20000,
+                extra_settings={"replica.lag.time.max.ms": "30000", "replica.fetch.wait.max.ms": "200",
+                                "replica.fetch.backoff.ms": "200"})
+    F = None
+    try:
+        c.start()
+        topic = "forged"
+        create(c, topic, rf=2)
+        view = partition_view(c, topic)
+        L = view.leader
+        F = [n for n in view.replicas if n != L][0]
+        c.wait_for(lambda: sorted(isr_of(c, topic)) == sorted(view.replicas), 20, "a full ISR")
+        port = _port(c, L)
+        _wait_leading(c, port, topic)
+        assert produce_request(port, topic, 0, b"a", acks=-1) == (0, 0)
+        c.pause(F)
+        assert produce_request(port, topic, 0, b"b", acks=1) == (0, 1)
+        assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)  # F has not fetched b
+        assert fetch_v7(port, topic, 0, 2, F) == (STALE_BROKER_EPOCH, None, None)
+        assert fetch_v7(port, topic, 0, 0, -1) == (0, 0, 1)
+        assert F in isr_of(c, topic, via=L)
+        c.resume(F)
+        F = None
+        c.wait_for(lambda: fetch_v7(port, topic, 0, 0, -1)[2] == 2, 15, "F's own fetch moving the high watermark")
+    finally:
+        if F is not None:
+            c.resume(F)
+        c.close()
 
 
 def test_group_offsets_survive_the_coordinators_broker(cluster):
@@ -612,12 +713,15 @@ def _sluice(*args, timeout=60):
     return r.returncode, r.stdout + r.stderr
 
 
-def test_unclean_enabled_while_offline_then_an_operator_election(cluster):
-    """The partition is offline (unclean election off); the operator turns
-    unclean.leader.election.enable on. The controller elects only when
-    brokers come or go (docs/controller.md), so nothing changes until
-    `sluice cluster elect-leaders --unclean`, which makes X lead and loses
-    exactly B."""
+def test_unclean_enabled_while_offline_elects_at_once(cluster):
+    """The partition is offline (unclean election off) while X, live but out
+    of the ISR, could lead. Turning unclean.leader.election.enable on for
+    the topic with AlterConfigs makes the controller elect X within seconds,
+    with no broker coming or going (as Kafka's ZooKeeper controller did on
+    the config change; Kafka's KRaft controller scans for leaderless
+    partitions every 5 minutes). Exactly B is lost, and L counts it when it
+    comes back and truncates."""
+    from confluent_kafka.admin import ConfigResource
     c = cluster
     topic = "unclean-late"
     L, X, Y, acked_a, acked_b = _only_the_leader_has_b(c, topic, unclean=False)
@@ -625,23 +729,29 @@ def test_unclean_enabled_while_offline_then_an_operator_election(cluster):
     c.restart(X)
     c.wait_converged(timeout=FAILOVER_S + 10)
     c.wait_for(lambda: c.controller_id() == X, FAILOVER_S, "X the controller")
+    time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)  # L's registration gone, the controller has decided
     assert partition_view(c, topic, via=X).leader == -1
-    rc, out = _sluice("config", "alter", "--topic", topic, "-c", "unclean.leader.election.enable=true",
-                      "--bootstrap", c.broker(X).address)
-    assert rc == 0, out
-    time.sleep(3)
-    # Kafka's controller would elect now; Sluice's waits for a broker change.
-    still_offline = partition_view(c, topic, via=X).leader == -1
-    rc, out = _sluice("cluster", "elect-leaders", "--unclean", "--topic", topic, "--partition", "0",
-                      "--bootstrap", c.broker(X).address)
-    assert rc == 0, out
+    assert labelled_metric(c, X, "sluice_leader_elections_total", 'kind="unclean"') == 0
+    live = c.live_ids()
+    assert live == [X], live
+    # AlterConfigs (not incremental) replaces the topic's whole set.
+    admin = AdminClient({"bootstrap.servers": c.broker(X).address, "socket.timeout.ms": 10000})
+    fs = admin.alter_configs([ConfigResource("topic", topic, set_config={
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})])
+    for f in fs.values():
+        f.result(30)
+    altered = time.monotonic()
+    c.wait_for(lambda: _leader_seen_by(c, topic, X) == X, 10, "X elected on the config change alone")
+    elected_s = time.monotonic() - altered
+    assert c.live_ids() == [X]  # no broker came or went
+    assert "1 unclean" in c.broker(X).log_text(200000)
     lost, acked_c = _unclean_on_after_l_is_gone(c, topic, L, X, acked_a, acked_b, restart_x=False)
     assert lost == sorted(acked_b), lost
     c.restart(L)
     c.wait_for(lambda: L in isr_of(c, topic, via=X), 30, "L back in the ISR as a follower")
     m, logged = _truncation_counted(c, L)
     assert m == len(lost) and logged == [len(lost)], (m, logged)
-    assert still_offline, "the controller elected on the config change alone (docs say it does not)"
+    assert elected_s < 10, elected_s
 
 
 def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_watermark():

@@ -14,9 +14,11 @@
 // offset rather than the high watermark, only from a leader at the
 // follower's leader epoch, and its fetch offset tells the leader what the
 // follower holds on disk (partition::on_follower_fetch), which moves the
-// high watermark. A consumer fetching between the high watermark and the
-// log end offset gets no records and no error, as from Kafka: that data is
-// not committed yet.
+// high watermark. It counts only when it names the follower's registered
+// broker epoch (v15+, KIP-903; cluster::replica_fetch_trusted), else it is
+// answered STALE_BROKER_EPOCH. A consumer fetching between the high
+// watermark and the log end offset gets no records and no error, as from
+// Kafka: that data is not committed yet.
 //
 // Reading from followers (KIP-392): a consumer that names its rack (Fetch
 // v11+, client.rack) is sent, by a leader outside that rack, to an in-sync
@@ -372,6 +374,20 @@ void handle_fetch(request req) {
     resp.error_code = to_wire(e);
     req.respond(resp);
   };
+  // A fetch claiming a follower's replica id counts (reads to the log end,
+  // moves the high watermark) only when it names that broker's registered
+  // epoch (cluster::replica_fetch_trusted); otherwise it is answered
+  // STALE_BROKER_EPOCH and nothing is read or counted. A single node has
+  // no followers and knows no broker epoch: it refuses every such fetch.
+  if (const int32_t claimed = replica_of(*body, req.version()); claimed >= 0) {
+    const int64_t sent = req.version() >= 15 ? body->replica_state.replica_epoch : -1;
+    const auto b = svc.metadata->broker(claimed);
+    if (!cluster::replica_fetch_trusted(sent, b ? std::optional<int64_t>(b->epoch) : std::nullopt)) {
+      SLUICE_LOG_DEBUG("fetch claiming replica {} with broker epoch {} refused (registered: {})", claimed, sent,
+                       b ? b->epoch : -1);
+      return top_error(error_code::stale_broker_epoch);
+    }
+  }
   if (epoch == -1 || epoch == 0) {
     if (sid != 0) svc.fetch_sessions->remove(sid);
     if (epoch == 0) {

@@ -203,13 +203,15 @@ void handle_produce(request req) {
       {
         std::lock_guard g(op->mu);
         if (op->answered) return;
-        if (!s.ok()) {
-          pr->error_code = to_wire(to_kafka_error(s.code()));
-          pr->error_message = s.err().message;
-          pr->base_offset = -1;
-        } else if (part->check_min_insync() != errc::ok) {
-          pr->error_code = to_wire(error_code::not_enough_replicas_after_append);
-          pr->error_message = "the ISR shrank below min.insync.replicas while the batch waited";
+        // Kafka's DelayedProduce: the batch committed, but with the ISR
+        // below min.insync.replicas it answers
+        // NOT_ENOUGH_REPLICAS_AFTER_APPEND, keeping the base offset the
+        // batch was written at.
+        const status outcome = part->acks_all_outcome(s);
+        if (!outcome.ok()) {
+          pr->error_code = to_wire(to_kafka_error(outcome.code()));
+          pr->error_message = outcome.err().message;
+          if (outcome.code() != errc::not_enough_replicas_after_append) pr->base_offset = -1;
         }
         std::erase(op->outstanding, pr);
       }
