@@ -403,11 +403,16 @@ TEST_F(BrokerTest, LongPollWakesOnAppend) {
 // A follower's fetch parked on several partitions is answered once every
 // partition of a produce request is appended, so one answer carries them
 // all rather than the first alone (partition::wake_after_append).
-TEST_F(BrokerTest, ParkedReplicaFetchGetsEveryPartitionOfOneProduce) {
+// The produce handler wakes parked fetches once every partition of the
+// request is appended, so one answer carries them all. A single node
+// refuses replica fetches (no broker epoch to check them by), so this
+// parks a consumer's fetch, which a lone leader's appends wake too (its
+// high watermark moves with them); the cluster's replica fetches take the
+// same path (it_test_replication).
+TEST_F(BrokerTest, ParkedFetchGetsEveryPartitionOfOneProduce) {
   client c(b_->port());
   create(c, "rf", 3);
   auto f = fetch_req(0, -1, 20000);
-  f.replica_id = 7;  // a replica id: read to the log end, woken by appends
   for (int p = 0; p < 3; ++p) add_partition(f, "rf", p, 0);
   c.send(f, 12);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
