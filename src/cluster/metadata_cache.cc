@@ -27,6 +27,13 @@ std::optional<broker_endpoint> metadata_cache::broker(int32_t node_id) const {
   return std::nullopt;
 }
 
+std::optional<int64_t> metadata_cache::broker_epoch(int32_t node_id) const {
+  std::lock_guard g(mu_);
+  for (const auto& b : brokers_)
+    if (b.node_id == node_id) return b.epoch;
+  return std::nullopt;
+}
+
 int32_t metadata_cache::controller_id() const {
   std::lock_guard g(mu_);
   return controller_id_;

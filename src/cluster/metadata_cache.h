@@ -66,6 +66,9 @@ class metadata_cache {
   std::vector<broker_endpoint> brokers() const;
   // The live broker with this id, or nullopt.
   std::optional<broker_endpoint> broker(int32_t node_id) const;
+  // The broker epoch of the live broker with this id, or nullopt: what
+  // every replica fetch checks, without copying the endpoint.
+  std::optional<int64_t> broker_epoch(int32_t node_id) const;
   int32_t controller_id() const;
   int32_t node_id() const { return node_id_; }
   const std::string& cluster_id() const { return cluster_id_; }

@@ -381,10 +381,10 @@ void handle_fetch(request req) {
   // no followers and knows no broker epoch: it refuses every such fetch.
   if (const int32_t claimed = replica_of(*body, req.version()); claimed >= 0) {
     const int64_t sent = req.version() >= 15 ? body->replica_state.replica_epoch : -1;
-    const auto b = svc.metadata->broker(claimed);
-    if (!cluster::replica_fetch_trusted(sent, b ? std::optional<int64_t>(b->epoch) : std::nullopt)) {
+    const auto registered = svc.metadata->broker_epoch(claimed);
+    if (!cluster::replica_fetch_trusted(sent, registered)) {
       SLUICE_LOG_DEBUG("fetch claiming replica {} with broker epoch {} refused (registered: {})", claimed, sent,
-                       b ? b->epoch : -1);
+                       registered.value_or(-1));
       return top_error(error_code::stale_broker_epoch);
     }
   }
