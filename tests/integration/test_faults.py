@@ -543,20 +543,17 @@ def inject(c, proxy, kind, victim, part):
         c.kill(victim)
         wait_moved(c, victim, part, "kill")
         c.restart(victim)
-    elif kind == "pause":
-        c.pause(victim)
+    elif kind in ("pause", "cut"):
+        # Held until the others moved the leadership and the session has
+        # surely run out, then undone.
+        begin, end = {"pause": (lambda: c.pause(victim), lambda: c.resume(victim)),
+                      "cut": (lambda: proxy.cut(victim), proxy.heal)}[kind]
+        begin()
         try:
-            wait_moved(c, victim, part, "pause")
+            wait_moved(c, victim, part, kind)
             time.sleep(max(0.0, hold_until - time.monotonic()))
         finally:
-            c.resume(victim)
-    elif kind == "cut":
-        proxy.cut(victim)
-        try:
-            wait_moved(c, victim, part, "cut")
-            time.sleep(max(0.0, hold_until - time.monotonic()))
-        finally:
-            proxy.heal()
+            end()
     else:
         raise ValueError(kind)
 

@@ -667,6 +667,19 @@ def test_producer_ids_are_unique_across_brokers(cluster):
     assert len({p // 1000 for p in pids}) == len(c.node_ids), got
 
 
+def _ten_committed(c, topic):
+    """Creates `topic` (min ISR 1), waits until every live broker knows it,
+    and commits A00..A09 at offsets 0-9; returns (leader, [the two
+    followers], the values acknowledged)."""
+    create(c, topic, configs={"min.insync.replicas": "1"})
+    c.wait_for(lambda: None not in {_leader_seen_by(c, topic, n) for n in c.live_ids()}, 20,
+               "every broker knowing the topic")
+    view = partition_view(c, topic)
+    acked, errors = produce_all(c, topic, ["A%02d" % i for i in range(10)])
+    assert not errors and len(acked) == 10
+    return view.leader, [n for n in view.replicas if n != view.leader], acked
+
+
 def test_a_restarted_replica_truncating_an_uncommitted_tail_counts_nothing(cluster):
     """No unclean election: L writes D with acks=1 while its followers are
     paused (D is never committed: the ISR still holds them), dies, a
@@ -675,14 +688,7 @@ def test_a_restarted_replica_truncating_an_uncommitted_tail_counts_nothing(clust
     must stay 0."""
     c = cluster
     topic = "clean-tail"
-    create(c, topic, configs={"min.insync.replicas": "1"})
-    c.wait_for(lambda: None not in {_leader_seen_by(c, topic, n) for n in c.live_ids()}, 20,
-               "every broker knowing the topic")
-    view = partition_view(c, topic)
-    L = view.leader
-    X, Y = [n for n in view.replicas if n != L]
-    acked_a, errors = produce_all(c, topic, ["A%02d" % i for i in range(10)])
-    assert not errors and len(acked_a) == 10
+    L, (X, Y), acked_a = _ten_committed(c, topic)
     c.pause(X)
     c.pause(Y)
     t0 = time.monotonic()
@@ -768,14 +774,7 @@ def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_waterma
     try:
         c.start()
         topic = "tail-reads"
-        create(c, topic, configs={"min.insync.replicas": "1"})
-        c.wait_for(lambda: None not in {_leader_seen_by(c, topic, n) for n in c.live_ids()}, 20,
-                   "every broker knowing the topic")
-        view = partition_view(c, topic)
-        L = view.leader
-        F, Y = [n for n in view.replicas if n != L]
-        acked, errors = produce_all(c, topic, ["A%02d" % i for i in range(10)])
-        assert not errors and len(acked) == 10
+        L, (F, Y), acked = _ten_committed(c, topic)
         c.pause(Y)
         for i in range(5):
             assert produce_request(_port(c, L), topic, 0, b"D%d" % i, acks=1) == (0, 10 + i)
