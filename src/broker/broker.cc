@@ -301,6 +301,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   cfg = std::make_shared<const config::broker_config>(std::move(with_dynamic));
   i->cfg = cfg;
 
+  io::filesystem::set_posix_sync_scope(cfg->fsync_scope_filesystem ? io::filesystem::sync_scope::filesystem
+                                                                   : io::filesystem::sync_scope::file);
   storage::log_manager_config lcfg;
   lcfg.data_dir = io::join(dir, "logs");
   lcfg.max_open_segment_files = static_cast<size_t>(cfg->max_open_segment_files);

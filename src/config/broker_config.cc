@@ -363,6 +363,7 @@ result<broker_config> make_broker_config(config_map static_values,
   b.log_retention_check_interval_ms = i64("log.retention.check.interval.ms");
   b.log_flush_offset_checkpoint_interval_ms = i64("log.flush.offset.checkpoint.interval.ms");
   b.max_open_segment_files = i32("sluice.max.open.segment.files");
+  b.fsync_scope_filesystem = std::get<std::string>(get("sluice.log.fsync.scope")) == "filesystem";
   b.log_scrub_bytes_per_second = i64("sluice.log.scrub.bytes.per.second");
   b.log_cleaner_enable = flag("log.cleaner.enable");
   b.log_cleaner_threads = i32("log.cleaner.threads");

@@ -93,6 +93,7 @@ struct broker_config {
   int64_t log_retention_check_interval_ms = 0;
   int64_t log_flush_offset_checkpoint_interval_ms = 0;
   int32_t max_open_segment_files = 0;
+  bool fsync_scope_filesystem = true;  // sluice.log.fsync.scope: filesystem (true) or file
   int64_t log_scrub_bytes_per_second = 0;  // sluice.log.scrub.bytes.per.second; 0: no scrubber
   bool log_cleaner_enable = true;
   int32_t log_cleaner_threads = 0;

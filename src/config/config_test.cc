@@ -308,6 +308,17 @@ TEST(broker_config, bad_enum_refused_naming_key) {
   EXPECT_NE(r.err().message.find("zstd"), std::string::npos) << r.err().message;
   expect_refused(load({"--log.message.timestamp.type", "Now"}), "log.message.timestamp.type");
   expect_refused(load({"--log.cleanup.policy", "keep"}), "log.cleanup.policy");
+  expect_refused(load({"--sluice.log.fsync.scope", "disk"}), "sluice.log.fsync.scope");
+}
+
+TEST(broker_config, fsync_scope) {
+  EXPECT_TRUE(defaults().fsync_scope_filesystem);
+  auto f = load({"--sluice.log.fsync.scope", "file"});
+  ASSERT_TRUE(f.ok()) << f.err().message;
+  EXPECT_FALSE(f->fsync_scope_filesystem);
+  auto fs = load({"--sluice.log.fsync.scope", "filesystem"});
+  ASSERT_TRUE(fs.ok()) << fs.err().message;
+  EXPECT_TRUE(fs->fsync_scope_filesystem);
 }
 
 TEST(broker_config, argument_and_file_errors) {

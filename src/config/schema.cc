@@ -25,6 +25,7 @@ constexpr int64_t i64_max = std::numeric_limits<int64_t>::max();
 constexpr std::array<std::string_view, 2> cleanup_policies = {"compact", "delete"};
 constexpr std::array<std::string_view, 6> compression_types = {"uncompressed", "zstd", "lz4",
                                                                "snappy",       "gzip", "producer"};
+constexpr std::array<std::string_view, 2> fsync_scopes = {"file", "filesystem"};
 constexpr std::array<std::string_view, 2> timestamp_types = {"CreateTime", "LogAppendTime"};
 
 // Splits "host:port" or "[v6]:port"; nullopt when it is not that shape.
@@ -330,6 +331,11 @@ std::vector<setting> make_schema() {
                        true, "Allow an out-of-sync replica to become leader."));
   s.push_back(bool_row("sluice.log.fsync.enable", "sluice.fsync.enable", "true", true,
                        "Answer acks=all only after fsync; false trades durability for speed."));
+  s.push_back(text_row("sluice.log.fsync.scope", "", vt::enumeration, "filesystem", fsync_scopes, 0, 0,
+                       nullptr, false,
+                       "How a group commit of many partitions syncs: file fdatasyncs each file; "
+                       "filesystem makes one syncfs and one device flush serve them all, and also "
+                       "writes whatever else is dirty on the data directory's file system."));
   // ---- Background log work.
   s.push_back(int_row("log.retention.check.interval.ms", "", vt::int64, "300000", 1, i64_max, true,
                       "How often retention looks for segments to delete."));

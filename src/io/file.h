@@ -81,9 +81,26 @@ class filesystem {
   virtual result<uint64_t> free_bytes(const std::string& path) = 0;
   // Size in bytes of the file system that holds `path` (DescribeLogDirs).
   virtual result<uint64_t> total_bytes(const std::string& path) = 0;
+  // Makes every file of `files` durable, as sync() on each would: the
+  // group commit of many logs at once. Returns one status per file, in
+  // order; an ok one means that file is durable. This one syncs each file
+  // in turn; the POSIX file system may do it with fewer device flushes
+  // (posix_sync_scope).
+  virtual std::vector<status> sync_together(std::span<file* const> files);
 
   // The real, POSIX file system. Lives for the whole process.
   static filesystem& posix();
+  // How the POSIX file system's sync_together works. `file`: writeback of
+  // every file is started first (sync_file_range), then each is
+  // fdatasynced, so the device works on all of them at once. `filesystem`:
+  // one syncfs(2) of the file system that holds them, then one fdatasync
+  // for the device flush, then each file's own writeback errors are
+  // collected (sync_file_range's wait): one flush for the whole round
+  // instead of one per file, but everything dirty on that file system is
+  // written too, other programs' files included. Set once at start-up,
+  // before any sync.
+  enum class sync_scope { file, filesystem };
+  static void set_posix_sync_scope(sync_scope scope);
 
   // Writes `contents` to `path` atomically: a temporary file is written and
   // synced, renamed over `path`, and the directory is synced. After a crash

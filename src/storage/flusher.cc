@@ -84,16 +84,20 @@ void flusher::run() {
         cv_.wait_for(lk, std::chrono::milliseconds(clk_.sleep_ms_until(timers_.top().at_ms)));
       continue;
     }
-    job j = std::move(queue_.front());
-    queue_.pop_front();
-    ++busy_;
+    // A round takes every log queued: one group commit for all of them.
+    std::vector<std::shared_ptr<log>> round;
+    round.reserve(queue_.size());
+    for (job& j : queue_) {
+      if (j.timer) j.l->timer_fired();
+      round.push_back(std::move(j.l));
+    }
+    queue_.clear();
+    const int n = static_cast<int>(round.size());
+    busy_ += n;
     lk.unlock();
-    if (j.timer)
-      j.l->flush_on_timer();
-    else
-      j.l->flush_for_waiters();
-    j.l.reset();  // the last owner may be us; destroy outside the lock
+    log::flush_together(std::move(round));  // the last owner may be us; destroyed outside the lock
     lk.lock();
+    busy_ -= n - 1;
     if (--busy_ == 0 && queue_.empty()) idle_cv_.notify_all();
   }
   // Requests after the last thread leaves are served by their callers.

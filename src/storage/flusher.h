@@ -4,9 +4,11 @@
 // has durability waiters asks for a flush; a flusher thread syncs that log
 // once for every waiter that arrived before the sync began, so concurrent
 // appenders share one fdatasync. Requests that arrive while a log is being
-// synced are covered by its next sync. Several threads (`threads`) sync
-// different logs at once; two threads never sync one log at once (the log's
-// own flush mutex orders them).
+// synced are covered by its next sync. A thread takes every log queued at
+// once and syncs them as one round (log::flush_together), so many
+// partitions' commits share the device's work. Several threads (`threads`)
+// run rounds at once; two threads never sync one log at once (the log's own
+// flush mutex orders them).
 //
 // Logs with a finite flush.ms also ask for a sync some time ahead
 // (request_after); a timer heap holds those, at most one per log (the log

@@ -556,8 +556,9 @@ status log::wait_durable(offset o) {
   return f.get();
 }
 
-status log::flush() {
-  status st = sync_once();
+status log::flush() { return after_sync(sync_once()); }
+
+status log::after_sync(status st) {
   answer_waiters();  // with no lock held: callbacks may call back into the log
   // Sealing comes after the answers: acks=all producers wait on the sync,
   // not on index files.
@@ -574,53 +575,103 @@ status log::flush() {
   return st;
 }
 
-status log::sync_once() {
-  std::lock_guard fg(flush_mu_);
+result<bool> log::plan_sync_locked(pending_sync& p) {
   // The active segment, every segment a roll closed since its last sync,
   // and the directory when a roll created a file: once all are synced
   // everything below the log end is durable.
-  std::vector<std::shared_ptr<io::file>> files;
-  std::vector<uint64_t> closed;  // segment ids: a segment may leave the log meanwhile
-  bool dir = false;
-  offset target;
-  uint64_t gen = 0, rolls = 0;
-  {
-    std::lock_guard g(mu_);
-    SLUICE_TRY(check_writable());
-    target = offset(log_end_.load());
-    gen = truncations_;
-    unflushed_messages_ = 0;  // this sync covers them
-    if (!cfg_.fsync || target.value() <= durable_.load()) return {};
-    rolls = rolls_;
-    if (synced_at_roll_ != rolls_) {
-      for (size_t i = 0; i + 1 < segments_.size(); ++i) {
-        segment& seg = *segments_[i];
-        if (seg.synced()) continue;
-        auto f = seg.file();
-        if (!f.ok()) return go_offline(f.err());
-        files.push_back(std::move(f).value());
-        closed.push_back(seg.id());
-      }
+  std::lock_guard g(mu_);
+  SLUICE_TRY(check_writable());
+  p.target = offset(log_end_.load());
+  p.gen = truncations_;
+  unflushed_messages_ = 0;  // this sync covers them
+  if (!cfg_.fsync || p.target.value() <= durable_.load()) return false;
+  p.rolls = rolls_;
+  if (synced_at_roll_ != rolls_) {
+    for (size_t i = 0; i + 1 < segments_.size(); ++i) {
+      segment& seg = *segments_[i];
+      if (seg.synced()) continue;
+      auto f = seg.file();
+      if (!f.ok()) return go_offline(f.err());
+      p.files.push_back(std::move(f).value());
+      p.closed.push_back(seg.id());
     }
-    auto f = active().file();
-    if (!f.ok()) return go_offline(f.err());
-    files.push_back(std::move(f).value());
-    dir = std::exchange(dir_unsynced_, false);
   }
-  // The syncs run without mu_, so appends continue and gather for the next.
-  status st;
-  for (auto& f : files)
-    if (st.ok()) st = f->sync();
-  if (st.ok() && dir) st = ctx_.fs->sync_dir(dir_);
+  auto f = active().file();
+  if (!f.ok()) return go_offline(f.err());
+  p.files.push_back(std::move(f).value());
+  p.dir = std::exchange(dir_unsynced_, false);
+  return true;
+}
+
+status log::finish_sync_locked(const pending_sync& p, status st) {
+  if (st.ok() && p.dir) st = ctx_.fs->sync_dir(dir_);
   std::lock_guard g(mu_);
   if (!st.ok()) return go_offline(st.err());
-  if (!closed.empty()) {
+  if (!p.closed.empty()) {
     for (auto& seg : segments_)
-      if (std::find(closed.begin(), closed.end(), seg->id()) != closed.end()) seg->mark_synced();
+      if (std::find(p.closed.begin(), p.closed.end(), seg->id()) != p.closed.end()) seg->mark_synced();
   }
-  if (gen == truncations_) synced_at_roll_ = rolls;
-  if (gen == truncations_ && target.value() > durable_.load()) durable_ = target.value();
+  if (p.gen == truncations_) synced_at_roll_ = p.rolls;
+  if (p.gen == truncations_ && p.target.value() > durable_.load()) durable_ = p.target.value();
   return {};
+}
+
+status log::sync_once() {
+  std::lock_guard fg(flush_mu_);
+  pending_sync p;
+  auto planned = plan_sync_locked(p);
+  if (!planned.ok()) return planned.to_status();
+  if (!*planned) return {};
+  // The syncs run without mu_, so appends continue and gather for the next.
+  status st;
+  for (auto& f : p.files)
+    if (st.ok()) st = f->sync();
+  return finish_sync_locked(p, std::move(st));
+}
+
+void log::flush_together(std::vector<std::shared_ptr<log>> logs) {
+  // A fixed lock order (by address) among flusher threads that each hold
+  // several flush_mu_: a log may be queued again while a round has it.
+  std::sort(logs.begin(), logs.end());
+  logs.erase(std::unique(logs.begin(), logs.end()), logs.end());
+  const size_t n = logs.size();
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(n);
+  std::vector<pending_sync> plans(n);
+  std::vector<status> outcome(n);
+  std::vector<bool> to_sync(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    locks.emplace_back(logs[i]->flush_mu_);
+    auto r = logs[i]->plan_sync_locked(plans[i]);
+    if (!r.ok())
+      outcome[i] = r.to_status();
+    else
+      to_sync[i] = *r;
+  }
+  // One sync_together per file system (in practice one: the log manager's)
+  // over the files of every log that has something to sync.
+  for (size_t i = 0; i < n; ++i) {
+    if (!to_sync[i]) continue;
+    io::filesystem* fs = logs[i]->ctx_.fs;
+    std::vector<size_t> members;
+    std::vector<io::file*> files;
+    for (size_t j = i; j < n; ++j) {
+      if (!to_sync[j] || logs[j]->ctx_.fs != fs) continue;
+      to_sync[j] = false;
+      members.push_back(j);
+      for (auto& f : plans[j].files) files.push_back(f.get());
+    }
+    const std::vector<status> st = fs->sync_together(files);
+    size_t k = 0;
+    for (size_t j : members) {
+      status mine;
+      for (size_t m = 0; m < plans[j].files.size(); ++m, ++k)
+        if (mine.ok() && !st[k].ok()) mine = st[k];
+      outcome[j] = logs[j]->finish_sync_locked(plans[j], std::move(mine));
+    }
+  }
+  locks.clear();
+  for (size_t i = 0; i < n; ++i) logs[i]->after_sync(std::move(outcome[i])).ignore();
 }
 
 void log::doom_waiters_from(offset o) {

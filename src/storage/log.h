@@ -320,6 +320,16 @@ class log : public std::enable_shared_from_this<log> {
   // Called by a flusher thread when the flush.ms timer this log asked for
   // fires: re-arms for the next append, then syncs. Not for other callers.
   void flush_on_timer();
+  // Called by a flusher thread with the logs queued for a sync (each at
+  // most once): one group commit for all of them. The files of every log
+  // are handed to its file system at once (io::filesystem::sync_together),
+  // which may make them durable with fewer device flushes than one per
+  // file; then each log answers its waiters and seals as flush() does. A
+  // log whose sync failed goes offline alone. Not for other callers.
+  static void flush_together(std::vector<std::shared_ptr<log>> logs);
+  // Called by a flusher thread before it syncs a log whose flush.ms timer
+  // fired: the next append arms the timer again.
+  void timer_fired() { flush_timer_armed_ = false; }
 
  private:
   log(const log_context& ctx, std::string dir, std::string name, log_config cfg,
@@ -439,8 +449,24 @@ class log : public std::enable_shared_from_this<log> {
   // when the segment changed meanwhile.
   void note_checked(const read_check& c, uint64_t from, uint64_t to, const std::vector<segment_damage>& ds);
 
-  // Durability.
+  // Durability. A sync is planned and finished with flush_mu_ held; the
+  // file syncs between run without mu_, so appends go on meanwhile.
+  struct pending_sync {
+    std::vector<std::shared_ptr<io::file>> files;  // closed segments not yet synced, then the active one
+    std::vector<uint64_t> closed;                  // their ids: a segment may leave the log meanwhile
+    bool dir = false;                              // a roll created a file: sync the directory too
+    offset target;                                 // durable once the files are
+    uint64_t gen = 0, rolls = 0;                   // truncations_ and rolls_ when planned
+  };
+  // False: nothing to sync (fsync off, or already durable to the end).
+  result<bool> plan_sync_locked(pending_sync& p);
+  // `st`: how the file syncs went. Syncs the directory if planned, then
+  // moves the durable offset, or takes the log offline on an error.
+  status finish_sync_locked(const pending_sync& p, status st);
   status sync_once();
+  // The rest of flush() after its sync: answers waiters, seals what rolls
+  // closed, calls the seal hook. Returns `st` or the seal's error.
+  status after_sync(status st);
   void doom_waiters_from(offset o);  // with mu_ held
   void answer_waiters();             // with no lock held
 

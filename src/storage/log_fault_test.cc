@@ -405,6 +405,85 @@ TEST(LogFault, WithoutFlushSettingsOnlyWaitersAskForSyncs) {
   EXPECT_EQ(l->durable_offset(), offset(60));
 }
 
+// One flusher round (log::flush_together) over several logs: every log's
+// files go to the file system in one sync_together; a failed sync takes only
+// the log it belongs to offline, the others become durable and keep their
+// data through a power loss.
+TEST(LogFault, OneRoundSyncsManyLogsAndAFailureTakesOnlyItsLogOffline) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  std::vector<std::vector<written>> ws(3);
+  {
+    log_env env(ffs);
+    std::vector<std::shared_ptr<log>> logs;
+    for (int i = 0; i < 3; ++i) {
+      // Default settings: no roll asks the flusher for a round of its own.
+      logs.push_back(open_log(env, tmp.sub("p-" + std::to_string(i))));
+      ws[static_cast<size_t>(i)] = append_n(*logs.back(), 10, static_cast<uint32_t>(100 * i));
+    }
+    std::vector<errc> answers(3, errc::ok);
+    std::vector<int> answered(3, 0);
+    std::mutex m;
+    for (size_t i = 0; i < 3; ++i)
+      logs[i]->on_durable(ws[i].back().last, [&, i](const status& st) {
+        std::lock_guard g(m);
+        answers[i] = st.code();
+        ++answered[i];
+      });
+    env.flush.wait_idle();  // the waiters' rounds are done: nothing races the round below
+    for (size_t i = 0; i < 3; ++i)
+      ws[i] = append_n(*logs[i], 5, static_cast<uint32_t>(900 + i), ws[i].back().pos + ws[i].back().bytes.size());
+    ffs.fail_syncs(1);
+    log::flush_together({logs[2], logs[0], logs[1], logs[0]});  // any order, duplicates allowed
+    ffs.fail_syncs(0);
+    int offline = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      if (logs[i]->offline()) {
+        ++offline;
+        EXPECT_LT(logs[i]->durable_offset(), ws[i].back().last + 1);
+        EXPECT_EQ(logs[i]->wait_durable(ws[i].back().last).code(), errc::log_offline);
+      } else {
+        EXPECT_EQ(logs[i]->durable_offset(), ws[i].back().last + 1) << i;
+      }
+    }
+    EXPECT_EQ(offline, 1);
+    std::lock_guard g(m);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(answered[i], 1) << i;
+  }
+  ASSERT_TRUE(ffs.drop_unsynced().ok());
+  log_env env;
+  int kept = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto l = open_log(env, tmp.sub("p-" + std::to_string(i)));
+    if (l->log_end_offset() >= ws[static_cast<size_t>(i)].back().last + 1) ++kept;
+  }
+  EXPECT_GE(kept, 2);
+}
+
+// Many logs, appenders waiting on them, direct flushes beside the flusher's
+// rounds: rounds that hold several logs' flush locks never deadlock, and
+// every waiter is answered ok.
+TEST(LogFault, RoundsOverSharedLogsFinishUnderConcurrentAppendsAndFlushes) {
+  temp_dir tmp;
+  log_env env;
+  std::vector<std::shared_ptr<log>> logs;
+  for (int i = 0; i < 12; ++i) logs.push_back(open_log(env, tmp.sub("p-" + std::to_string(i))));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (int k = 0; k < 150; ++k) {
+        log& l = *logs[static_cast<size_t>((t * 7 + k * 5) % 12)];
+        auto b = make_batch(1, 20, static_cast<uint32_t>(t * 1000 + k));
+        auto r = l.append(b, leader_epoch(1));
+        if (!r.ok() || (k % 3 == 0 ? !l.flush().ok() : !l.wait_durable(r->last).ok())) ++failures;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (auto& l : logs) EXPECT_EQ(l->durable_offset(), l->log_end_offset());
+}
+
 TEST(LogFault, FlushSettingsOutOfRangeAreRefused) {
   log_config cfg;
   cfg.flush_messages = 0;
