@@ -134,13 +134,14 @@ inline constexpr size_t max_verified_ranges_per_segment = 64;
 // its idempotent-producer state is rebuilt from the batch headers at open.
 inline constexpr size_t producer_state_replay_read_bytes = 8 << 20;
 
-// Threads of the group-commit flusher. Each takes every log queued as one
-// round (one syncfs for all of them, or their fdatasyncs started together:
-// sluice.log.fsync.scope); a second lets a round start while one is on the
-// device, so a commit that just missed a round waits for less than a whole
-// one. More only add rounds that contend for the same device flushes
-// (measured with three brokers at 20,000 msgs/s: 1, 2 and 4 threads gave
-// publish p99 22, 24 and 28 ms, p50 7.3, 8.6 and 9.1 ms, one run each).
+// Threads of the group-commit flusher. One round of syncs runs at a time
+// and takes every log queued (one syncfs for all of them, or their
+// fdatasyncs started together: sluice.log.fsync.scope): rounds that
+// overlap contend for the same device flushes and lengthen each other
+// (measured with three brokers at 20,000 msgs/s, three runs each: one
+// round at a time gave publish p99 9.2-16 ms, two at once 21-41 ms). The
+// second thread seals what a round's logs rolled, and serves flush.ms
+// timers, while the next round runs.
 inline constexpr int flusher_threads = 2;
 // Threads that close partition logs and write producer snapshots at
 // shutdown (and open logs at start). Like the flusher's, they overlap the

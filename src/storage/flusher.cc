@@ -84,7 +84,12 @@ void flusher::run() {
         cv_.wait_for(lk, std::chrono::milliseconds(clk_.sleep_ms_until(timers_.top().at_ms)));
       continue;
     }
-    // A round takes every log queued: one group commit for all of them.
+    // A round takes every log queued once the round before it is done:
+    // one group commit for all of them.
+    lk.unlock();
+    std::unique_lock r(round_mu_);
+    lk.lock();
+    if (queue_.empty()) continue;  // another thread's round took them
     std::vector<std::shared_ptr<log>> round;
     round.reserve(queue_.size());
     for (job& j : queue_) {
@@ -95,7 +100,10 @@ void flusher::run() {
     const int n = static_cast<int>(round.size());
     busy_ += n;
     lk.unlock();
-    log::flush_together(std::move(round));  // the last owner may be us; destroyed outside the lock
+    log::flush_together(round);
+    r.unlock();
+    for (auto& l : round) l->seal_after_flush().ignore();
+    round.clear();  // the last owner may be us; destroyed outside the lock
     lk.lock();
     busy_ -= n - 1;
     if (--busy_ == 0 && queue_.empty()) idle_cv_.notify_all();

@@ -6,9 +6,11 @@
 // appenders share one fdatasync. Requests that arrive while a log is being
 // synced are covered by its next sync. A thread takes every log queued at
 // once and syncs them as one round (log::flush_together), so many
-// partitions' commits share the device's work. Several threads (`threads`)
-// run rounds at once; two threads never sync one log at once (the log's own
-// flush mutex orders them).
+// partitions' commits share the device's work. One round runs at a time
+// (rounds that overlap contend for the same device flushes and make each
+// other longer); the other threads (`threads`) meanwhile seal what the
+// previous round's logs rolled and serve flush.ms timers, so a seal's
+// index writes never hold up the next round.
 //
 // Logs with a finite flush.ms also ask for a sync some time ahead
 // (request_after); a timer heap holds those, at most one per log (the log
@@ -74,6 +76,7 @@ class flusher {
 
   sluice::clock& clk_;
   std::mutex mu_;
+  std::mutex round_mu_;  // held by the thread running a round's syncs
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
   int busy_ = 0;  // jobs taken off the queue and not yet done

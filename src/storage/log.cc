@@ -556,14 +556,18 @@ status log::wait_durable(offset o) {
   return f.get();
 }
 
-status log::flush() { return after_sync(sync_once()); }
-
-status log::after_sync(status st) {
+status log::flush() {
+  status st = sync_once();
   answer_waiters();  // with no lock held: callbacks may call back into the log
   // Sealing comes after the answers: acks=all producers wait on the sync,
   // not on index files.
+  status sealed = seal_after_flush();
+  return st.ok() ? sealed : st;
+}
+
+status log::seal_after_flush() {
   result<bool> sealed = seal_closed();
-  if (!sealed.ok()) return st.ok() ? sealed.to_status() : st;
+  if (!sealed.ok()) return sealed.to_status();
   if (*sealed) {
     std::function<void()> hook;
     {
@@ -572,7 +576,7 @@ status log::after_sync(status st) {
     }
     if (hook) hook();
   }
-  return st;
+  return {};
 }
 
 result<bool> log::plan_sync_locked(pending_sync& p) {
@@ -671,7 +675,7 @@ void log::flush_together(std::vector<std::shared_ptr<log>> logs) {
     }
   }
   locks.clear();
-  for (size_t i = 0; i < n; ++i) logs[i]->after_sync(std::move(outcome[i])).ignore();
+  for (auto& l : logs) l->answer_waiters();
 }
 
 void log::doom_waiters_from(offset o) {

@@ -320,13 +320,18 @@ class log : public std::enable_shared_from_this<log> {
   // Called by a flusher thread when the flush.ms timer this log asked for
   // fires: re-arms for the next append, then syncs. Not for other callers.
   void flush_on_timer();
-  // Called by a flusher thread with the logs queued for a sync (each at
-  // most once): one group commit for all of them. The files of every log
-  // are handed to its file system at once (io::filesystem::sync_together),
-  // which may make them durable with fewer device flushes than one per
-  // file; then each log answers its waiters and seals as flush() does. A
-  // log whose sync failed goes offline alone. Not for other callers.
+  // Called by a flusher thread with the logs queued for a sync: one group
+  // commit for all of them. The files of every log are handed to its file
+  // system at once (io::filesystem::sync_together), which may make them
+  // durable with fewer device flushes than one per file; then each log
+  // answers its waiters. A log whose sync failed goes offline alone. The
+  // flusher seals each afterwards (seal_after_flush), outside the round.
+  // Not for other callers.
   static void flush_together(std::vector<std::shared_ptr<log>> logs);
+  // The rest of flush() after its sync and answers: seals the segments
+  // rolls closed and calls the seal hook if it sealed any. For a flusher
+  // thread after flush_together.
+  status seal_after_flush();
   // Called by a flusher thread before it syncs a log whose flush.ms timer
   // fired: the next append arms the timer again.
   void timer_fired() { flush_timer_armed_ = false; }
@@ -464,9 +469,6 @@ class log : public std::enable_shared_from_this<log> {
   // moves the durable offset, or takes the log offline on an error.
   status finish_sync_locked(const pending_sync& p, status st);
   status sync_once();
-  // The rest of flush() after its sync: answers waiters, seals what rolls
-  // closed, calls the seal hook. Returns `st` or the seal's error.
-  status after_sync(status st);
   void doom_waiters_from(offset o);  // with mu_ held
   void answer_waiters();             // with no lock held
 
