@@ -347,6 +347,8 @@ status partition::delete_records_before(offset o) {
 }
 
 offset partition::log_start_offset() const { return log_->log_start_offset(); }
+offset partition::durable_offset() const { return std::min(log_->durable_offset(), log_->log_end_offset()); }
+
 offset partition::log_end_offset() const { return log_->log_end_offset(); }
 
 std::vector<storage::segment_info> partition::segments() const { return log_->segments(); }

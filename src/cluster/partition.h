@@ -173,6 +173,9 @@ class partition : public std::enable_shared_from_this<partition> {
   bool has_followers() const { return replica_count_.load(std::memory_order_acquire) > 1; }
   offset log_start_offset() const;
   offset log_end_offset() const;
+  // Every offset below it is on this replica's disk (at most the log end
+  // offset; the log end offset itself when the topic relaxes fsync).
+  offset durable_offset() const;
   leader_epoch epoch() const;
   // A copy of the replica state, with this broker's log end offset current.
   replica_state replicas() const;

@@ -1,5 +1,6 @@
 #include "cluster/replica_fetcher.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/log.h"
@@ -230,7 +231,40 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
   }
 }
 
+void replica_fetcher::sync_before_fetch(std::vector<std::pair<key, entry>>& work) {
+  std::mutex m;
+  std::condition_variable cv;
+  size_t left = 0;
+  std::vector<std::pair<key, entry>*> behind;
+  for (auto& w : work)
+    if (w.second.part->durable_offset() < w.second.part->log_end_offset()) behind.push_back(&w);
+  if (behind.empty()) return;  // the usual case: the last round waited already
+  left = behind.size();
+  for (auto* w : behind)
+    w->second.part->on_durable(w->second.part->log_end_offset() - 1, [&](const status&) {
+      std::lock_guard g(m);
+      if (--left == 0) cv.notify_all();
+    });
+  {
+    std::unique_lock g(m);
+    cv.wait(g, [&] { return left == 0; });
+  }
+  std::vector<key> failed;
+  for (auto* w : behind) {
+    const offset durable = w->second.part->durable_offset(), end = w->second.part->log_end_offset();
+    if (durable >= end) continue;
+    // A fetch from its end would claim bytes not on disk.
+    SLUICE_LOG_ERROR("{}-{}: not durable beyond {} (log end {}); no longer fetching it", w->first.first,
+                     w->first.second, durable.value(), end.value());
+    drop(w->first, w->second.epoch);
+    failed.push_back(w->first);
+  }
+  std::erase_if(work, [&](const auto& w) { return std::find(failed.begin(), failed.end(), w.first) != failed.end(); });
+}
+
 void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
+  sync_before_fetch(work);
+  if (work.empty()) return;
   protocol::fetch_request req;
   req.replica_id = opts_.node_id;  // before v15
   req.replica_state.replica_id = opts_.node_id;

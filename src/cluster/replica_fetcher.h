@@ -104,6 +104,10 @@ class replica_fetcher {
   void truncate_round(std::vector<std::pair<key, entry>>& work);
   // One Fetch for the partitions fetching.
   void fetch_round(std::vector<std::pair<key, entry>>& work);
+  // Waits until every partition of `work` is durable to its log end, so
+  // that a fetch from there tells the truth; a partition whose sync failed
+  // (its log is offline) is dropped from `work` and from this fetcher.
+  void sync_before_fetch(std::vector<std::pair<key, entry>>& work);
   // Marks a partition (still at `epoch`) with a new phase or a backoff.
   void update(const key& k, int32_t epoch, std::optional<phase> ph, int64_t retry_at_ms);
   void drop(const key& k, int32_t epoch);
