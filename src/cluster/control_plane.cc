@@ -402,7 +402,7 @@ void control_plane::run_isr_changes() {
   for (const auto& c : changes) {
     // The metadata thread is the image's only writer: it reads it unlocked.
     const status s = controller::write_isr_change(etcd_, image_, c.topic, c.partition, opts_.node_id,
-                                                  c.leader_epoch, c.partition_epoch, c.isr);
+                                                  c.leader_epoch, c.partition_epoch, c.isr, c.added_broker_epochs);
     if (s.ok()) {
       SLUICE_LOG_INFO("{}-{}: ISR is now {} (leader epoch {})", c.topic, c.partition, fmt::join(c.isr, ","),
                       c.leader_epoch);

@@ -203,13 +203,13 @@ void partition::wait_high_watermark(offset last, storage::durable_callback cb) {
                                   " moved before the batch was replicated"));
 }
 
-void partition::on_follower_fetch(int32_t replica, offset fetch_offset) {
+void partition::on_follower_fetch(int32_t replica, offset fetch_offset, int64_t broker_epoch) {
   std::vector<storage::durable_callback> covered;
   bool moved = false;
   {
     std::lock_guard g(state_mu_);
     if (!is_leader()) return;
-    moved = tracker_.on_fetch(replica, fetch_offset, log_->log_end_offset(), clk_->monotonic_ms());
+    moved = tracker_.on_fetch(replica, fetch_offset, log_->log_end_offset(), clk_->monotonic_ms(), broker_epoch);
     if (moved) covered = publish_high_watermark_locked();
   }
   answer(std::move(covered), {});
@@ -231,8 +231,14 @@ std::optional<isr_request> partition::propose_isr(int64_t lag_max_ms) {
   last_proposed_ = *next;
   last_proposed_epoch_ = partition_epoch_;
   last_proposed_ms_ = now;
-  return isr_request{tp_.topic, tp_.partition, epoch_.load(std::memory_order_acquire), partition_epoch_,
-                     std::move(*next)};
+  isr_request req{tp_.topic, tp_.partition, epoch_.load(std::memory_order_acquire), partition_epoch_,
+                  std::move(*next), {}};
+  for (int32_t id : req.isr) {
+    if (std::find(tracker_.isr().begin(), tracker_.isr().end(), id) != tracker_.isr().end()) continue;
+    for (const auto& f : tracker_.followers())
+      if (f.id == id) req.added_broker_epochs[id] = f.broker_epoch;
+  }
+  return req;
 }
 
 std::vector<follower_progress> partition::follower_progress_view() const {

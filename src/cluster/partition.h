@@ -207,9 +207,10 @@ class partition : public std::enable_shared_from_this<partition> {
 
   // ---- Replication: the leader's side ------------------------------------------
   // Follower `replica` fetched at `fetch_offset` (everything below it is on
-  // its disk); moves the high watermark and answers the commit waiters it
-  // covers. Call only for an offset within [log start, log end].
-  void on_follower_fetch(int32_t replica, offset fetch_offset);
+  // its disk), trusted with `broker_epoch` (-1: none); moves the high
+  // watermark and answers the commit waiters it covers. Call only for an
+  // offset within [log start, log end].
+  void on_follower_fetch(int32_t replica, offset fetch_offset, int64_t broker_epoch = -1);
   // The ISR change this leader should ask for now (replica_tracker's
   // propose_isr with replica.lag.time.max.ms), or nullopt.
   std::optional<isr_request> propose_isr(int64_t lag_max_ms);

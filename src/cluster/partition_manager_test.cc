@@ -808,10 +808,12 @@ TEST_F(PartitionManagerTest, AcksAllAnswersNotEnoughReplicasBeforeAndAfterTheApp
   // The follower catches up and the leader asks to add it back: the
   // maximal ISR counts it at once (as Kafka's PendingExpandIsr does), the
   // store's ISR, which the check before an append reads, not yet.
-  part->on_follower_fetch(5, offset(second_last.value() + 1));
+  part->on_follower_fetch(5, offset(second_last.value() + 1), /*broker_epoch=*/77);
   auto ask = part->propose_isr(30'000);
   ASSERT_TRUE(ask.has_value());
   EXPECT_EQ(ask->isr, (std::vector<int32_t>{4, 5}));
+  // The addition carries the broker epoch the follower fetched with (KIP-903).
+  EXPECT_EQ(ask->added_broker_epochs, (std::map<int32_t, int64_t>{{5, 77}}));
   EXPECT_TRUE(part->acks_all_outcome(status()).ok());
   EXPECT_EQ(part->check_min_insync(), errc::not_enough_replicas);
 

@@ -51,9 +51,11 @@ bool replica_tracker::set_isr(const std::vector<int32_t>& replicas, const std::v
   return advance(leader_end);
 }
 
-bool replica_tracker::on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms) {
+bool replica_tracker::on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms,
+                               int64_t broker_epoch) {
   follower_progress* f = find(id);
   if (!f) return false;
+  f->broker_epoch = broker_epoch;
   // Caught up now, or to where the leader was at the previous fetch.
   if (fetch_offset >= leader_end) {
     f->last_caught_up_ms = now_ms;

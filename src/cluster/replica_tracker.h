@@ -30,6 +30,7 @@
 // Thread safety: none; the caller locks.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ struct isr_request {
   int32_t leader_epoch = 0;
   int32_t partition_epoch = 0;
   std::vector<int32_t> isr;
+  // For each member `isr` adds: the broker epoch it fetched with (KIP-903's
+  // AlterPartition broker epochs). The write holds only while that is still
+  // the broker's registration, so a broker that restarted since (and may
+  // have lost what it had not synced) is not added on its earlier
+  // process's word.
+  std::map<int32_t, int64_t> added_broker_epochs;
 };
 
 struct follower_progress {
@@ -54,6 +61,7 @@ struct follower_progress {
   int64_t last_caught_up_ms = 0;
   int64_t last_fetch_ms = 0;
   offset leader_end_at_last_fetch{-1};
+  int64_t broker_epoch = -1;  // the broker epoch of its last fetch (-1: not given)
 };
 
 // Whether a Fetch claiming to come from a follower speaks for it, so that
@@ -89,7 +97,9 @@ class replica_tracker {
   // Follower `id` fetched at `fetch_offset` while the leader's log ended
   // at `leader_end`. Returns true when the high watermark moved. A
   // replica that is not assigned changes nothing.
-  bool on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms);
+  // `broker_epoch` is the broker epoch the fetch was trusted with
+  // (replica_fetch_trusted), or -1.
+  bool on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms, int64_t broker_epoch = -1);
   // The leader's log end offset moved (an append). Returns true when the
   // high watermark moved (only when the leader is the only one counted).
   bool on_leader_end(offset leader_end);

@@ -79,7 +79,8 @@ status controller::commit(write w) {
 
 status write_isr_change(etcd::client& etcd, const metadata_image& img, const std::string& topic,
                         int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
-                        const std::vector<int32_t>& new_isr) {
+                        const std::vector<int32_t>& new_isr,
+                        const std::map<int32_t, int64_t>& added_broker_epochs) {
   const topic_entry* t = img.topic(topic);
   const partition_entry* pe = img.partition(topic, partition);
   if (!t || !pe || pe->record.topic != t->record.id || partition < 0 ||
@@ -90,6 +91,16 @@ status write_isr_change(etcd::client& etcd, const metadata_image& img, const std
   const std::string key = img.keys().partition(topic, partition);
   etcd::txn_request req;
   req.compares.push_back(compare::unchanged_since(key, pe->mod_revision));
+  const auto& old_isr = pe->record.state.isr;
+  for (int32_t id : new_isr) {
+    if (std::find(old_isr.begin(), old_isr.end(), id) != old_isr.end()) continue;
+    auto e = added_broker_epochs.find(id);
+    if (e == added_broker_epochs.end() || e->second < 0)
+      return status(errc::ineligible_replica, topic + "-" + std::to_string(partition) + ": adds broker " +
+                                                  std::to_string(id) + " without the broker epoch it fetched with");
+    // A broker's epoch is its registration's mod revision.
+    req.compares.push_back(compare::unchanged_since(img.keys().broker(id), e->second));
+  }
   req.then_ops.push_back(
       etcd::put_op{key, encode(partition_record{t->record.id, apply_isr_change(pe->record.state, new_isr)}), {}});
   // A second application is refused by the compare: safe to retry.

@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,12 +60,20 @@ namespace sluice::controller {
 // `img` shows (its mod revision), so a leader deposed meanwhile, or one
 // paused while the controller moved on, changes nothing
 // (errc::invalid_update_version). The controller's own writes compare the
-// same revision, so an election and an ISR change never both apply.
+// same revision, so an election and an ISR change never both apply. Each
+// member the change adds must come with the broker epoch the leader saw it
+// fetch with (`added_broker_epochs`, KIP-903), and the transaction also
+// holds only while that is still the broker's registration (the mod
+// revision of its key): a broker that restarted since, and may have lost
+// what it had not synced, is not added on its earlier process's word.
 // Errors: validate_isr_change's, not_found (no such partition),
-// invalid_update_version, unavailable (etcd; may have applied).
+// ineligible_replica (an added member without a broker epoch),
+// invalid_update_version (the partition changed, or an added broker
+// registered again), unavailable (etcd; may have applied).
 status write_isr_change(etcd::client& etcd, const metadata_image& img, const std::string& topic,
                         int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
-                        const std::vector<int32_t>& new_isr);
+                        const std::vector<int32_t>& new_isr,
+                        const std::map<int32_t, int64_t>& added_broker_epochs);
 
 // unclean.leader.election.enable for `topic` as the controller reads it,
 // in Kafka's lookup order (KRaft, KAFKA-12670): the topic's own config,

@@ -171,6 +171,46 @@ TEST_F(ControllerTest, ABrokersDeathMovesItsLeadershipsToTheNextInSyncReplica) {
   EXPECT_EQ(state("t", 1).leader, 0);
 }
 
+// A leader's ISR change that adds a member holds only while that member's
+// registration is the one it fetched with (KIP-903): after the broker
+// registered again, the old process's word adds nothing.
+TEST_F(ControllerTest, AnIsrAdditionNeedsTheBrokerEpochOfTheCurrentRegistration) {
+  auto c = make(0);
+  for (int32_t id = 0; id < 3; ++id) register_broker(id);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->create_topic(img_, "t", 1, 3, nullptr, {}).ok());
+  kill_broker(2);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  partition_state s = state("t", 0);
+  ASSERT_EQ(std::count(s.isr.begin(), s.isr.end(), 2), 0);
+  // Broker 2 is back: its registration's mod revision is its epoch.
+  register_broker(2);
+  sync();
+  const int64_t epoch2 = img_.brokers().at(2).mod_revision;
+  std::vector<int32_t> grown = s.isr;
+  grown.push_back(2);
+  // Without an epoch, or with another registration's, nothing is written.
+  EXPECT_EQ(write_isr_change(etcd_, img_, "t", 0, s.leader, s.leader_epoch, s.partition_epoch, grown, {}).code(),
+            errc::ineligible_replica);
+  EXPECT_EQ(write_isr_change(etcd_, img_, "t", 0, s.leader, s.leader_epoch, s.partition_epoch, grown,
+                             {{2, epoch2 - 1}})
+                .code(),
+            errc::invalid_update_version);
+  EXPECT_EQ(state("t", 0).isr, s.isr);
+  // With the current one it is.
+  ASSERT_TRUE(write_isr_change(etcd_, img_, "t", 0, s.leader, s.leader_epoch, s.partition_epoch, grown,
+                               {{2, epoch2}})
+                  .ok());
+  EXPECT_EQ(state("t", 0).isr, grown);
+  // A shrink adds nobody and needs no epoch.
+  s = state("t", 0);
+  ASSERT_TRUE(write_isr_change(etcd_, img_, "t", 0, s.leader, s.leader_epoch, s.partition_epoch, {s.leader}, {})
+                  .ok());
+  EXPECT_EQ(state("t", 0).isr, std::vector<int32_t>{s.leader});
+}
+
 TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
   auto c = make(0);
   for (int32_t id = 0; id < 3; ++id) register_broker(id);

@@ -120,6 +120,7 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::vector<fetch_target> targets;
   std::shared_ptr<fetch_session> session;  // null: sessionless
   int32_t replica = -1;  // a follower's fetch: its broker id
+  int64_t replica_epoch = -1;  // and the broker epoch it was trusted with
   bool any_replica = false;  // a consumer that may read from followers (v11+)
   bool incremental = false;
   int32_t response_session_id = 0;
@@ -460,6 +461,7 @@ void handle_fetch(request req) {
   // max_bytes is in every version served (v4 and up, handlers.cc).
   const auto bc = svc.partitions->broker_config();
   op->replica = replica_of(*body, req.version());
+  op->replica_epoch = req.version() >= 15 ? body->replica_state.replica_epoch : -1;
   if (op->replica >= 0) {
     // A follower asks for replica.fetch.response.max.bytes; the leader
     // holds any fetch claiming a replica id to its own value of it too.
@@ -471,7 +473,7 @@ void handle_fetch(request req) {
       if (!t.part || t.part->check_leader(t.current_leader_epoch) != errc::ok) continue;
       const offset at(t.fetch_offset);
       if (at < t.part->log_start_offset() || at > t.part->log_end_offset()) continue;
-      t.part->on_follower_fetch(op->replica, at);
+      t.part->on_follower_fetch(op->replica, at, op->replica_epoch);
     }
   } else {
     op->max_total = fetch_answer_max_bytes(body->max_bytes, body->min_bytes, bc->fetch_max_bytes,
