@@ -611,12 +611,15 @@ status log::finish_sync_locked(const pending_sync& p, status st) {
   if (st.ok() && p.dir) st = ctx_.fs->sync_dir(dir_);
   std::lock_guard g(mu_);
   if (!st.ok()) return go_offline(st.err());
-  if (!p.closed.empty()) {
-    for (auto& seg : segments_)
-      if (std::find(p.closed.begin(), p.closed.end(), seg->id()) != p.closed.end()) seg->mark_synced();
-  }
-  if (p.gen == truncations_) synced_at_roll_ = p.rolls;
-  if (p.gen == truncations_ && p.target.value() > durable_.load()) durable_ = p.target.value();
+  // A truncation while the files synced may have cut one of the closed
+  // segments and let it be written again (it became the active one, then a
+  // roll closed it): the sync did not cover what was written since, so
+  // nothing it planned is marked synced, and the durable offset stays.
+  if (p.gen != truncations_) return {};
+  for (auto& seg : segments_)
+    if (std::find(p.closed.begin(), p.closed.end(), seg->id()) != p.closed.end()) seg->mark_synced();
+  synced_at_roll_ = p.rolls;
+  if (p.target.value() > durable_.load()) durable_ = p.target.value();
   return {};
 }
 

@@ -3,7 +3,9 @@
 // failing fsync, a full disk and power loss; flush.messages and flush.ms.
 
 #include <filesystem>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -403,6 +405,63 @@ TEST(LogFault, WithoutFlushSettingsOnlyWaitersAskForSyncs) {
   EXPECT_EQ(l->durable_offset(), offset(0));
   ASSERT_TRUE(l->wait_durable(offset(59)).ok());
   EXPECT_EQ(l->durable_offset(), offset(60));
+}
+
+// A truncation (a follower's, say) runs beside a sync, which holds only the
+// flush lock. When it cuts into a closed segment the sync is writing out,
+// that segment becomes the active one, is written again and closed by the
+// next roll: what the sync planned no longer covers it, so it must be
+// synced again before anything past it counts as durable.
+TEST(LogFault, ASegmentCutAndRewrittenDuringItsSyncIsSyncedAgain) {
+  temp_dir tmp;
+  io::fault_fs ffs(io::filesystem::posix());
+  ffs.simulate_syncs(true);
+  const std::string first = tmp.sub("p-0") + "/00000000000000000000.log";
+  std::mutex m;
+  std::condition_variable cv;
+  bool armed = false, blocked = false, released = false;
+  std::vector<std::string> synced_after;
+  ffs.on_sync([&](const std::string& path) {
+    std::unique_lock g(m);
+    if (armed && path == first) {
+      armed = false;
+      blocked = true;
+      cv.notify_all();
+      cv.wait(g, [&] { return released; });
+      return;
+    }
+    if (released) synced_after.push_back(path);
+  });
+  log_env env(ffs);
+  auto l = open_log(env, tmp.sub("p-0"), testing::small_config());
+  {
+    std::lock_guard g(m);
+    armed = true;  // not before: opening a new log syncs its first file
+  }
+  // Fill the first segment until a roll closes it: the roll asks for a
+  // round, whose sync of the first segment stops in the hook.
+  std::vector<written> ws;
+  while (l->segments().size() < 2) {
+    auto more = append_n(*l, 1, static_cast<uint32_t>(ws.size()));
+    ws.insert(ws.end(), more.begin(), more.end());
+  }
+  {
+    std::unique_lock g(m);
+    ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(10), [&] { return blocked; }));
+  }
+  // Cut into the first segment and write it full again, to the next roll.
+  ASSERT_TRUE(l->truncate_to(ws[1].base).ok());
+  ASSERT_EQ(l->segments().size(), 1u);
+  for (uint32_t i = 0; l->segments().size() < 2; ++i) ASSERT_TRUE(append_one(*l, 2, 5000 + i));
+  {
+    std::lock_guard g(m);
+    released = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(l->wait_durable(l->log_end_offset() - 1).ok());
+  std::lock_guard g(m);
+  EXPECT_NE(std::find(synced_after.begin(), synced_after.end(), first), synced_after.end())
+      << "the rewritten first segment was counted durable without a sync";
 }
 
 // One flusher round (log::flush_together) over several logs: every log's
