@@ -60,6 +60,27 @@ auto& add_partition(Request& req, const std::pair<std::string, int32_t>& k, int3
   return p;
 }
 
+// Waits until each partition is durable to the offset beside it, sharing
+// the flusher's group commits. A partition whose sync failed is answered
+// too, with its log offline: callers look at durable_offset() afterwards.
+void wait_durable(const std::vector<std::pair<std::shared_ptr<partition>, offset>>& parts) {
+  if (parts.empty()) return;
+  std::mutex m;
+  std::condition_variable cv;
+  size_t left = parts.size();
+  // Registered before waiting: a callback may run at once on this thread.
+  for (const auto& [part, last] : parts)
+    part->on_durable(last, [&, p = part.get()](const status& s) {
+      if (!s.ok())
+        SLUICE_LOG_WARN("{}-{}: replicated batches not durable: {}", p->id().topic, p->id().partition,
+                        s.err().message);
+      std::lock_guard g(m);
+      if (--left == 0) cv.notify_all();
+    });
+  std::unique_lock g(m);
+  cv.wait(g, [&] { return left == 0; });
+}
+
 }  // namespace
 
 replica_fetcher::replica_fetcher(fetcher_options opts, endpoint_lookup endpoints, const sluice::clock& clk)
@@ -232,23 +253,16 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
 }
 
 void replica_fetcher::sync_before_fetch(std::vector<std::pair<key, entry>>& work) {
-  std::mutex m;
-  std::condition_variable cv;
-  size_t left = 0;
   std::vector<std::pair<key, entry>*> behind;
-  for (auto& w : work)
-    if (w.second.part->durable_offset() < w.second.part->log_end_offset()) behind.push_back(&w);
-  if (behind.empty()) return;  // the usual case: the last round waited already
-  left = behind.size();
-  for (auto* w : behind)
-    w->second.part->on_durable(w->second.part->log_end_offset() - 1, [&](const status&) {
-      std::lock_guard g(m);
-      if (--left == 0) cv.notify_all();
-    });
-  {
-    std::unique_lock g(m);
-    cv.wait(g, [&] { return left == 0; });
+  std::vector<std::pair<std::shared_ptr<partition>, offset>> to_sync;
+  for (auto& w : work) {
+    const offset end = w.second.part->log_end_offset();
+    if (w.second.part->durable_offset() >= end) continue;
+    behind.push_back(&w);
+    to_sync.emplace_back(w.second.part, end - 1);
   }
+  if (behind.empty()) return;  // the usual case: the last round waited already
+  wait_durable(to_sync);
   std::vector<key> failed;
   for (auto* w : behind) {
     const offset durable = w->second.part->durable_offset(), end = w->second.part->log_end_offset();
@@ -368,22 +382,10 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   }
   // One group commit over the round: the next fetch's offsets then speak
   // of what is on disk.
-  if (!wrote.empty()) {
-    std::mutex m;
-    std::condition_variable cv;
-    size_t left = wrote.size();
-    for (auto& w : wrote) {
-      w.part->on_durable(w.last, [&](const status& s) {
-        if (!s.ok())
-          SLUICE_LOG_WARN("{}-{}: replicated batches not durable: {}", w.part->id().topic, w.part->id().partition,
-                          s.err().message);
-        std::lock_guard g(m);
-        if (--left == 0) cv.notify_all();
-      });
-    }
-    std::unique_lock g(m);
-    cv.wait(g, [&] { return left == 0; });
-  }
+  std::vector<std::pair<std::shared_ptr<partition>, offset>> to_sync;
+  to_sync.reserve(wrote.size());
+  for (const auto& w : wrote) to_sync.emplace_back(w.part, w.last);
+  wait_durable(to_sync);
   for (auto& w : wrote) w.part->set_leader_high_watermark(w.leader_hw);
   for (auto& [part, hw] : hw_only) part->set_leader_high_watermark(hw);
 }

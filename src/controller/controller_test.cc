@@ -35,6 +35,15 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<controller> make(int32_t id) {
     return std::make_unique<controller>(etcd_, keys_, controller_record{id, "inc" + std::to_string(id)});
   }
+  // Brokers 0 .. n-1 registered, broker 0 the controller, the image caught up.
+  std::unique_ptr<controller> controller_of(int32_t n) {
+    auto c = make(0);
+    for (int32_t id = 0; id < n; ++id) register_broker(id);
+    auto won = c->campaign(leases_[0]);
+    EXPECT_TRUE(won.ok() && *won);
+    sync();
+    return c;
+  }
   partition_state state(const std::string& topic, int32_t p) {
     sync();
     const partition_entry* pe = img_.partition(topic, p);
@@ -93,10 +102,7 @@ TEST_F(ControllerTest, ADeposedControllerChangesNothing) {
 }
 
 TEST_F(ControllerTest, CreateTopicPlacesReplicasAndStartsEachPartitionLedByItsPreferredReplica) {
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   auto t = c->create_topic(img_, "orders", 3, 3, nullptr, {{"retention.ms", "1000"}});
   ASSERT_TRUE(t.ok()) << t.err().message;
   sync();
@@ -125,10 +131,7 @@ TEST_F(ControllerTest, CreateTopicPlacesReplicasAndStartsEachPartitionLedByItsPr
 // More partitions than one etcd transaction may write go in chunks, the
 // topic record last.
 TEST_F(ControllerTest, ALargeTopicIsWrittenInChunks) {
-  auto c = make(0);
-  register_broker(0);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(1);
   const int64_t before = etcd_.revision();
   ASSERT_TRUE(c->create_topic(img_, "wide", 450, 1, nullptr, {}).ok());
   EXPECT_GE(etcd_.revision() - before, 6);  // 5 chunks of partitions, then the topic
@@ -147,10 +150,7 @@ TEST_F(ControllerTest, ALargeTopicIsWrittenInChunks) {
 }
 
 TEST_F(ControllerTest, ABrokersDeathMovesItsLeadershipsToTheNextInSyncReplica) {
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   ASSERT_TRUE(c->create_topic(img_, "t", 3, 3, nullptr, {}).ok());
   kill_broker(1);
   sync();
@@ -175,10 +175,7 @@ TEST_F(ControllerTest, ABrokersDeathMovesItsLeadershipsToTheNextInSyncReplica) {
 // registration is the one it fetched with (KIP-903): after the broker
 // registered again, the old process's word adds nothing.
 TEST_F(ControllerTest, AnIsrAdditionNeedsTheBrokerEpochOfTheCurrentRegistration) {
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   ASSERT_TRUE(c->create_topic(img_, "t", 1, 3, nullptr, {}).ok());
   kill_broker(2);
   sync();
@@ -212,10 +209,7 @@ TEST_F(ControllerTest, AnIsrAdditionNeedsTheBrokerEpochOfTheCurrentRegistration)
 }
 
 TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   ASSERT_TRUE(c->create_topic(img_, "t", 3, 3, nullptr, {}).ok());
   sync();
   auto r = c->controlled_shutdown(img_, 2);
@@ -240,10 +234,7 @@ TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
 // unclean.leader.election.enable as the controller reads it: the topic's
 // own config, else the cluster-wide dynamic default, else the static one.
 TEST_F(ControllerTest, UncleanElectionIsReadFromTheTopicThenTheClusterDefaultThenTheStaticSetting) {
-  auto c = make(0);
-  register_broker(0);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(1);
   ASSERT_TRUE(c->create_topic(img_, "plain", 1, 1, nullptr, {}).ok());
   ASSERT_TRUE(c->create_topic(img_, "on", 1, 1, nullptr, {{"unclean.leader.election.enable", "true"}}).ok());
   ASSERT_TRUE(c->create_topic(img_, "off", 1, 1, nullptr, {{"unclean.leader.election.enable", "false"}}).ok());
@@ -287,10 +278,7 @@ TEST_F(ControllerTest, ElectionsAreDueOnBrokerControllerTopicAndDefaultConfigCha
 // next election pass once its topic (or the cluster-wide default) turns
 // it on; no broker came or went in between.
 TEST_F(ControllerTest, TurningUncleanElectionOnElectsAnOfflinePartitionWithoutABrokerChange) {
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   const std::vector<manual_assignment> manual{{0, {1, 2}}};
   ASSERT_TRUE(c->create_topic(img_, "t", 1, 2, &manual, {}).ok());
   ASSERT_TRUE(c->create_topic(img_, "u", 1, 2, &manual, {}).ok());
@@ -333,10 +321,7 @@ TEST_F(ControllerTest, TurningUncleanElectionOnElectsAnOfflinePartitionWithoutAB
 // Elections an operator asks for (ElectLeaders): each partition's outcome,
 // and only the partitions that change are written.
 TEST_F(ControllerTest, RequestedElectionsSayWhyAPartitionDoesNotChange) {
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   // p0 prefers 1 (then 0), p1 prefers 2 (then 1), p2 prefers 0 (then 1).
   const std::vector<manual_assignment> manual{{0, {1, 0}}, {1, {2, 1}}, {2, {0, 1}}};
   ASSERT_TRUE(c->create_topic(img_, "t", 3, 2, &manual, {}).ok());
@@ -489,10 +474,7 @@ TEST_F(ControllerTest, TheWatchedImageEqualsAFreshRead) {
     }
   });
   ASSERT_TRUE(w.ok());
-  auto c = make(0);
-  for (int32_t id = 0; id < 3; ++id) register_broker(id);
-  ASSERT_TRUE(c->campaign(leases_[0]).value());
-  sync();
+  auto c = controller_of(3);
   ASSERT_TRUE(c->create_topic(img_, "a", 4, 2, nullptr, {}).ok());
   ASSERT_TRUE(c->create_topic(img_, "b", 2, 3, nullptr, {}).ok());
   sync();

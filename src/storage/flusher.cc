@@ -105,8 +105,8 @@ void flusher::run() {
     for (auto& l : round) l->seal_after_flush().ignore();
     round.clear();  // the last owner may be us; destroyed outside the lock
     lk.lock();
-    busy_ -= n - 1;
-    if (--busy_ == 0 && queue_.empty()) idle_cv_.notify_all();
+    busy_ -= n;
+    if (busy_ == 0 && queue_.empty()) idle_cv_.notify_all();
   }
   // Requests after the last thread leaves are served by their callers.
   if (--running_ == 0) {

@@ -645,15 +645,12 @@ void log::flush_together(std::vector<std::shared_ptr<log>> logs) {
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(n);
   std::vector<pending_sync> plans(n);
-  std::vector<status> outcome(n);
   std::vector<bool> to_sync(n, false);
   for (size_t i = 0; i < n; ++i) {
     locks.emplace_back(logs[i]->flush_mu_);
+    // An error took the log offline and doomed its waiters: nothing to sync.
     auto r = logs[i]->plan_sync_locked(plans[i]);
-    if (!r.ok())
-      outcome[i] = r.to_status();
-    else
-      to_sync[i] = *r;
+    to_sync[i] = r.ok() && *r;
   }
   // One sync_together per file system (in practice one: the log manager's)
   // over the files of every log that has something to sync.
@@ -674,7 +671,8 @@ void log::flush_together(std::vector<std::shared_ptr<log>> logs) {
       status mine;
       for (size_t m = 0; m < plans[j].files.size(); ++m, ++k)
         if (mine.ok() && !st[k].ok()) mine = st[k];
-      outcome[j] = logs[j]->finish_sync_locked(plans[j], std::move(mine));
+      // A failure takes the log offline; its waiters learn it below.
+      logs[j]->finish_sync_locked(plans[j], std::move(mine)).ignore();
     }
   }
   locks.clear();

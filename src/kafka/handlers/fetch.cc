@@ -80,6 +80,11 @@ int32_t replica_of(const protocol::fetch_request& body, int16_t version) {
   return id >= 0 ? id : -1;
 }
 
+// The broker epoch a follower's fetch names (v15+, KIP-903), or -1.
+int64_t replica_epoch_of(const protocol::fetch_request& body, int16_t version) {
+  return version >= 15 ? body.replica_state.replica_epoch : -1;
+}
+
 // The target for a partition named by `name` (before v13) or by `id` (v13+;
 // `name` is then the name a session remembers for the id, or empty).
 fetch_target make_target(const cluster::partition_manager& pm, bool by_id, const sluice::topic_id& id,
@@ -381,7 +386,7 @@ void handle_fetch(request req) {
   // STALE_BROKER_EPOCH and nothing is read or counted. A single node has
   // no followers and knows no broker epoch: it refuses every such fetch.
   if (const int32_t claimed = replica_of(*body, req.version()); claimed >= 0) {
-    const int64_t sent = req.version() >= 15 ? body->replica_state.replica_epoch : -1;
+    const int64_t sent = replica_epoch_of(*body, req.version());
     const auto registered = svc.metadata->broker_epoch(claimed);
     if (!cluster::replica_fetch_trusted(sent, registered)) {
       SLUICE_LOG_DEBUG("fetch claiming replica {} with broker epoch {} refused (registered: {})", claimed, sent,
@@ -461,7 +466,7 @@ void handle_fetch(request req) {
   // max_bytes is in every version served (v4 and up, handlers.cc).
   const auto bc = svc.partitions->broker_config();
   op->replica = replica_of(*body, req.version());
-  op->replica_epoch = req.version() >= 15 ? body->replica_state.replica_epoch : -1;
+  op->replica_epoch = replica_epoch_of(*body, req.version());
   if (op->replica >= 0) {
     // A follower asks for replica.fetch.response.max.bytes; the leader
     // holds any fetch claiming a replica id to its own value of it too.
