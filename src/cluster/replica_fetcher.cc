@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "cluster/truncation.h"
 #include "model/record_batch.h"
 #include "protocol/error_code.h"
@@ -85,7 +86,10 @@ void wait_durable(const std::vector<std::pair<std::shared_ptr<partition>, offset
 
 replica_fetcher::replica_fetcher(fetcher_options opts, endpoint_lookup endpoints, const sluice::clock& clk)
     : opts_(opts), endpoints_(std::move(endpoints)), clk_(clk) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    set_thread_name("fetch-from-" + std::to_string(opts_.source));
+    run();
+  });
 }
 
 replica_fetcher::~replica_fetcher() {

@@ -2,6 +2,8 @@
 
 #include <asio/post.hpp>
 
+#include "base/thread_name.h"
+
 namespace sluice::kafka {
 
 std::function<void(bool)> delayed_ops::timer::take() {
@@ -19,7 +21,10 @@ delayed_ops::delayed_ops(sluice::clock& clk)
     : clk_(clk),
       work_(std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(io_.get_executor())),
       wake_timer_(io_),
-      thread_([this] { io_.run(); }) {}
+      thread_([this] {
+        set_thread_name("delayed-ops");
+        io_.run();
+      }) {}
 
 delayed_ops::~delayed_ops() { stop(); }
 

@@ -24,6 +24,7 @@
 #include "base/endian.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "net/tcp_info.h"
 
 namespace sluice::net {
@@ -987,7 +988,10 @@ status server_impl::start() {
   try {
     for (; running < threads_.size(); ++running) {
       auto* ctx = &threads_[running]->ctx;
-      threads_[running]->thread = std::thread([ctx] { ctx->run(); });
+      threads_[running]->thread = std::thread([ctx, running] {
+        set_thread_name("sluice-io-" + std::to_string(running));
+        ctx->run();
+      });
     }
   } catch (const std::system_error& e) {
     // Out of threads: undo what started. Nothing has been accepted: the

@@ -4,13 +4,18 @@
 #include <chrono>
 
 #include "base/limits.h"
+#include "base/thread_name.h"
 #include "storage/log.h"
 
 namespace sluice::storage {
 
 flusher::flusher(sluice::clock& clk, int threads) : clk_(clk) {
   running_ = std::max(threads, 1);
-  for (int i = 0; i < running_; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < running_; ++i)
+    threads_.emplace_back([this] {
+      set_thread_name("flusher");
+      run();
+    });
 }
 
 flusher::~flusher() { stop(); }
