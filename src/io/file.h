@@ -51,6 +51,13 @@ class file {
   virtual int native_handle() const = 0;
   // Tells the kernel the range will not be needed soon (page cache hint).
   virtual void advise_dontneed(uint64_t /*pos*/, uint64_t /*len*/) {}
+  // Reserves disk blocks for the bytes [pos, pos + len) without changing
+  // the file's size (fallocate(2) with FALLOC_FL_KEEP_SIZE): appends into
+  // them allocate nothing, so syncing them writes the data and the inode's
+  // size but no block bitmaps. Cutting the file (truncate) releases what
+  // lies past the cut. A hint: after an error appends allocate as usual.
+  // This one reserves nothing.
+  virtual status reserve(uint64_t /*pos*/, uint64_t /*len*/) { return {}; }
 };
 
 enum class open_mode {

@@ -98,6 +98,12 @@ class posix_file final : public file {
     ::posix_fadvise(fd_, static_cast<off_t>(pos), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
   }
 
+  status reserve(uint64_t pos, uint64_t len) override {
+    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(pos), static_cast<off_t>(len)) != 0)
+      return os_error("fallocate", path_, errno);
+    return {};
+  }
+
  private:
   status write_at(std::span<const std::byte> data, uint64_t pos) {
     size_t done = 0;

@@ -1,7 +1,8 @@
-// The POSIX file system's group sync (sync_together) in both scopes, and the
-// per-file fallback for files that are not its own.
+// The POSIX file system's group sync (sync_together) in both scopes, the
+// per-file fallback for files that are not its own, and block reservation.
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <string>
@@ -94,6 +95,35 @@ TEST(PosixSyncTogether, FilesNotItsOwnAreSyncedOneByOneWithTheirOwnOutcome) {
   EXPECT_TRUE(st[0].ok());
   EXPECT_EQ(st[1].code(), errc::io_error);
   EXPECT_TRUE(st[2].ok());
+}
+
+// Bytes of disk the file at `path` holds (its allocated blocks).
+uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0);
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+TEST(PosixFile, ReserveHoldsBlocksWithoutChangingTheSizeAndTruncateReleasesThem) {
+  temp_dir tmp;
+  const std::string path = tmp.sub("seg");
+  auto f = filesystem::posix().open(path, open_mode::truncate);
+  ASSERT_TRUE(f.ok()) << f.err().message;
+  std::vector<std::byte> data(4096, std::byte{7});
+  ASSERT_TRUE((*f)->append(data).ok());
+  ASSERT_TRUE((*f)->reserve(4096, 1 << 20).ok());
+  EXPECT_EQ(*(*f)->size(), 4096u);
+  EXPECT_EQ(std::filesystem::file_size(path), 4096u);
+  EXPECT_GE(allocated_bytes(path), (1u << 20) + 4096u);
+  // Appends go into the reserved blocks; the size follows the data only.
+  ASSERT_TRUE((*f)->append(data).ok());
+  ASSERT_TRUE((*f)->sync().ok());
+  EXPECT_EQ(std::filesystem::file_size(path), 8192u);
+  EXPECT_GE(allocated_bytes(path), (1u << 20) + 4096u);
+  // Cutting the file at its own size gives back what lies past it.
+  ASSERT_TRUE((*f)->truncate(8192).ok());
+  EXPECT_EQ(std::filesystem::file_size(path), 8192u);
+  EXPECT_LE(allocated_bytes(path), 8192u);
 }
 
 }  // namespace

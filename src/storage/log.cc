@@ -162,7 +162,7 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
     if (!st.ok()) return go_offline(st.err()).err();
   }
   files_unchanged_ = false;
-  auto st = active().append(batches, hs, cfg_.index_interval_bytes);
+  auto st = active().append(batches, hs, cfg_.index_interval_bytes, static_cast<uint64_t>(cfg_.segment_bytes));
   if (!st.ok()) return write_failed(st.err()).err();
   // A plain load first: the locked exchange only after a refused write.
   if (out_of_space_.load(std::memory_order_relaxed) && out_of_space_.exchange(false))
@@ -205,6 +205,7 @@ status log::roll(flush_ask& ask) {
   auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, base, ctx_.clk->now_ms());
   if (!seg.ok()) return write_failed(seg.err());
   old.seal_time_index();
+  old.release_reserve();
   old.mark_unsealed();
   segments_.push_back(std::move(seg).value());
   note_active();

@@ -8,6 +8,7 @@
 
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -407,6 +408,43 @@ TEST_F(LogTest, RollsBySize) {
   // A batch larger than segment.bytes still goes in, alone.
   auto big = append(1, 6000);
   EXPECT_EQ(log_->segments().back().base, big.base);
+  EXPECT_EQ(read_all_from(offset(0)), concat());
+}
+
+// The active segment holds disk blocks ahead of its end (up to
+// segment.bytes), so its group commits allocate nothing; the roll that
+// closes it gives back what it did not use. What is read is unchanged.
+TEST_F(LogTest, TheActiveSegmentReservesBlocksAndItsRollReleasesThem) {
+  auto allocated = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0);
+    return static_cast<uint64_t>(st.st_blocks) * 512;
+  };
+  log_config cfg = small_config();
+  cfg.segment_bytes = 1 << 20;
+  cfg.segment_index_bytes = 1 << 20;
+  open(cfg);
+  append(1, 500);
+  const std::string first = segment_path(log_->dir(), offset(0), "log");
+  EXPECT_LT(std::filesystem::file_size(first), 1024u);
+  EXPECT_GE(allocated(first), static_cast<uint64_t>(cfg.segment_bytes) - 4096);
+  // Past segment.bytes: a roll closes the first segment.
+  while (log_->segments().size() < 2) append(1, 30'000);
+  ASSERT_TRUE(log_->flush().ok());
+  const uint64_t size = std::filesystem::file_size(first);
+  EXPECT_LE(allocated(first), size + 4096);
+  const std::string second = segment_path(log_->dir(), log_->active_segment_base(), "log");
+  EXPECT_GE(allocated(second), static_cast<uint64_t>(cfg.segment_bytes) - 4096);
+  // A truncation into the active segment gives back its reserve too.
+  append(1, 500);
+  append(1, 500);
+  ASSERT_TRUE(log_->truncate_to(log_->log_end_offset() - 1).ok());
+  ASSERT_EQ(log_->active_segment_base(), offset(std::stoll(std::filesystem::path(second).stem().string())));
+  EXPECT_LE(allocated(second), std::filesystem::file_size(second) + 4096);
+  all_.pop_back();
+  // and the next append reserves again.
+  append(1, 500);
+  EXPECT_GE(allocated(second), static_cast<uint64_t>(cfg.segment_bytes) - 4096);
   EXPECT_EQ(read_all_from(offset(0)), concat());
 }
 

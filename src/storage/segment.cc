@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "base/endian.h"
+#include "base/limits.h"
+#include "base/log.h"
 
 namespace sluice::storage {
 
@@ -450,9 +452,19 @@ result<std::vector<segment::damage>> segment::scan(io::file& f, offset base, uin
 }
 
 status segment::append(std::span<const std::byte> data, std::span<const batch::header> hs,
-                       int64_t interval_bytes) {
+                       int64_t interval_bytes, uint64_t reserve_up_to) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   const uint64_t start = size_;
+  const uint64_t end = start + data.size();
+  if (reserve_up_to > 0 && end > reserved_end_) {
+    // A chunk at a time, so the cost is one call per chunk; one that fails
+    // (a full disk, a file system without fallocate) is not tried again
+    // before the next chunk.
+    const uint64_t to = std::max(end, std::min(end + limits::segment_reserve_bytes, reserve_up_to));
+    if (auto st = f->reserve(start, to - start); !st.ok())
+      SLUICE_LOG_DEBUG("{}: reserving blocks: {}", log_path_, st.err().message);
+    reserved_end_ = to;
+  }
   status st = f->append(data);
   if (!st.ok()) {
     // Leave no partial batch behind, so the next append (after a full disk,
@@ -549,9 +561,18 @@ result<std::optional<segment::located>> segment::locate_max_time(offset from) {
   return best;
 }
 
+void segment::release_reserve() {
+  if (reserved_end_ <= size_) return;
+  reserved_end_ = size_;
+  auto f = file();
+  status st = f.ok() ? (*f)->truncate(size_) : f.to_status();
+  if (!st.ok()) SLUICE_LOG_WARN("{}: releasing reserved blocks: {}", log_path_, st.err().message);
+}
+
 status segment::truncate_at(const located& at) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_TRY(f->truncate(at.pos));
+  reserved_end_ = std::min(reserved_end_, at.pos);  // the cut released the rest
   std::erase_if(damage_, [&](const damage& d) { return d.pos >= at.pos; });
   std::erase_if(verified_, [&](const auto& r) { return r.first >= at.pos; });
   for (auto& r : verified_) r.second = std::min(r.second, at.pos);

@@ -128,9 +128,17 @@ class segment {
   // replaced it at the same base offset.
   uint64_t id() const { return id_; }
 
-  // Appends whole, validated batches (headers in `hs`, in order).
+  // Appends whole, validated batches (headers in `hs`, in order). With
+  // `reserve_up_to` > 0 (the size at which the log rolls the segment), the
+  // file's blocks are reserved ahead of its end first, a chunk of
+  // limits::segment_reserve_bytes at a time and never past that size; a
+  // reservation that fails is only logged.
   status append(std::span<const std::byte> data, std::span<const model::batch::header> hs,
-                int64_t interval_bytes);
+                int64_t interval_bytes, uint64_t reserve_up_to = 0);
+  // Gives back the blocks reserved past the segment's end (a roll closed
+  // it). A failure is only logged: the blocks stay until the file is cut
+  // or deleted.
+  void release_reserve();
   // The first batch whose last offset is >= `o`, or nullopt past the end.
   result<std::optional<located>> locate(offset o);
   // The end position of a read region that starts at `start`: whole batches,
@@ -248,6 +256,7 @@ class segment {
   const std::string index_path_, time_index_path_;
   offset next_;
   uint64_t size_ = 0;
+  uint64_t reserved_end_ = 0;  // file bytes below this were reserved (or tried), in this process
   int64_t max_ts_ = -1;
   std::optional<int64_t> closed_modified_ms_;
   int64_t created_ms_;
