@@ -37,6 +37,12 @@ result<int64_t> producer_id_allocator::next() {
   return next_++;
 }
 
+std::optional<int64_t> producer_id_allocator::try_next() {
+  std::lock_guard g(mu_);
+  if (next_ >= reserved_) return std::nullopt;
+  return next_++;
+}
+
 void producer_id_allocator::set_block_source(block_source source) {
   std::lock_guard g(mu_);
   source_ = std::move(source);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
@@ -25,7 +26,13 @@ class producer_id_allocator {
   static constexpr int64_t block_size = 1000;
 
   static result<std::unique_ptr<producer_id_allocator>> open(io::filesystem& fs, std::string path);
+  // The next id, reserving a new block first when the current one is used
+  // up: that writes the local file (fsync) or asks the block source (etcd),
+  // and so may block.
   result<int64_t> next();
+  // The next id when the current block has one, without blocking; nullopt
+  // when the next id needs a new block (next() reserves it).
+  std::optional<int64_t> try_next();
   // Reserves `count` ids for this broker alone and returns the first.
   using block_source = std::function<result<int64_t>(int64_t count)>;
   // From now on blocks come from `source` (a cluster), not the local file.

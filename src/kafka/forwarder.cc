@@ -14,10 +14,17 @@
 #include "base/endian.h"
 #include "base/limits.h"
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
 namespace sluice::kafka {
+
+namespace {
+thread_local bool forwarding_thread = false;
+}  // namespace
+
+bool forwarder::on_forwarding_thread() { return forwarding_thread; }
 
 namespace {
 
@@ -103,7 +110,11 @@ bool forwarder::forwardable(int16_t api_key) {
 forwarder::forwarder(int64_t timeout_ms, std::function<void(request)> local,
                      std::function<void(const std::string&)> create_here)
     : timeout_ms_(timeout_ms), local_(std::move(local)), create_here_(std::move(create_here)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    set_thread_name("forwarder");
+    forwarding_thread = true;
+    run();
+  });
 }
 
 forwarder::~forwarder() { stop(); }

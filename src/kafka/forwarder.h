@@ -56,6 +56,9 @@ class forwarder {
   // Handles `req` here, on the forwarding thread: the controller's own
   // admin requests wait on etcd, which an I/O thread must not.
   void handle_here(request req) { submit(std::move(req), {}, 0); }
+  // Whether the caller runs on a forwarder's thread, where a handler may
+  // wait on etcd (an I/O thread hands such a request over with handle_here).
+  static bool on_forwarding_thread();
   // Automatic topic creation (auto.create.topics.enable, a Metadata that
   // allows it), as Kafka's brokers do it: asks the controller at host:port
   // (empty host: this broker is the controller) to create `topics` with

@@ -168,6 +168,15 @@ def produce_request(port, topic, partition, value, acks=1, timeout=10.0):
     return error, base_offset
 
 
+def init_producer_id_request(port, timeout=30.0):
+    """InitProducerId v1 without a transactional id, sent to broker
+    127.0.0.1:port; returns (error code, producer id, producer epoch)."""
+    body = struct.pack(">hi", -1, 60_000)  # null transactional id, transaction timeout
+    r = _request(port, 22, 1, body, timeout)
+    r.take(">i")  # throttle_time_ms
+    return r.take(">hqh")
+
+
 def create_topics_request(port, topic, partitions, replication_factor, timeout=20.0):
     """CreateTopics v2 of one topic sent to broker 127.0.0.1:port, whether or
     not it is the controller; returns (error code, error message)."""

@@ -11,6 +11,7 @@ test_replication.py's subject.
 
 import re
 import subprocess
+import threading
 import time
 from collections import Counter, defaultdict
 
@@ -19,7 +20,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster_harness import Cluster, create_topics_request, metadata_receive, metadata_send, produce_request
+from cluster_harness import (Cluster, create_topics_request, init_producer_id_request, metadata_receive,
+                             metadata_send, produce_request)
 
 SESSION_TIMEOUT_MS = 4000
 # How long a failover may take: the session timeout (the dead broker's
@@ -547,6 +549,41 @@ def test_one_etcd_member_lost_changes_nothing(fresh):
     fresh.kill(controller)
     fresh.wait_for(lambda: fresh.controller_id() not in (None, -1, controller), SESSION_TIMEOUT_MS / 1000 + 5,
                    "a new controller with one etcd member down")
+
+
+def test_a_producer_id_block_from_etcd_holds_up_no_io_thread():
+    """A broker's first InitProducerId needs a block of ids from etcd, which
+    without a quorum waits. It waits on the forwarding thread: the broker's
+    only I/O thread (num.io.threads=1) goes on serving its other clients."""
+    with Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
+                 extra_settings={"num.io.threads": "1"}) as c:
+        topic = "ids-without-quorum"
+        create_topic(c.bootstrap, topic, 1, 3)
+        leader = wait_topic_agreed(c, topic, 1).topics[topic].partitions[0].leader
+        port = c.broker(leader).port
+        c.etcd.kill(0)
+        c.etcd.kill(1)
+        answer = []
+        asking = threading.Thread(target=lambda: answer.append(init_producer_id_request(port, timeout=60)))
+        asking.start()
+        try:
+            time.sleep(1)
+            t0 = time.monotonic()
+            err, _ = produce_request(port, topic, 0, b"while-the-ids-wait", acks=1, timeout=10)
+            took = time.monotonic() - t0
+            # The id request was still waiting on etcd when the produce was
+            # answered, so the produce did not simply come after it.
+            waiting = asking.is_alive()
+            assert err == 0, f"produce beside a waiting InitProducerId answered {err}"
+            assert took < 2 and waiting, \
+                f"produce took {took:.1f}s and was answered after the InitProducerId ({answer}): it waited for etcd"
+        finally:
+            c.etcd.restart(0)
+            c.etcd.restart(1)
+            c.etcd.wait_healthy()
+        asking.join(90)
+        assert not asking.is_alive(), "InitProducerId never answered after etcd came back"
+        print(f"produce answered in {took * 1000:.0f} ms beside a waiting InitProducerId; it answered {answer}")
 
 
 def test_etcd_quorum_lost_keeps_data_flowing_and_refuses_metadata_changes(fresh):

@@ -1,9 +1,14 @@
 // InitProducerId: a new producer id for an idempotent producer. Ids are
 // unique across restarts (cluster/producer_ids.h); each starts at epoch 0.
+// In a cluster, a request that needs the next block of ids from etcd is
+// handed to the forwarding thread (kafka/forwarder.h), so an I/O thread
+// never waits on etcd: while etcd has no quorum, the other connections of
+// that thread are served as usual.
 
 #include "base/log.h"
 #include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
+#include "kafka/forwarder.h"
 #include "kafka/handlers/handlers.h"
 
 namespace sluice::kafka {
@@ -21,7 +26,18 @@ void handle_init_producer_id(request req) {
     req.respond(resp);
     return;
   }
-  auto id = req.svc->partitions->producer_ids().next();
+  auto& ids = req.svc->partitions->producer_ids();
+  result<int64_t> id = int64_t{-1};
+  if (req.svc->forward && !forwarder::on_forwarding_thread()) {
+    auto ready = ids.try_next();
+    if (!ready) {
+      req.svc->forward->handle_here(std::move(req));
+      return;
+    }
+    id = *ready;
+  } else {
+    id = ids.next();
+  }
   if (!id.ok()) {
     SLUICE_LOG_ERROR("allocating a producer id: {}", id.err().message);
     resp.error_code = to_wire(error_code::kafka_storage_error);
