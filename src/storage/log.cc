@@ -604,24 +604,48 @@ result<bool> log::plan_sync_locked(pending_sync& p) {
   auto f = active().file();
   if (!f.ok()) return go_offline(f.err());
   p.files.push_back(std::move(f).value());
+  p.active_id = active().id();
+  p.active_bytes = active().size();
   p.dir = std::exchange(dir_unsynced_, false);
   return true;
 }
 
 status log::finish_sync_locked(const pending_sync& p, status st) {
   if (st.ok() && p.dir) st = ctx_.fs->sync_dir(dir_);
-  std::lock_guard g(mu_);
-  if (!st.ok()) return go_offline(st.err());
-  // A truncation while the files synced may have cut one of the closed
-  // segments and let it be written again (it became the active one, then a
-  // roll closed it): the sync did not cover what was written since, so
-  // nothing it planned is marked synced, and the durable offset stays.
-  if (p.gen != truncations_) return {};
-  for (auto& seg : segments_)
-    if (std::find(p.closed.begin(), p.closed.end(), seg->id()) != p.closed.end()) seg->mark_synced();
-  synced_at_roll_ = p.rolls;
-  if (p.target.value() > durable_.load()) durable_ = p.target.value();
+  std::pair<uint64_t, uint64_t> drop{0, 0};
+  {
+    std::lock_guard g(mu_);
+    if (!st.ok()) return go_offline(st.err());
+    // A truncation while the files synced may have cut one of the closed
+    // segments and let it be written again (it became the active one, then
+    // a roll closed it): the sync did not cover what was written since, so
+    // nothing it planned is marked synced, and the durable offset stays.
+    if (p.gen != truncations_) return {};
+    for (auto& seg : segments_)
+      if (std::find(p.closed.begin(), p.closed.end(), seg->id()) != p.closed.end()) seg->mark_synced();
+    synced_at_roll_ = p.rolls;
+    if (p.target.value() > durable_.load()) durable_ = p.target.value();
+    drop = cache_drop_locked(p);
+  }
+  // Outside the lock: appends go on meanwhile. The file is the active
+  // segment's as planned (the last one), open while `p` holds it.
+  if (drop.second > 0) p.files.back()->advise_dontneed(drop.first, drop.second);
   return {};
+}
+
+std::pair<uint64_t, uint64_t> log::cache_drop_locked(const pending_sync& p) {
+  const uint64_t behind = ctx_.cache_drop_behind_bytes;
+  if (behind == 0 || p.active_bytes <= behind) return {0, 0};
+  if (cache_dropped_segment_ != p.active_id) {  // a roll: a new file from its start
+    cache_dropped_segment_ = p.active_id;
+    cache_dropped_to_ = 0;
+  }
+  const uint64_t step = std::clamp(behind / 4, limits::min_cache_drop_step_bytes, limits::max_cache_drop_step_bytes);
+  const uint64_t to = (p.active_bytes - behind) & ~uint64_t{4095};  // whole pages only
+  if (to < cache_dropped_to_ + step) return {0, 0};
+  const uint64_t from = cache_dropped_to_;
+  cache_dropped_to_ = to;
+  return {from, to - from};
 }
 
 status log::sync_once() {

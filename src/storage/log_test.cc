@@ -8,6 +8,8 @@
 
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -446,6 +448,62 @@ TEST_F(LogTest, TheActiveSegmentReservesBlocksAndItsRollReleasesThem) {
   append(1, 500);
   EXPECT_GE(allocated(second), static_cast<uint64_t>(cfg.segment_bytes) - 4096);
   EXPECT_EQ(read_all_from(offset(0)), concat());
+}
+
+// Which 4 KiB pages of the file at `path`, up to `len` bytes, are in the
+// page cache (mincore of a mapping of it).
+std::vector<bool> cached_pages(const std::string& path, size_t len) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  EXPECT_NE(m, MAP_FAILED);
+  const size_t pages = (len + 4095) / 4096;
+  std::vector<unsigned char> v(pages);
+  EXPECT_EQ(::mincore(m, len, v.data()), 0);
+  ::munmap(m, len);
+  ::close(fd);
+  std::vector<bool> out(pages);
+  for (size_t i = 0; i < pages; ++i) out[i] = v[i] & 1;
+  return out;
+}
+
+// Synced bytes further than cache_drop_behind_bytes behind the active
+// segment's end leave the page cache; the last ones stay, and everything
+// still reads back (from the disk where it was dropped).
+TEST_F(LogTest, SyncedBytesFarBehindTheEndLeaveThePageCache) {
+  crash();
+  env_ = std::make_unique<log_env>();
+  env_->cache_drop_behind_bytes = 1 << 20;
+  log_config cfg = small_config();
+  cfg.segment_bytes = 64 << 20;
+  cfg.segment_index_bytes = 1 << 20;
+  cfg.index_interval_bytes = 4096;
+  open(cfg);
+  while (log_->segments().back().size_bytes < (6u << 20)) append(1, 60'000);
+  ASSERT_TRUE(log_->flush().ok());
+  const std::string path = segment_path(log_->dir(), offset(0), "log");
+  const size_t size = std::filesystem::file_size(path);
+  const auto cached = cached_pages(path, size);
+  // Dropped: everything synced more than 1 MiB (and a step) behind the end.
+  const size_t dropped_pages = (size - (1u << 20) - (256u << 10)) / 4096;
+  for (size_t i = 0; i < dropped_pages; ++i) ASSERT_FALSE(cached[i]) << "page " << i << " of " << cached.size();
+  // Kept: the last MiB, the tail readers and followers fetch.
+  for (size_t i = (size - (1u << 20)) / 4096 + 1; i < cached.size(); ++i)
+    ASSERT_TRUE(cached[i]) << "page " << i << " of " << cached.size();
+  EXPECT_EQ(read_all_from(offset(0)), concat());
+}
+
+TEST_F(LogTest, WithoutCacheDropBehindSyncedBytesStayInThePageCache) {
+  log_config cfg = small_config();
+  cfg.segment_bytes = 64 << 20;
+  cfg.segment_index_bytes = 1 << 20;
+  cfg.index_interval_bytes = 4096;
+  open(cfg);
+  while (log_->segments().back().size_bytes < (3u << 20)) append(1, 60'000);
+  ASSERT_TRUE(log_->flush().ok());
+  const std::string path = segment_path(log_->dir(), offset(0), "log");
+  const auto cached = cached_pages(path, std::filesystem::file_size(path));
+  EXPECT_EQ(std::count(cached.begin(), cached.end(), false), 0);
 }
 
 // A roll only opens the next file: the closed segment's sync, index files
