@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <nats/nats.h>
@@ -13,6 +14,7 @@
 
 #include "child_process.h"
 #include "kafka_util.h"
+#include "pacer.h"
 #include "report.h"
 
 namespace sluice::bench {
@@ -164,19 +166,21 @@ js_publish_stats jetstream_cluster::publish_phase(const std::string& name, int r
   const auto cpu0 = processes_cpu_seconds(pids());
   const int64_t t0 = now_ns();
   const int64_t end = t0 + static_cast<int64_t>(seconds * 1e9);
-  const double interval_ns = rate > 0 ? 1e9 / rate : 0;
+  std::optional<pacer> pace;  // as Sluice's (produce_phase.cc): the same ticks, timed from due
+  if (rate > 0) pace.emplace(t0, rate);
   uint64_t sent = 0;
   double lag_max = 0;
   for (;;) {
     int64_t now = now_ns();
     if (now >= end || (stop && stop->load())) break;
-    if (interval_ns > 0) {
-      const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
-      if (now < due) {
-        std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    if (pace) {
+      if (const int64_t nap = pace->sleep_ns(now); nap > 0) {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
         continue;
       }
+      const int64_t due = pace->sent();
       lag_max = std::max(lag_max, static_cast<double>(now - due) / 1e6);
+      now = due;
     }
     for (;;) {
       std::memcpy(payload.data(), &now, sizeof now);
@@ -185,7 +189,7 @@ js_publish_stats jetstream_cluster::publish_phase(const std::string& name, int r
       if (s == NATS_OK) break;
       // NATS_TIMEOUT: max_pending in flight for StallWait; try again.
       if (s != NATS_TIMEOUT) throw bench_error{nats_error("js_PublishAsync", s)};
-      now = now_ns();
+      if (!pace) now = now_ns();
     }
     ++sent;
   }

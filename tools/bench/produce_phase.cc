@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kafka_util.h"
+#include "pacer.h"
 #include "report.h"
 
 namespace sluice::bench {
@@ -88,7 +89,8 @@ produce_stats produce_phase(const produce_spec& spec) {
   const auto self0 = process_cpu_seconds(::getpid());
   const int64_t t0 = now_ns();
   const int64_t end = t0 + static_cast<int64_t>(spec.seconds * 1e9);
-  const double interval_ns = spec.rate > 0 ? 1e9 / spec.rate : 0;
+  std::optional<pacer> pace;
+  if (spec.rate > 0) pace.emplace(t0, spec.rate);
   uint64_t sent = 0;
   double lag_max = 0;
   for (;;) {
@@ -96,16 +98,16 @@ produce_stats produce_phase(const produce_spec& spec) {
     if (now >= end || (spec.max_messages > 0 && sent >= spec.max_messages) ||
         (spec.stop && spec.stop->load()))
       break;
-    if (interval_ns > 0) {
-      const int64_t due = t0 + static_cast<int64_t>(static_cast<double>(sent) * interval_ns);
-      if (now < due) {
-        // Sleep, never spin: a spinning sender takes a core from the broker
-        // on a small machine. Sleeps overshoot by tens of microseconds; the
-        // messages that fell due meanwhile go out back to back.
-        std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    if (pace) {
+      // Sleep, never spin: a spinning sender takes a core from the broker
+      // on a small machine.
+      if (const int64_t nap = pace->sleep_ns(now); nap > 0) {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
         continue;
       }
+      const int64_t due = pace->sent();
       lag_max = std::max(lag_max, static_cast<double>(now - due) / 1e6);
+      now = due;  // timed from when it fell due (pacer.h)
     }
     std::memcpy(payload.data(), &now, sizeof now);
     const std::string* key = keys.empty() ? nullptr : &keys[sent % keys.size()];
@@ -121,8 +123,10 @@ produce_stats produce_phase(const produce_spec& spec) {
       if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
         throw bench_error{std::string("produce: ") + rd_kafka_err2str(rd_kafka_last_error())};
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the poller frees room
-      now = now_ns();
-      std::memcpy(payload.data(), &now, sizeof now);
+      if (!pace) {  // a paced message keeps its due time
+        now = now_ns();
+        std::memcpy(payload.data(), &now, sizeof now);
+      }
     }
     ++sent;
   }
