@@ -144,20 +144,21 @@ inline constexpr size_t producer_state_replay_read_bytes = 8 << 20;
 // segment did not use; at most this much per partition is reserved unused.
 inline constexpr uint64_t segment_reserve_bytes = 8 << 20;
 
-// sluice.log.cache.drop.behind.bytes: once synced, the bytes of a
-// partition's active segment further than this behind its end leave the
-// page cache (posix_fadvise DONTNEED), so the cache that writes take stays
-// about partitions x this, and new writes reuse the pages the old ones
-// gave back. Page-cache growth is not free: the memory has to be found,
-// and on a VM whose host takes back the guest's free memory (as this
-// project's benchmark VM's does), every new page costs a host fault. With
-// three brokers writing 550 MB/s there, growing the cache cost 80% of the
-// brokers' CPU (6.2 us a message); dropping synced bytes 32 MiB behind the
-// end, 2.0 us, and twice the publish rate. Readers further behind read from
-// the disk, as they would once the cache had cycled. 0: never dropped (the
-// kernel evicts when memory runs short, as with Kafka).
-inline constexpr int64_t default_cache_drop_behind_bytes = 32ll << 20;
-inline constexpr int64_t max_cache_drop_behind_bytes = 1ll << 40;
+// sluice.follower.cache.drop.behind.bytes: on a follower, once synced, the
+// bytes of a partition's active segment further than this behind its end
+// leave the page cache (posix_fadvise DONTNEED). Nobody reads a follower's
+// copy (consumers read leaders; KIP-392 readers and a future leadership
+// read the tail), so its cache would only take memory; the follower's next
+// writes reuse the pages instead. Page-cache growth is not free: the memory
+// has to be found, and on a VM whose host takes back the guest's free
+// memory (as this project's benchmark VM's does), every new page costs a
+// host fault. With three brokers writing 550 MB/s there (two thirds of it
+// follower copies), growing the cache cost 80% of the brokers' CPU, 6.2 us
+// a message; with followers dropping 32 MiB behind the end, 2.8-3.4 us and
+// half again the publish rate, while catch-up consumers still read the
+// leaders' cache. 0: never dropped (as Kafka).
+inline constexpr int64_t default_follower_cache_drop_behind_bytes = 32ll << 20;
+inline constexpr int64_t max_follower_cache_drop_behind_bytes = 1ll << 40;
 // Bytes dropped at a time, at least (a quarter of the setting, within these
 // bounds): one fadvise per step, not one per group commit.
 inline constexpr uint64_t min_cache_drop_step_bytes = 64 << 10;

@@ -307,7 +307,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   lcfg.data_dir = io::join(dir, "logs");
   lcfg.max_open_segment_files = static_cast<size_t>(cfg->max_open_segment_files);
   lcfg.scrub_bytes_per_second = cfg->log_scrub_bytes_per_second;
-  lcfg.cache_drop_behind_bytes = static_cast<uint64_t>(cfg->log_cache_drop_behind_bytes);
+  lcfg.follower_cache_drop_behind_bytes = static_cast<uint64_t>(cfg->follower_cache_drop_behind_bytes);
   lcfg.default_log = cluster::to_log_config(cfg->topic_defaults);
   SLUICE_ASSIGN_OR_RETURN(i->logs, storage::log_manager::open(i->fs, i->clk, lcfg));
   SLUICE_ASSIGN_OR_RETURN(i->partitions,

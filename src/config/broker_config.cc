@@ -365,7 +365,7 @@ result<broker_config> make_broker_config(config_map static_values,
   b.max_open_segment_files = i32("sluice.max.open.segment.files");
   b.fsync_scope_filesystem = std::get<std::string>(get("sluice.log.fsync.scope")) == "filesystem";
   b.log_scrub_bytes_per_second = i64("sluice.log.scrub.bytes.per.second");
-  b.log_cache_drop_behind_bytes = i64("sluice.log.cache.drop.behind.bytes");
+  b.follower_cache_drop_behind_bytes = i64("sluice.follower.cache.drop.behind.bytes");
   b.log_cleaner_enable = flag("log.cleaner.enable");
   b.log_cleaner_threads = i32("log.cleaner.threads");
   b.log_cleaner_dedupe_buffer_bytes = i64("log.cleaner.dedupe.buffer.size");

@@ -95,7 +95,7 @@ struct broker_config {
   int32_t max_open_segment_files = 0;
   bool fsync_scope_filesystem = true;  // sluice.log.fsync.scope: filesystem (true) or file
   int64_t log_scrub_bytes_per_second = 0;  // sluice.log.scrub.bytes.per.second; 0: no scrubber
-  int64_t log_cache_drop_behind_bytes = 0;  // sluice.log.cache.drop.behind.bytes; 0: never dropped
+  int64_t follower_cache_drop_behind_bytes = 0;  // sluice.follower.cache.drop.behind.bytes; 0: never dropped
   bool log_cleaner_enable = true;
   int32_t log_cleaner_threads = 0;
   int64_t log_cleaner_dedupe_buffer_bytes = 0;  // log.cleaner.dedupe.buffer.size

@@ -322,11 +322,11 @@ TEST(broker_config, fsync_scope) {
 }
 
 TEST(broker_config, cache_drop_behind) {
-  EXPECT_EQ(defaults().log_cache_drop_behind_bytes, limits::default_cache_drop_behind_bytes);
-  auto off = load({"--sluice.log.cache.drop.behind.bytes", "0"});
+  EXPECT_EQ(defaults().follower_cache_drop_behind_bytes, limits::default_follower_cache_drop_behind_bytes);
+  auto off = load({"--sluice.follower.cache.drop.behind.bytes", "0"});
   ASSERT_TRUE(off.ok()) << off.err().message;
-  EXPECT_EQ(off->log_cache_drop_behind_bytes, 0);
-  expect_refused(load({"--sluice.log.cache.drop.behind.bytes", "-1"}), "sluice.log.cache.drop.behind.bytes");
+  EXPECT_EQ(off->follower_cache_drop_behind_bytes, 0);
+  expect_refused(load({"--sluice.follower.cache.drop.behind.bytes", "-1"}), "sluice.follower.cache.drop.behind.bytes");
 }
 
 TEST(broker_config, argument_and_file_errors) {

@@ -344,10 +344,10 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("sluice.max.open.segment.files", "", vt::int32, "1024", 1,
                       limits::max_open_segment_files_upper_bound, false,
                       "Open segment files; idle ones are closed beyond this."));
-  s.push_back(int_row("sluice.log.cache.drop.behind.bytes", "", vt::int64, "33554432", 0,
-                      limits::max_cache_drop_behind_bytes, false,
-                      "Synced bytes further than this behind a partition's end leave the page "
-                      "cache, so writes reuse its pages; 0: the kernel alone evicts."));
+  s.push_back(int_row("sluice.follower.cache.drop.behind.bytes", "", vt::int64, "33554432", 0,
+                      limits::max_follower_cache_drop_behind_bytes, false,
+                      "On a follower, synced bytes further than this behind a partition's end "
+                      "leave the page cache, so its writes reuse the pages; 0: never."));
   s.push_back(int_row("sluice.log.scrub.bytes.per.second", "", vt::int64, "16777216", 0,
                       limits::max_scrub_bytes_per_second, false,
                       "Read rate of the scrubber that checks every segment's CRCs; 0: off."));

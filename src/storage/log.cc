@@ -168,6 +168,7 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
   if (out_of_space_.load(std::memory_order_relaxed) && out_of_space_.exchange(false))
     SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
   log_end_ = last.value() + 1;
+  follower_tail_ = !epoch;  // a replicated append: this broker follows
   if (!cfg_.fsync) {
     durable_ = log_end_.load();
   } else {
@@ -634,8 +635,8 @@ status log::finish_sync_locked(const pending_sync& p, status st) {
 }
 
 std::pair<uint64_t, uint64_t> log::cache_drop_locked(const pending_sync& p) {
-  const uint64_t behind = ctx_.cache_drop_behind_bytes;
-  if (behind == 0 || p.active_bytes <= behind) return {0, 0};
+  const uint64_t behind = ctx_.follower_cache_drop_behind_bytes;
+  if (behind == 0 || !follower_tail_ || p.active_bytes <= behind) return {0, 0};
   if (cache_dropped_segment_ != p.active_id) {  // a roll: a new file from its start
     cache_dropped_segment_ = p.active_id;
     cache_dropped_to_ = 0;

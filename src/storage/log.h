@@ -81,10 +81,10 @@ struct log_context {
   // Removes damaged ranges that reads found (docs/log_format.md, "Damaged
   // batches"); optional: without it they are removed by the next scrub().
   scrubber* scrub = nullptr;
-  // Synced bytes of the active segment further than this behind its end
-  // leave the page cache (limits::default_cache_drop_behind_bytes); 0:
-  // never.
-  uint64_t cache_drop_behind_bytes = 0;
+  // A follower's synced bytes of the active segment further than this
+  // behind its end leave the page cache (the log drops them while its last
+  // append was append_replicated; limits.h); 0: never.
+  uint64_t follower_cache_drop_behind_bytes = 0;
 };
 
 // A cleaned copy of a run of closed segments being written by compaction
@@ -469,8 +469,8 @@ class log : public std::enable_shared_from_this<log> {
     uint64_t active_id = 0, active_bytes = 0;      // the active segment and its size when planned
   };
   // The part of the active segment to drop from the page cache now that
-  // `p` synced it (log_context::cache_drop_behind_bytes), as (pos, len);
-  // len 0: none. With mu_ held.
+  // `p` synced it (log_context::follower_cache_drop_behind_bytes), as
+  // (pos, len); len 0: none. With mu_ held.
   std::pair<uint64_t, uint64_t> cache_drop_locked(const pending_sync& p);
   // False: nothing to sync (fsync off, or already durable to the end).
   result<bool> plan_sync_locked(pending_sync& p);
@@ -501,6 +501,9 @@ class log : public std::enable_shared_from_this<log> {
   uint64_t truncations_ = 0;  // bumped by truncation so an in-flight sync cannot overshoot
   // The active segment (its id) and how much of it left the page cache.
   uint64_t cache_dropped_segment_ = 0, cache_dropped_to_ = 0;
+  // The last append was a follower's (append_replicated): only a
+  // follower's copy leaves the page cache (cache_drop_locked).
+  bool follower_tail_ = false;
   int64_t unflushed_messages_ = 0;  // offsets appended since the last sync began (flush.messages)
   recovery_info recovery_;
   const bool closed_cleanly_;        // open()'s argument, read by recover()

@@ -108,7 +108,7 @@ log_manager::~log_manager() { shutdown().ignore(); }
 
 log_context log_manager::context() {
   return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get(), scrubber_.get(),
-                     cfg_.cache_drop_behind_bytes};
+                     cfg_.follower_cache_drop_behind_bytes};
 }
 
 result<std::unique_ptr<log_manager>> log_manager::open(io::filesystem& fs, sluice::clock& clk,

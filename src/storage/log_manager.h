@@ -46,9 +46,9 @@ struct log_manager_config {
   // default here, runs none (tests); the broker's default is
   // limits::default_scrub_bytes_per_second.
   int64_t scrub_bytes_per_second = 0;
-  // sluice.log.cache.drop.behind.bytes (log_context); 0, the default here,
+  // sluice.follower.cache.drop.behind.bytes (log_context); 0, the default here,
   // drops nothing.
-  uint64_t cache_drop_behind_bytes = 0;
+  uint64_t follower_cache_drop_behind_bytes = 0;
 };
 
 class log_manager {

@@ -467,19 +467,25 @@ std::vector<bool> cached_pages(const std::string& path, size_t len) {
   return out;
 }
 
-// Synced bytes further than cache_drop_behind_bytes behind the active
-// segment's end leave the page cache; the last ones stay, and everything
-// still reads back (from the disk where it was dropped).
-TEST_F(LogTest, SyncedBytesFarBehindTheEndLeaveThePageCache) {
+// A follower's synced bytes further than follower_cache_drop_behind_bytes
+// behind the active segment's end leave the page cache; the last ones stay,
+// and everything still reads back (from the disk where it was dropped).
+TEST_F(LogTest, AFollowersSyncedBytesFarBehindTheEndLeaveThePageCache) {
   crash();
   env_ = std::make_unique<log_env>();
-  env_->cache_drop_behind_bytes = 1 << 20;
+  env_->follower_cache_drop_behind_bytes = 1 << 20;
   log_config cfg = small_config();
   cfg.segment_bytes = 64 << 20;
   cfg.segment_index_bytes = 1 << 20;
   cfg.index_interval_bytes = 4096;
   open(cfg);
-  while (log_->segments().back().size_bytes < (6u << 20)) append(1, 60'000);
+  std::vector<std::byte> all;
+  for (uint32_t i = 0; log_->segments().back().size_bytes < (6u << 20); ++i) {
+    auto b = make_batch(1, 60'000, i);
+    batch::stamp(b.data(), log_->log_end_offset(), leader_epoch(3));  // as the leader wrote it
+    ASSERT_TRUE(log_->append_replicated(b).ok());
+    all.insert(all.end(), b.begin(), b.end());
+  }
   ASSERT_TRUE(log_->flush().ok());
   const std::string path = segment_path(log_->dir(), offset(0), "log");
   const size_t size = std::filesystem::file_size(path);
@@ -490,10 +496,15 @@ TEST_F(LogTest, SyncedBytesFarBehindTheEndLeaveThePageCache) {
   // Kept: the last MiB, the tail readers and followers fetch.
   for (size_t i = (size - (1u << 20)) / 4096 + 1; i < cached.size(); ++i)
     ASSERT_TRUE(cached[i]) << "page " << i << " of " << cached.size();
-  EXPECT_EQ(read_all_from(offset(0)), concat());
+  EXPECT_EQ(read_all_from(offset(0)), all);
 }
 
-TEST_F(LogTest, WithoutCacheDropBehindSyncedBytesStayInThePageCache) {
+// A leader's appends stay in the page cache (consumers read them), the
+// follower's setting or not.
+TEST_F(LogTest, ALeadersSyncedBytesStayInThePageCache) {
+  crash();
+  env_ = std::make_unique<log_env>();
+  env_->follower_cache_drop_behind_bytes = 1 << 20;
   log_config cfg = small_config();
   cfg.segment_bytes = 64 << 20;
   cfg.segment_index_bytes = 1 << 20;

@@ -46,9 +46,9 @@ class temp_dir {
 struct log_env {
   explicit log_env(io::filesystem& fs = io::filesystem::posix(), size_t max_open = 64)
       : fs(fs), files(fs, max_open), flush(clk), deleter(fs, clk) {}
-  log_context ctx() { return log_context{&fs, &clk, &files, &flush, &deleter, nullptr, cache_drop_behind_bytes}; }
+  log_context ctx() { return log_context{&fs, &clk, &files, &flush, &deleter, nullptr, follower_cache_drop_behind_bytes}; }
 
-  uint64_t cache_drop_behind_bytes = 0;  // what ctx() hands the logs
+  uint64_t follower_cache_drop_behind_bytes = 0;  // what ctx() hands the logs
 
   io::filesystem& fs;
   manual_clock clk;
