@@ -85,6 +85,18 @@ class LogTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.err().message;
     log_ = *r;
   }
+  // A fresh environment that drops a follower's synced bytes `behind` the
+  // end from the page cache, and a log with segments of megabytes.
+  void open_dropping_follower_cache_behind(uint64_t behind) {
+    crash();
+    env_ = std::make_unique<log_env>();
+    env_->follower_cache_drop_behind_bytes = behind;
+    log_config cfg = small_config();
+    cfg.segment_bytes = 64 << 20;
+    cfg.segment_index_bytes = 1 << 20;
+    cfg.index_interval_bytes = 4096;
+    open(cfg);
+  }
   void reopen(bool clean, log_config cfg = small_config()) {
     if (clean) {
       ASSERT_TRUE(log_->close().ok());
@@ -471,14 +483,7 @@ std::vector<bool> cached_pages(const std::string& path, size_t len) {
 // behind the active segment's end leave the page cache; the last ones stay,
 // and everything still reads back (from the disk where it was dropped).
 TEST_F(LogTest, AFollowersSyncedBytesFarBehindTheEndLeaveThePageCache) {
-  crash();
-  env_ = std::make_unique<log_env>();
-  env_->follower_cache_drop_behind_bytes = 1 << 20;
-  log_config cfg = small_config();
-  cfg.segment_bytes = 64 << 20;
-  cfg.segment_index_bytes = 1 << 20;
-  cfg.index_interval_bytes = 4096;
-  open(cfg);
+  open_dropping_follower_cache_behind(1 << 20);
   std::vector<std::byte> all;
   for (uint32_t i = 0; log_->segments().back().size_bytes < (6u << 20); ++i) {
     auto b = make_batch(1, 60'000, i);
@@ -502,14 +507,7 @@ TEST_F(LogTest, AFollowersSyncedBytesFarBehindTheEndLeaveThePageCache) {
 // A leader's appends stay in the page cache (consumers read them), the
 // follower's setting or not.
 TEST_F(LogTest, ALeadersSyncedBytesStayInThePageCache) {
-  crash();
-  env_ = std::make_unique<log_env>();
-  env_->follower_cache_drop_behind_bytes = 1 << 20;
-  log_config cfg = small_config();
-  cfg.segment_bytes = 64 << 20;
-  cfg.segment_index_bytes = 1 << 20;
-  cfg.index_interval_bytes = 4096;
-  open(cfg);
+  open_dropping_follower_cache_behind(1 << 20);
   while (log_->segments().back().size_bytes < (3u << 20)) append(1, 60'000);
   ASSERT_TRUE(log_->flush().ok());
   const std::string path = segment_path(log_->dir(), offset(0), "log");
