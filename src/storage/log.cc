@@ -354,6 +354,9 @@ status log::truncate_locked(offset o) {
   }
   if (*loc) {
     if (auto st = seg.truncate_at(**loc); !st.ok()) return go_offline(st.err());
+    // What is written again from the cut on is dropped from the cache anew.
+    if (seg.id() == cache_dropped_segment_)
+      cache_dropped_to_ = std::min(cache_dropped_to_, seg.size() & ~uint64_t{4095});
   }
   if (reopened) {
     // Its index files describe the longer segment; once a roll closes it

@@ -502,6 +502,23 @@ TEST_F(LogTest, AFollowersSyncedBytesFarBehindTheEndLeaveThePageCache) {
   for (size_t i = (size - (1u << 20)) / 4096 + 1; i < cached.size(); ++i)
     ASSERT_TRUE(cached[i]) << "page " << i << " of " << cached.size();
   EXPECT_EQ(read_all_from(offset(0)), all);
+
+  // A truncation cuts into the dropped part (the follower's tail diverged);
+  // what it then copies again there leaves the cache as well.
+  const offset cut(log_->log_end_offset().value() / 3);
+  ASSERT_TRUE(log_->truncate_to(cut).ok());
+  const size_t cut_page = (log_->segments().back().size_bytes + 4095) / 4096;
+  for (uint32_t i = 1000; log_->segments().back().size_bytes < (6u << 20); ++i) {
+    auto b = make_batch(1, 60'000, i);
+    batch::stamp(b.data(), log_->log_end_offset(), leader_epoch(4));
+    ASSERT_TRUE(log_->append_replicated(b).ok());
+  }
+  ASSERT_TRUE(log_->flush().ok());
+  const size_t again = std::filesystem::file_size(path);
+  const auto recached = cached_pages(path, again);
+  // (The reads above brought the part before the cut back into the cache.)
+  for (size_t i = cut_page; i < (again - (1u << 20) - (256u << 10)) / 4096; ++i)
+    ASSERT_FALSE(recached[i]) << "page " << i << " of " << recached.size() << " after the truncation";
 }
 
 // A leader's appends stay in the page cache (consumers read them), the
