@@ -21,12 +21,8 @@
 namespace sluice::kafka {
 
 namespace {
-thread_local bool forwarding_thread = false;
-}  // namespace
 
-bool forwarder::on_forwarding_thread() { return forwarding_thread; }
-
-namespace {
+thread_local bool forwarding_thread = false;  // set by the forwarder's own thread
 
 constexpr int16_t create_topics_key = 19;
 constexpr int16_t delete_topics_key = 20;
@@ -101,6 +97,8 @@ int connect_to(const std::string& host, int32_t port, const sluice::deadline& un
 }
 
 }  // namespace
+
+bool forwarder::on_forwarding_thread() { return forwarding_thread; }
 
 bool forwarder::forwardable(int16_t api_key) {
   return api_key == create_topics_key || api_key == delete_topics_key || api_key == create_partitions_key ||
