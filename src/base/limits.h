@@ -143,6 +143,26 @@ inline constexpr size_t producer_state_replay_read_bytes = 8 << 20;
 // blocks (0.52 against 0.63 ms at the median). A roll releases what its
 // segment did not use; at most this much per partition is reserved unused.
 inline constexpr uint64_t segment_reserve_bytes = 8 << 20;
+// The active segment's prepared tail (storage/README.md, "Prepared tails"):
+// zeros are written and synced this far past its end, at most up to
+// segment.bytes, and written again once less than half of it is left, so
+// a group commit of appends inside it syncs their data without metadata
+// (on this VM a round took 0.27 instead of 0.48 ms, with 113 instead of 262
+// us of CPU, for three processes syncing 7 files each). The zeros are
+// written in pieces, each with the log's mutex held (appends wait for one
+// piece at most).
+inline constexpr uint64_t segment_prepare_bytes = 1 << 20;
+inline constexpr size_t segment_prepare_piece_bytes = 64 << 10;
+// The preparing thread's pause after each piece: at most 64 MB/s of zeros
+// per broker, so the tails of partitions that grow alike (and so ask
+// together) are written one after another, not in a burst that holds up the
+// group commits (rounds of 4-11 ms every 400 ms at 20,000 msgs/s without).
+inline constexpr int64_t segment_prepare_piece_pause_us = 1000;
+// A log whose appends ran past its prepared tail (faster than the tail is
+// written) prepares none for this long: at such rates the group commits
+// are large, their metadata is a small part, and the zeros only doubled
+// the writes (unlimited cluster publish fell by a third).
+inline constexpr int64_t segment_prepare_backoff_ms = 1000;
 
 // sluice.follower.cache.drop.behind.bytes: on a follower, once synced, the
 // bytes of a partition's active segment further than this behind its end

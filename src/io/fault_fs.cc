@@ -1,5 +1,8 @@
 #include "io/fault_fs.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace sluice::io {
 
 class fault_file final : public file {
@@ -12,8 +15,12 @@ class fault_file final : public file {
   status append(std::span<const std::byte> data) override {
     SLUICE_TRY(fs_.count_op("append", path_));
     auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
-    if (ok_bytes > 0) SLUICE_TRY(base_->append(data.first(ok_bytes)));
-    fs_.note_written(path_);
+    SLUICE_ASSIGN_OR_RETURN(uint64_t at, base_->size());
+    fs_.note_written(path_, at);
+    if (ok_bytes > 0) {
+      fs_.note_overwrite(path_, *base_, at, ok_bytes);
+      SLUICE_TRY(base_->append(data.first(ok_bytes)));
+    }
     if (err) return status(*err);
     return {};
   }
@@ -21,8 +28,12 @@ class fault_file final : public file {
   status pwrite(std::span<const std::byte> data, uint64_t pos) override {
     SLUICE_TRY(fs_.count_op("pwrite", path_));
     auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
-    if (ok_bytes > 0) SLUICE_TRY(base_->pwrite(data.first(ok_bytes), pos));
-    fs_.note_written(path_);
+    SLUICE_ASSIGN_OR_RETURN(uint64_t before, base_->size());
+    fs_.note_written(path_, before);
+    if (ok_bytes > 0) {
+      fs_.note_overwrite(path_, *base_, pos, ok_bytes);
+      SLUICE_TRY(base_->pwrite(data.first(ok_bytes), pos));
+    }
     if (err) return status(*err);
     return {};
   }
@@ -37,15 +48,27 @@ class fault_file final : public file {
     return {};
   }
 
+  status sync_data() override {
+    SLUICE_TRY(fs_.count_op("sync", path_));
+    bool skip = false;
+    SLUICE_TRY(fs_.check_sync(path_, skip));
+    if (!skip) SLUICE_TRY(base_->sync_data());
+    fs_.note_data_synced(path_);
+    return {};
+  }
+
   status truncate(uint64_t size) override {
     SLUICE_TRY(fs_.count_op("truncate", path_));
-    fs_.note_written(path_);
+    SLUICE_ASSIGN_OR_RETURN(uint64_t before, base_->size());
+    fs_.note_written(path_, before);
+    fs_.note_truncated(path_, size);
     return base_->truncate(size);
   }
 
   result<uint64_t> size() override { return base_->size(); }
   result<int64_t> modified_ms() override { return base_->modified_ms(); }
   int native_handle() const override { return base_->native_handle(); }
+  void write_behind(uint64_t pos, uint64_t len) override { base_->write_behind(pos, len); }
   // Reserving changes no byte and no size: not a mutating call to count.
   status reserve(uint64_t pos, uint64_t len) override { return base_->reserve(pos, len); }
 
@@ -153,18 +176,55 @@ status fault_fs::check_sync(const std::string& path, bool& skip) {
 void fault_fs::note_synced(const std::string& path, uint64_t size) {
   std::lock_guard g(mu_);
   synced_size_[path] = size;
+  undo_.erase(path);
 }
 
-void fault_fs::note_written(const std::string& path) {
+void fault_fs::note_data_synced(const std::string& path) {
   std::lock_guard g(mu_);
-  synced_size_.try_emplace(path, 0);
+  undo_.erase(path);
+  ++data_syncs_;
+}
+
+uint64_t fault_fs::data_syncs() const {
+  std::lock_guard g(mu_);
+  return data_syncs_;
+}
+
+void fault_fs::note_overwrite(const std::string& path, file& base, uint64_t pos, size_t n) {
+  std::lock_guard g(mu_);
+  auto it = synced_size_.find(path);
+  if (it == synced_size_.end() || pos >= it->second) return;
+  std::vector<std::byte> old(static_cast<size_t>(std::min<uint64_t>(n, it->second - pos)));
+  auto got = base.pread(old.data(), old.size(), pos);
+  if (!got.ok()) return;
+  old.resize(*got);
+  if (!old.empty()) undo_[path].emplace_back(pos, std::move(old));
+}
+
+void fault_fs::note_truncated(const std::string& path, uint64_t size) {
+  // The model keeps a cut (it is not undone): what it removed has nothing
+  // to come back to.
+  std::lock_guard g(mu_);
+  auto it = undo_.find(path);
+  if (it == undo_.end()) return;
+  for (auto& [pos, old] : it->second)
+    if (pos + old.size() > size) old.resize(pos >= size ? 0 : static_cast<size_t>(size - pos));
+  std::erase_if(it->second, [](const auto& u) { return u.second.empty(); });
+}
+
+void fault_fs::note_written(const std::string& path, uint64_t size_before) {
+  // A file this filesystem has not written yet was as durable as it is.
+  std::lock_guard g(mu_);
+  synced_size_.try_emplace(path, size_before);
 }
 
 status fault_fs::drop_unsynced() {
   std::map<std::string, uint64_t> files;
+  std::map<std::string, std::vector<std::pair<uint64_t, std::vector<std::byte>>>> undo;
   {
     std::lock_guard g(mu_);
     files = synced_size_;
+    undo.swap(undo_);
   }
   for (const auto& [path, synced] : files) {
     // A file removed meanwhile (the file deleter runs on its own thread) has
@@ -172,6 +232,8 @@ status fault_fs::drop_unsynced() {
     auto opened = base_.open(path, open_mode::read_write);
     if (!opened.ok() && opened.code() == errc::not_found) continue;
     SLUICE_ASSIGN_OR_RETURN(auto f, std::move(opened));
+    if (auto u = undo.find(path); u != undo.end())
+      for (auto it = u->second.rbegin(); it != u->second.rend(); ++it) SLUICE_TRY(f->pwrite(it->second, it->first));
     SLUICE_ASSIGN_OR_RETURN(uint64_t size, f->size());
     if (size > synced) SLUICE_TRY(f->truncate(synced));
   }
@@ -181,7 +243,7 @@ status fault_fs::drop_unsynced() {
 result<std::unique_ptr<file>> fault_fs::open(const std::string& path, open_mode mode) {
   if (mode != open_mode::read_only && mode != open_mode::read_write) SLUICE_TRY(count_op("open", path));
   SLUICE_ASSIGN_OR_RETURN(auto f, base_.open(path, mode));
-  if (mode == open_mode::truncate || mode == open_mode::create_new) note_written(path);
+  if (mode == open_mode::truncate || mode == open_mode::create_new) note_written(path, 0);
   return std::unique_ptr<file>(std::make_unique<fault_file>(*this, std::move(f), path));
 }
 
@@ -193,6 +255,11 @@ status fault_fs::rename(const std::string& from, const std::string& to) {
   if (it != synced_size_.end()) {
     synced_size_[to] = it->second;
     synced_size_.erase(it);
+  }
+  undo_.erase(to);
+  if (auto u = undo_.find(from); u != undo_.end()) {
+    undo_[to] = std::move(u->second);
+    undo_.erase(from);
   }
   return {};
 }

@@ -45,15 +45,19 @@ class fault_fs final : public filesystem {
   void crash_after_ops(std::optional<uint64_t> ops);
   // Mutating calls that succeeded so far (to size a crash_after_ops sweep).
   uint64_t ops() const;
-  // Power loss: cuts every file written through this filesystem back to the
-  // size it had at its last successful sync. (Rewrites inside the synced
-  // part are not undone; the log never rewrites synced bytes.)
+  // Power loss: every write below a file's durable size that no sync or
+  // sync_data covered since is undone (its old bytes come back), then the
+  // file is cut back to its durable size: the size at its last successful
+  // sync(). sync_data() makes writes below that size durable, never the
+  // size (the model of a data-only sync).
   status drop_unsynced();
   // Simulated syncs: a sync succeeds (and counts for drop_unsynced) without
   // reaching the device, so tests of crash behaviour run at memory speed.
   void simulate_syncs(bool on);
   bool crashed() const;
   uint64_t syncs() const;
+  // Successful sync_data calls (of files; the others count in syncs() too).
+  uint64_t data_syncs() const;
   // Called on the syncing thread before each sync (file or directory), with
   // no lock held; may block (a test holding a flusher mid-sync). Set it
   // before the filesystem is shared.
@@ -80,7 +84,12 @@ class fault_fs final : public filesystem {
   // ok to go on with the real sync; nullopt-like `skip` when simulated.
   status check_sync(const std::string& path, bool& skip);
   void note_synced(const std::string& path, uint64_t size);
-  void note_written(const std::string& path);
+  void note_data_synced(const std::string& path);
+  // Before a write of [pos, pos + n): keeps the old bytes of its part below
+  // the durable size, for drop_unsynced to put back.
+  void note_overwrite(const std::string& path, file& base, uint64_t pos, size_t n);
+  void note_truncated(const std::string& path, uint64_t size);
+  void note_written(const std::string& path, uint64_t size_before);
 
   filesystem& base_;
   mutable std::mutex mu_;
@@ -92,7 +101,10 @@ class fault_fs final : public filesystem {
   bool crashed_ = false;
   bool simulate_syncs_ = false;
   uint64_t syncs_ = 0;
+  uint64_t data_syncs_ = 0;
   std::map<std::string, uint64_t> synced_size_;  // files written through us
+  // Per file, overwrites below the durable size not synced yet: (pos, old bytes), in write order.
+  std::map<std::string, std::vector<std::pair<uint64_t, std::vector<std::byte>>>> undo_;
   std::function<void(const std::string&)> on_sync_;
 };
 

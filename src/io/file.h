@@ -38,6 +38,13 @@ class file {
   // Makes all written data durable (fdatasync). Until it returns ok, nothing
   // written may be reported durable.
   virtual status sync() = 0;
+  // Makes the bytes written below the file's durable size (the size the
+  // last sync() made durable) durable, and nothing else: past it, bytes and
+  // size may be lost in a crash. For overwrites of a prepared region (zeros
+  // written and synced ahead of the data: storage/README.md, "Prepared
+  // tails") it writes the data and flushes the device, but no metadata.
+  // This one syncs all (sync()).
+  virtual status sync_data() { return sync(); }
   // Cuts the file to `size` bytes.
   virtual status truncate(uint64_t size) = 0;
   // Current size in bytes (the append position).
@@ -51,6 +58,10 @@ class file {
   virtual int native_handle() const = 0;
   // Tells the kernel the range will not be needed soon (page cache hint).
   virtual void advise_dontneed(uint64_t /*pos*/, uint64_t /*len*/) {}
+  // Starts writing the range's dirty pages to the device without waiting
+  // (sync_file_range(2) with SYNC_FILE_RANGE_WRITE): a later sync then has
+  // less to write. A hint; errors surface in that sync.
+  virtual void write_behind(uint64_t /*pos*/, uint64_t /*len*/) {}
   // Reserves disk blocks for the bytes [pos, pos + len) without changing
   // the file's size (fallocate(2) with FALLOC_FL_KEEP_SIZE): appends into
   // them allocate nothing, so syncing them writes the data and the inode's
@@ -94,6 +105,12 @@ class filesystem {
   // in turn; the POSIX file system may do it with fewer device flushes
   // (posix_sync_scope).
   virtual std::vector<status> sync_together(std::span<file* const> files);
+  // The same for sync_data(): every file's data below its durable size.
+  // On the POSIX file system with posix_sync_scope `filesystem`, the
+  // writeback of every file is started, then waited for (each file's own
+  // errors), then one fdatasync flushes the device for all: no syncfs, no
+  // metadata, no other program's files. This one calls sync_data on each.
+  virtual std::vector<status> sync_data_together(std::span<file* const> files);
 
   // The real, POSIX file system. Lives for the whole process.
   static filesystem& posix();

@@ -66,6 +66,14 @@ class posix_file final : public file {
   // Starts writeback of the dirty pages without waiting (a hint: sync()
   // reports any error).
   void start_writeback() { ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE); }
+  // Writes every dirty page and waits for it, reporting this file's
+  // writeback errors as writeback_error() does. Neither metadata nor a
+  // device flush.
+  status write_data() {
+    if (::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+      return os_error("sync_file_range", path_, errno);
+    return {};
+  }
   // Waits for writeback in progress and reports a writeback error of this
   // file's pages not yet reported through this descriptor (the kernel's
   // per-file error sequence, since Linux 4.13), as fdatasync would.
@@ -93,6 +101,10 @@ class posix_file final : public file {
     return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
   }
   int native_handle() const override { return fd_; }
+
+  void write_behind(uint64_t pos, uint64_t len) override {
+    ::sync_file_range(fd_, static_cast<off_t>(pos), static_cast<off_t>(len), SYNC_FILE_RANGE_WRITE);
+  }
 
   void advise_dontneed(uint64_t pos, uint64_t len) override {
     ::posix_fadvise(fd_, static_cast<off_t>(pos), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
@@ -154,6 +166,34 @@ class posix_filesystem final : public filesystem {
     status all = pf[0]->sync_file_system();
     if (all.ok()) all = pf[0]->sync();
     for (size_t i = 0; i < pf.size(); ++i) st[i] = !all.ok() ? all : i == 0 ? status() : pf[i]->writeback_error();
+    return st;
+  }
+
+  std::vector<status> sync_data_together(std::span<file* const> files) override {
+    std::vector<posix_file*> pf;
+    pf.reserve(files.size());
+    for (file* f : files) {
+      auto* p = dynamic_cast<posix_file*>(f);
+      if (!p) return filesystem::sync_data_together(files);
+      pf.push_back(p);
+    }
+    std::vector<status> st(files.size());
+    if (pf.empty()) return st;
+    if (pf.size() == 1 || posix_scope.load(std::memory_order_relaxed) == sync_scope::file) {
+      if (pf.size() > 1)
+        for (auto* p : pf) p->start_writeback();
+      for (size_t i = 0; i < pf.size(); ++i) st[i] = pf[i]->sync_data();
+      return st;
+    }
+    // Every file's pages go to the device together, each file reports its
+    // own writeback errors, and the first one's fdatasync (with its data
+    // written, nothing left but the flush) flushes the device's cache for
+    // all of them: the same one-flush premise as syncfs in sync_together.
+    for (auto* p : pf) p->start_writeback();
+    for (size_t i = 1; i < pf.size(); ++i) st[i] = pf[i]->write_data();
+    st[0] = pf[0]->sync_data();
+    for (size_t i = 1; i < pf.size(); ++i)
+      if (st[i].ok() && !st[0].ok()) st[i] = st[0];
     return st;
   }
 
@@ -242,6 +282,13 @@ class posix_filesystem final : public filesystem {
 };
 
 }  // namespace
+
+std::vector<status> filesystem::sync_data_together(std::span<file* const> files) {
+  std::vector<status> st;
+  st.reserve(files.size());
+  for (file* f : files) st.push_back(f->sync_data());
+  return st;
+}
 
 std::vector<status> filesystem::sync_together(std::span<file* const> files) {
   std::vector<status> st;

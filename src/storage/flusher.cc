@@ -16,6 +16,41 @@ flusher::flusher(sluice::clock& clk, int threads) : clk_(clk) {
       set_thread_name("flusher");
       run();
     });
+  preparer_ = std::thread([this] {
+    set_thread_name("prepare-tails");
+    run_preparing();
+  });
+}
+
+void flusher::request_prepare(std::shared_ptr<log> l) {
+  std::lock_guard g(mu_);
+  if (stopping_) return;  // a tail is an optimisation: none is needed to stop
+  to_prepare_.push_back(std::move(l));
+  prepare_cv_.notify_one();
+}
+
+void flusher::run_preparing() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    prepare_cv_.wait(lk, [&] { return stopping_ || !to_prepare_.empty(); });
+    if (stopping_) break;
+    std::shared_ptr<log> l = to_prepare_.front().lock();
+    to_prepare_.pop_front();
+    if (!l) {  // dropped meanwhile
+      if (busy_ == 0 && queue_.empty() && to_prepare_.empty()) idle_cv_.notify_all();
+      continue;
+    }
+    preparing_ = true;
+    lk.unlock();
+    l->prepare_tail();
+    l.reset();  // the last owner may be us; destroyed outside the lock
+    lk.lock();
+    preparing_ = false;
+    if (busy_ == 0 && queue_.empty() && to_prepare_.empty()) idle_cv_.notify_all();
+  }
+  to_prepare_.clear();
+  preparing_ = false;
+  idle_cv_.notify_all();
 }
 
 flusher::~flusher() { stop(); }
@@ -63,7 +98,9 @@ void flusher::promote_due_locked() {
 
 void flusher::wait_idle() {
   std::unique_lock lk(mu_);
-  idle_cv_.wait(lk, [&] { return stopped_ || (queue_.empty() && busy_ == 0); });
+  idle_cv_.wait(lk, [&] {
+    return stopped_ || (queue_.empty() && busy_ == 0 && to_prepare_.empty() && !preparing_);
+  });
 }
 
 void flusher::stop() {
@@ -72,8 +109,10 @@ void flusher::stop() {
     if (stopping_) return;
     stopping_ = true;
     cv_.notify_all();
+    prepare_cv_.notify_all();
   }
   for (auto& t : threads_) t.join();
+  if (preparer_.joinable()) preparer_.join();
 }
 
 void flusher::run() {

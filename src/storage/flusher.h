@@ -51,6 +51,10 @@ class flusher {
   // `ms` milliseconds from now (capped at a day: a log re-arms after each). The log keeps at most one
   // such request outstanding.
   void request_after(std::shared_ptr<log> l, int64_t ms);
+  // Calls l->prepare_tail() on the preparing thread, one log at a time in
+  // the order asked, beside the rounds (its zeros and their sync never hold
+  // up a group commit). The log asks again only after its call began.
+  void request_prepare(std::shared_ptr<log> l);
   // Returns once no job is queued or running (timers not yet due aside).
   // For tests that drop a log without close() to act out a crash: its
   // queued sync or seal must not touch files after the successor opened.
@@ -71,6 +75,7 @@ class flusher {
   };
 
   void run();
+  void run_preparing();
   // Moves the timers that are due to the queue (with mu_ held).
   void promote_due_locked();
 
@@ -86,6 +91,10 @@ class flusher {
   bool stopped_ = false;
   int running_ = 0;  // threads not yet past their last sync
   std::vector<std::thread> threads_;
+  std::deque<std::weak_ptr<log>> to_prepare_;  // mu_; at most one entry per log; keeps none alive
+  bool preparing_ = false;                       // mu_: a prepare_tail is running
+  std::condition_variable prepare_cv_;
+  std::thread preparer_;
 };
 
 }  // namespace sluice::storage

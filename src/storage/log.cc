@@ -4,8 +4,10 @@
 #include "storage/log.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <future>
+#include <thread>
 
 #include "base/log.h"
 #include "model/record_batch.h"
@@ -112,6 +114,7 @@ result<append_result> log::append_and_ask(std::span<std::byte> batches, batch::c
 }
 
 void log::ask_flusher(const flush_ask& ask) {
+  if (ask.prepare) ctx_.flush->request_prepare(shared_from_this());
   if (ask.now)
     ctx_.flush->request(shared_from_this());
   else if (ask.after_ms >= 0)
@@ -162,6 +165,10 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
     if (!st.ok()) return go_offline(st.err()).err();
   }
   files_unchanged_ = false;
+  // Appends that run past the prepared tail outpace its preparation, which
+  // then only doubles their writes: none for a while.
+  if (const uint64_t tail = active().zeroed_end(); tail > active().size() && active().size() + batches.size() > tail)
+    prepare_skip_until_ms_ = ctx_.clk->monotonic_ms() + limits::segment_prepare_backoff_ms;
   auto st = active().append(batches, hs, cfg_.index_interval_bytes, static_cast<uint64_t>(cfg_.segment_bytes));
   if (!st.ok()) return write_failed(st.err()).err();
   // A plain load first: the locked exchange only after a refused write.
@@ -169,6 +176,13 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
     SLUICE_LOG_INFO("partition {}: disk space is back; writes resumed", name_);
   log_end_ = last.value() + 1;
   follower_tail_ = !epoch;  // a replicated append: this broker follows
+  if (cfg_.fsync && !prepare_asked_) {
+    const segment& a = active();
+    const uint64_t limit = static_cast<uint64_t>(cfg_.segment_bytes);
+    if (a.zeroed_end() < limit && a.zeroed_end() - a.size() < limits::segment_prepare_bytes / 2 &&
+        (prepare_skip_until_ms_ == 0 || ctx_.clk->monotonic_ms() >= prepare_skip_until_ms_))
+      ask.prepare = prepare_asked_ = true;
+  }
   if (!cfg_.fsync) {
     durable_ = log_end_.load();
   } else {
@@ -611,7 +625,64 @@ result<bool> log::plan_sync_locked(pending_sync& p) {
   p.active_id = active().id();
   p.active_bytes = active().size();
   p.dir = std::exchange(dir_unsynced_, false);
+  p.data_only = p.files.size() == 1 && !p.dir && p.active_bytes <= active().prepared_end();
   return true;
+}
+
+void log::prepare_tail() {
+  uint64_t id = 0, gen = 0, target = 0;
+  std::shared_ptr<io::file> f;
+  {
+    std::lock_guard g(mu_);
+    prepare_asked_ = false;
+    if (closed_ || offline_ || !cfg_.fsync) return;
+    segment& a = active();
+    id = a.id();
+    gen = truncations_;
+    target = std::min(a.size() + limits::segment_prepare_bytes, static_cast<uint64_t>(cfg_.segment_bytes));
+    auto fr = a.file();
+    if (!fr.ok()) return;  // the next append meets the error
+    f = std::move(fr).value();
+  }
+  // A piece at a time, so an append waits for one piece at most.
+  for (;;) {
+    uint64_t from = 0, to = 0;
+    {
+      std::lock_guard g(mu_);
+      if (closed_ || offline_ || truncations_ != gen || active().id() != id) return;
+      segment& a = active();
+      from = a.zeroed_end();
+      if (from >= target) break;
+      to = std::min(target, from + limits::segment_prepare_piece_bytes);
+      if (auto st = a.write_zeros(to); !st.ok()) {
+        // A full disk, say: appends go on past the tail, syncing all.
+        SLUICE_LOG_DEBUG("{}: preparing the segment tail: {}", name_, st.err().message);
+        break;
+      }
+    }
+    // On their way to the device at once: a group commit meanwhile (whose
+    // fdatasync writes every dirty page of the file) finds at most a piece
+    // of them still to write.
+    f->write_behind(from, to - from);
+    // Paced: logs that grow alike ask at the same moment, and their zeros
+    // all at once would hold up the group commits behind them.
+    std::this_thread::sleep_for(std::chrono::microseconds(limits::segment_prepare_piece_pause_us));
+  }
+  uint64_t zeroed = 0;
+  {
+    std::lock_guard g(mu_);
+    if (closed_ || truncations_ != gen || active().id() != id) return;
+    zeroed = active().zeroed_end();
+  }
+  // The zeros, their blocks and the file's size become durable; appends
+  // meanwhile are synced too, which does no harm.
+  if (auto st = f->sync(); !st.ok()) {
+    SLUICE_LOG_DEBUG("{}: syncing the prepared tail: {}", name_, st.err().message);
+    return;  // the group commit meets the error on its own
+  }
+  std::lock_guard g(mu_);
+  if (closed_ || truncations_ != gen || active().id() != id) return;
+  active().set_prepared(zeroed);
 }
 
 status log::finish_sync_locked(const pending_sync& p, status st) {
@@ -661,7 +732,7 @@ status log::sync_once() {
   // The syncs run without mu_, so appends continue and gather for the next.
   status st;
   for (auto& f : p.files)
-    if (st.ok()) st = f->sync();
+    if (st.ok()) st = p.data_only ? f->sync_data() : f->sync();
   return finish_sync_locked(p, std::move(st));
 }
 
@@ -688,13 +759,17 @@ void log::flush_together(std::vector<std::shared_ptr<log>> logs) {
     io::filesystem* fs = logs[i]->ctx_.fs;
     std::vector<size_t> members;
     std::vector<io::file*> files;
+    bool data_only = true;
     for (size_t j = i; j < n; ++j) {
       if (!to_sync[j] || logs[j]->ctx_.fs != fs) continue;
       to_sync[j] = false;
       members.push_back(j);
+      data_only = data_only && plans[j].data_only;
       for (auto& f : plans[j].files) files.push_back(f.get());
     }
-    const std::vector<status> st = fs->sync_together(files);
+    // One log past its prepared tail (or with a roll to sync) makes the
+    // round a full one: syncfs covers every file's metadata anyway.
+    const std::vector<status> st = data_only ? fs->sync_data_together(files) : fs->sync_together(files);
     size_t k = 0;
     for (size_t j : members) {
       status mine;
@@ -915,8 +990,10 @@ status log::close_files(bool write_marker) {
       status st;
       if (!files_unchanged_) {
         // The active segment and any a roll closed that the flusher has
-        // not sealed yet.
+        // not sealed yet. The active one's prepared tail goes: a clean
+        // open trusts the file to end at its last batch.
         active().seal_time_index();
+        active().release_reserve();
         for (auto& seg : segments_) {
           if (seg->sealed() && seg != segments_.back()) continue;
           if (st.ok() && cfg_.fsync) st = seg->sync();

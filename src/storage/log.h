@@ -339,6 +339,12 @@ class log : public std::enable_shared_from_this<log> {
   // Called by a flusher thread before it syncs a log whose flush.ms timer
   // fired: the next append arms the timer again.
   void timer_fired() { flush_timer_armed_ = false; }
+  // Called by the flusher's preparing thread when an append asked for it:
+  // writes the active segment's prepared tail (segment::write_zeros) up to
+  // limits::segment_prepare_bytes past its end, a piece at a time with mu_
+  // held, then syncs the file without mu_ and, unless the segment rolled or
+  // was cut meanwhile, records the tail as prepared. Not for other callers.
+  void prepare_tail();
 
  private:
   log(const log_context& ctx, std::string dir, std::string name, log_config cfg,
@@ -383,6 +389,7 @@ class log : public std::enable_shared_from_this<log> {
   struct flush_ask {
     bool now = false;       // flush.messages reached, or a roll left a segment to seal
     int64_t after_ms = -1;  // arm the flush.ms timer
+    bool prepare = false;   // the active segment's prepared tail runs short (prepare_tail)
   };
   result<append_result> append_and_ask(std::span<std::byte> batches, model::batch::crc_check crc,
                                        std::optional<leader_epoch> epoch);
@@ -467,6 +474,9 @@ class log : public std::enable_shared_from_this<log> {
     offset target;                                 // durable once the files are
     uint64_t gen = 0, rolls = 0;                   // truncations_ and rolls_ when planned
     uint64_t active_id = 0, active_bytes = 0;      // the active segment and its size when planned
+    // Only the active segment, written inside its prepared tail: its data
+    // alone needs syncing (io::file::sync_data).
+    bool data_only = false;
   };
   // The part of the active segment to drop from the page cache now that
   // `p` synced it (log_context::follower_cache_drop_behind_bytes), as
@@ -504,6 +514,8 @@ class log : public std::enable_shared_from_this<log> {
   // The last append was a follower's (append_replicated): only a
   // follower's copy leaves the page cache (cache_drop_locked).
   bool follower_tail_ = false;
+  bool prepare_asked_ = false;  // a prepare_tail is queued or running
+  int64_t prepare_skip_until_ms_ = 0;  // no prepare_tail before (monotonic): appends outpaced one
   int64_t unflushed_messages_ = 0;  // offsets appended since the last sync began (flush.messages)
   recovery_info recovery_;
   const bool closed_cleanly_;        // open()'s argument, read by recover()

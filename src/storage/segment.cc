@@ -97,6 +97,36 @@ result<probe> probe_batch(chunk_reader& rd, uint64_t pos, uint64_t to, offset mi
 // (a base at least `min_base` and within the segment's 2^31 offsets) alone
 // rules out nearly every position in random bytes, so few CRCs are
 // computed. nullopt when nothing intact follows: a torn tail.
+// Whether [from, to) of the file holds only zero bytes: a prepared tail
+// (segment::write_zeros) that no batch reached.
+result<bool> all_zeros(chunk_reader& rd, uint64_t from, uint64_t to) {
+  for (uint64_t pos = from; pos < to;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(to - pos, kScanChunkBytes));
+    SLUICE_ASSIGN_OR_RETURN(const std::byte* p, rd.get(pos, n));
+    if (!p) return false;
+    for (size_t i = 0; i < n; ++i)
+      if (p[i] != std::byte{0}) return false;
+    pos += n;
+  }
+  return true;
+}
+
+// One past the last non-zero byte of [from, to), or `from`: where the
+// written bytes of a torn tail end, zeros of a prepared tail after them not
+// counted (the torn bytes' own trailing zeros cannot be told from those).
+result<uint64_t> written_end(io::file& f, uint64_t from, uint64_t to) {
+  std::vector<std::byte> buf;
+  while (to > from) {
+    const uint64_t start = to - std::min<uint64_t>(to - from, kScanChunkBytes);
+    buf.resize(static_cast<size_t>(to - start));
+    SLUICE_ASSIGN_OR_RETURN(size_t got, f.pread(buf.data(), buf.size(), start));
+    for (size_t i = std::min(got, buf.size()); i > 0; --i)
+      if (buf[i - 1] != std::byte{0}) return start + i;
+    to = start;
+  }
+  return from;
+}
+
 result<std::optional<std::pair<uint64_t, batch::header>>> find_intact(chunk_reader& rd, uint64_t bad, uint64_t to,
                                                                       offset min_base, offset seg_base) {
   using found = std::optional<std::pair<uint64_t, batch::header>>;
@@ -403,11 +433,20 @@ result<segment::recovered> segment::recover(offset min_base, int64_t interval_by
     // from `min_base` on.
     const offset first = last_batch_rel_ >= 0 ? next_ : min_base;
     chunk_reader rd(*f, file_size);
-    SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, bad, file_size, first, base_));
-    if (!q && last) {
+    SLUICE_ASSIGN_OR_RETURN(bool zeros, all_zeros(rd, bad, file_size));
+    if (zeros) {
+      // The prepared tail past the last batch: no data, nothing lost.
       SLUICE_TRY(f->truncate(bad));
       size_ = bad;
-      out.tail = cut{bad, file_size - bad, std::move(*end.second)};
+      out.zeros_cut = file_size - bad;
+      break;
+    }
+    SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, bad, file_size, first, base_));
+    if (!q && last) {
+      SLUICE_ASSIGN_OR_RETURN(uint64_t written, written_end(*f, bad, file_size));
+      SLUICE_TRY(f->truncate(bad));
+      size_ = bad;
+      out.tail = cut{bad, written - bad, std::move(*end.second)};
       break;
     }
     damage d{bad, q ? q->first : file_size, first, q ? q->second.base_offset : first, std::move(end.second->message)};
@@ -465,11 +504,15 @@ status segment::append(std::span<const std::byte> data, std::span<const batch::h
       SLUICE_LOG_DEBUG("{}: reserving blocks: {}", log_path_, st.err().message);
     reserved_end_ = to;
   }
-  status st = f->append(data);
+  // At the segment's end, which a prepared tail puts before the file's.
+  status st = f->pwrite(data, start);
   if (!st.ok()) {
     // Leave no partial batch behind, so the next append (after a full disk,
     // say) writes where the segment ends. If even that fails, the file no
     // longer matches the segment: an I/O error, which takes the log offline.
+    // The cut takes the prepared tail with it.
+    zeroed_end_ = std::min(zeroed_end_, start);
+    prepared_end_ = std::min(prepared_end_, start);
     if (auto t = f->truncate(start); !t.ok())
       return status(errc::io_error, st.err().message + "; cutting the partial write failed: " + t.err().message);
     return st;
@@ -561,8 +604,27 @@ result<std::optional<segment::located>> segment::locate_max_time(offset from) {
   return best;
 }
 
+status segment::write_zeros(uint64_t to) {
+  static const std::vector<std::byte> zeros(limits::segment_prepare_piece_bytes);
+  const uint64_t from = std::max(size_, zeroed_end_);
+  if (to <= from) return {};
+  SLUICE_ASSIGN_OR_RETURN(auto f, file());
+  for (uint64_t pos = from; pos < to;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(to - pos, zeros.size()));
+    SLUICE_TRY(f->pwrite(std::span(zeros.data(), n), pos));
+    pos += n;
+    zeroed_end_ = pos;
+  }
+  return {};
+}
+
+void segment::set_prepared(uint64_t end) { prepared_end_ = std::max(prepared_end_, std::min(end, zeroed_end_)); }
+
 void segment::release_reserve() {
-  if (reserved_end_ <= size_) return;
+  const uint64_t past = std::max(reserved_end_, zeroed_end_);
+  zeroed_end_ = std::min(zeroed_end_, size_);
+  prepared_end_ = std::min(prepared_end_, size_);
+  if (past <= size_) return;
   reserved_end_ = size_;
   auto f = file();
   status st = f.ok() ? (*f)->truncate(size_) : f.to_status();
@@ -573,6 +635,8 @@ status segment::truncate_at(const located& at) {
   SLUICE_ASSIGN_OR_RETURN(auto f, file());
   SLUICE_TRY(f->truncate(at.pos));
   reserved_end_ = std::min(reserved_end_, at.pos);  // the cut released the rest
+  zeroed_end_ = std::min(zeroed_end_, at.pos);
+  prepared_end_ = std::min(prepared_end_, at.pos);
   std::erase_if(damage_, [&](const damage& d) { return d.pos >= at.pos; });
   std::erase_if(verified_, [&](const auto& r) { return r.first >= at.pos; });
   for (auto& r : verified_) r.second = std::min(r.second, at.pos);

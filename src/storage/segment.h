@@ -63,6 +63,7 @@ class segment {
   struct recovered {
     std::vector<damage> damaged;
     std::optional<cut> tail;
+    uint64_t zeros_cut = 0;  // bytes of a prepared tail (zeros past the last batch) cut: not a loss
   };
   using batch_visitor = std::function<void(const model::batch::header&)>;
 
@@ -135,10 +136,24 @@ class segment {
   // reservation that fails is only logged.
   status append(std::span<const std::byte> data, std::span<const model::batch::header> hs,
                 int64_t interval_bytes, uint64_t reserve_up_to = 0);
-  // Gives back the blocks reserved past the segment's end (a roll closed
-  // it). A failure is only logged: the blocks stay until the file is cut
-  // or deleted.
+  // Gives back the blocks reserved past the segment's end and cuts its
+  // prepared tail (a roll closed it, or the log closes). A failure is only
+  // logged: the blocks stay until the file is cut or deleted, and a
+  // prepared tail left behind is cut by the next recovery.
   void release_reserve();
+  // The prepared tail (storage/README.md, "Prepared tails"): zeros written
+  // past the segment's end, [size(), zeroed_end()), so that once a sync made
+  // them durable (set_prepared) appends below prepared_end() overwrite
+  // allocated, initialized blocks within the file's durable size, and only
+  // their data needs syncing. write_zeros extends it to `to` (no-op when it
+  // reaches that already); set_prepared(end) records that a sync which
+  // began with the tail written up to `end` succeeded. Appends that run past
+  // the tail extend the file as before. A cut (truncate_at, a failed
+  // append, release_reserve) shortens both.
+  status write_zeros(uint64_t to);
+  uint64_t zeroed_end() const { return std::max(zeroed_end_, size_); }
+  uint64_t prepared_end() const { return prepared_end_; }
+  void set_prepared(uint64_t end);
   // The first batch whose last offset is >= `o`, or nullopt past the end.
   result<std::optional<located>> locate(offset o);
   // The end position of a read region that starts at `start`: whole batches,
@@ -257,6 +272,8 @@ class segment {
   offset next_;
   uint64_t size_ = 0;
   uint64_t reserved_end_ = 0;  // file bytes below this were reserved (or tried), in this process
+  uint64_t zeroed_end_ = 0;    // file bytes in [size_, zeroed_end_) are zeros this process wrote
+  uint64_t prepared_end_ = 0;  // below it, appends need a data-only sync (set_prepared)
   int64_t max_ts_ = -1;
   std::optional<int64_t> closed_modified_ms_;
   int64_t created_ms_;
