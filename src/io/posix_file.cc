@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "io/file.h"
 
@@ -137,16 +138,25 @@ class posix_file final : public file {
 
 std::atomic<filesystem::sync_scope> posix_scope{filesystem::sync_scope::file};
 
+// The files as POSIX files, or nullopt when one is not (a test double,
+// which the base class's per-file syncs serve).
+std::optional<std::vector<posix_file*>> as_posix(std::span<file* const> files) {
+  std::vector<posix_file*> pf;
+  pf.reserve(files.size());
+  for (file* f : files) {
+    auto* p = dynamic_cast<posix_file*>(f);
+    if (!p) return std::nullopt;
+    pf.push_back(p);
+  }
+  return pf;
+}
+
 class posix_filesystem final : public filesystem {
  public:
   std::vector<status> sync_together(std::span<file* const> files) override {
-    std::vector<posix_file*> pf;
-    pf.reserve(files.size());
-    for (file* f : files) {
-      auto* p = dynamic_cast<posix_file*>(f);
-      if (!p) return filesystem::sync_together(files);
-      pf.push_back(p);
-    }
+    auto posix = as_posix(files);
+    if (!posix) return filesystem::sync_together(files);
+    const std::vector<posix_file*>& pf = *posix;
     std::vector<status> st(files.size());
     if (pf.empty()) return st;
     if (pf.size() == 1) {
@@ -170,13 +180,9 @@ class posix_filesystem final : public filesystem {
   }
 
   std::vector<status> sync_data_together(std::span<file* const> files) override {
-    std::vector<posix_file*> pf;
-    pf.reserve(files.size());
-    for (file* f : files) {
-      auto* p = dynamic_cast<posix_file*>(f);
-      if (!p) return filesystem::sync_data_together(files);
-      pf.push_back(p);
-    }
+    auto posix = as_posix(files);
+    if (!posix) return filesystem::sync_data_together(files);
+    const std::vector<posix_file*>& pf = *posix;
     std::vector<status> st(files.size());
     if (pf.empty()) return st;
     if (pf.size() == 1 || posix_scope.load(std::memory_order_relaxed) == sync_scope::file) {

@@ -30,6 +30,8 @@ def batches(path):
     out, pos = [], 0
     while pos + 61 <= len(data):
         base, length = struct.unpack_from(">qi", data, pos)
+        if length == 0:  # the segment's prepared tail: zeros past its last batch (docs/log_format.md)
+            break
         (delta,) = struct.unpack_from(">i", data, pos + 23)
         out.append((pos, base, base + delta, 12 + length))
         pos += 12 + length
