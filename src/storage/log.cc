@@ -632,6 +632,7 @@ result<bool> log::plan_sync_locked(pending_sync& p) {
 void log::prepare_tail() {
   uint64_t id = 0, gen = 0, target = 0;
   std::shared_ptr<io::file> f;
+  std::string path;
   {
     std::lock_guard g(mu_);
     prepare_asked_ = false;
@@ -643,6 +644,7 @@ void log::prepare_tail() {
     auto fr = a.file();
     if (!fr.ok()) return;  // the next append meets the error
     f = std::move(fr).value();
+    path = a.log_path();
   }
   // A piece at a time, so an append waits for one piece at most.
   for (;;) {
@@ -675,8 +677,13 @@ void log::prepare_tail() {
     zeroed = active().zeroed_end();
   }
   // The zeros, their blocks and the file's size become durable; appends
-  // meanwhile are synced too, which does no harm.
-  if (auto st = f->sync(); !st.ok()) {
+  // meanwhile are synced too, which does no harm. Through a descriptor of
+  // its own: the kernel reports a writeback error once per descriptor, and
+  // this sync must not take the report the group commit's syncs (on the
+  // shared one) need before they call anything durable.
+  auto own = ctx_.fs->open(path, io::open_mode::read_write);
+  if (!own.ok()) return;  // the segment went meanwhile
+  if (auto st = (*own)->sync(); !st.ok()) {
     SLUICE_LOG_DEBUG("{}: syncing the prepared tail: {}", name_, st.err().message);
     return;  // the group commit meets the error on its own
   }
