@@ -16,11 +16,8 @@ class fault_file final : public file {
     SLUICE_TRY(fs_.count_op("append", path_));
     auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
     SLUICE_ASSIGN_OR_RETURN(uint64_t at, base_->size());
-    fs_.note_written(path_, at);
-    if (ok_bytes > 0) {
-      fs_.note_overwrite(path_, *base_, at, ok_bytes);
-      SLUICE_TRY(base_->append(data.first(ok_bytes)));
-    }
+    fs_.note_write(path_, *base_, at, ok_bytes);
+    if (ok_bytes > 0) SLUICE_TRY(base_->append(data.first(ok_bytes)));
     if (err) return status(*err);
     return {};
   }
@@ -28,12 +25,8 @@ class fault_file final : public file {
   status pwrite(std::span<const std::byte> data, uint64_t pos) override {
     SLUICE_TRY(fs_.count_op("pwrite", path_));
     auto [ok_bytes, err] = fs_.admit_write(path_, data.size());
-    SLUICE_ASSIGN_OR_RETURN(uint64_t before, base_->size());
-    fs_.note_written(path_, before);
-    if (ok_bytes > 0) {
-      fs_.note_overwrite(path_, *base_, pos, ok_bytes);
-      SLUICE_TRY(base_->pwrite(data.first(ok_bytes), pos));
-    }
+    fs_.note_write(path_, *base_, pos, ok_bytes);
+    if (ok_bytes > 0) SLUICE_TRY(base_->pwrite(data.first(ok_bytes), pos));
     if (err) return status(*err);
     return {};
   }
@@ -59,9 +52,7 @@ class fault_file final : public file {
 
   status truncate(uint64_t size) override {
     SLUICE_TRY(fs_.count_op("truncate", path_));
-    SLUICE_ASSIGN_OR_RETURN(uint64_t before, base_->size());
-    fs_.note_written(path_, before);
-    fs_.note_truncated(path_, size);
+    fs_.note_truncate(path_, *base_, size);
     return base_->truncate(size);
   }
 
@@ -190,10 +181,19 @@ uint64_t fault_fs::data_syncs() const {
   return data_syncs_;
 }
 
-void fault_fs::note_overwrite(const std::string& path, file& base, uint64_t pos, size_t n) {
-  std::lock_guard g(mu_);
+// With mu_ held: a file this filesystem has not written yet was as durable
+// as it is now.
+std::map<std::string, uint64_t>::iterator fault_fs::track_locked(const std::string& path, file& base) {
   auto it = synced_size_.find(path);
-  if (it == synced_size_.end() || pos >= it->second) return;
+  if (it != synced_size_.end()) return it;
+  auto size = base.size();
+  return synced_size_.emplace(path, size.ok() ? *size : 0).first;
+}
+
+void fault_fs::note_write(const std::string& path, file& base, uint64_t pos, size_t n) {
+  std::lock_guard g(mu_);
+  auto it = track_locked(path, base);
+  if (n == 0 || pos >= it->second) return;
   std::vector<std::byte> old(static_cast<size_t>(std::min<uint64_t>(n, it->second - pos)));
   auto got = base.pread(old.data(), old.size(), pos);
   if (!got.ok()) return;
@@ -201,21 +201,16 @@ void fault_fs::note_overwrite(const std::string& path, file& base, uint64_t pos,
   if (!old.empty()) undo_[path].emplace_back(pos, std::move(old));
 }
 
-void fault_fs::note_truncated(const std::string& path, uint64_t size) {
+void fault_fs::note_truncate(const std::string& path, file& base, uint64_t size) {
   // The model keeps a cut (it is not undone): what it removed has nothing
   // to come back to.
   std::lock_guard g(mu_);
+  track_locked(path, base);
   auto it = undo_.find(path);
   if (it == undo_.end()) return;
   for (auto& [pos, old] : it->second)
     if (pos + old.size() > size) old.resize(pos >= size ? 0 : static_cast<size_t>(size - pos));
   std::erase_if(it->second, [](const auto& u) { return u.second.empty(); });
-}
-
-void fault_fs::note_written(const std::string& path, uint64_t size_before) {
-  // A file this filesystem has not written yet was as durable as it is.
-  std::lock_guard g(mu_);
-  synced_size_.try_emplace(path, size_before);
 }
 
 status fault_fs::drop_unsynced() {
@@ -243,7 +238,10 @@ status fault_fs::drop_unsynced() {
 result<std::unique_ptr<file>> fault_fs::open(const std::string& path, open_mode mode) {
   if (mode != open_mode::read_only && mode != open_mode::read_write) SLUICE_TRY(count_op("open", path));
   SLUICE_ASSIGN_OR_RETURN(auto f, base_.open(path, mode));
-  if (mode == open_mode::truncate || mode == open_mode::create_new) note_written(path, 0);
+  if (mode == open_mode::truncate || mode == open_mode::create_new) {
+    std::lock_guard g(mu_);
+    synced_size_.try_emplace(path, 0);
+  }
   return std::unique_ptr<file>(std::make_unique<fault_file>(*this, std::move(f), path));
 }
 

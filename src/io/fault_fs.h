@@ -85,11 +85,12 @@ class fault_fs final : public filesystem {
   status check_sync(const std::string& path, bool& skip);
   void note_synced(const std::string& path, uint64_t size);
   void note_data_synced(const std::string& path);
-  // Before a write of [pos, pos + n): keeps the old bytes of its part below
-  // the durable size, for drop_unsynced to put back.
-  void note_overwrite(const std::string& path, file& base, uint64_t pos, size_t n);
-  void note_truncated(const std::string& path, uint64_t size);
-  void note_written(const std::string& path, uint64_t size_before);
+  // Before a write of [pos, pos + n) or a cut to `size` of `base`: the file
+  // is tracked from now on, and a write keeps the old bytes of its part
+  // below the durable size, for drop_unsynced to put back.
+  void note_write(const std::string& path, file& base, uint64_t pos, size_t n);
+  void note_truncate(const std::string& path, file& base, uint64_t size);
+  std::map<std::string, uint64_t>::iterator track_locked(const std::string& path, file& base);
 
   filesystem& base_;
   mutable std::mutex mu_;

@@ -151,57 +151,21 @@ std::optional<std::vector<posix_file*>> as_posix(std::span<file* const> files) {
   return pf;
 }
 
+// Each file synced by its own call (`sync` or `sync_data`), after the
+// writeback of all of them was started when there are several: the device
+// works on every file at once. One status per file.
+std::vector<status> sync_each(const std::vector<posix_file*>& pf, status (file::*sync)()) {
+  std::vector<status> st(pf.size());
+  if (pf.size() > 1)
+    for (auto* p : pf) p->start_writeback();
+  for (size_t i = 0; i < pf.size(); ++i) st[i] = (pf[i]->*sync)();
+  return st;
+}
+
 class posix_filesystem final : public filesystem {
  public:
-  std::vector<status> sync_together(std::span<file* const> files) override {
-    auto posix = as_posix(files);
-    if (!posix) return filesystem::sync_together(files);
-    const std::vector<posix_file*>& pf = *posix;
-    std::vector<status> st(files.size());
-    if (pf.empty()) return st;
-    if (pf.size() == 1) {
-      st[0] = pf[0]->sync();
-      return st;
-    }
-    if (posix_scope.load(std::memory_order_relaxed) == sync_scope::file) {
-      for (auto* p : pf) p->start_writeback();
-      for (size_t i = 0; i < pf.size(); ++i) st[i] = pf[i]->sync();
-      return st;
-    }
-    // syncfs writes and waits for every dirty page and inode of the file
-    // system. On ext4 without a journal its last metadata writes come after
-    // its device flush, so one fdatasync follows for a flush that covers
-    // them; then each file reports its own writeback errors, which syncfs
-    // reports only once for the whole file system.
-    status all = pf[0]->sync_file_system();
-    if (all.ok()) all = pf[0]->sync();
-    for (size_t i = 0; i < pf.size(); ++i) st[i] = !all.ok() ? all : i == 0 ? status() : pf[i]->writeback_error();
-    return st;
-  }
-
-  std::vector<status> sync_data_together(std::span<file* const> files) override {
-    auto posix = as_posix(files);
-    if (!posix) return filesystem::sync_data_together(files);
-    const std::vector<posix_file*>& pf = *posix;
-    std::vector<status> st(files.size());
-    if (pf.empty()) return st;
-    if (pf.size() == 1 || posix_scope.load(std::memory_order_relaxed) == sync_scope::file) {
-      if (pf.size() > 1)
-        for (auto* p : pf) p->start_writeback();
-      for (size_t i = 0; i < pf.size(); ++i) st[i] = pf[i]->sync_data();
-      return st;
-    }
-    // Every file's pages go to the device together, each file reports its
-    // own writeback errors, and the first one's fdatasync (with its data
-    // written, nothing left but the flush) flushes the device's cache for
-    // all of them: the same one-flush premise as syncfs in sync_together.
-    for (auto* p : pf) p->start_writeback();
-    for (size_t i = 1; i < pf.size(); ++i) st[i] = pf[i]->write_data();
-    st[0] = pf[0]->sync_data();
-    for (size_t i = 1; i < pf.size(); ++i)
-      if (st[i].ok() && !st[0].ok()) st[i] = st[0];
-    return st;
-  }
+  std::vector<status> sync_together(std::span<file* const> files) override { return together(files, false); }
+  std::vector<status> sync_data_together(std::span<file* const> files) override { return together(files, true); }
 
   result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) override {
     int flags = O_CLOEXEC;
@@ -285,6 +249,39 @@ class posix_filesystem final : public filesystem {
     if (::statvfs(path.c_str(), &s) != 0) return os_error("statvfs", path, errno);
     return static_cast<uint64_t>(s.f_blocks) * s.f_frsize;
   }
+
+ private:
+  // sync_together (`data` false) or sync_data_together (true).
+  std::vector<status> together(std::span<file* const> files, bool data) {
+    auto posix = as_posix(files);
+    if (!posix) return data ? filesystem::sync_data_together(files) : filesystem::sync_together(files);
+    const std::vector<posix_file*>& pf = *posix;
+    if (pf.size() <= 1 || posix_scope.load(std::memory_order_relaxed) == sync_scope::file)
+      return sync_each(pf, data ? &file::sync_data : &file::sync);
+    std::vector<status> st(pf.size());
+    if (data) {
+      // Every file's pages go to the device together, each file reports its
+      // own writeback errors, and the first one's fdatasync (with its data
+      // written, nothing left but the flush) flushes the device's cache for
+      // all of them: the same one-flush premise as syncfs below.
+      for (auto* p : pf) p->start_writeback();
+      for (size_t i = 1; i < pf.size(); ++i) st[i] = pf[i]->write_data();
+      st[0] = pf[0]->sync_data();
+      for (size_t i = 1; i < pf.size(); ++i)
+        if (st[i].ok() && !st[0].ok()) st[i] = st[0];
+      return st;
+    }
+    // syncfs writes and waits for every dirty page and inode of the file
+    // system. On ext4 without a journal its last metadata writes come after
+    // its device flush, so one fdatasync follows for a flush that covers
+    // them; then each file reports its own writeback errors, which syncfs
+    // reports only once for the whole file system.
+    status all = pf[0]->sync_file_system();
+    if (all.ok()) all = pf[0]->sync();
+    for (size_t i = 0; i < pf.size(); ++i) st[i] = !all.ok() ? all : i == 0 ? status() : pf[i]->writeback_error();
+    return st;
+  }
+
 };
 
 }  // namespace

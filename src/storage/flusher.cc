@@ -37,7 +37,7 @@ void flusher::run_preparing() {
     std::shared_ptr<log> l = to_prepare_.front().lock();
     to_prepare_.pop_front();
     if (!l) {  // dropped meanwhile
-      if (busy_ == 0 && queue_.empty() && to_prepare_.empty()) idle_cv_.notify_all();
+      if (idle_locked()) idle_cv_.notify_all();
       continue;
     }
     preparing_ = true;
@@ -46,10 +46,9 @@ void flusher::run_preparing() {
     l.reset();  // the last owner may be us; destroyed outside the lock
     lk.lock();
     preparing_ = false;
-    if (busy_ == 0 && queue_.empty() && to_prepare_.empty()) idle_cv_.notify_all();
+    if (idle_locked()) idle_cv_.notify_all();
   }
   to_prepare_.clear();
-  preparing_ = false;
   idle_cv_.notify_all();
 }
 
@@ -98,9 +97,7 @@ void flusher::promote_due_locked() {
 
 void flusher::wait_idle() {
   std::unique_lock lk(mu_);
-  idle_cv_.wait(lk, [&] {
-    return stopped_ || (queue_.empty() && busy_ == 0 && to_prepare_.empty() && !preparing_);
-  });
+  idle_cv_.wait(lk, [&] { return stopped_ || idle_locked(); });
 }
 
 void flusher::stop() {
@@ -150,7 +147,7 @@ void flusher::run() {
     round.clear();  // the last owner may be us; destroyed outside the lock
     lk.lock();
     busy_ -= n;
-    if (busy_ == 0 && queue_.empty()) idle_cv_.notify_all();
+    if (idle_locked()) idle_cv_.notify_all();
   }
   // Requests after the last thread leaves are served by their callers.
   if (--running_ == 0) {

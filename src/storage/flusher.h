@@ -76,6 +76,8 @@ class flusher {
 
   void run();
   void run_preparing();
+  // No sync, seal or tail preparation queued or running (with mu_ held).
+  bool idle_locked() const { return queue_.empty() && busy_ == 0 && to_prepare_.empty() && !preparing_; }
   // Moves the timers that are due to the queue (with mu_ held).
   void promote_due_locked();
 

@@ -87,16 +87,6 @@ result<probe> probe_batch(chunk_reader& rd, uint64_t pos, uint64_t to, offset mi
   return probe{h, {}};
 }
 
-// The first intact batch after a bad one at `bad` in [.., to), with a base
-// offset of at least `min_base` (one past the last good batch): first where
-// the bad batch's length says the next one starts, when that is plausible
-// (a flipped bit in the records leaves the length intact, and trying there
-// first keeps a batch that happens to sit inside the damaged batch's
-// records from being taken for a real one); then at every byte after
-// `bad`. A candidate must be fully intact, CRC included; the offset rule
-// (a base at least `min_base` and within the segment's 2^31 offsets) alone
-// rules out nearly every position in random bytes, so few CRCs are
-// computed. nullopt when nothing intact follows: a torn tail.
 // Whether [from, to) of the file holds only zero bytes: a prepared tail
 // (segment::write_zeros) that no batch reached.
 result<bool> all_zeros(chunk_reader& rd, uint64_t from, uint64_t to) {
@@ -127,6 +117,16 @@ result<uint64_t> written_end(io::file& f, uint64_t from, uint64_t to) {
   return from;
 }
 
+// The first intact batch after a bad one at `bad` in [.., to), with a base
+// offset of at least `min_base` (one past the last good batch): first where
+// the bad batch's length says the next one starts, when that is plausible
+// (a flipped bit in the records leaves the length intact, and trying there
+// first keeps a batch that happens to sit inside the damaged batch's
+// records from being taken for a real one); then at every byte after
+// `bad`. A candidate must be fully intact, CRC included; the offset rule
+// (a base at least `min_base` and within the segment's 2^31 offsets) alone
+// rules out nearly every position in random bytes, so few CRCs are
+// computed. nullopt when nothing intact follows: a torn tail.
 result<std::optional<std::pair<uint64_t, batch::header>>> find_intact(chunk_reader& rd, uint64_t bad, uint64_t to,
                                                                       offset min_base, offset seg_base) {
   using found = std::optional<std::pair<uint64_t, batch::header>>;
@@ -438,7 +438,6 @@ result<segment::recovered> segment::recover(offset min_base, int64_t interval_by
       // The prepared tail past the last batch: no data, nothing lost.
       SLUICE_TRY(f->truncate(bad));
       size_ = bad;
-      out.zeros_cut = file_size - bad;
       break;
     }
     SLUICE_ASSIGN_OR_RETURN(auto q, find_intact(rd, bad, file_size, first, base_));

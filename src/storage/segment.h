@@ -63,7 +63,6 @@ class segment {
   struct recovered {
     std::vector<damage> damaged;
     std::optional<cut> tail;
-    uint64_t zeros_cut = 0;  // bytes of a prepared tail (zeros past the last batch) cut: not a loss
   };
   using batch_visitor = std::function<void(const model::batch::header&)>;
 
