@@ -383,7 +383,9 @@ TEST(LogFault, FlushMsSyncsDataNobodyWaitsFor) {
   ASSERT_TRUE(durable_soon(*l, offset(5))) << l->durable_offset().value();
   // Idle: no more syncs once everything is durable, however far the clock
   // moves. (The pause lets a wrongly armed timer show; it cannot fail a
-  // correct flusher.)
+  // correct flusher.) The prepared tail the appends asked for is synced by
+  // then (wait_idle: a timer not yet due does not count as work).
+  env.flush.wait_idle();
   const uint64_t idle = ffs.syncs();
   env.clk.advance_ms(3'600'000);
   std::this_thread::sleep_for(std::chrono::milliseconds(10 * limits::manual_clock_poll_ms));
