@@ -90,13 +90,18 @@ void offset_map::clear() {
 // ---- one clean ---------------------------------------------------------------------
 
 dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty,
-                            int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms) {
+                            offset high_watermark, int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms) {
   dirtiness d;
   if (segments.empty()) return d;
   d.cleanable_end = segments.back().base;  // never the active segment
   uint64_t total = 0;
   for (size_t i = 0; i + 1 < segments.size(); ++i) {
     const auto& s = segments[i];
+    // Nothing at or past the high watermark is committed yet.
+    if (s.next > high_watermark) {
+      d.cleanable_end = s.base;
+      break;
+    }
     // min.compaction.lag.ms: a segment holding a record younger than that
     // is not cleaned yet, nor anything after it.
     if (min_lag_ms > 0 && s.max_timestamp > now_ms - min_lag_ms) {
@@ -303,8 +308,8 @@ status clean_group(clean_context& c, const std::vector<storage::segment_info>& s
 }  // namespace
 
 result<clean_result> clean_log(storage::log& log, const config::topic_config& cfg, offset_map& map,
-                               const std::vector<offset>& producer_last, int64_t now_ms,
-                               const std::atomic<bool>& stop) {
+                               const std::vector<offset>& producer_last, offset high_watermark,
+                               int64_t now_ms, const std::atomic<bool>& stop) {
   clean_result out;
   clean_context c{log, cfg, map, {}, now_ms, log.log_start_offset(), stop, out};
   for (auto o : producer_last) c.producer_last.insert(o.value());
@@ -312,7 +317,7 @@ result<clean_result> clean_log(storage::log& log, const config::topic_config& cf
   const offset first_dirty = log.cleaner_checkpoint();
   out.map_end = first_dirty;
   if (segs.size() < 2) return out;
-  const auto d = measure_dirtiness(segs, first_dirty, now_ms, cfg.min_compaction_lag_ms,
+  const auto d = measure_dirtiness(segs, first_dirty, high_watermark, now_ms, cfg.min_compaction_lag_ms,
                                    cfg.max_compaction_lag_ms);
   map.clear();
   SLUICE_ASSIGN_OR_RETURN(out.map_end, build_map(c, segs, first_dirty, d.cleanable_end));
@@ -396,7 +401,7 @@ bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
       if (!cfg.cleanup_compact) continue;
       auto& lg = part->log();
       if (busy_.count(lg.name()) || lg.offline()) continue;
-      const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), now,
+      const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), part->high_watermark(), now,
                                        cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms);
       double score = d.ratio;
       const bool dirty_enough = d.dirty_bytes > 0 && d.ratio >= cfg.min_cleanable_dirty_ratio;
@@ -417,7 +422,8 @@ bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
   // The map's memory is taken only once there is something to clean, so a
   // broker without compacted topics never pays for it.
   if (!map) map = std::make_unique<offset_map>(map_bytes_per_thread_);
-  auto r = clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), now, stopping_);
+  auto r = clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), best->high_watermark(), now,
+                     stopping_);
   std::lock_guard g(mu_);
   busy_.erase(lg.name());
   if (!r.ok()) {

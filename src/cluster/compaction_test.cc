@@ -88,8 +88,11 @@ class Compaction : public ::testing::Test {
     ASSERT_TRUE(log_->set_config(c).ok());
   }
 
-  result<clean_result> clean(offset_map& map, std::vector<offset> producer_last = {}) {
-    return clean_log(*log_, cfg_, map, producer_last, env_.clk.now_ms(), stop_);
+  // A sole replica's high watermark is its log end offset.
+  result<clean_result> clean(offset_map& map, std::vector<offset> producer_last = {},
+                             std::optional<offset> high_watermark = std::nullopt) {
+    return clean_log(*log_, cfg_, map, producer_last, high_watermark.value_or(log_->log_end_offset()),
+                     env_.clk.now_ms(), stop_);
   }
 
   // Every record readable from the log start, per key in offset order;
@@ -213,6 +216,33 @@ TEST_F(Compaction, KeepsTheNewestValuePerKeyWithOffsetsCodecsAndCrcs) {
   log_.reset();
 }
 
+// A committed value is never cleaned away in favour of one past the high
+// watermark: a failover may truncate the newer one (issue 31's lost
+// consumer offset). Only once the high watermark passes it does it count.
+TEST_F(Compaction, NeverPastTheHighWatermark) {
+  produce({{"offset", "committed"}, {"x", "1"}}, records::compression::none);
+  roll();  // segment 0: the committed value
+  const offset committed_end = log_->active_segment_base();
+  produce({{"offset", "uncommitted"}, {"x", "2"}}, records::compression::none);
+  roll();  // segment 1: a newer value the ISR does not have yet
+  const offset uncommitted_end = log_->active_segment_base();
+  offset_map map(1 << 20);
+  auto r = clean(map, {}, committed_end);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  auto got = read_all();
+  ASSERT_EQ(got["offset"].size(), 2u);
+  EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("committed"));
+  EXPECT_LE(log_->cleaner_checkpoint(), committed_end);
+  // The high watermark inside the second segment still leaves it alone.
+  ASSERT_TRUE(clean(map, {}, uncommitted_end - 1).ok());
+  EXPECT_EQ(read_all()["offset"].size(), 2u);
+  // Committed: now the newer value wins.
+  ASSERT_TRUE(clean(map, {}, uncommitted_end).ok());
+  got = read_all();
+  ASSERT_EQ(got["offset"].size(), 1u);
+  EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("uncommitted"));
+}
+
 TEST_F(Compaction, TombstonesStayForDeleteRetentionThenGo) {
   for (int i = 0; i < 40; ++i)
     produce({{"k" + std::to_string(i % 10), std::string(200, 'v')}}, kCodecs[i % 5]);
@@ -288,17 +318,24 @@ TEST(CompactionDirtiness, RespectsMinLagAndNeverTheActiveSegment) {
                                           {offset(10), offset(20), 1000, 200, 200},
                                           {offset(20), offset(30), 1000, 900, 900},
                                           {offset(30), offset(35), 500, 950, 950}};
-  auto d = measure_dirtiness(s, offset(10), 1000, 0, INT64_MAX);
+  auto d = measure_dirtiness(s, offset(10), offset(35), 1000, 0, INT64_MAX);
   EXPECT_EQ(d.cleanable_end, offset(30));
   EXPECT_EQ(d.dirty_bytes, 2000u);
   EXPECT_DOUBLE_EQ(d.ratio, 2.0 / 3.0);
   EXPECT_FALSE(d.past_max_lag);
   // Records younger than 500 ms at now=1000 (the segment with 900) stay dirty.
-  d = measure_dirtiness(s, offset(10), 1000, 500, INT64_MAX);
+  d = measure_dirtiness(s, offset(10), offset(35), 1000, 500, INT64_MAX);
   EXPECT_EQ(d.cleanable_end, offset(20));
   EXPECT_DOUBLE_EQ(d.ratio, 0.5);
-  d = measure_dirtiness(s, offset(10), 1000, 0, 700);
+  d = measure_dirtiness(s, offset(10), offset(35), 1000, 0, 700);
   EXPECT_TRUE(d.past_max_lag);
+  // A high watermark inside a closed segment: that segment and all after
+  // it are not committed yet, so not cleanable.
+  d = measure_dirtiness(s, offset(10), offset(25), 1000, 0, INT64_MAX);
+  EXPECT_EQ(d.cleanable_end, offset(20));
+  EXPECT_EQ(d.dirty_bytes, 1000u);
+  d = measure_dirtiness(s, offset(10), offset(20), 1000, 0, INT64_MAX);
+  EXPECT_EQ(d.cleanable_end, offset(20));
 }
 
 TEST(OffsetMap, KeepsTheNewestOffsetAndRefusesWhenFull) {
