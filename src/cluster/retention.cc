@@ -10,9 +10,12 @@
 namespace sluice::cluster {
 
 std::optional<offset> retention_cutoff(const std::vector<storage::segment_info>& segments, offset log_start,
-                                       int64_t now_ms, int64_t retention_ms, int64_t retention_bytes) {
+                                       offset high_watermark, int64_t now_ms, int64_t retention_ms,
+                                       int64_t retention_bytes) {
   if (segments.size() < 2) return std::nullopt;  // only the active segment
-  const size_t closed = segments.size() - 1;
+  // Closed segments that end at or below the high watermark.
+  size_t closed = 0;
+  while (closed + 1 < segments.size() && segments[closed].next <= high_watermark) ++closed;
   offset cut = log_start;
   if (retention_ms >= 0) {
     for (size_t i = 0; i < closed; ++i) {
@@ -84,7 +87,8 @@ int retention_task::run_once() {
     const auto cfg = part->config();
     if (!cfg.cleanup_delete) continue;
     auto& log = part->log();
-    auto cut = retention_cutoff(log.segments(), log.log_start_offset(), now, cfg.retention_ms, cfg.retention_bytes);
+    auto cut = retention_cutoff(log.segments(), log.log_start_offset(), part->high_watermark(), now,
+                                cfg.retention_ms, cfg.retention_bytes);
     if (!cut) continue;
     const auto& tp = part->id();
     if (auto s = log.advance_log_start(*cut); !s.ok()) {

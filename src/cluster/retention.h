@@ -29,9 +29,13 @@ namespace sluice::cluster {
 class partition_manager;
 
 // What one pass decides for one log: the new log start offset, or nullopt
-// to leave it. Pure, for tests.
+// to leave it. Pure, for tests. Only segments wholly below `high_watermark`
+// go (Kafka's deletable segments end at the high watermark): a leader whose
+// follower lags a segment behind must not delete batches acks=all has yet
+// to confirm, nor a follower what its leader still serves.
 std::optional<offset> retention_cutoff(const std::vector<storage::segment_info>& segments, offset log_start,
-                                       int64_t now_ms, int64_t retention_ms, int64_t retention_bytes);
+                                       offset high_watermark, int64_t now_ms, int64_t retention_ms,
+                                       int64_t retention_bytes);
 
 class retention_task {
  public:
