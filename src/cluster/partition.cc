@@ -5,6 +5,7 @@
 
 #include "base/limits.h"
 #include "base/log.h"
+#include "cluster/truncation.h"
 #include "model/record_batch.h"
 #include "protocol/records/validate.h"
 
@@ -74,6 +75,11 @@ void partition::stop_leading() {
                                                           std::to_string(tp_.partition)));
 }
 
+void partition::leave() {
+  left_.store(true, std::memory_order_release);
+  stop_leading();
+}
+
 errc partition::check_leader(int32_t current_leader_epoch) const {
   if (!is_leader()) return errc::not_leader;
   if (current_leader_epoch < 0) return errc::ok;
@@ -102,7 +108,7 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
     if (st.leader_epoch < held || (st.leader_epoch == held && st.partition_epoch < partition_epoch_))
       return false;
     const bool was_leader = leader_.load(std::memory_order_acquire);
-    const bool leads = st.leader == node_id_;
+    const bool leads = st.leader == node_id_ && !left_.load(std::memory_order_acquire);
     const offset end = log_->log_end_offset();
     const int64_t now = clk_->monotonic_ms();
     if (leads && (!was_leader || st.leader_epoch != held)) {
@@ -152,7 +158,44 @@ std::vector<storage::durable_callback> partition::take_commit_waiters_locked() {
   std::vector<storage::durable_callback> out;
   for (auto& [_, cb] : commit_waiters_) out.push_back(std::move(cb));
   commit_waiters_.clear();
+  for (auto& [_, cb] : low_watermark_waiters_) out.push_back(std::move(cb));
+  low_watermark_waiters_.clear();
   return out;
+}
+
+offset partition::low_watermark_locked() const {
+  if (!has_followers()) return log_->log_start_offset();
+  return tracker_.low_watermark(log_->log_start_offset());
+}
+
+offset partition::low_watermark() const {
+  std::lock_guard g(state_mu_);
+  return low_watermark_locked();
+}
+
+std::vector<storage::durable_callback> partition::take_low_watermark_waiters_locked() {
+  std::vector<storage::durable_callback> out;
+  const int64_t low = low_watermark_locked().value();
+  while (!low_watermark_waiters_.empty() && low_watermark_waiters_.begin()->first <= low) {
+    out.push_back(std::move(low_watermark_waiters_.begin()->second));
+    low_watermark_waiters_.erase(low_watermark_waiters_.begin());
+  }
+  return out;
+}
+
+void partition::on_low_watermark(offset target, storage::durable_callback cb) {
+  {
+    std::lock_guard g(state_mu_);
+    if (is_leader()) {
+      if (low_watermark_locked() < target) {
+        low_watermark_waiters_.emplace(target.value(), std::move(cb));
+        return;
+      }
+    }
+  }
+  if (!is_leader())
+    return cb(status(errc::not_leader, "this broker no longer leads " + tp_.topic + "-" + std::to_string(tp_.partition)));
+  cb({});
 }
 
 void partition::answer(std::vector<storage::durable_callback> cbs, const status& s) {
@@ -203,16 +246,20 @@ void partition::wait_high_watermark(offset last, storage::durable_callback cb) {
                                   " moved before the batch was replicated"));
 }
 
-void partition::on_follower_fetch(int32_t replica, offset fetch_offset, int64_t broker_epoch) {
-  std::vector<storage::durable_callback> covered;
+void partition::on_follower_fetch(int32_t replica, offset fetch_offset, int64_t broker_epoch,
+                                  offset follower_log_start) {
+  std::vector<storage::durable_callback> covered, deleted;
   bool moved = false;
   {
     std::lock_guard g(state_mu_);
     if (!is_leader()) return;
-    moved = tracker_.on_fetch(replica, fetch_offset, log_->log_end_offset(), clk_->monotonic_ms(), broker_epoch);
+    moved = tracker_.on_fetch(replica, fetch_offset, log_->log_end_offset(), clk_->monotonic_ms(), broker_epoch,
+                              follower_log_start);
     if (moved) covered = publish_high_watermark_locked();
+    if (!low_watermark_waiters_.empty()) deleted = take_low_watermark_waiters_locked();
   }
   answer(std::move(covered), {});
+  answer(std::move(deleted), {});
   if (moved) wake_listeners(true, false);
 }
 
@@ -247,12 +294,22 @@ std::vector<follower_progress> partition::follower_progress_view() const {
   return tracker_.followers();
 }
 
-result<storage::append_result> partition::append_replicated(std::span<std::byte> batches) {
+result<storage::append_result> partition::append_replicated(std::span<std::byte> batches, leader_epoch fetched_at,
+                                                            offset fetch_offset) {
   {
     std::lock_guard g(append_mu_);
-    if (is_leader())
-      return error{errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) +
-                                               ": a leader does not append replicated batches"};
+    const std::string name = tp_.topic + "-" + std::to_string(tp_.partition);
+    if (is_leader()) return error{errc::invalid_argument, name + ": a leader does not append replicated batches"};
+    // apply_state changes the epoch and truncation the log end under
+    // append_mu_: both checks hold until the append is done.
+    if (epoch_.load(std::memory_order_acquire) != fetched_at.value())
+      return error{errc::fenced_leader_epoch, name + ": fetched at leader epoch " +
+                                                  std::to_string(fetched_at.value()) + ", now at " +
+                                                  std::to_string(epoch_.load())};
+    if (log_->log_end_offset() != fetch_offset)
+      return error{errc::offset_out_of_range, name + ": fetched from " + std::to_string(fetch_offset.value()) +
+                                                  ", the log now ends at " +
+                                                  std::to_string(log_->log_end_offset().value())};
     SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches));
     // The log checked every header; the producer state follows each batch.
     size_t pos = 0;
@@ -269,6 +326,29 @@ result<storage::append_result> partition::append_replicated(std::span<std::byte>
   }
 }
 
+int32_t partition::last_written_epoch() const {
+  const auto e = log_->latest_epoch();
+  return e ? e->epoch.value() : -1;
+}
+
+std::optional<std::pair<int32_t, int64_t>> partition::diverging_epoch(int32_t last_fetched_epoch,
+                                                                      offset fetch_offset) const {
+  if (last_fetched_epoch < 0) return std::nullopt;
+  const int32_t current = epoch_.load(std::memory_order_acquire);
+  // The usual fetch: the follower's last batch is of this leader's epoch,
+  // which ends at the log end here, and the fetch offset is within it.
+  if (last_fetched_epoch == current) return std::nullopt;
+  const offset end = log_->log_end_offset();
+  const epoch_end e = epoch_end_for(with_current_epoch(log_->leader_epochs(), leader_epoch(current), end), end,
+                                    last_fetched_epoch);
+  // An epoch above this leader's (its metadata lags) or no history:
+  // nothing to compare, as Kafka serves such a fetch.
+  if (e.undefined() || e.leader_epoch < 0) return std::nullopt;
+  if (e.leader_epoch < last_fetched_epoch || offset(e.end_offset) < fetch_offset)
+    return std::pair{e.leader_epoch, e.end_offset};
+  return std::nullopt;
+}
+
 void partition::set_leader_high_watermark(offset leader_hw) {
   const offset hw = std::min(leader_hw, log_->log_end_offset());
   int64_t cur = hw_.load(std::memory_order_acquire);
@@ -280,6 +360,13 @@ void partition::set_leader_high_watermark(offset leader_hw) {
     }
   }
   if (moved) wake_listeners(true, false);
+}
+
+status partition::follow_log_start(offset leader_log_start) {
+  if (is_leader()) return {};
+  const offset o = std::min(leader_log_start, high_watermark());
+  if (o <= log_->log_start_offset()) return {};
+  return log_->advance_log_start(o);
 }
 
 status partition::truncate_to(offset o) {
@@ -350,6 +437,11 @@ std::optional<int64_t> partition::batch_time_at(offset o) {
 status partition::delete_records_before(offset o) {
   if (o > high_watermark()) return status(errc::offset_out_of_range, "above the high watermark");
   return log_->advance_log_start(o);
+}
+
+void partition::delete_records_before_async(offset o, std::function<void(status)> done) {
+  if (o > high_watermark()) return done(status(errc::offset_out_of_range, "above the high watermark"));
+  log_->advance_log_start_async(o, std::move(done));
 }
 
 offset partition::log_start_offset() const { return log_->log_start_offset(); }

@@ -190,6 +190,11 @@ class partition : public std::enable_shared_from_this<partition> {
   // appends answer errc::not_leader, so clients go to the leader the
   // controller elects next. The next apply_state decides again.
   void stop_leading();
+  // The same for good (a broker shutting down): no later apply_state makes
+  // this broker lead again, whatever the store still names (a watch event
+  // that arrives before the control plane stops would otherwise take
+  // appends again after the controlled shutdown began).
+  void leave();
   // Whether this broker leads the partition (appends are accepted).
   bool is_leader() const { return leader_.load(std::memory_order_acquire); }
   // The leader the store names (-1: none), whoever it is.
@@ -210,7 +215,10 @@ class partition : public std::enable_shared_from_this<partition> {
   // its disk), trusted with `broker_epoch` (-1: none); moves the high
   // watermark and answers the commit waiters it covers. Call only for an
   // offset within [log start, log end].
-  void on_follower_fetch(int32_t replica, offset fetch_offset, int64_t broker_epoch = -1);
+  // `follower_log_start`: the follower's log start offset its fetch named
+  // (-1: not given), which a DeleteRecords waits on (on_low_watermark).
+  void on_follower_fetch(int32_t replica, offset fetch_offset, int64_t broker_epoch = -1,
+                         offset follower_log_start = offset(-1));
   // The ISR change this leader should ask for now (replica_tracker's
   // propose_isr with replica.lag.time.max.ms), or nullopt.
   std::optional<isr_request> propose_isr(int64_t lag_max_ms);
@@ -221,12 +229,40 @@ class partition : public std::enable_shared_from_this<partition> {
   // ---- Replication: the follower's side -----------------------------------------
   // Appends the leader's batches unchanged (offsets, epochs, producer
   // fields), as a follower; the producer state follows, so that after a
-  // leader change a producer's retry is still recognised. A leader refuses
-  // (errc::invalid_argument): it appends only its own producers' batches.
-  result<storage::append_result> append_replicated(std::span<std::byte> batches);
+  // leader change a producer's retry is still recognised. `batches`
+  // answer a fetch sent at leader epoch `fetched_at` from `fetch_offset`
+  // (the log end offset then): they are appended only while this replica
+  // still follows at that epoch and its log still ends there, checked under
+  // the lock apply_state and truncation take, so a fetch that left before a
+  // leader change or a truncation never appends after it (Kafka's fetcher
+  // checks its fetch state and the log end the same way). Refusals:
+  // errc::invalid_argument for a leader (it appends only its own
+  // producers' batches), errc::fenced_leader_epoch when the epoch moved on,
+  // errc::offset_out_of_range when the log end moved, or the first batch
+  // starts below it. A first batch above it is a gap compaction left on the
+  // leader and is kept, as Kafka keeps it.
+  result<storage::append_result> append_replicated(std::span<std::byte> batches, leader_epoch fetched_at,
+                                                   offset fetch_offset);
+  // The leader epoch of this replica's last batch (-1: none), which a
+  // follower's fetch names as its last fetched epoch (Fetch v12+, KIP-595's
+  // divergence check on the leader).
+  int32_t last_written_epoch() const;
+  // The leader's side of that check: the end of `last_fetched_epoch` in
+  // this leader's history (with its current epoch, as OffsetForLeaderEpoch
+  // answers it), when it shows that a follower fetching at `fetch_offset`
+  // holds a tail this leader does not (Kafka's Partition.fetchRecords):
+  // that epoch ends below `fetch_offset` here, or this leader knows only a
+  // smaller one. nullopt: no divergence (or nothing to compare).
+  std::optional<std::pair<int32_t, int64_t>> diverging_epoch(int32_t last_fetched_epoch, offset fetch_offset) const;
   // The leader's high watermark from a fetch answer: this replica's
   // becomes min(it, the log end offset), never lower than it was.
   void set_leader_high_watermark(offset leader_hw);
+  // The leader's log start offset from a fetch answer: a follower's log
+  // start follows it up (DeleteRecords and the leader's retention reach
+  // every replica, so a failover never makes deleted records readable
+  // again), capped at this replica's high watermark as Kafka caps it.
+  // Nothing on a leader or for a start at or below this replica's.
+  status follow_log_start(offset leader_log_start);
   // Discards every offset >= `o` (the follower's truncation,
   // cluster/truncation.h); the producer state is rebuilt from what is left.
   // Offsets below the high watermark that go were committed: an unclean
@@ -263,8 +299,23 @@ class partition : public std::enable_shared_from_this<partition> {
 
   // ---- Log start (DeleteRecords) ---------------------------------------------
   // Moves the log start offset up to `o` (never down; <= the high
-  // watermark), deleting the segments wholly below it.
+  // watermark), deleting the segments wholly below it. Followers take it
+  // from their fetch answers (follow_log_start).
   status delete_records_before(offset o);
+  // The same on a flusher thread (DeleteRecords: its checkpoint's fsyncs
+  // stay off the I/O thread); `done` runs there with the outcome.
+  void delete_records_before_async(offset o, std::function<void(status)> done);
+  // The leader's low watermark: the smallest log start offset over the
+  // ISR, this replica's included (replica_tracker::low_watermark); this
+  // replica's own log start offset when it has no followers. -1 while an
+  // in-sync follower has not said its own yet.
+  offset low_watermark() const;
+  // Calls `cb` once the low watermark reaches `target` (Kafka's delayed
+  // DeleteRecords): ok then; errc::not_leader when this broker stops
+  // leading first. At once when it is there already. `cb` runs on the
+  // thread that moved it (a follower's fetch) or the caller's, never under
+  // a lock of the partition.
+  void on_low_watermark(offset target, storage::durable_callback cb);
 
   // ---- Storage, for the operator's view and tools ------------------------------
   std::vector<storage::segment_info> segments() const;
@@ -345,8 +396,12 @@ class partition : public std::enable_shared_from_this<partition> {
   // Takes the tracker's high watermark; returns the commit waiters it
   // covers, for the caller to answer outside state_mu_. state_mu_ held.
   std::vector<storage::durable_callback> publish_high_watermark_locked();
-  // Every commit waiter, to answer with `s` (leadership lost). state_mu_ held.
+  // Every commit and low-watermark waiter, to answer with `s` (leadership
+  // lost). state_mu_ held.
   std::vector<storage::durable_callback> take_commit_waiters_locked();
+  // The low-watermark waiters the low watermark now covers. state_mu_ held.
+  std::vector<storage::durable_callback> take_low_watermark_waiters_locked();
+  offset low_watermark_locked() const;  // state_mu_ held
   static void answer(std::vector<storage::durable_callback> cbs, const status& s);
   status rebuild_producers();
 
@@ -361,6 +416,7 @@ class partition : public std::enable_shared_from_this<partition> {
   replica_state state_;
   std::atomic<int32_t> epoch_{0};
   std::atomic<bool> leader_{true};
+  std::atomic<bool> left_{false};  // leave(): never leads again
   std::atomic<int64_t> hw_{0};
   std::atomic<int32_t> isr_count_{1};
   std::atomic<int32_t> replica_count_{1};
@@ -374,6 +430,8 @@ class partition : public std::enable_shared_from_this<partition> {
   // acks=all and group writes waiting for the high watermark, by last
   // offset; guarded by state_mu_.
   std::multimap<int64_t, storage::durable_callback> commit_waiters_;
+  // DeleteRecords waiting for the low watermark, by target; state_mu_.
+  std::multimap<int64_t, storage::durable_callback> low_watermark_waiters_;
   std::atomic<uint64_t> truncated_committed_{0};
   std::atomic<uint64_t> replicated_out_{0};
   int32_t partition_epoch_ = -1;  // of the last state applied; guarded by state_mu_

@@ -681,7 +681,7 @@ void partition_manager::create_logs(creation_job& job) {
 }
 
 void partition_manager::stop_leading() {
-  for (auto& p : replicas_->all()) p->stop_leading();
+  for (auto& p : replicas_->all()) p->leave();
 }
 
 status partition_manager::checkpoint_high_watermarks() {

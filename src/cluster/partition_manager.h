@@ -211,6 +211,8 @@ class partition_manager {
   // A broker leaving its cluster: every hosted partition stops taking
   // appends (NOT_LEADER_OR_FOLLOWER) before the controller moves their
   // leadership, so nothing is acknowledged here that the new leaders lack.
+  // For good: a state applied later (the control plane still running)
+  // never makes this broker lead again (partition::leave).
   void stop_leading();
 
   // Stops the background creation of logs, writes producer-state snapshots

@@ -128,10 +128,19 @@ size_t replica_fetcher::size() const {
 
 void replica_fetcher::update(const key& k, int32_t epoch, std::optional<phase> ph, int64_t retry_at_ms) {
   std::lock_guard g(mu_);
+  update_locked(k, epoch, ph, retry_at_ms);
+}
+
+void replica_fetcher::update_locked(const key& k, int32_t epoch, std::optional<phase> ph, int64_t retry_at_ms) {
   auto it = parts_.find(k);
   if (it == parts_.end() || it->second.epoch != epoch) return;  // re-added meanwhile: its own phase
   if (ph) it->second.ph = *ph;
   it->second.retry_at_ms = retry_at_ms;
+}
+
+bool replica_fetcher::current_locked(const key& k, const entry& e, phase ph) const {
+  auto it = parts_.find(k);
+  return it != parts_.end() && it->second.part == e.part && it->second.epoch == e.epoch && it->second.ph == ph;
 }
 
 void replica_fetcher::drop(const key& k, int32_t epoch) {
@@ -224,18 +233,22 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
   auto resp = conn_->call<protocol::offset_for_leader_epoch_response>(req, offset_for_leader_epoch_version);
   if (!resp.ok()) return lost_connection("OffsetForLeaderEpoch: " + resp.err().message);
   const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
+  // As in fetch_round: an answer about a partition removed or re-added
+  // since the request left truncates nothing.
+  std::lock_guard held(mu_);
   for (const auto& t : resp->topics) {
     for (const auto& p : t.partitions) {
       auto it = asked.find({t.topic, p.partition});
       if (it == asked.end()) continue;
       const key& k = it->first;
       const entry& e = *it->second;
+      if (!current_locked(k, e, phase::truncating)) continue;
       const error_code err = code_of(p.error_code);
       if (err != error_code::none) {
         if (!leadership_error(err))
           SLUICE_LOG_WARN("{}-{}: OffsetForLeaderEpoch at broker {}: error {}", k.first, k.second, opts_.source,
                           p.error_code);
-        update(k, e.epoch, std::nullopt, retry_at);
+        update_locked(k, e.epoch, std::nullopt, retry_at);
         continue;
       }
       const offset end = e.part->log_end_offset();
@@ -247,11 +260,11 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
                         p.end_offset);
         if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
           SLUICE_LOG_ERROR("{}-{}: truncation failed: {}", k.first, k.second, s.err().message);
-          drop(k, e.epoch);
+          parts_.erase(k);
           continue;
         }
       }
-      if (step.complete) update(k, e.epoch, phase::fetching, 0);
+      if (step.complete) update_locked(k, e.epoch, phase::fetching, 0);
     }
   }
 }
@@ -293,16 +306,19 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   req.isolation_level = 0;
   req.session_id = 0;
   req.session_epoch = -1;  // sessionless: every fetch names its partitions
-  std::map<key, const entry*> asked;
+  // Each partition asked, with the log end offset its fetch was sent from.
+  std::map<key, std::pair<const entry*, offset>> asked;
   std::map<sluice::topic_id, std::string> names;  // the answer names topics by id
   for (auto& [k, e] : work) {
     auto& p = add_partition(req, k, e.epoch);
     req.topics.back().topic_id = e.part->topic_id();
     names[e.part->topic_id()] = k.first;
-    p.fetch_offset = e.part->log_end_offset().value();
+    const offset from = e.part->log_end_offset();
+    p.fetch_offset = from.value();
+    p.last_fetched_epoch = e.part->last_written_epoch();
     p.log_start_offset = e.part->log_start_offset().value();
     p.partition_max_bytes = opts_.partition_max_bytes;
-    asked[k] = &e;
+    asked[k] = {&e, from};
   }
   auto resp = conn_->call<protocol::fetch_response>(req, fetch_version);
   if (!resp.ok()) return lost_connection("Fetch: " + resp.err().message);
@@ -323,11 +339,18 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   }
   struct appended {
     std::shared_ptr<partition> part;
-    offset last;
-    offset leader_hw;
+    offset last;  // -1: nothing appended
+    offset leader_hw, leader_start;
   };
   std::vector<appended> wrote;
-  std::vector<std::pair<std::shared_ptr<partition>, offset>> hw_only;
+  // The answer is applied under mu_, the lock remove() and add() take: a
+  // partition moved to another fetcher or re-added at another epoch while
+  // this fetch was out is skipped, never appended to (Kafka's fetcher
+  // holds its partition-map lock the same way while it processes an
+  // answer). partition::append_replicated checks the epoch and the log end
+  // once more under the partition's own lock, against apply_state and
+  // truncation.
+  std::unique_lock held(mu_);
   for (const auto& t : resp->responses) {
     const auto name = names.find(t.topic_id);
     if (name == names.end()) continue;
@@ -335,7 +358,9 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
       auto it = asked.find({name->second, p.partition_index});
       if (it == asked.end()) continue;
       const key& k = it->first;
-      const entry& e = *it->second;
+      const entry& e = *it->second.first;
+      const offset sent_from = it->second.second;
+      if (!current_locked(k, e, phase::fetching)) continue;  // removed, or following anew since the fetch left
       const error_code err = code_of(p.error_code);
       if (err == error_code::offset_out_of_range) {
         const offset end = e.part->log_end_offset();
@@ -345,53 +370,81 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
                           k.first, k.second, opts_.source, p.log_start_offset, end.value());
           if (auto s = e.part->reset_to(offset(p.log_start_offset)); !s.ok()) {
             SLUICE_LOG_ERROR("{}-{}: reset failed: {}", k.first, k.second, s.err().message);
-            drop(k, e.epoch);
+            parts_.erase(k);
           }
         } else {
           // Past the leader's end: this replica's tail diverged.
-          update(k, e.epoch, phase::truncating, 0);
+          update_locked(k, e.epoch, phase::truncating, 0);
         }
         continue;
       }
       if (err != error_code::none) {
         if (!leadership_error(err))
           SLUICE_LOG_WARN("{}-{}: fetch from broker {}: error {}", k.first, k.second, opts_.source, p.error_code);
-        update(k, e.epoch, std::nullopt, retry_at);
+        update_locked(k, e.epoch, std::nullopt, retry_at);
+        continue;
+      }
+      if (p.diverging_epoch.epoch >= 0 || p.diverging_epoch.end_offset >= 0) {
+        // This replica's tail is not the leader's (KIP-320, KIP-595): cut
+        // it where the leader's copy of its last epoch ends, as an
+        // OffsetForLeaderEpoch answer would say, before fetching again.
+        const offset end = e.part->log_end_offset();
+        const auto step = decide_truncation(e.part->leader_epochs(), end, e.part->high_watermark(),
+                                            {p.diverging_epoch.epoch, p.diverging_epoch.end_offset});
+        if (step.truncate_to < end) {
+          SLUICE_LOG_INFO("{}-{}: diverged from leader {} (its epoch {} ends at {}): truncating from {} to {}",
+                          k.first, k.second, opts_.source, p.diverging_epoch.epoch, p.diverging_epoch.end_offset,
+                          end.value(), step.truncate_to.value());
+          if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
+            SLUICE_LOG_ERROR("{}-{}: truncation failed: {}", k.first, k.second, s.err().message);
+            parts_.erase(k);
+            continue;
+          }
+        }
+        if (!step.complete) update_locked(k, e.epoch, phase::truncating, 0);
         continue;
       }
       const auto view = p.records.view();
       const size_t n = whole_batches(view);
       if (n == 0) {
-        hw_only.emplace_back(e.part, offset(p.high_watermark));
+        wrote.push_back({e.part, offset(-1), offset(p.high_watermark), offset(p.log_start_offset)});
         continue;
       }
       // The answer's frame belongs to this thread until the next call, and
       // a replicated append only reads the bytes.
       auto* data = reinterpret_cast<std::byte*>(const_cast<uint8_t*>(view.data()));
-      auto r = e.part->append_replicated(std::span<std::byte>(data, n));
+      auto r = e.part->append_replicated(std::span<std::byte>(data, n), leader_epoch(e.epoch), sent_from);
       if (!r.ok()) {
-        if (r.code() == errc::invalid_argument && !e.part->is_leader()) {
+        if (r.code() == errc::fenced_leader_epoch || e.part->is_leader()) {
+          // A new leadership since the fetch left: its own entry follows.
+        } else if (r.code() == errc::offset_out_of_range || r.code() == errc::invalid_argument) {
           // Not where this replica's log ends (it changed meanwhile): compare again.
-          update(k, e.epoch, phase::truncating, 0);
-        } else if (!e.part->is_leader()) {
+          update_locked(k, e.epoch, phase::truncating, 0);
+        } else {
           SLUICE_LOG_ERROR("{}-{}: appending batches from broker {}: {}", k.first, k.second, opts_.source,
                            r.err().message);
-          drop(k, e.epoch);
+          parts_.erase(k);
         }
         continue;
       }
       bytes_in_.fetch_add(n, std::memory_order_relaxed);
-      wrote.push_back({e.part, r->last, offset(p.high_watermark)});
+      wrote.push_back({e.part, r->last, offset(p.high_watermark), offset(p.log_start_offset)});
     }
   }
+  held.unlock();
   // One group commit over the round: the next fetch's offsets then speak
   // of what is on disk.
   std::vector<std::pair<std::shared_ptr<partition>, offset>> to_sync;
   to_sync.reserve(wrote.size());
-  for (const auto& w : wrote) to_sync.emplace_back(w.part, w.last);
+  for (const auto& w : wrote)
+    if (w.last >= offset(0)) to_sync.emplace_back(w.part, w.last);
   wait_durable(to_sync);
-  for (auto& w : wrote) w.part->set_leader_high_watermark(w.leader_hw);
-  for (auto& [part, hw] : hw_only) part->set_leader_high_watermark(hw);
+  for (auto& w : wrote) {
+    w.part->set_leader_high_watermark(w.leader_hw);
+    if (auto s = w.part->follow_log_start(w.leader_start); !s.ok())
+      SLUICE_LOG_WARN("{}-{}: following the leader's log start {}: {}", w.part->id().topic, w.part->id().partition,
+                      w.leader_start.value(), s.err().message);
+  }
 }
 
 }  // namespace sluice::cluster

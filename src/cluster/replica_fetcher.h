@@ -26,8 +26,16 @@
 // append or truncation that fails (the disk) takes the partition out of
 // this fetcher until the next state change adds it again.
 //
-// Thread safety: add/remove/size from any thread; the rest is the fetcher
-// thread's.
+// Fencing: an answer is applied only to entries still current (same
+// partition, leader epoch and phase) under mu_, the lock add() and remove()
+// take, and a replicated append only at the epoch and log end its fetch was
+// sent with (partition::append_replicated); each fetch names the epoch of
+// the replica's last batch, and a leader that answers diverging_epoch gets
+// the tail truncated before the next fetch (KIP-320, KIP-595).
+//
+// Thread safety: add/remove/size from any thread (remove waits while an
+// answer is being applied, so once it returns the partition is appended to
+// by no fetch sent before); the rest is the fetcher thread's.
 
 #include <atomic>
 #include <condition_variable>
@@ -110,7 +118,10 @@ class replica_fetcher {
   void sync_before_fetch(std::vector<std::pair<key, entry>>& work);
   // Marks a partition (still at `epoch`) with a new phase or a backoff.
   void update(const key& k, int32_t epoch, std::optional<phase> ph, int64_t retry_at_ms);
+  void update_locked(const key& k, int32_t epoch, std::optional<phase> ph, int64_t retry_at_ms);  // mu_ held
   void drop(const key& k, int32_t epoch);
+  // Whether `e` is still k's entry, in phase `ph` (mu_ held).
+  bool current_locked(const key& k, const entry& e, phase ph) const;
   void lost_connection(const std::string& why);
 
   const fetcher_options opts_;

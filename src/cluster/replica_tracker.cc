@@ -52,10 +52,11 @@ bool replica_tracker::set_isr(const std::vector<int32_t>& replicas, const std::v
 }
 
 bool replica_tracker::on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms,
-                               int64_t broker_epoch) {
+                               int64_t broker_epoch, offset log_start) {
   follower_progress* f = find(id);
   if (!f) return false;
   f->broker_epoch = broker_epoch;
+  if (log_start.value() >= 0) f->log_start = log_start;
   // Caught up now, or to where the leader was at the previous fetch.
   if (fetch_offset >= leader_end) {
     f->last_caught_up_ms = now_ms;
@@ -69,6 +70,16 @@ bool replica_tracker::on_fetch(int32_t id, offset fetch_offset, offset leader_en
 }
 
 bool replica_tracker::on_leader_end(offset leader_end) { return advance(leader_end); }
+
+offset replica_tracker::low_watermark(offset leader_start) const {
+  offset low = leader_start;
+  for (const auto& f : followers_) {
+    if (!contains(isr_, f.id)) continue;
+    if (f.log_start.value() < 0) return offset(-1);
+    low = std::min(low, f.log_start);
+  }
+  return low;
+}
 
 bool replica_tracker::counted(int32_t id) const { return contains(isr_, id) || contains(pending_, id); }
 

@@ -62,6 +62,7 @@ struct follower_progress {
   int64_t last_fetch_ms = 0;
   offset leader_end_at_last_fetch{-1};
   int64_t broker_epoch = -1;  // the broker epoch of its last fetch (-1: not given)
+  offset log_start{-1};       // its log start offset, as its last fetch said (-1: not given)
 };
 
 // Whether a Fetch claiming to come from a follower speaks for it, so that
@@ -99,12 +100,20 @@ class replica_tracker {
   // replica that is not assigned changes nothing.
   // `broker_epoch` is the broker epoch the fetch was trusted with
   // (replica_fetch_trusted), or -1.
-  bool on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms, int64_t broker_epoch = -1);
+  // `log_start`: the follower's log start offset its fetch named (-1: not
+  // given), for low_watermark.
+  bool on_fetch(int32_t id, offset fetch_offset, offset leader_end, int64_t now_ms, int64_t broker_epoch = -1,
+                offset log_start = offset(-1));
   // The leader's log end offset moved (an append). Returns true when the
   // high watermark moved (only when the leader is the only one counted).
   bool on_leader_end(offset leader_end);
 
   offset high_watermark() const { return hw_; }
+  // The smallest log start offset over the store's ISR, the leader's own
+  // (`leader_start`) included (Kafka's low watermark, which a DeleteRecords
+  // waits on): -1 while a member has not said its own since this
+  // leadership began.
+  offset low_watermark(offset leader_start) const;
   // The store's ISR (what min.insync.replicas counts).
   const std::vector<int32_t>& isr() const { return isr_; }
   // The size of the maximal ISR, the replicas the high watermark counts:

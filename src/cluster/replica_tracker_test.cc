@@ -48,6 +48,27 @@ TEST_F(TrackerTest, HighWatermarkIsTheSmallestInSyncLogEnd) {
   EXPECT_EQ(t.high_watermark(), offset(100));
 }
 
+// Issue 31: DeleteRecords waits for the low watermark, the smallest log
+// start offset over the ISR; followers say theirs in every fetch.
+TEST_F(TrackerTest, LowWatermarkIsTheSmallestInSyncLogStart) {
+  lead(offset(100), offset(100), {1, 2});
+  // Follower 2 has not said its log start: unknown.
+  EXPECT_EQ(t.low_watermark(offset(50)), offset(-1));
+  t.on_fetch(2, offset(100), offset(100), now(), -1, offset(20));
+  EXPECT_EQ(t.low_watermark(offset(50)), offset(20));
+  // Replica 3 is not in the ISR: its log start does not count.
+  t.on_fetch(3, offset(100), offset(100), now(), -1, offset(0));
+  EXPECT_EQ(t.low_watermark(offset(50)), offset(20));
+  t.on_fetch(2, offset(100), offset(100), now(), -1, offset(60));
+  EXPECT_EQ(t.low_watermark(offset(50)), offset(50));
+  // A fetch that does not name it leaves the last word.
+  t.on_fetch(2, offset(100), offset(100), now());
+  EXPECT_EQ(t.low_watermark(offset(70)), offset(60));
+  // A new leadership hears from its followers afresh.
+  lead(offset(100), offset(100), {1, 2});
+  EXPECT_EQ(t.low_watermark(offset(70)), offset(-1));
+}
+
 TEST_F(TrackerTest, HighWatermarkNeverMovesBackwards) {
   lead(offset(50), offset(30));
   t.on_fetch(2, offset(50), offset(50), now());

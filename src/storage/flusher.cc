@@ -80,6 +80,18 @@ void flusher::request_after(std::shared_ptr<log> l, int64_t ms) {
   l->flush_on_timer();
 }
 
+void flusher::run_task(std::function<void()> fn) {
+  {
+    std::lock_guard g(mu_);
+    if (!stopped_) {
+      tasks_.push_back(std::move(fn));
+      cv_.notify_one();
+      return;
+    }
+  }
+  fn();
+}
+
 void flusher::promote_due_locked() {
   if (timers_.empty()) return;  // the usual case: no clock read per job
   const int64_t now = clk_.monotonic_ms();
@@ -116,6 +128,18 @@ void flusher::run() {
   std::unique_lock lk(mu_);
   for (;;) {
     promote_due_locked();
+    if (!tasks_.empty()) {
+      auto fn = std::move(tasks_.front());
+      tasks_.pop_front();
+      ++busy_;
+      lk.unlock();
+      fn();
+      fn = nullptr;  // what it holds goes outside the lock
+      lk.lock();
+      --busy_;
+      if (idle_locked()) idle_cv_.notify_all();
+      continue;
+    }
     if (queue_.empty()) {
       // Timers not yet due are dropped at stop: closing a log syncs it.
       if (stopping_) break;
@@ -153,6 +177,12 @@ void flusher::run() {
   if (--running_ == 0) {
     stopped_ = true;
     timers_ = {};
+    // Tasks asked between this thread's last look and now: run here.
+    auto late = std::move(tasks_);
+    tasks_.clear();
+    lk.unlock();
+    for (auto& fn : late) fn();
+    lk.lock();
     idle_cv_.notify_all();
   }
 }

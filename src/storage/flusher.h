@@ -24,6 +24,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <queue>
@@ -55,6 +56,10 @@ class flusher {
   // the order asked, beside the rounds (its zeros and their sync never hold
   // up a group commit). The log asks again only after its call began.
   void request_prepare(std::shared_ptr<log> l);
+  // Runs `fn` on a flusher thread, beside the rounds: checkpoint writes
+  // and syncs that must not run on the thread asking (an I/O thread), in
+  // the order asked. After stop(), on the calling thread.
+  void run_task(std::function<void()> fn);
   // Returns once no job is queued or running (timers not yet due aside).
   // For tests that drop a log without close() to act out a crash: its
   // queued sync or seal must not touch files after the successor opened.
@@ -77,7 +82,9 @@ class flusher {
   void run();
   void run_preparing();
   // No sync, seal or tail preparation queued or running (with mu_ held).
-  bool idle_locked() const { return queue_.empty() && busy_ == 0 && to_prepare_.empty() && !preparing_; }
+  bool idle_locked() const {
+    return queue_.empty() && tasks_.empty() && busy_ == 0 && to_prepare_.empty() && !preparing_;
+  }
   // Moves the timers that are due to the queue (with mu_ held).
   void promote_due_locked();
 
@@ -88,6 +95,7 @@ class flusher {
   std::condition_variable idle_cv_;
   int busy_ = 0;  // jobs taken off the queue and not yet done
   std::deque<job> queue_;
+  std::deque<std::function<void()>> tasks_;  // run_task's, in order; mu_
   std::priority_queue<timed, std::vector<timed>, std::greater<>> timers_;
   bool stopping_ = false;
   bool stopped_ = false;

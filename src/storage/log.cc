@@ -160,10 +160,8 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
   SLUICE_TRY(maybe_roll(batches.size(), last, ask));
   if (last - active().base() > INT32_MAX)  // only a replicated gap into an empty segment gets here
     return error{errc::invalid_record, name_ + ": offsets too far from the segment base"};
-  for (const auto& h : hs) {
-    auto st = note_epoch(leader_epoch(h.partition_leader_epoch), h.base_offset);
-    if (!st.ok()) return go_offline(st.err()).err();
-  }
+  for (const auto& h : hs)
+    if (note_epoch_in_memory(leader_epoch(h.partition_leader_epoch), h.base_offset)) epochs_dirty_ = true;
   files_unchanged_ = false;
   // Appends that run past the prepared tail outpace its preparation, which
   // then only doubles their writes: none for a while.
@@ -283,6 +281,7 @@ result<bool> log::seal_closed() {
     if (st.ok()) st = segment::write_index_files(*ctx_.fs, j.files, fsync);
   }
   offset rp(-1);
+  std::optional<std::vector<epoch_entry>> epochs;  // to write before the recovery point moves
   {
     std::lock_guard g(mu_);
     for (auto& j : jobs) {
@@ -295,6 +294,20 @@ result<bool> log::seal_closed() {
     sealed_at_roll_ = rolls;  // what rolls made before the collection is sealed or gone
     rp = recovery_point_target_locked();
     if (rp <= recovery_point_) rp = offset(-1);
+    if (rp.value() >= 0 && epochs_dirty_) {
+      epochs = epochs_;
+      epochs_dirty_ = false;
+    }
+  }
+  if (epochs) {
+    // Without mu_, like the recovery point below: recovery will no longer
+    // rebuild what lies below it from the batches.
+    status es = write_epochs(*epochs);
+    std::lock_guard g(mu_);
+    if (!es.ok()) {
+      epochs_dirty_ = true;
+      return write_failed(es.err()).err();
+    }
   }
   if (rp.value() >= 0) {
     // Without mu_: every writer of the recovery point holds seal_mu_.
@@ -342,10 +355,16 @@ size_t log::segment_index_for(offset o) const {
 status log::truncate_locked(offset o) {
   SLUICE_TRY(check_writable());
   const offset start(log_start_.load()), end(log_end_.load());
-  if (o < start || o > end)
+  if (o > end)
     return status(errc::offset_out_of_range, name_ + ": truncate to " + std::to_string(o.value()) +
-                                                 " outside [" + std::to_string(start.value()) + ", " +
-                                                 std::to_string(end.value()) + "]");
+                                                 " past the log end offset " + std::to_string(end.value()));
+  // A follower whose retention or log start passed the point its leader
+  // says the logs diverge: nothing of its log is kept, and it starts over
+  // there (Kafka's truncateFullyAndStartAt) instead of leaving its fetcher.
+  if (o < start) {
+    if (o.value() < 0) return status(errc::invalid_argument, name_ + ": truncate to a negative offset");
+    return truncate_fully_locked(o);
+  }
   if (o == end) return {};
   files_unchanged_ = false;
   const size_t idx = segment_index_for(o);
@@ -438,6 +457,10 @@ status log::advance_log_start(offset o) {
   return st;
 }
 
+void log::advance_log_start_async(offset o, std::function<void(status)> done) {
+  ctx_.flush->run_task([self = shared_from_this(), o, done = std::move(done)] { done(self->advance_log_start(o)); });
+}
+
 status log::advance_start_locked(offset o, flush_ask& ask) {
   SLUICE_TRY(check_writable());
   if (o > offset(log_end_.load()))
@@ -448,9 +471,9 @@ status log::advance_start_locked(offset o, flush_ask& ask) {
   // and recovery removes any that a crash leaves behind.
   if (auto st = write_log_start(o); !st.ok()) return go_offline(st.err());
   log_start_ = o.value();
-  if (truncate_epochs_from_start(o)) {
-    if (auto st = write_epochs(); !st.ok()) return go_offline(st.err());
-  }
+  // The epochs follow in memory; recovery cuts a stale checkpoint's to the
+  // log start written above.
+  if (truncate_epochs_from_start(o)) epochs_dirty_ = true;
   if (!active().empty() && active().next() <= o) SLUICE_TRY(roll(ask));
   return retire_below_start_locked();
 }
@@ -498,8 +521,14 @@ status log::write_log_start(offset o) {
 }
 
 status log::write_epochs() {
+  SLUICE_TRY(write_epochs(epochs_));
+  epochs_dirty_ = false;
+  return {};
+}
+
+status log::write_epochs(const std::vector<epoch_entry>& epochs) {
   std::vector<checkpoint::line> lines;
-  for (const auto& e : epochs_) lines.push_back({e.epoch.value(), e.start.value()});
+  for (const auto& e : epochs) lines.push_back({e.epoch.value(), e.start.value()});
   return checkpoint::write(*ctx_.fs, io::join(dir_, files::kLeaderEpochs), lines);
 }
 
@@ -513,10 +542,6 @@ bool log::note_epoch_in_memory(leader_epoch e, offset start) {
   return true;
 }
 
-status log::note_epoch(leader_epoch e, offset start) {
-  if (!note_epoch_in_memory(e, start)) return {};
-  return write_epochs();
-}
 
 bool log::truncate_epochs(offset end) {
   const size_t before = epochs_.size();
@@ -537,6 +562,12 @@ bool log::truncate_epochs_from_start(offset start) {
 std::vector<epoch_entry> log::leader_epochs() const {
   std::lock_guard g(mu_);
   return epochs_;
+}
+
+std::optional<epoch_entry> log::latest_epoch() const {
+  std::lock_guard g(mu_);
+  if (epochs_.empty()) return std::nullopt;
+  return epochs_.back();
 }
 
 std::optional<epoch_entry> log::end_offset_for_epoch(leader_epoch e) const {
@@ -1009,6 +1040,8 @@ status log::close_files(bool write_marker) {
         }
         if (st.ok() && cfg_.fsync && dir_unsynced_) st = ctx_.fs->sync_dir(dir_);
       }
+      // A clean open trusts the checkpoint and scans nothing.
+      if (st.ok() && epochs_dirty_) st = write_epochs();
       if (st.ok() && write_marker) st = write_clean_marker();
       if (st.ok()) durable_ = log_end_.load();
       else result_st = go_offline(st.err());

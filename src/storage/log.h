@@ -164,8 +164,9 @@ class log : public std::enable_shared_from_this<log> {
   // Discards every offset >= `o` across segments (replication's truncation).
   // A batch that straddles `o` goes entirely, so the log end offset may end
   // below `o`; if that would put it below the log start offset the log is
-  // emptied and restarts at `o`. `o` below the log start offset or above the
-  // log end offset is refused.
+  // emptied and restarts at `o`, and so it is for `o` below the log start
+  // offset (a follower whose retention passed the divergence point). `o`
+  // above the log end offset is refused.
   // Durability waiters for discarded offsets fail with offset_out_of_range.
   status truncate_to(offset o);
   // Empties the log and restarts it at `o`, which may lie past the log end
@@ -175,6 +176,9 @@ class log : public std::enable_shared_from_this<log> {
   // Moves the log start offset up to `o` (<= log end offset) and deletes the
   // segments wholly below it (retention, DeleteRecords). Never moves down.
   status advance_log_start(offset o);
+  // The same on a flusher thread (its checkpoint's fsyncs stay off the
+  // caller's, an I/O thread's); `done` runs there with the outcome.
+  void advance_log_start_async(offset o, std::function<void(status)> done);
 
   // ---- Durability (group commit) -----------------------------------------
   // Calls `cb` once every offset <= `o` is durable (see durable_callback).
@@ -262,6 +266,9 @@ class log : public std::enable_shared_from_this<log> {
 
   // ---- Leader epochs ---------------------------------------------------------
   std::vector<epoch_entry> leader_epochs() const;
+  // The latest entry of that history (the epoch of the last batch), or
+  // nullopt for an empty one; without copying the history.
+  std::optional<epoch_entry> latest_epoch() const;
   // OffsetsForLeaderEpoch: the largest epoch <= `e` and the offset where it
   // ended (the start of the next epoch, or the log end offset). nullopt when
   // no epoch <= `e` is known.
@@ -437,7 +444,10 @@ class log : public std::enable_shared_from_this<log> {
   // Checkpoints, with mu_ held (and seal_mu_ for the recovery point).
   status write_recovery_point(offset o);
   status write_log_start(offset o);
+  // The leader-epoch checkpoint, from epochs_ (mu_ held) or from a copy
+  // (mu_ not held). Every writer holds seal_mu_, so writes never cross.
   status write_epochs();
+  status write_epochs(const std::vector<epoch_entry>& epochs);
   status write_cleaner_checkpoint(offset o);
   status sync_dir_if_fsync();
   // Whether `rw`'s run is still exactly the log's segments there; the index
@@ -445,7 +455,6 @@ class log : public std::enable_shared_from_this<log> {
   std::optional<size_t> find_run(const segment_rewrite& rw) const;
   status swap_locked(segment_rewrite& rw, size_t first);
   status write_clean_marker();
-  status note_epoch(leader_epoch e, offset start);
   bool note_epoch_in_memory(leader_epoch e, offset start);
   bool truncate_epochs(offset end);
   bool truncate_epochs_from_start(offset start);
@@ -499,6 +508,15 @@ class log : public std::enable_shared_from_this<log> {
   log_config cfg_;
   std::vector<std::unique_ptr<segment>> segments_;  // ascending base offsets; back() is active
   std::vector<epoch_entry> epochs_;
+  // epochs_ differs from the leader-epoch checkpoint. An append that
+  // starts an epoch and a log-start move change the history in memory
+  // only: an append runs on the produce path and must not wait for the
+  // checkpoint's fsyncs (issue 31). That is safe because recovery rebuilds
+  // the history from the batches past the recovery point and cuts it to
+  // the log start checkpoint; so the checkpoint is written before the
+  // recovery point passes a change (seal_closed) and before a clean close.
+  // Truncation, which lowers the recovery point, still writes it at once.
+  bool epochs_dirty_ = false;
   offset recovery_point_;  // written with seal_mu_ and mu_ held
   bool dir_unsynced_ = false;  // a roll created a file the next sync must make durable in the directory
   // Only a roll makes a segment unsynced and unsealed. Rolls so far, and

@@ -854,11 +854,20 @@ TEST_F(LogTest, LeaderEpochCheckpoint) {
   EXPECT_EQ(log_->leader_epochs(), (E{e(1, 0), e(3, 4)}));
   append(1, 10, 5);  // 6
   EXPECT_EQ(log_->leader_epochs(), (E{e(1, 0), e(3, 4), e(5, 6)}));
-  // The checkpoint file says the same, and survives restarts.
-  auto text = io::filesystem::posix().read_all(io::join(log_->dir(), files::kLeaderEpochs), 1000);
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(text->data()), text->size()), "0\n3\n1 0\n3 4\n5 6\n");
+  // The checkpoint file: written by the truncation; the new epoch is not in
+  // it yet (the append path writes no checkpoint, issue 31), yet the
+  // history survives a crash, rebuilt from the batches past the recovery
+  // point, and a clean close writes it.
+  auto read_file = [&] {
+    auto text = io::filesystem::posix().read_all(io::join(log_->dir(), files::kLeaderEpochs), 1000);
+    EXPECT_TRUE(text.ok());
+    return text.ok() ? std::string(reinterpret_cast<const char*>(text->data()), text->size()) : std::string();
+  };
+  EXPECT_EQ(read_file(), "0\n2\n1 0\n3 4\n");
   reopen(false);
+  EXPECT_EQ(log_->leader_epochs(), (E{e(1, 0), e(3, 4), e(5, 6)}));
+  reopen(true);
+  EXPECT_EQ(read_file(), "0\n3\n1 0\n3 4\n5 6\n");
   EXPECT_EQ(log_->leader_epochs(), (E{e(1, 0), e(3, 4), e(5, 6)}));
   // Moving the log start clips the oldest entries.
   ASSERT_TRUE(log_->advance_log_start(offset(5)).ok());

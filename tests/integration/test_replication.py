@@ -803,3 +803,41 @@ def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_waterma
         if Y is not None and c.broker(Y).paused:
             c.resume(Y)
         c.close()
+
+
+def test_delete_records_reaches_every_replica_and_survives_a_failover(cluster):
+    """Issue 31: DeleteRecords (KafkaJS's admin) is answered once every
+    in-sync replica's log start reached the target (followers take the
+    leader's from their fetch answers), so after the leader dies the new
+    one starts there too: the deleted records stay deleted and the earliest
+    offset never goes back."""
+    import json
+    from pathlib import Path
+
+    c = cluster
+    create(c, "delrep", configs={"min.insync.replicas": "2"})
+    c.wait_for(lambda: isr_of(c, "delrep") == [1, 2, 3], 20, "a full ISR")
+    values = ["d%03d" % i for i in range(30)]
+    acked, errors = produce_all(c, "delrep", values)
+    assert not errors and len(acked) == len(values)
+    script = Path(__file__).parent / "kafkajs" / "delete_records.js"
+    r = subprocess.run(["node", str(script), c.live_bootstrap(), "delrep", "0", "12"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, "stdout:\n%s\nstderr:\n%s" % (r.stdout, r.stderr)
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"low": 12, "high": 30}
+    leader = partition_view(c, "delrep").leader
+    c.kill(leader)
+    c.wait_for(lambda: partition_view(c, "delrep").leader not in (-1, leader), FAILOVER_S, "a new leader")
+    lo_hi = Consumer({"bootstrap.servers": c.live_bootstrap(), "group.id": "x"})
+    try:
+        def watermarks():
+            try:
+                return lo_hi.get_watermark_offsets(TopicPartition("delrep", 0), timeout=10)
+            except Exception:  # the new leader not known to the client yet
+                return None
+        c.wait_for(lambda: watermarks() is not None, 30, "watermarks from the new leader")
+        assert watermarks() == (12, 30)
+    finally:
+        lo_hi.close()
+    seen = consume_all(c.live_bootstrap(), "delrep", len(values) - 12)
+    assert seen == [(i, values[i]) for i in range(12, 30)]

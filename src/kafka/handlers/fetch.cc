@@ -16,7 +16,12 @@
 // follower holds on disk (partition::on_follower_fetch), which moves the
 // high watermark. It counts only when it names the follower's registered
 // broker epoch (v15+, KIP-903; cluster::replica_fetch_trusted), else it is
-// answered STALE_BROKER_EPOCH. A consumer fetching between the high
+// answered STALE_BROKER_EPOCH. A follower's fetch (v12+) also names the
+// epoch of its last batch; when that epoch ends below the fetch offset in
+// this leader's history, or this leader never had it, the partition is
+// answered with diverging_epoch and no records, the follower truncates
+// there (cluster/truncation.h) and its fetch offset is not counted
+// (KIP-320, KIP-595). A consumer fetching between the high
 // watermark and the log end offset gets no records and no error, as from
 // Kafka: that data is not committed yet.
 //
@@ -30,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include "base/log.h"
 #include "cluster/partition_manager.h"
@@ -57,6 +63,12 @@ struct fetch_target {
   error_code id_error = error_code::none;  // why a topic named by id has no `part`
   int32_t current_leader_epoch = -1;       // the client's, v9+ (-1: not given)
   int32_t preferred_replica = -1;          // KIP-392: where this consumer should read instead
+  int32_t last_fetched_epoch = -1;         // a follower's, v12+ (-1: not given)
+  int64_t log_start_offset = -1;           // a follower's own, v5+ (-1: not given)
+  // A follower's log diverged from this leader's before its fetch offset
+  // (KIP-595's check): the leader's end of the follower's last epoch, sent
+  // back as diverging_epoch instead of records.
+  std::optional<std::pair<int32_t, int64_t>> diverging;
 };
 
 // KIP-392's rack-aware choice: when this broker leads `p` and is not in
@@ -175,6 +187,7 @@ bool fetch_op::attempt(bool final) {
     int16_t error = 0;
     int64_t high_watermark = -1, log_start = -1;
     int32_t preferred_replica = -1;
+    std::optional<std::pair<int32_t, int64_t>> diverging;
     uint64_t record_bytes = 0;
     std::optional<protocol::file_region> records;
   };
@@ -217,6 +230,10 @@ bool fetch_op::attempt(bool final) {
     if (t.preferred_replica >= 0) {
       // Read elsewhere: no records, and answered at once.
       rd.preferred_replica = t.preferred_replica;
+      any_error = true;
+    } else if (t.diverging) {
+      // The follower truncates first: no records, and answered at once.
+      rd.diverging = t.diverging;
       any_error = true;
     } else if (from_follower && at > end) {
       // The leader has it and this follower not yet.
@@ -261,6 +278,10 @@ bool fetch_op::attempt(bool final) {
     pd.last_stable_offset = rd.high_watermark;
     pd.log_start_offset = rd.log_start;
     pd.preferred_read_replica = rd.preferred_replica;
+    if (rd.diverging) {
+      pd.diverging_epoch.epoch = rd.diverging->first;
+      pd.diverging_epoch.end_offset = rd.diverging->second;
+    }
     if (rd.records) pd.records.append(std::move(*rd.records));
     if (incremental && t.in_session) {
       // Only partitions with news go into an incremental answer.
@@ -447,6 +468,8 @@ void handle_fetch(request req) {
         op->targets.push_back(
             make_target(pm, by_id, t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes, nullptr));
         op->targets.back().current_leader_epoch = p.current_leader_epoch;
+        op->targets.back().last_fetched_epoch = p.last_fetched_epoch;
+        op->targets.back().log_start_offset = p.log_start_offset;
       }
     }
   }
@@ -474,11 +497,17 @@ void handle_fetch(request req) {
         std::clamp(body->max_bytes, 1, std::max(bc->replica_fetch_response_max_bytes, 1)));
     // What the follower holds: every offset below its fetch offset, on its
     // disk. Counted once per request; attempts after waiting re-read only.
-    for (const auto& t : op->targets) {
+    // A follower whose log diverged from this leader's holds a tail that is
+    // not this leader's: it is told where to truncate and counts for
+    // nothing until it fetches again from there (as Kafka's leader skips
+    // the follower's fetch state then).
+    for (auto& t : op->targets) {
       if (!t.part || t.part->check_leader(t.current_leader_epoch) != errc::ok) continue;
       const offset at(t.fetch_offset);
       if (at < t.part->log_start_offset() || at > t.part->log_end_offset()) continue;
-      t.part->on_follower_fetch(op->replica, at, op->replica_epoch);
+      t.diverging = t.part->diverging_epoch(t.last_fetched_epoch, at);
+      if (t.diverging) continue;
+      t.part->on_follower_fetch(op->replica, at, op->replica_epoch, offset(t.log_start_offset));
     }
   } else {
     op->max_total = fetch_answer_max_bytes(body->max_bytes, body->min_bytes, bc->fetch_max_bytes,

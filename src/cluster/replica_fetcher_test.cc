@@ -1,0 +1,443 @@
+// A follower's fetcher against a fake leader: a loopback socket that speaks
+// the Kafka protocol through the project's codec and answers each request
+// as the test says. The fencing of issue 31: an answer to a fetch that left
+// before a leader change is never appended, and a leader's diverging_epoch
+// makes the follower truncate before it fetches again. Beside them, the
+// partition's own checks (append_replicated at the epoch and log end the
+// fetch was sent with; the leader's divergence check).
+
+#include "cluster/replica_fetcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "cluster/partition.h"
+#include "config/broker_config.h"
+#include "config/topic_config.h"
+#include "model/record_batch.h"
+#include "protocol/frame.h"
+#include "storage/log.h"
+#include "storage/test_util.h"
+
+namespace sluice::cluster {
+namespace {
+
+using storage::testing::log_env;
+using storage::testing::temp_dir;
+
+// A request as the fake leader saw it.
+struct seen_request {
+  int16_t api_key = -1;
+  protocol::fetch_request fetch;
+  protocol::offset_for_leader_epoch_request epochs;
+};
+
+// One connection at a time on 127.0.0.1; each request is handed to
+// `answer`, which returns the encoded response (or nullopt to close the
+// connection). Requests are recorded in order.
+class fake_leader {
+ public:
+  using answer_fn = std::function<std::optional<protocol::response_chunks>(const seen_request&, int32_t corr,
+                                                                          int16_t version)>;
+  explicit fake_leader(answer_fn answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    EXPECT_EQ(::listen(fd_, 4), 0);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~fake_leader() {
+    stopping_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    {
+      std::lock_guard g(mu_);
+      if (conn_ >= 0) ::shutdown(conn_, SHUT_RDWR);
+    }
+    thread_.join();
+    ::close(fd_);
+  }
+  int32_t port() const { return port_; }
+
+  std::vector<seen_request> requests() {
+    std::lock_guard g(mu_);
+    return seen_;
+  }
+  // Waits until `n` requests arrived (bounded by a generous limit, never a
+  // timing the test depends on).
+  bool wait_for_requests(size_t n) {
+    std::unique_lock g(mu_);
+    return cv_.wait_for(g, std::chrono::seconds(60), [&] { return seen_.size() >= n; });
+  }
+
+ private:
+  static bool read_all(int fd, uint8_t* p, size_t n) {
+    while (n > 0) {
+      const ssize_t r = ::read(fd, p, n);
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+  void serve() {
+    while (!stopping_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      {
+        std::lock_guard g(mu_);
+        conn_ = c;
+      }
+      while (!stopping_) {
+        uint8_t size_bytes[4];
+        if (!read_all(c, size_bytes, 4)) break;
+        const uint32_t size = (uint32_t{size_bytes[0]} << 24) | (uint32_t{size_bytes[1]} << 16) |
+                              (uint32_t{size_bytes[2]} << 8) | uint32_t{size_bytes[3]};
+        std::vector<uint8_t> frame(size);
+        if (!read_all(c, frame.data(), size)) break;
+        protocol::reader r(frame);
+        auto h = protocol::decode_request_header(r);
+        if (!h.ok()) break;
+        auto body = protocol::decode_request_body(h->header.request_api_key, h->header.request_api_version, r);
+        if (!body.ok()) break;
+        seen_request s;
+        s.api_key = h->header.request_api_key;
+        if (auto* f = std::get_if<protocol::fetch_request>(&*body)) s.fetch = *f;
+        if (auto* e = std::get_if<protocol::offset_for_leader_epoch_request>(&*body)) s.epochs = *e;
+        {
+          std::lock_guard g(mu_);
+          seen_.push_back(s);
+        }
+        cv_.notify_all();
+        auto out = answer_(s, h->header.correlation_id, h->header.request_api_version);
+        if (!out) break;
+        auto bytes = out->flatten();
+        if (!bytes.ok() || ::write(c, bytes->data(), bytes->size()) != static_cast<ssize_t>(bytes->size())) break;
+      }
+      std::lock_guard g(mu_);
+      ::close(c);
+      conn_ = -1;
+    }
+  }
+
+  answer_fn answer_;
+  int fd_ = -1;
+  int32_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int conn_ = -1;                  // mu_
+  std::vector<seen_request> seen_;  // mu_
+  std::thread thread_;
+};
+
+constexpr int32_t kMe = 2;
+constexpr int32_t kLeader = 1;
+
+// A batch of `n` records at `base`, written by a leader at `epoch`, as a
+// fetch answer carries it.
+std::vector<std::byte> leader_batch(int64_t base, int32_t n, int32_t epoch) {
+  auto b = storage::testing::make_batch(n, 10, static_cast<uint32_t>(base + 1));
+  auto h = model::batch::parse(b.data());
+  h.base_offset = offset(base);
+  h.partition_leader_epoch = epoch;
+  model::batch::write(b.data(), h);
+  model::batch::update_crc(b);
+  return b;
+}
+
+class ReplicaFetcherTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<partition> open_partition(const std::string& topic) {
+    auto lg = storage::log::open(env_.ctx(), tmp_.sub(topic + "-0"), topic + "-0", {});
+    EXPECT_TRUE(lg.ok());
+    sluice::topic_id id{};
+    id[0] = static_cast<uint8_t>(topic.size());
+    id[1] = static_cast<uint8_t>(topic[0]);
+    // The broker's topic defaults.
+    config::config_map m;
+    m.set("log.dirs", std::vector<std::string>{tmp_.path()});
+    auto bc = config::make_broker_config(std::move(m));
+    EXPECT_TRUE(bc.ok());
+    const config::topic_config cfg = bc->topic_defaults;
+    auto p = partition::open({topic, 0}, *lg, cfg, env_.fs, tmp_.path() + "/" + topic + ".snap", id, kMe, env_.clk,
+                             /*sole_replica=*/false);
+    EXPECT_TRUE(p.ok());
+    logs_.push_back(*lg);
+    return *p;
+  }
+  static void follow(partition& p, int32_t leader, int32_t epoch) {
+    partition_state st;
+    st.leader = leader;
+    st.leader_epoch = epoch;
+    st.isr = {kLeader, kMe};
+    st.partition_epoch = epoch;
+    ASSERT_TRUE(p.apply_state({kLeader, kMe, 3}, st));
+  }
+  std::unique_ptr<replica_fetcher> fetcher_for(const fake_leader& l) {
+    fetcher_options o;
+    o.node_id = kMe;
+    o.source = kLeader;
+    o.broker_epoch = [] { return int64_t{7}; };
+    o.backoff_ms = 10;
+    o.wait_max_ms = 10;
+    const int32_t port = l.port();
+    return std::make_unique<replica_fetcher>(
+        o, [port](int32_t) { return std::optional<std::pair<std::string, int32_t>>({"127.0.0.1", port}); },
+        sluice::clock::system());
+  }
+  void TearDown() override {
+    for (auto& l : logs_) l->close().ignore();
+  }
+
+  temp_dir tmp_;
+  log_env env_;
+  std::vector<std::shared_ptr<storage::log>> logs_;
+};
+
+// An OffsetForLeaderEpoch answer: each partition asked, no error, the
+// epoch and end offset `ends` gives for its topic.
+protocol::response_chunks epochs_answer(const seen_request& s, int32_t corr, int16_t version,
+                                        const std::function<std::pair<int32_t, int64_t>(const std::string&)>& ends) {
+  protocol::offset_for_leader_epoch_response resp;
+  for (const auto& t : s.epochs.topics) {
+    auto& rt = resp.topics.emplace_back();
+    rt.topic = t.topic;
+    for (const auto& p : t.partitions) {
+      auto& rp = rt.partitions.emplace_back();
+      rp.partition = p.partition;
+      const auto [e, end] = ends(t.topic);
+      rp.leader_epoch = e;
+      rp.end_offset = end;
+    }
+  }
+  return protocol::encode_response(corr, version, resp);
+}
+
+TEST_F(ReplicaFetcherTest, AFetchSentBeforeALeaderChangeNeverAppendsAfterIt) {
+  auto moved = open_partition("moved");  // its leadership moves while the fetch is out
+  auto stays = open_partition("stays");  // still followed: shows the answer was processed
+  follow(*moved, kLeader, 1);
+  follow(*stays, kLeader, 1);
+  const auto moved_batch = leader_batch(0, 3, 1), stays_batch = leader_batch(0, 2, 1);
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool gate_open = false;
+  fake_leader leader([&](const seen_request& s, int32_t corr, int16_t v) -> std::optional<protocol::response_chunks> {
+    if (s.api_key == 23) return epochs_answer(s, corr, v, [](const std::string&) { return std::pair{1, int64_t{0}}; });
+    // The fetch: held until the test has moved the partition on, then
+    // answered with the old leader's batches for both.
+    {
+      std::unique_lock g(gate_mu);
+      gate_cv.wait(g, [&] { return gate_open; });
+    }
+    protocol::fetch_response resp;
+    for (const auto& t : s.fetch.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& p : t.partitions) {
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = p.partition;
+        rp.high_watermark = 0;
+        rp.log_start_offset = 0;
+        const auto& b = t.topic_id == moved->topic_id() ? moved_batch : stays_batch;
+        // Only the first fetch carries records; later ones are empty.
+        if (p.fetch_offset == 0)
+          rp.records = protocol::records_field::of({reinterpret_cast<const uint8_t*>(b.data()), b.size()});
+        else
+          rp.records = protocol::records_field::empty();
+      }
+    }
+    return protocol::encode_response(corr, v, resp);
+  });
+  auto f = fetcher_for(leader);
+  f->add(moved);
+  f->add(stays);
+  // Two OffsetForLeaderEpoch exchanges at most, then the fetch arrives.
+  for (size_t n = 1;; ++n) {
+    ASSERT_TRUE(leader.wait_for_requests(n));
+    if (leader.requests().back().api_key == 1) break;
+  }
+  // The controller moves `moved` to another leader at epoch 2: the replica
+  // manager takes it out of this fetcher and applies the new state.
+  f->remove(moved);
+  follow(*moved, 3, 2);
+  {
+    std::lock_guard g(gate_mu);
+    gate_open = true;
+  }
+  gate_cv.notify_all();
+  // The answer is processed once `stays` has its batch.
+  for (int i = 0; i < 60'000 && stays->log_end_offset() < offset(2); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(stays->log_end_offset(), offset(2));
+  EXPECT_EQ(moved->log_end_offset(), offset(0)) << "the deposed leader's batch was appended after the change";
+  f.reset();
+}
+
+TEST_F(ReplicaFetcherTest, ADivergingEpochTruncatesBeforeTheNextFetch) {
+  auto p = open_partition("div");
+  // This replica holds epoch 1 at 0-9 and epoch 3 at 10-14; the leader
+  // (now at epoch 4) never had epoch 3.
+  follow(*p, kLeader, 1);
+  auto b1 = leader_batch(0, 10, 1);
+  ASSERT_TRUE(p->append_replicated(b1, leader_epoch(1), offset(0)).ok());
+  follow(*p, kLeader, 3);
+  auto b3 = leader_batch(10, 5, 3);
+  ASSERT_TRUE(p->append_replicated(b3, leader_epoch(3), offset(10)).ok());
+  follow(*p, kLeader, 4);
+  ASSERT_EQ(p->last_written_epoch(), 3);
+  fake_leader leader([&](const seen_request& s, int32_t corr, int16_t v) -> std::optional<protocol::response_chunks> {
+    // A leader whose OffsetForLeaderEpoch answer shows no divergence (its
+    // history was read before the change) but whose fetch does.
+    if (s.api_key == 23) return epochs_answer(s, corr, v, [](const std::string&) { return std::pair{3, int64_t{15}}; });
+    protocol::fetch_response resp;
+    for (const auto& t : s.fetch.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& fp : t.partitions) {
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = fp.partition;
+        rp.high_watermark = 10;
+        rp.log_start_offset = 0;
+        rp.records = protocol::records_field::empty();
+        if (fp.last_fetched_epoch == 3) {
+          rp.diverging_epoch.epoch = 1;
+          rp.diverging_epoch.end_offset = 10;
+        }
+      }
+    }
+    return protocol::encode_response(corr, v, resp);
+  });
+  auto f = fetcher_for(leader);
+  f->add(p);
+  // Wait for a fetch from 10 naming epoch 1: the truncation happened.
+  bool truncated = false;
+  for (size_t n = 1; n < 200 && !truncated; ++n) {
+    ASSERT_TRUE(leader.wait_for_requests(n));
+    const auto r = leader.requests()[n - 1];
+    if (r.api_key != 1) continue;
+    const auto& fp = r.fetch.topics.at(0).partitions.at(0);
+    if (fp.fetch_offset == 10) {
+      EXPECT_EQ(fp.last_fetched_epoch, 1);
+      EXPECT_EQ(fp.current_leader_epoch, 4);
+      truncated = true;
+    } else {
+      EXPECT_EQ(fp.fetch_offset, 15);
+      EXPECT_EQ(fp.last_fetched_epoch, 3);
+    }
+  }
+  EXPECT_TRUE(truncated);
+  f.reset();
+  EXPECT_EQ(p->log_end_offset(), offset(10));
+  EXPECT_EQ(p->last_written_epoch(), 1);
+}
+
+TEST_F(ReplicaFetcherTest, AReplicatedAppendNeedsTheEpochAndLogEndItWasFetchedAt) {
+  auto p = open_partition("fenced");
+  follow(*p, kLeader, 2);
+  auto b = leader_batch(0, 3, 2);
+  EXPECT_EQ(p->append_replicated(b, leader_epoch(1), offset(0)).code(), errc::fenced_leader_epoch);
+  EXPECT_EQ(p->append_replicated(b, leader_epoch(2), offset(5)).code(), errc::offset_out_of_range);
+  ASSERT_TRUE(p->append_replicated(b, leader_epoch(2), offset(0)).ok());
+  // The same answer again (a retried fetch): the log end moved on.
+  EXPECT_EQ(p->append_replicated(b, leader_epoch(2), offset(0)).code(), errc::offset_out_of_range);
+  // A gap compaction left on the leader is kept.
+  auto later = leader_batch(10, 2, 2);
+  ASSERT_TRUE(p->append_replicated(later, leader_epoch(2), offset(3)).ok());
+  EXPECT_EQ(p->log_end_offset(), offset(12));
+  EXPECT_EQ(p->log_start_offset(), offset(0));
+}
+
+TEST_F(ReplicaFetcherTest, ALeaderNamesWhereAFollowersLastEpochDiverges) {
+  auto p = open_partition("lead");
+  // History as a follower: epoch 1 at 0-9, epoch 3 at 10-14; then it
+  // leads at epoch 5.
+  follow(*p, kLeader, 1);
+  auto b1 = leader_batch(0, 10, 1);
+  ASSERT_TRUE(p->append_replicated(b1, leader_epoch(1), offset(0)).ok());
+  follow(*p, kLeader, 3);
+  auto b3 = leader_batch(10, 5, 3);
+  ASSERT_TRUE(p->append_replicated(b3, leader_epoch(3), offset(10)).ok());
+  follow(*p, kMe, 5);
+  ASSERT_TRUE(p->is_leader());
+  // A follower at this leader's epoch, or with a prefix of its log: none.
+  EXPECT_FALSE(p->diverging_epoch(5, offset(15)).has_value());
+  EXPECT_FALSE(p->diverging_epoch(3, offset(15)).has_value());
+  EXPECT_FALSE(p->diverging_epoch(1, offset(10)).has_value());
+  EXPECT_FALSE(p->diverging_epoch(-1, offset(3)).has_value());
+  // Epoch 1 past where it ended here: cut at 10.
+  EXPECT_EQ(p->diverging_epoch(1, offset(12)), (std::pair<int32_t, int64_t>{1, 10}));
+  // An epoch this leader never had (2): the largest below it, 1, ended at 10.
+  EXPECT_EQ(p->diverging_epoch(2, offset(11)), (std::pair<int32_t, int64_t>{1, 10}));
+  // Epoch 4 (never written here; 3 ended at the log end, 15, where 5 began).
+  EXPECT_EQ(p->diverging_epoch(4, offset(15)), (std::pair<int32_t, int64_t>{3, 15}));
+}
+
+// Issue 31, item 4: a DeleteRecords is answered once every in-sync
+// replica's log start reached the target, or NOT_LEADER when the
+// leadership moves first.
+TEST_F(ReplicaFetcherTest, ADeleteWaitsForEveryInSyncReplicasLogStart) {
+  auto p = open_partition("del");
+  follow(*p, kMe, 1);  // leads, ISR {1, 2}
+  ASSERT_TRUE(p->is_leader());
+  for (int i = 0; i < 10; ++i) {
+    auto b = storage::testing::make_batch(1, 10, static_cast<uint32_t>(i));
+    auto out = p->append(b, 1'700'000'000'000);
+    ASSERT_EQ(out.error, errc::ok) << out.message;
+  }
+  p->on_follower_fetch(kLeader, offset(10), -1, offset(0));
+  ASSERT_EQ(p->high_watermark(), offset(10));
+  ASSERT_TRUE(p->delete_records_before(offset(6)).ok());
+  EXPECT_EQ(p->low_watermark(), offset(0));
+  std::vector<errc> got;
+  p->on_low_watermark(offset(6), [&](const status& s) { got.push_back(s.code()); });
+  EXPECT_TRUE(got.empty());
+  p->on_follower_fetch(kLeader, offset(10), -1, offset(4));
+  EXPECT_TRUE(got.empty());
+  p->on_follower_fetch(kLeader, offset(10), -1, offset(6));
+  ASSERT_EQ(got, std::vector<errc>{errc::ok});
+  EXPECT_EQ(p->low_watermark(), offset(6));
+  // Already there: at once.
+  p->on_low_watermark(offset(5), [&](const status& s) { got.push_back(s.code()); });
+  ASSERT_EQ(got.size(), 2u);
+  // Leadership lost while waiting.
+  p->on_low_watermark(offset(8), [&](const status& s) { got.push_back(s.code()); });
+  EXPECT_EQ(got.size(), 2u);
+  follow(*p, kLeader, 2);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2], errc::not_leader);
+}
+
+// Issue 31, item 10: a broker shutting down stops leading, and a state the
+// control plane applies afterwards (its watch still running) does not make
+// it lead again.
+TEST_F(ReplicaFetcherTest, APartitionLeftAtShutdownNeverLeadsAgain) {
+  auto p = open_partition("left");
+  follow(*p, kMe, 1);
+  ASSERT_TRUE(p->is_leader());
+  p->leave();
+  EXPECT_FALSE(p->is_leader());
+  follow(*p, kMe, 2);  // the store still names this broker, at a newer epoch
+  EXPECT_FALSE(p->is_leader());
+  EXPECT_EQ(p->check_leader(), errc::not_leader);
+  auto b = storage::testing::make_batch(1, 10, 1);
+  EXPECT_EQ(p->append(b, 0).error, errc::not_leader);
+}
+
+}  // namespace
+}  // namespace sluice::cluster
