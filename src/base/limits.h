@@ -134,6 +134,11 @@ inline constexpr size_t max_verified_ranges_per_segment = 64;
 // its idempotent-producer state is rebuilt from the batch headers at open.
 inline constexpr size_t producer_state_replay_read_bytes = 8 << 20;
 
+// Idempotent-producer state snapshots a partition keeps in its log
+// directory, one per roll (docs/metadata_format.md): a truncation rebuilds
+// from the newest one at or below its cut. Older ones go first.
+inline constexpr size_t max_producer_snapshots = 16;
+
 // Disk blocks an active segment reserves ahead of its end, at most up to
 // segment.bytes (io::file::reserve, fallocate without a size change): an
 // append into reserved blocks allocates nothing, so each group commit writes

@@ -1,5 +1,6 @@
 #include "cluster/partition.h"
 #include "storage/log.h"
+#include "storage/segment.h"
 
 #include <algorithm>
 
@@ -369,10 +370,16 @@ status partition::follow_log_start(offset leader_log_start) {
   return log_->advance_log_start(o);
 }
 
-status partition::truncate_to(offset o) {
+status partition::truncate_to(offset o, std::optional<leader_epoch> decided_at) {
+  // snapshot_mu_ first: a snapshot being written describes the log before
+  // the cut, and lands before the cut removes what it no longer fits.
+  std::lock_guard sg(snapshot_mu_);
   std::lock_guard a(append_mu_);
   if (is_leader())
     return status(errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) + ": a leader does not truncate");
+  if (decided_at && epoch_.load(std::memory_order_acquire) != decided_at->value())
+    return status(errc::fenced_leader_epoch, tp_.topic + "-" + std::to_string(tp_.partition) +
+                                                 ": truncation decided at another leader epoch");
   SLUICE_TRY(log_->truncate_to(o));
   const offset end = log_->log_end_offset();
   const int64_t hw = hw_.load(std::memory_order_acquire);
@@ -387,10 +394,14 @@ status partition::truncate_to(offset o) {
   return rebuild_producers();
 }
 
-status partition::reset_to(offset o) {
+status partition::reset_to(offset o, std::optional<leader_epoch> decided_at) {
+  std::lock_guard sg(snapshot_mu_);
   std::lock_guard a(append_mu_);
   if (is_leader())
     return status(errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) + ": a leader does not reset");
+  if (decided_at && epoch_.load(std::memory_order_acquire) != decided_at->value())
+    return status(errc::fenced_leader_epoch, tp_.topic + "-" + std::to_string(tp_.partition) +
+                                                 ": reset decided at another leader epoch");
   SLUICE_TRY(log_->reset_to(o));
   // Nothing below `o` is here any more, and the leader holds it all.
   hw_.store(o.value(), std::memory_order_release);
@@ -398,11 +409,53 @@ status partition::reset_to(offset o) {
 }
 
 status partition::rebuild_producers() {
-  // append_mu_ held. The snapshot on disk may cover offsets that are gone:
-  // load_producers then ignores it and replays the log.
+  // append_mu_ held. Snapshots past the new log end describe offsets that
+  // are gone: they go, and the state is rebuilt from the newest one left
+  // (a roll's worth of replay, not the whole log).
+  prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset());
   producers_ = producer_state{};
   snapshot_offset_ = offset(-1);
   return load_producers();
+}
+
+std::string partition::snapshot_file(offset next) const {
+  return storage::segment_path(log_->dir(), next, "snapshot");
+}
+
+void partition::list_snapshots() {
+  snapshots_.clear();
+  auto names = fs_.list(log_->dir());
+  if (!names.ok()) {
+    SLUICE_LOG_WARN("{}-{}: listing producer state snapshots: {}", tp_.topic, tp_.partition, names.err().message);
+    return;
+  }
+  constexpr std::string_view ext = ".snapshot";
+  for (const auto& n : *names) {
+    if (n.size() != 20 + ext.size() || n.compare(20, ext.size(), ext) != 0) continue;
+    if (auto o = storage::parse_segment_name(n.substr(0, 20) + ".log")) snapshots_.push_back(*o);
+  }
+  std::sort(snapshots_.begin(), snapshots_.end());
+}
+
+void partition::prune_snapshots_locked(offset start, offset end) {
+  std::vector<offset> gone;
+  // Above the log end: their offsets are gone.
+  while (!snapshots_.empty() && snapshots_.back() > end) {
+    gone.push_back(snapshots_.back());
+    snapshots_.pop_back();
+  }
+  // Below the log start, and the oldest beyond the limit; the newest stays.
+  size_t drop = 0;
+  while (drop + 1 < snapshots_.size() &&
+         (snapshots_[drop] < start || snapshots_.size() - drop > limits::max_producer_snapshots))
+    ++drop;
+  gone.insert(gone.end(), snapshots_.begin(), snapshots_.begin() + static_cast<ptrdiff_t>(drop));
+  snapshots_.erase(snapshots_.begin(), snapshots_.begin() + static_cast<ptrdiff_t>(drop));
+  for (offset o : gone) {
+    if (auto s = fs_.remove(snapshot_file(o)); !s.ok() && s.code() != errc::not_found)
+      SLUICE_LOG_WARN("{}-{}: removing producer state snapshot {}: {}", tp_.topic, tp_.partition, o.value(),
+                      s.err().message);
+  }
 }
 
 result<storage::file_region> partition::read(offset o, size_t max_bytes, std::optional<offset> upper) {
@@ -486,6 +539,7 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
     p->hw_.store((checkpointed_hw ? std::clamp(*checkpointed_hw, start, end) : start).value());
   }
   if (sole_replica) p->hw_.store(p->tracker_.high_watermark().value());
+  p->list_snapshots();
   SLUICE_TRY(p->load_producers());
   // A roll's producer snapshot is written where the roll is sealed.
   p->log_->set_seal_hook([w = std::weak_ptr<partition>(p)] {
@@ -500,16 +554,27 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
 
 status partition::load_producers() {
   offset from = log_->log_start_offset();
-  if (fs_.exists(snapshot_path_)) {
-    auto l = producer_state::load_snapshot(fs_, snapshot_path_);
+  const offset end_now = log_->log_end_offset();
+  // The newest snapshot in range that loads; then, with none in the log
+  // directory, the single one earlier versions kept under meta/.
+  std::vector<std::string> candidates;
+  for (auto it = snapshots_.rbegin(); it != snapshots_.rend(); ++it)
+    if (*it >= from && *it <= end_now) candidates.push_back(snapshot_file(*it));
+  if (snapshots_.empty() && fs_.exists(snapshot_path_)) candidates.push_back(snapshot_path_);
+  for (const auto& path : candidates) {
+    auto l = producer_state::load_snapshot(fs_, path);
     if (!l.ok()) {
-      SLUICE_LOG_WARN("{}-{}: ignoring producer state snapshot: {}", tp_.topic, tp_.partition, l.err().message);
-    } else if (l->next_offset >= log_->log_start_offset() && l->next_offset <= log_->log_end_offset()) {
-      producers_ = std::move(l->state);
-      from = l->next_offset;
-      snapshot_offset_ = l->next_offset;
+      SLUICE_LOG_WARN("{}-{}: ignoring producer state snapshot {}: {}", tp_.topic, tp_.partition, path,
+                      l.err().message);
+      continue;
     }
+    if (l->next_offset < log_->log_start_offset() || l->next_offset > end_now) continue;
+    producers_ = std::move(l->state);
+    from = l->next_offset;
+    snapshot_offset_ = l->next_offset;
+    break;
   }
+  producers_loaded_from_ = from;
   // Replay the batch headers from `from` to the log end.
   const offset end = log_->log_end_offset();
   while (from < end) {
@@ -711,9 +776,14 @@ status partition::snapshot_producers() {
     end = log_->log_end_offset();
     bytes = producers_.encode_snapshot(end);
   }
-  SLUICE_TRY(fs_.write_atomic(snapshot_path_, bytes));
+  SLUICE_TRY(fs_.write_atomic(snapshot_file(end), bytes));
   std::lock_guard g(append_mu_);
   snapshot_offset_ = end;
+  // Truncations wait for snapshot_mu_: nothing newer is listed.
+  if (snapshots_.empty() || snapshots_.back() < end) snapshots_.push_back(end);
+  prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset());
+  // The one earlier versions kept is superseded.
+  if (fs_.exists(snapshot_path_)) fs_.remove(snapshot_path_).ignore();
   return {};
 }
 
@@ -722,7 +792,7 @@ status partition::snapshot_producers_if_changed() {
     std::lock_guard g(append_mu_);
     const offset end = log_->log_end_offset();
     if (snapshot_offset_ == end) return {};
-    if (producers_.producer_count() == 0 && end == log_->log_start_offset() &&
+    if (producers_.producer_count() == 0 && end == log_->log_start_offset() && snapshots_.empty() &&
         !fs_.exists(snapshot_path_))
       return {};
   }

@@ -267,10 +267,14 @@ class partition : public std::enable_shared_from_this<partition> {
   // cluster/truncation.h); the producer state is rebuilt from what is left.
   // Offsets below the high watermark that go were committed: an unclean
   // election lost them; they are counted (truncated_committed()) and logged.
-  status truncate_to(offset o);
+  // `decided_at`: the leader epoch the fetcher decided the cut at; once the
+  // partition's epoch moved on (another leader, whose log it may not fit)
+  // the cut is refused with errc::fenced_leader_epoch, under the lock
+  // apply_state takes.
+  status truncate_to(offset o, std::optional<leader_epoch> decided_at = std::nullopt);
   // Empties the log and restarts it at `o` (the leader's log starts past
-  // this replica's end).
-  status reset_to(offset o);
+  // this replica's end); `decided_at` as for truncate_to.
+  status reset_to(offset o, std::optional<leader_epoch> decided_at = std::nullopt);
   // Committed offsets this replica threw away by truncation (unclean
   // elections), since it opened.
   uint64_t truncated_committed() const { return truncated_committed_.load(std::memory_order_relaxed); }
@@ -387,7 +391,17 @@ class partition : public std::enable_shared_from_this<partition> {
 
   partition(storage::topic_partition tp, std::shared_ptr<storage::log> log, config::topic_config cfg,
             io::filesystem& fs, std::string snapshot_path);
+  // Rebuilds producers_ from the newest usable snapshot at or below the log
+  // end and the batches after it. append_mu_ held (or not yet shared).
   status load_producers();
+  // The snapshot files in the log directory (their next offsets,
+  // ascending) and the path of one. snapshots_ is filled at open.
+  std::string snapshot_file(offset next) const;
+  void list_snapshots();
+  // Removes the snapshots above `end` (a truncation) and, beyond the
+  // newest, those below `start` or past limits::max_producer_snapshots.
+  // append_mu_ held.
+  void prune_snapshots_locked(offset start, offset end);
   // Wakes the consumers' listeners when the high watermark moved, the
   // followers' when the log end did (both by default: every reader looks).
   void wake_listeners(bool hw_moved = true, bool appended = true);
@@ -443,10 +457,13 @@ class partition : public std::enable_shared_from_this<partition> {
   config::topic_config cfg_;
 
   std::mutex snapshot_mu_;  // one snapshot write at a time, in the order taken; before append_mu_
-  std::mutex append_mu_;    // guards producers_ and snapshot_offset_
+  std::mutex append_mu_;    // guards producers_, snapshot_offset_ and snapshots_
   producer_state producers_;
   offset snapshot_offset_{
-      -1};  // next_offset of the snapshot on disk, if this process loaded or wrote it
+      -1};
+  // Next offsets of the snapshot files in the log directory, ascending.
+  std::vector<offset> snapshots_;
+  offset producers_loaded_from_{-1};  // where the last load_producers began its replay (tests)  // next_offset of the snapshot on disk, if this process loaded or wrote it
 
   std::atomic<bool> closed_{false};
   std::atomic<uint64_t> bytes_appended_{0};

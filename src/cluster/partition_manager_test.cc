@@ -75,6 +75,12 @@ class PartitionManagerTest : public ::testing::Test {
     for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
     return out;
   }
+  // Producer-state snapshot files in a partition's log directory.
+  static size_t snapshots_in(const std::string& dir) {
+    size_t k = 0;
+    for (const auto& n : names_in(dir)) k += n.size() > 9 && n.substr(n.size() - 9) == ".snapshot";
+    return k;
+  }
   // Entries of `dir` whose name starts with the first 200 bytes of `topic`
   // (both directory name forms and every "-delete" rename of them).
   static std::set<std::string> names_of(const std::string& dir, const std::string& topic) {
@@ -118,8 +124,11 @@ TEST_F(PartitionManagerTest, LongestTopicNameLivesAndDies) {
   ASSERT_FALSE(pm_->create_topic(kLongest, n, 1, {}, false));
   for (int32_t p = 0; p < n; ++p) append(kLongest, p, 3);
   close();
-  // Every partition's producer snapshot was written at shutdown.
-  EXPECT_EQ(names_of(meta_dir("producers"), kLongest).size(), static_cast<size_t>(n));
+  // Every partition's producer snapshot was written at shutdown, in its
+  // log directory.
+  size_t with_snapshot = 0;
+  for (const auto& d : names_of(logs_dir(), kLongest)) with_snapshot += snapshots_in(logs_dir() + "/" + d) > 0;
+  EXPECT_EQ(with_snapshot, static_cast<size_t>(n));
 
   ASSERT_NE(open(io::filesystem::posix()), nullptr);
   for (int32_t p = 0; p < n; ++p) {
@@ -163,7 +172,10 @@ TEST_F(PartitionManagerTest, DeletionLeftoversFoundAtStartAreRemoved) {
 
   ASSERT_NE(open(io::filesystem::posix()), nullptr);
   EXPECT_EQ(names_in(logs_dir()), std::set<std::string>{"keep-0"});
-  EXPECT_EQ(names_in(meta_dir("producers")), std::set<std::string>{"keep-0"});
+  // Stale and torn snapshots of earlier versions' place are gone; keep-0's
+  // own lives in its log directory.
+  EXPECT_TRUE(names_in(meta_dir("producers")).empty());
+  EXPECT_EQ(snapshots_in(logs_dir() + "/keep-0"), 1u);
   EXPECT_TRUE(names_in(meta_dir("configs")).empty());
   EXPECT_EQ(pm_->get("keep", 0)->log_end_offset(), offset(2));
   // A topic created again under the name starts empty and with no overrides.
@@ -451,7 +463,6 @@ TEST_F(PartitionManagerTest, RollSnapshotsProducersWhenSealed) {
   ASSERT_FALSE(pm_->create_topic("idem", 1, 1, cfg, false));
   auto part = pm_->get("idem", 0);
   ASSERT_NE(part, nullptr);
-  const std::string snapshots = io::join(io::join(tmp_.path(), "meta"), "producers");
   for (int32_t i = 0; i < 20; ++i) {
     storage::batch_spec spec;
     spec.records = 1;
@@ -469,10 +480,14 @@ TEST_F(PartitionManagerTest, RollSnapshotsProducersWhenSealed) {
   // covers at least everything below the active segment.
   const deadline until(10'000);
   std::optional<producer_state::loaded> loaded;
+  // Snapshots live in the log directory, one per roll
+  // (docs/metadata_format.md); the newest is looked at.
   while (!until.passed()) {
-    if (fs::exists(snapshots) && names_in(snapshots).size() == 1) {
-      auto l = producer_state::load_snapshot(io::filesystem::posix(),
-                                             io::join(snapshots, *names_in(snapshots).begin()));
+    std::string newest;
+    for (const auto& n : names_in(log.dir()))
+      if (n.size() > 9 && n.substr(n.size() - 9) == ".snapshot" && n > newest) newest = n;
+    if (!newest.empty()) {
+      auto l = producer_state::load_snapshot(io::filesystem::posix(), io::join(log.dir(), newest));
       if (l.ok() && l->next_offset >= log.active_segment_base()) {
         loaded = std::move(l).value();
         break;

@@ -217,13 +217,7 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
     if (!ask) {
       // No history to compare: keep what the leader has committed.
       const auto step = decide_truncation(epochs, e.part->log_end_offset(), e.part->high_watermark(), epoch_end{});
-      if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
-        SLUICE_LOG_ERROR("{}-{}: truncation to {} failed: {}", k.first, k.second, step.truncate_to.value(),
-                         s.err().message);
-        drop(k, e.epoch);
-        continue;
-      }
-      update(k, e.epoch, phase::fetching, 0);
+      apply_cut({k, e, cut::kind::truncate, step.truncate_to, phase::fetching});
       continue;
     }
     add_partition(req, k, e.epoch).leader_epoch = *ask;
@@ -234,8 +228,11 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
   if (!resp.ok()) return lost_connection("OffsetForLeaderEpoch: " + resp.err().message);
   const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
   // As in fetch_round: an answer about a partition removed or re-added
-  // since the request left truncates nothing.
-  std::lock_guard held(mu_);
+  // since the request left truncates nothing. The cuts run after mu_ is
+  // released (a truncation rebuilds the producer state: no add or remove
+  // waits for it); each holds only at the epoch it was decided at.
+  std::vector<cut> cuts;
+  std::unique_lock held(mu_);
   for (const auto& t : resp->topics) {
     for (const auto& p : t.partitions) {
       auto it = asked.find({t.topic, p.partition});
@@ -258,15 +255,32 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
         SLUICE_LOG_INFO("{}-{}: truncating from {} to {} to match leader {} (epoch {} ends at {})", k.first,
                         k.second, end.value(), step.truncate_to.value(), opts_.source, p.leader_epoch,
                         p.end_offset);
-        if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
-          SLUICE_LOG_ERROR("{}-{}: truncation failed: {}", k.first, k.second, s.err().message);
-          parts_.erase(k);
-          continue;
-        }
       }
-      if (step.complete) update_locked(k, e.epoch, phase::fetching, 0);
+      cuts.push_back({k, e, cut::kind::truncate, step.truncate_to,
+                      step.complete ? std::optional<phase>(phase::fetching) : std::nullopt});
     }
   }
+  held.unlock();
+  for (const auto& c : cuts) apply_cut(c);
+}
+
+void replica_fetcher::apply_cut(const cut& c) {
+  const auto& [k, e, kind, to, next] = c;
+  const leader_epoch at(e.epoch);
+  const offset end = e.part->log_end_offset();
+  if (kind == cut::kind::truncate && to >= end) {
+    if (next) update(k, e.epoch, next, 0);
+    return;
+  }
+  status s = kind == cut::kind::truncate ? e.part->truncate_to(to, at) : e.part->reset_to(to, at);
+  if (!s.ok()) {
+    if (s.code() == errc::fenced_leader_epoch || e.part->is_leader()) return;  // a new leadership: its own entry follows
+    SLUICE_LOG_ERROR("{}-{}: {} to {} failed: {}", k.first, k.second,
+                     kind == cut::kind::truncate ? "truncation" : "reset", to.value(), s.err().message);
+    drop(k, e.epoch);
+    return;
+  }
+  if (next) update(k, e.epoch, next, 0);
 }
 
 void replica_fetcher::sync_before_fetch(std::vector<std::pair<key, entry>>& work) {
@@ -349,7 +363,8 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   // holds its partition-map lock the same way while it processes an
   // answer). partition::append_replicated checks the epoch and the log end
   // once more under the partition's own lock, against apply_state and
-  // truncation.
+  // truncation. Truncations wait until mu_ is released (apply_cut).
+  std::vector<cut> cuts;
   std::unique_lock held(mu_);
   for (const auto& t : resp->responses) {
     const auto name = names.find(t.topic_id);
@@ -368,10 +383,7 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
           // The leader no longer has what follows this replica's end.
           SLUICE_LOG_INFO("{}-{}: leader {} starts at {}, past this replica's end {}: starting over there",
                           k.first, k.second, opts_.source, p.log_start_offset, end.value());
-          if (auto s = e.part->reset_to(offset(p.log_start_offset)); !s.ok()) {
-            SLUICE_LOG_ERROR("{}-{}: reset failed: {}", k.first, k.second, s.err().message);
-            parts_.erase(k);
-          }
+          cuts.push_back({k, e, cut::kind::reset, offset(p.log_start_offset), std::nullopt});
         } else {
           // Past the leader's end: this replica's tail diverged.
           update_locked(k, e.epoch, phase::truncating, 0);
@@ -395,13 +407,9 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
           SLUICE_LOG_INFO("{}-{}: diverged from leader {} (its epoch {} ends at {}): truncating from {} to {}",
                           k.first, k.second, opts_.source, p.diverging_epoch.epoch, p.diverging_epoch.end_offset,
                           end.value(), step.truncate_to.value());
-          if (auto s = e.part->truncate_to(step.truncate_to); !s.ok()) {
-            SLUICE_LOG_ERROR("{}-{}: truncation failed: {}", k.first, k.second, s.err().message);
-            parts_.erase(k);
-            continue;
-          }
         }
-        if (!step.complete) update_locked(k, e.epoch, phase::truncating, 0);
+        cuts.push_back({k, e, cut::kind::truncate, step.truncate_to,
+                        step.complete ? std::nullopt : std::optional<phase>(phase::truncating)});
         continue;
       }
       const auto view = p.records.view();
@@ -432,6 +440,7 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
     }
   }
   held.unlock();
+  for (const auto& c : cuts) apply_cut(c);
   // One group commit over the round: the next fetch's offsets then speak
   // of what is on disk.
   std::vector<std::pair<std::shared_ptr<partition>, offset>> to_sync;

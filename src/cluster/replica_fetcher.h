@@ -123,6 +123,18 @@ class replica_fetcher {
   // Whether `e` is still k's entry, in phase `ph` (mu_ held).
   bool current_locked(const key& k, const entry& e, phase ph) const;
   void lost_connection(const std::string& why);
+  // A truncation (or a reset) a leader's answer called for, run after mu_
+  // is released; the partition refuses it once its leader epoch moved on.
+  // `next`: the phase to go on in when it is done.
+  struct cut {
+    enum class kind { truncate, reset };
+    key k;
+    entry e;
+    kind what;
+    offset to;
+    std::optional<phase> next;
+  };
+  void apply_cut(const cut& c);
 
   const fetcher_options opts_;
   const endpoint_lookup endpoints_;

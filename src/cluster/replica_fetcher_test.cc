@@ -22,10 +22,12 @@
 #include <thread>
 
 #include "cluster/partition.h"
+#include "cluster/test_managers.h"
 #include "config/broker_config.h"
 #include "config/topic_config.h"
 #include "model/record_batch.h"
 #include "protocol/frame.h"
+#include "storage/batch_builder.h"
 #include "storage/log.h"
 #include "storage/test_util.h"
 
@@ -162,8 +164,8 @@ std::vector<std::byte> leader_batch(int64_t base, int32_t n, int32_t epoch) {
 
 class ReplicaFetcherTest : public ::testing::Test {
  protected:
-  std::shared_ptr<partition> open_partition(const std::string& topic) {
-    auto lg = storage::log::open(env_.ctx(), tmp_.sub(topic + "-0"), topic + "-0", {});
+  std::shared_ptr<partition> open_partition(const std::string& topic, storage::log_config lcfg = {}) {
+    auto lg = storage::log::open(env_.ctx(), tmp_.sub(topic + "-0"), topic + "-0", lcfg);
     EXPECT_TRUE(lg.ok());
     sluice::topic_id id{};
     id[0] = static_cast<uint8_t>(topic.size());
@@ -361,6 +363,13 @@ TEST_F(ReplicaFetcherTest, AReplicatedAppendNeedsTheEpochAndLogEndItWasFetchedAt
   ASSERT_TRUE(p->append_replicated(later, leader_epoch(2), offset(3)).ok());
   EXPECT_EQ(p->log_end_offset(), offset(12));
   EXPECT_EQ(p->log_start_offset(), offset(0));
+  // A cut decided at an earlier epoch (a leader's answer that arrived after
+  // the leadership moved on) is refused; one at the current epoch holds.
+  EXPECT_EQ(p->truncate_to(offset(3), leader_epoch(1)).code(), errc::fenced_leader_epoch);
+  EXPECT_EQ(p->reset_to(offset(50), leader_epoch(1)).code(), errc::fenced_leader_epoch);
+  EXPECT_EQ(p->log_end_offset(), offset(12));
+  ASSERT_TRUE(p->truncate_to(offset(3), leader_epoch(2)).ok());
+  EXPECT_EQ(p->log_end_offset(), offset(3));
 }
 
 TEST_F(ReplicaFetcherTest, ALeaderNamesWhereAFollowersLastEpochDiverges) {
@@ -421,6 +430,70 @@ TEST_F(ReplicaFetcherTest, ADeleteWaitsForEveryInSyncReplicasLogStart) {
   follow(*p, kLeader, 2);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[2], errc::not_leader);
+}
+
+// Issue 31, item 5: one producer-state snapshot per roll in the log
+// directory; a truncation removes those past its cut and rebuilds from the
+// newest one left, not from the log start, and the state it gives is the
+// state of the log that is left.
+TEST_F(ReplicaFetcherTest, ATruncationRebuildsProducersFromTheNearestSnapshot) {
+  auto p = open_partition("snap", storage::testing::small_config());
+  follow(*p, kLeader, 1);
+  auto idem = [](int64_t base, int32_t seq) {
+    storage::batch_spec spec;
+    spec.records = 1;
+    spec.value_bytes = 300;
+    spec.producer_id = 42;
+    spec.producer_epoch = 0;
+    spec.base_sequence = seq;
+    auto b = storage::build_batch(spec);
+    auto h = model::batch::parse(b.data());
+    h.base_offset = offset(base);
+    h.partition_leader_epoch = 1;
+    model::batch::write(b.data(), h);
+    model::batch::update_crc(b);
+    return b;
+  };
+  for (int32_t i = 0; i < 20; ++i) {
+    auto b = idem(i, i);
+    ASSERT_TRUE(p->append_replicated(b, leader_epoch(1), offset(i)).ok());
+    if (i % 5 == 4) {
+      ASSERT_TRUE(p->snapshot_producers().ok());  // as the seal of a roll does
+    }
+  }
+  // Snapshot offsets in the log directory (a roll's seal on the flusher
+  // may add its own beside the test's).
+  auto snapshots = [&] {
+    env_.flush.wait_idle();
+    std::vector<int64_t> out;
+    auto names = io::filesystem::posix().list(tmp_.path() + "/snap-0");
+    EXPECT_TRUE(names.ok());
+    if (!names.ok()) return out;
+    for (const auto& n : names.value())
+      if (n.size() == 29 && n.substr(20) == ".snapshot") out.push_back(std::stoll(n.substr(0, 20)));
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto has = [](const std::vector<int64_t>& v, int64_t o) { return std::find(v.begin(), v.end(), o) != v.end(); };
+  auto before = snapshots();
+  for (int64_t o : {5, 10, 15, 20}) EXPECT_TRUE(has(before, o)) << o;
+  ASSERT_TRUE(p->truncate_to(offset(12), leader_epoch(1)).ok());
+  auto after = snapshots();
+  ASSERT_FALSE(after.empty());
+  EXPECT_LE(after.back(), 12);
+  EXPECT_TRUE(has(after, 5) && has(after, 10));
+  // Rebuilt from the newest snapshot left, not from the log start.
+  EXPECT_EQ(partition_test_access::producers_loaded_from(*p), offset(after.back()));
+  auto ps = p->producers();
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].last_sequence, 11);
+  // Reopened, it loads the newest one and replays past it.
+  p->close();
+  logs_.back()->close().ignore();
+  auto again = open_partition("snap", storage::testing::small_config());
+  EXPECT_GE(partition_test_access::producers_loaded_from(*again), offset(10));
+  ASSERT_EQ(again->producers().size(), 1u);
+  EXPECT_EQ(again->producers()[0].last_sequence, 11);
 }
 
 // Issue 31, item 10: a broker shutting down stops leading, and a state the

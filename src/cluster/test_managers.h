@@ -18,6 +18,12 @@ namespace sluice::cluster {
 // which nothing outside cluster/ may.
 struct partition_test_access {
   static storage::log& log(partition& p) { return p.log(); }
+  // Where the last rebuild of the producer state began replaying the log
+  // (the snapshot it loaded, or the log start).
+  static offset producers_loaded_from(partition& p) {
+    std::lock_guard g(p.append_mu_);
+    return p.producers_loaded_from_;
+  }
 };
 
 namespace testing {
