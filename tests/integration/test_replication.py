@@ -764,9 +764,14 @@ def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_waterma
     """Y is paused (still in the ISR: the lag and session limits are long),
     so the leader's high watermark stays at 10 while the leader and F hold
     D at 10..14 (acks=1). F restarts and rejoins the ISR; a consumer in F's
-    rack is sent to F, which must not hand out D: it is not committed."""
-    c = Cluster(brokers=3, etcd=3, session_timeout_ms=20000,
-                extra_settings={"replica.lag.time.max.ms": "30000", "replica.fetch.wait.max.ms": "200",
+    rack is sent to F, which must not hand out D: it is not committed.
+
+    Y must stay in the ISR for the whole test whatever the machine's pace
+    (on a busy machine 30 s of lag allowance and a 20 s session were not
+    enough), so both are far longer than the test can take: the test's own
+    waits bound it first."""
+    c = Cluster(brokers=3, etcd=3, session_timeout_ms=300000,
+                extra_settings={"replica.lag.time.max.ms": "600000", "replica.fetch.wait.max.ms": "200",
                                 "replica.fetch.backoff.ms": "200"})
     for n in c.node_ids:
         c.broker(n).settings["broker.rack"] = "rack-%d" % n
