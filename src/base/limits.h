@@ -410,6 +410,14 @@ inline constexpr size_t max_decompressed_batch_bytes = 256ull << 20;
 // decompress to at most its topic's max.message.bytes, as Kafka bounds a
 // batch, so a compression bomb costs at most that.
 inline constexpr size_t max_produce_decompression_bytes = 128ull << 20;
+// A validation first leases what its batch is likely to decompress to:
+// this many times its compressed payload, and at least the floor below
+// (never more than max.message.bytes). A batch that decompresses to more
+// gives the lease back and leases max.message.bytes to decompress again, so
+// small batches of a topic with a large max.message.bytes do not each
+// hold the budget's whole share.
+inline constexpr size_t produce_decompression_lease_ratio = 16;
+inline constexpr size_t produce_decompression_lease_min_bytes = 64ull << 10;
 // A thread that validates produced batches keeps its decompression buffer
 // for the next batch while it is at most this large (a default topic's
 // batch fits), outside the budget above: I/O threads times this.

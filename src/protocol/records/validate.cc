@@ -1,6 +1,7 @@
 #include "protocol/records/validate.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,12 +93,25 @@ result<batch_facts> validate_records(std::span<const uint8_t> batch, const valid
     return error{errc::unsupported_compression, "unknown compression codec " + std::to_string(codec)};
   if (h.codec() == compression::none) return walk(h, payload, o);
   if (h.records_count == 0 && payload.empty()) return walk(h, payload, o);
+  // The lease is sized from the batch first (limits.h); one that
+  // decompresses past it tries once more with the whole allowance, after
+  // giving the first lease back (never holding one while waiting for
+  // another).
+  size_t limit = std::min(o.max_decompressed_bytes,
+                          std::max(limits::produce_decompression_lease_min_bytes,
+                                   payload.size() * limits::produce_decompression_lease_ratio));
   std::optional<decompression_budget::lease> held;
-  if (budget) held.emplace(budget->acquire(o.max_decompressed_bytes + 1));
   // Each thread keeps its output buffer while it stays small (limits.h), so
   // the common batch decompresses into memory that is already mapped.
   thread_local std::vector<uint8_t> buffer;
-  auto plain = decompress_reusing(h.codec(), payload, o.max_decompressed_bytes, buffer);
+  if (budget) held.emplace(budget->acquire(limit + 1));
+  auto plain = decompress_reusing(h.codec(), payload, limit, buffer);
+  if (!plain.ok() && plain.code() == errc::message_too_large && limit < o.max_decompressed_bytes) {
+    limit = o.max_decompressed_bytes;
+    held.reset();
+    if (budget) held.emplace(budget->acquire(limit + 1));
+    plain = decompress_reusing(h.codec(), payload, limit, buffer);
+  }
   auto facts = plain.ok() ? walk(h, *plain, o) : result<batch_facts>(plain.err());
   if (buffer.size() > limits::max_retained_decompression_buffer_bytes) std::vector<uint8_t>().swap(buffer);
   if (!facts.ok() && !plain.ok() && plain.code() != errc::message_too_large)

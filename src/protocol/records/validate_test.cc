@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "base/crc32c.h"
@@ -176,6 +178,37 @@ TEST(DecompressionBudget, ValidationHoldsItsLeaseOnlyWhileDecompressing) {
   ASSERT_TRUE(validate_records(b, opts(), &budget).ok());
   EXPECT_EQ(budget.in_use_bytes(), 0u);
   EXPECT_EQ(budget.waits(), 0u);
+}
+
+// Issue 31, item 11: the lease is sized from the batch, not from the
+// topic's max.message.bytes, so small batches of a topic with a large limit
+// go through while most of the budget is taken; a batch that decompresses
+// past its first lease is still validated against the whole limit.
+TEST(DecompressionBudget, ASmallBatchLeasesWhatItNeedsNotTheTopicsLimit) {
+  decompression_budget budget(1 << 20);
+  auto most = budget.acquire((1 << 20) - (256 << 10));  // 768 KiB of 1 MiB held elsewhere
+  auto b = build(compression::zstd, 10);                // a few hundred bytes
+  auto run = std::async(std::launch::async, [&] { return validate_records(b, opts(64 << 20), &budget); });
+  // With a lease of the topic's limit (capped at the pool) it would wait
+  // for `most`; bounded here only so that a regression fails, not hangs.
+  const bool done = run.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  if (!done) {
+    { auto gone = std::move(most); }
+  }
+  auto f = run.get();
+  EXPECT_TRUE(done) << "the validation waited for the lease of another";
+  ASSERT_TRUE(f.ok()) << f.err().message;
+  EXPECT_EQ(budget.waits(), 0u);
+}
+
+TEST(DecompressionBudget, ABatchPastItsFirstLeaseIsValidatedAgainstTheWholeLimit) {
+  decompression_budget budget(8 << 20);
+  // One 2 MiB record of one byte repeated: a tiny payload.
+  auto b = build(compression::zstd, 1, 2 << 20);
+  ASSERT_LT(b.size(), 64u << 10);
+  EXPECT_TRUE(validate_records(b, opts(4 << 20), &budget).ok());
+  EXPECT_EQ(validate_records(b, opts(1 << 20), &budget).code(), errc::message_too_large);
+  EXPECT_EQ(budget.in_use_bytes(), 0u);
 }
 
 }  // namespace
