@@ -426,6 +426,15 @@ inline constexpr size_t max_retained_decompression_buffer_bytes = 2ull << 20;
 // max.incremental.fetch.session.cache.slots default); beyond it the least
 // recently used is evicted for a new one.
 inline constexpr size_t max_fetch_sessions = 1000;
+// Partitions one fetch session holds, and all sessions together (each costs
+// a few hundred bytes): a full fetch naming more than a session can take
+// is answered without a session (session id 0, as Kafka answers when its
+// cache has no room), and an incremental one that would grow a session past
+// either bound ends the session (FETCH_SESSION_ID_NOT_FOUND; the client's
+// next full fetch is answered without one). So sessions hold at most
+// 100 MiB or so whatever clients send.
+inline constexpr size_t max_fetch_session_partitions = 50'000;
+inline constexpr size_t max_fetch_session_partitions_total = 300'000;
 // Records fields (and other byte views) shorter than this are copied into the
 // response buffer instead of being referenced, so small fetches do not turn
 // into many tiny iovecs.

@@ -2,19 +2,22 @@
 
 namespace sluice::kafka {
 
-void fetch_session::upsert(const sluice::topic_id& id, const std::string& topic, int32_t partition,
+bool fetch_session::upsert(const sluice::topic_id& id, const std::string& topic, int32_t partition,
                            int64_t fetch_offset, int32_t max_bytes) {
   key k{id, uses_topic_ids ? std::string() : topic, partition};
   auto it = index.find(k);
   if (it == index.end()) {
+    if (partitions.size() >= limits::max_fetch_session_partitions) return false;
+    if (budget && !budget->take()) return false;
     partitions.push_back(
         std::make_shared<session_partition>(session_partition{id, topic, partition, fetch_offset, max_bytes}));
     index.emplace(std::move(k), partitions.back().get());
-    return;
+    return true;
   }
   it->second->fetch_offset = fetch_offset;
   it->second->max_bytes = max_bytes;
   if (it->second->topic.empty()) it->second->topic = topic;
+  return true;
 }
 
 void fetch_session::forget(const sluice::topic_id& id, const std::string& topic, int32_t partition) {
@@ -23,6 +26,7 @@ void fetch_session::forget(const sluice::topic_id& id, const std::string& topic,
   const session_partition* gone = it->second;
   index.erase(it);
   std::erase_if(partitions, [&](const auto& p) { return p.get() == gone; });
+  if (budget) budget->give(1);
 }
 
 std::shared_ptr<fetch_session> fetch_session_cache::create() {
@@ -39,6 +43,7 @@ std::shared_ptr<fetch_session> fetch_session_cache::create() {
   } while (sessions_.count(id));
   auto s = std::make_shared<fetch_session>();
   s->id = id;
+  s->budget = budget_;
   lru_.push_front(id);
   sessions_[id] = {s, lru_.begin()};
   return s;

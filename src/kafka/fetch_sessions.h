@@ -27,6 +27,7 @@
 // a time (a client does not pipeline fetches within a session), and its
 // fields are guarded by the session's own mutex.
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -67,8 +68,39 @@ struct session_partition {
   bool sent = false;
 };
 
+// Partitions held by every session of a cache together
+// (limits::max_fetch_session_partitions_total). Thread-safe.
+class session_partition_budget {
+ public:
+  explicit session_partition_budget(size_t total) : total_(total) {}
+  // Takes one; false when all are taken.
+  bool take() {
+    size_t cur = used_.load(std::memory_order_relaxed);
+    do {
+      if (cur >= total_) return false;
+    } while (!used_.compare_exchange_weak(cur, cur + 1, std::memory_order_relaxed));
+    return true;
+  }
+  void give(size_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
+  size_t used() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  const size_t total_;
+  std::atomic<size_t> used_{0};
+};
+
 struct fetch_session {
+  fetch_session() = default;
+  fetch_session(const fetch_session&) = delete;
+  fetch_session& operator=(const fetch_session&) = delete;
+  ~fetch_session() {
+    if (budget) budget->give(partitions.size());
+  }
+
   int32_t id = 0;
+  // The cache's budget, which the session's partitions count against (null:
+  // unbounded, for tests of a session alone).
+  std::shared_ptr<session_partition_budget> budget;
   bool uses_topic_ids = false;  // set at creation
   std::mutex mu;
   int32_t next_epoch = 1;
@@ -85,8 +117,11 @@ struct fetch_session {
   // Adds or updates a partition; removes one. In an id session `topic` is
   // the name the id resolves to now (empty if unknown); a partition keeps
   // the first name it had, and an unknown one takes a name once resolved.
-  void upsert(const sluice::topic_id& id, const std::string& topic, int32_t partition, int64_t fetch_offset,
-              int32_t max_bytes);
+  // False, changing nothing, when a new partition would take the session
+  // past limits::max_fetch_session_partitions or the cache's budget past
+  // its total.
+  [[nodiscard]] bool upsert(const sluice::topic_id& id, const std::string& topic, int32_t partition,
+                            int64_t fetch_offset, int32_t max_bytes);
   void forget(const sluice::topic_id& id, const std::string& topic, int32_t partition);
 
   std::shared_ptr<fetch_cursor> cursor = std::make_shared<fetch_cursor>();
@@ -94,7 +129,9 @@ struct fetch_session {
 
 class fetch_session_cache {
  public:
-  explicit fetch_session_cache(size_t max_sessions = limits::max_fetch_sessions) : max_sessions_(max_sessions) {}
+  explicit fetch_session_cache(size_t max_sessions = limits::max_fetch_sessions,
+                               size_t max_partitions_total = limits::max_fetch_session_partitions_total)
+      : max_sessions_(max_sessions), budget_(std::make_shared<session_partition_budget>(max_partitions_total)) {}
 
   // A new, empty session, or nullptr when max_sessions is 0.
   std::shared_ptr<fetch_session> create();
@@ -102,9 +139,12 @@ class fetch_session_cache {
   std::shared_ptr<fetch_session> find(int32_t id);
   void remove(int32_t id);
   size_t size() const;
+  // Partitions held by all sessions.
+  size_t partitions() const { return budget_->used(); }
 
  private:
   const size_t max_sessions_;
+  const std::shared_ptr<session_partition_budget> budget_;
   mutable std::mutex mu_;
   int32_t next_id_ = 1;
   std::list<int32_t> lru_;  // most recently used at the front

@@ -431,6 +431,10 @@ void handle_fetch(request req) {
     op->response_session_id = sid;
   }
 
+  // A session that cannot hold the partitions (limits.h,
+  // max_fetch_session_partitions*) ends: a new one is answered without a
+  // session, an incremental one with FETCH_SESSION_ID_NOT_FOUND.
+  bool too_many = false;
   if (op->session) {
     // One fetch at a time per session: clients never pipeline them, and a
     // second one would only get INVALID_FETCH_SESSION_EPOCH.
@@ -444,8 +448,19 @@ void handle_fetch(request req) {
     for (const auto& t : body->topics) {
       const std::string name = by_id ? resolve_name(t.topic_id) : t.topic;
       for (const auto& p : t.partitions)
-        op->session->upsert(t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes);
+        if (!too_many && !op->session->upsert(t.topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes))
+          too_many = true;
     }
+  }
+  if (too_many) {
+    SLUICE_LOG_DEBUG("fetch session {} cannot hold more partitions; ended", op->session->id);
+    svc.fetch_sessions->remove(op->session->id);
+    op->session = nullptr;
+    if (op->incremental) return top_error(error_code::fetch_session_id_not_found);
+    op->response_session_id = 0;
+  }
+  if (op->session) {
+    std::lock_guard g(op->session->mu);
     op->session->next_epoch = op->incremental ? (epoch == INT32_MAX ? 1 : epoch + 1) : 1;
     // The leader epochs this request names (a session's other partitions
     // carry none: -1).
