@@ -301,11 +301,18 @@ struct grpc_client::core {
   // True if the channel is connected, waiting up to `timeout_ms` for a
   // connection being made. A write is sent only on a connected channel, so
   // false proves the write was never sent.
+  //
+  // TRANSIENT_FAILURE is waited through too, not taken as an answer: the
+  // channel leaves it for a new attempt within its reconnect backoff, and
+  // a thread waiting here is what lets that attempt's handshake proceed.
+  // (Answering false at once left a member that came back from a network
+  // cut unused: each attempt was cut before its handshake finished, and
+  // no call ever waited for one.)
   bool connected(endpoint& ep, int64_t timeout_ms) const {
     const int64_t until_ms = clk.monotonic_ms() + timeout_ms;
     auto st = ep.channel->GetState(true);
     while (st != GRPC_CHANNEL_READY) {
-      if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) return false;
+      if (st == GRPC_CHANNEL_SHUTDOWN) return false;
       const int64_t left_ms = until_ms - clk.monotonic_ms();
       if (left_ms <= 0 || !ep.channel->WaitForStateChange(st, deadline_in(left_ms))) return false;
       st = ep.channel->GetState(true);
@@ -338,6 +345,12 @@ struct grpc_client::core {
         if (rpc_ms <= 0) break;
         grpc::ClientContext ctx;
         ctx.set_deadline(deadline_in(rpc_ms));
+        // A read (or a repeatable write) waits, within its deadline, for a
+        // connection being made instead of failing at once while the
+        // channel is between attempts: the waiting call is what lets a
+        // reconnection finish. A write is sent on a channel connected()
+        // found ready and fails fast, so "never sent" stays provable.
+        ctx.set_wait_for_ready(k == kind::read);
         require_leader(ctx);
         const grpc::Status s = attempt(ep, ctx);
         if (s.ok()) {
@@ -389,10 +402,17 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
     args.SetMaxReceiveMessageSize(limits::etcd_max_receive_message_bytes);
     // Reconnect to a member that went away within about a second of its
     // return, not after gRPC's default backoff of up to two minutes.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                static_cast<int>(limits::etcd_reconnect_backoff_initial_ms));
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                 static_cast<int>(limits::etcd_reconnect_backoff_max_ms));
+    // In gRPC 1.51 this is also each connection attempt's deadline (TCP
+    // connect, HTTP/2 preface and the server's SETTINGS), taken as
+    // max(it, the backoff). At 100 ms with a 1 s backoff every attempt was
+    // cut near a second, and after a network cut healed the broker kept
+    // opening connections and closing them before the handshake was done.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+                static_cast<int>(limits::etcd_connect_timeout_ms));
     // Pings on open streams (watches) find a member that stopped answering
     // without closing the connection. etcd refuses pings more often than
     // every 5 s (--grpc-keepalive-min-time) and without streams.

@@ -10,9 +10,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -147,6 +153,82 @@ TEST(etcd_cluster_test, single_member_starts_serves_and_restarts) {
   auto r = (*client)->range(key_range::one("/one"));
   ASSERT_TRUE(r.ok()) << r.err().message;
   ASSERT_EQ(r->kvs.size(), 1u);  // data survived the restart
+}
+
+// A TCP listener on 127.0.0.1:port that never accepts: the kernel
+// completes every connection into its backlog and nothing ever answers,
+// as a member behind a network cut that holds connections does. Closed
+// with the object.
+class silent_listener {
+ public:
+  explicit silent_listener(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 64) == 0;
+  }
+  ~silent_listener() { close(); }
+  bool ok() const { return ok_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
+// A member unreachable for a while (its port holding connections without
+// answering, so every connection attempt of the client times out and its
+// channel sits in TRANSIENT_FAILURE) and then back is used again within
+// seconds. gRPC 1.51 cuts each connection attempt at max(its minimum
+// connect timeout, the reconnect backoff); with 100 ms and 1 s every
+// attempt was cut near a second, calls failed fast without waiting for a
+// connection, and nothing waited for a handshake to finish: a broker cut
+// off from etcd for 8 s was not back 90 s after the cut healed.
+TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
+  auto started = etcd_cluster::start(1);
+  ASSERT_TRUE(started.ok()) << started.err().message;
+  auto& cl = **started;
+  grpc_client_options o;
+  o.endpoints = cl.endpoints();
+  o.request_timeout_ms = 1'000;
+  o.retry_budget_ms = 2'000;
+  auto c = grpc_client::create(o);
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  auto& client = **c;
+  ASSERT_TRUE(client.put("/cut/k", "before").ok());
+
+  // The cut: the member goes, its port holds connections and never answers.
+  ASSERT_TRUE(cl.stop(0).ok());
+  silent_listener hole(port_of(cl.endpoint(0)));
+  ASSERT_TRUE(hole.ok()) << "cannot listen on the member's port";
+  const clock& clk = clock::system();
+  for (deadline cut(8'000); !cut.passed();) EXPECT_FALSE(client.range(key_range::one("/cut/k")).ok());
+
+  // The heal: the member answers on its port again.
+  hole.close();
+  ASSERT_TRUE(cl.restart(0).ok());
+  ASSERT_TRUE(cl.wait_healthy(0, 20'000).ok());
+  const int64_t healed_ms = clk.monotonic_ms();
+  // Generous for a busy machine: a working client needs a second or two.
+  bool back = false;
+  std::string last;
+  for (deadline d(45'000); !d.passed() && !back;) {
+    auto r = client.range(key_range::one("/cut/k"));
+    back = r.ok();
+    if (!back) last = r.err().message;
+  }
+  ASSERT_TRUE(back) << "not back 45 s after the heal: " << last;
+  std::cout << "back " << clk.monotonic_ms() - healed_ms << " ms after the heal\n";
+  EXPECT_TRUE(client.put("/cut/k", "after").ok());
 }
 
 TEST_F(grpc_client_test, put_get_and_prefix_range) {
