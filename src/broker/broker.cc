@@ -433,6 +433,10 @@ status broker::stop() {
   // First, while still serving: leadership moves off this broker (when it
   // decides) and its registration goes, so the others elect at once.
   if (impl_->control) {
+    // Whatever etcd does, the broker stops within seconds: etcd gets a
+    // short grace for the controlled shutdown and the lease's revocation,
+    // and every etcd call still waiting after it gives up.
+    impl_->etcd->wind_down(limits::etcd_shutdown_grace_ms);
     impl_->partitions->stop_leading();
     impl_->control->shutdown();
     // Leadership has moved on: stop copying from the leaders.

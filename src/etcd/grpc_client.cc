@@ -271,6 +271,8 @@ struct grpc_client::core {
   std::vector<endpoint_address> addresses;  // eps' addresses, in order
   // The endpoint that answered last; calls start there.
   std::atomic<size_t> current{0};
+  // wind_down(): no call goes on past this (monotonic ms on clk).
+  std::atomic<int64_t> closing_at_ms{INT64_MAX};
   std::mutex rng_mu;
   std::minstd_rand rng{std::random_device{}()};
 
@@ -326,11 +328,18 @@ struct grpc_client::core {
   status call(std::string_view what, kind k, int64_t budget_ms, Attempt&& attempt) {
     if (budget_ms <= 0) budget_ms = opts.retry_budget_ms;
     const int64_t start_ms = clk.monotonic_ms();
-    const int64_t end_ms = start_ms + budget_ms;
+    int64_t end_ms = start_ms + budget_ms;
     size_t at = current.load();
     std::vector<std::string> last(eps.size());  // each endpoint's latest failure
     int attempts = 0;
     while (true) {
+      // wind_down() shortens every call, those already retrying included.
+      if (const int64_t closing = closing_at_ms.load(std::memory_order_acquire); closing < end_ms) {
+        end_ms = closing;
+        if (clk.monotonic_ms() >= end_ms) {
+          return status(errc::shutting_down, "etcd " + std::string(what) + ": the client is shutting down");
+        }
+      }
       const int64_t left_ms = end_ms - clk.monotonic_ms();
       if (left_ms <= 0) break;
       endpoint& ep = eps[at % eps.size()];
@@ -435,6 +444,13 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
 
 grpc_client::grpc_client(std::shared_ptr<core> c) : core_(std::move(c)) {}
 grpc_client::~grpc_client() = default;
+
+void grpc_client::wind_down(int64_t grace_ms) {
+  const int64_t at = core_->clk.monotonic_ms() + std::max<int64_t>(grace_ms, 0);
+  int64_t cur = core_->closing_at_ms.load();
+  while (at < cur && !core_->closing_at_ms.compare_exchange_weak(cur, at)) {
+  }
+}
 
 const std::vector<endpoint_address>& grpc_client::endpoints() const {
   return core_->addresses;

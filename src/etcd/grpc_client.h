@@ -96,6 +96,7 @@ class grpc_client final : public client {
   result<std::unique_ptr<watch_handle>> watch(const key_range& keys, int64_t start_revision,
                                               watch_callback cb) override;
   result<std::vector<endpoint_status>> endpoints_status() override;
+  void wind_down(int64_t grace_ms) override;
 
   const std::vector<endpoint_address>& endpoints() const;
 

@@ -231,6 +231,46 @@ TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
   EXPECT_TRUE(client.put("/cut/k", "after").ok());
 }
 
+// wind_down(): a call that would retry for its whole budget against an
+// unreachable etcd returns once the grace has passed (plus at most one
+// attempt's deadline), so a broker stops within seconds of SIGTERM.
+TEST(grpc_client_reconnect_test, wind_down_ends_calls_after_the_grace) {
+  // A port that holds connections and never answers.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 64), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  grpc_client_options o;
+  o.endpoints = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  o.request_timeout_ms = 1'000;
+  o.retry_budget_ms = 60'000;
+  auto c = grpc_client::create(o);
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  auto& client = **c;
+  const clock& clk = clock::system();
+  const int64_t t0 = clk.monotonic_ms();
+  auto read = std::async(std::launch::async, [&] { return client.range(key_range::one("/k")); });
+  auto write = std::async(std::launch::async, [&] { return client.put("/k", "v"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  client.wind_down(500);
+  // Generous: the budget is 60 s; the grace and one attempt are 1.5 s.
+  ASSERT_EQ(read.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  ASSERT_EQ(write.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_FALSE(read.get().ok());
+  EXPECT_FALSE(write.get().ok());
+  std::cout << "calls ended " << clk.monotonic_ms() - t0 << " ms after they started\n";
+  // Later calls fail at once.
+  const int64_t t1 = clk.monotonic_ms();
+  auto later = client.range(key_range::one("/k"));
+  EXPECT_EQ(later.code(), errc::shutting_down) << later.err().message;
+  EXPECT_LT(clk.monotonic_ms() - t1, 1'000);
+  ::close(fd);
+}
+
 TEST_F(grpc_client_test, put_get_and_prefix_range) {
   auto c = make_client(cluster_->endpoints());
   auto p = c->put("/it/kv/a", "1");
