@@ -197,6 +197,7 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // NOT_LEADER_OR_FOLLOWER now (Produce refuses new ones, Metadata names
   // no leadership of this broker: metadata_cache::set_session_lost_check).
   i.control->on_session_lost([&i] {
+    if (!i.control->session_lost()) return;  // etcd lost its quorum: nobody elects meanwhile
     const status why(errc::not_leader, "this broker lost its cluster session; the partition's leadership is moving");
     for (auto& p : i.partitions->replicas().all())
       if (p->is_leader()) p->answer_commit_waiters(why);

@@ -171,8 +171,11 @@ bool control_plane::view_current() const {
 
 bool control_plane::session_lost() const {
   if (registered_revision_.load(std::memory_order_acquire) == INT64_MAX) return false;  // not registered yet
-  return !session_live_.load(std::memory_order_acquire) ||
-         clk_.monotonic_ms() >= lease_good_until_ms_.load(std::memory_order_acquire);
+  const bool maybe_gone = !session_live_.load(std::memory_order_acquire) ||
+                          clk_.monotonic_ms() >= lease_good_until_ms_.load(std::memory_order_acquire);
+  // etcd without a quorum (a member it reaches says so) expires no lease
+  // and lets nobody elect: the broker goes on with what it leads.
+  return maybe_gone && !etcd_.leaderless_within(opts_.session_timeout_ms);
 }
 
 void control_plane::on_session_lost(std::function<void()> fn) {

@@ -129,8 +129,14 @@ class control_plane {
   // then counts it dead and elects other leaders for its partitions, so
   // meanwhile it must not claim to be the controller or a leader (Metadata
   // answers neither) nor take writes as one (Produce answers
-  // NOT_LEADER_OR_FOLLOWER). False before the first registration. Any
-  // thread; lock-free.
+  // NOT_LEADER_OR_FOLLOWER). False before the first registration, and
+  // false while an etcd member it reaches answers that it knows no leader
+  // (etcd::client::leaderless_within, over the last session timeout): etcd
+  // has lost its quorum, so nobody can expire the lease or elect another
+  // leader meanwhile, and the broker goes on serving what it leads
+  // (docs/controller.md, "Failures"). A broker that reaches only members
+  // of a minority while a majority elsewhere has a quorum is taken for the
+  // latter case too; it cannot tell them apart. Any thread.
   bool session_lost() const;
   // Called once each time the session is found lost (on the lease
   // keeper's thread), so waiting acks=all produces are answered at once

@@ -324,6 +324,39 @@ TEST_F(ControlPlaneTest, TheViewIsCurrentOnlyUnderALiveSessionAndAfterItsRegistr
   }));
 }
 
+// A session lost because etcd cannot be reached at all counts as lost (the
+// others may have elected new leaders meanwhile); one that ran out while
+// etcd answered that it has no leader (a lost quorum) does not: nobody can
+// expire the lease or elect meanwhile, and the broker goes on serving what
+// it leads. Either way it registers again once etcd is back.
+TEST_F(ControlPlaneTest, ASessionRunOutDuringALostQuorumIsNotCountedLost) {
+  auto a = start(1);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(eventually([&] { return a->view_current(); }));
+  EXPECT_FALSE(a->session_lost());
+  // Quorum lost for longer than the session (10 s).
+  etcd_.set_no_leader(true);
+  clock_.advance_ms(20'000);
+  EXPECT_FALSE(a->view_current());
+  EXPECT_FALSE(a->session_lost());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the keeper gives up meanwhile
+  EXPECT_FALSE(a->session_lost());
+  etcd_.set_no_leader(false);
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(100);
+    return a->view_current();
+  }));
+  // Now cut off: no member answers at all.
+  etcd_.set_unavailable(true);
+  clock_.advance_ms(20'000);
+  EXPECT_TRUE(a->session_lost());
+  etcd_.set_unavailable(false);
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(100);
+    return !a->session_lost() && a->view_current();
+  }));
+}
+
 // An op its caller gave up on before it started never runs: it may hold
 // references into the caller's frame, which is gone.
 TEST_F(ControlPlaneTest, AnOpWhoseCallerTimedOutBeforeItStartedNeverRuns) {
@@ -429,6 +462,7 @@ class held_isr_etcd final : public etcd::client {
     return inner_.watch(keys, start_revision, std::move(cb));
   }
   result<std::vector<etcd::endpoint_status>> endpoints_status() override { return inner_.endpoints_status(); }
+  bool leaderless_within(int64_t window_ms) const override { return inner_.leaderless_within(window_ms); }
 
  private:
   static bool touches_partitions(const etcd::txn_request& req) {

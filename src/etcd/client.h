@@ -288,6 +288,16 @@ class client {
   // their handles end them. Any thread; the earliest deadline wins.
   // The default does nothing (a client whose calls never wait).
   virtual void wind_down(int64_t grace_ms) { (void)grace_ms; }
+
+  // Whether some member answered, within the last `window_ms` (on the
+  // client's clock), that it knows no leader: etcd is reachable but has
+  // lost its quorum as far as this client can see, so nobody can expire a
+  // lease or write a record through the members it reaches. (A client that
+  // reaches no member at all cannot tell: it answers false.) Any thread.
+  virtual bool leaderless_within(int64_t window_ms) const {
+    (void)window_ms;
+    return false;
+  }
 };
 
 // For logs and tests.

@@ -273,6 +273,8 @@ struct grpc_client::core {
   std::atomic<size_t> current{0};
   // wind_down(): no call goes on past this (monotonic ms on clk).
   std::atomic<int64_t> closing_at_ms{INT64_MAX};
+  // When a member last answered "no leader" (monotonic ms on clk; -1: never).
+  std::atomic<int64_t> no_leader_at_ms{-1};
   std::mutex rng_mu;
   std::minstd_rand rng{std::random_device{}()};
 
@@ -372,6 +374,10 @@ struct grpc_client::core {
                                            ": " + s.error_message());
         }
         why = describe(s);
+        if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+            s.error_message().find("no leader") != std::string::npos) {
+          no_leader_at_ms.store(clk.monotonic_ms(), std::memory_order_release);
+        }
         if (k == kind::write && f == failure::unknown) {
           return status(errc::unavailable, "etcd " + std::string(what) +
                                                " outcome unknown (it may have been applied): " +
@@ -444,6 +450,11 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
 
 grpc_client::grpc_client(std::shared_ptr<core> c) : core_(std::move(c)) {}
 grpc_client::~grpc_client() = default;
+
+bool grpc_client::leaderless_within(int64_t window_ms) const {
+  const int64_t at = core_->no_leader_at_ms.load(std::memory_order_acquire);
+  return at >= 0 && core_->clk.monotonic_ms() - at <= window_ms;
+}
 
 void grpc_client::wind_down(int64_t grace_ms) {
   const int64_t at = core_->clk.monotonic_ms() + std::max<int64_t>(grace_ms, 0);

@@ -97,6 +97,7 @@ class grpc_client final : public client {
                                               watch_callback cb) override;
   result<std::vector<endpoint_status>> endpoints_status() override;
   void wind_down(int64_t grace_ms) override;
+  bool leaderless_within(int64_t window_ms) const override;
 
   const std::vector<endpoint_address>& endpoints() const;
 
