@@ -1,17 +1,21 @@
 """Issue 31, item 0: a broker cut off from etcd alone comes back by itself.
 
-Three brokers over a three-member etcd; each broker reaches the etcd members
-only through TCP proxies of this test process (FaultProxy, test_faults.py),
-while clients and the other brokers reach it directly, so a cut takes away
-its etcd and nothing else: its followers keep fetching from it, it keeps
-fetching from its leaders. A cut freezes the broker's etcd connections
-without closing them and holds new ones unanswered, as a network that drops
-packets does; held long enough (20 s) for gRPC's keepalive to give the old
+Three brokers over a three-member etcd, and a cut that takes away one
+broker's etcd and nothing else: clients and the other brokers still reach
+it, its followers keep fetching from it, it keeps fetching from its leaders.
+The cut is held long enough (20 s) for gRPC's keepalive to give the old
 connections up, so the broker must reconnect after the heal (what failed in
-the namespace runs: the client opened a connection once a second and closed
-it before its handshake was done). There is no iptables on the development
-machine; the proxy is the cut issue 31 accepts until a namespace harness
-exists.
+the fault runs: the client opened a connection once a second and closed it
+before its handshake was done). Two ways to cut, the same scenario:
+
+- network namespaces (netns_harness.py): every etcd member and broker in a
+  namespace of its own on a bridge the test makes, the links between the
+  broker and each member cut by dropping their packets both ways (sockets
+  kept). Needs root and `ip netns`; skipped otherwise.
+- TCP proxies of this test process (FaultProxy, test_faults.py), through
+  which alone each broker reaches the etcd members: a cut freezes the
+  broker's etcd connections without closing them and holds new ones
+  unanswered. Runs anywhere.
 
 What is asserted, all with generous bounds (a busy 2-core machine):
 - during the cut, once the cluster has counted the broker dead (the others
@@ -32,6 +36,7 @@ import time
 import pytest
 
 from cluster_harness import Cluster, create_topics_request, init_producer_id_request, produce_request
+from netns_harness import NetnsLab
 from test_faults import FaultProxy
 
 TOPIC = "cut"
@@ -42,14 +47,19 @@ NOT_LEADER_OR_FOLLOWER = 6
 BACK_S = 60
 
 
+def new_cluster():
+    return Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
+                   extra_settings={"replica.lag.time.max.ms": "3000",
+                                   "replica.fetch.wait.max.ms": "200",
+                                   "replica.fetch.backoff.ms": "200"})
+
+
 @pytest.fixture
 def etcd_proxied_cluster():
     """Three brokers that reach etcd only through FaultProxy (owner: the
-    broker); clients and peers reach each broker directly."""
-    c = Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
-                extra_settings={"replica.lag.time.max.ms": "3000",
-                                "replica.fetch.wait.max.ms": "200",
-                                "replica.fetch.backoff.ms": "200"})
+    broker); clients and peers reach each broker directly. Yields the
+    cluster and functions that cut a broker off from etcd and heal it."""
+    c = new_cluster()
     proxy = None
     try:
         proxy = FaultProxy(lambda: {n: c.broker(n).pid for n in c.node_ids})
@@ -57,7 +67,7 @@ def etcd_proxied_cluster():
             c.broker(n).etcd_endpoints = ",".join(
                 "http://127.0.0.1:%d" % proxy.add(m.client_port, owner=n) for m in c.etcd.members)
         c.start()
-        yield c, proxy
+        yield c, proxy.cut, lambda victim: proxy.heal()
     finally:
         try:
             if proxy is not None:
@@ -66,8 +76,33 @@ def etcd_proxied_cluster():
             c.close()
 
 
+@pytest.fixture
+def etcd_netns_cluster():
+    """Every etcd member and broker in a network namespace of its own
+    (skipped unless root with `ip netns`). Yields the cluster and functions
+    that cut a broker's links to every etcd member and heal them."""
+    with NetnsLab() as lab:
+        c = new_cluster()
+        try:
+            nodes = lab.place_cluster(c)
+            members = [nodes[m.name] for m in c.etcd.members]
+
+            def cut(victim):
+                for m in members:
+                    lab.cut(nodes[victim], m)
+
+            def heal(victim):
+                for m in members:
+                    lab.heal(nodes[victim], m)
+            c.start()
+            yield c, cut, heal
+        finally:
+            c.close()  # the processes first: a namespace goes with its last process
+
+
 def create_topic(c):
-    err, msg = create_topics_request(c.broker(c.node_ids[0]).port, TOPIC, PARTITIONS, 3)
+    b = c.broker(c.node_ids[0])
+    err, msg = create_topics_request(b.port, TOPIC, PARTITIONS, 3, host=b.host)
     assert err == 0, f"CreateTopics: {err} {msg}"
     full = lambda: all(
         v.topics.get(TOPIC) and len(v.topics[TOPIC].partitions) == PARTITIONS
@@ -124,12 +159,12 @@ def back_in_the_cluster(c, victim):
     return True
 
 
-def test_a_broker_cut_off_from_etcd_comes_back_by_itself(etcd_proxied_cluster):
-    c, proxy = etcd_proxied_cluster
+def comes_back_by_itself(c, cut, heal):
     create_topic(c)
     victim, led = a_broker_that_leads_but_does_not_control(c)
+    b = c.broker(victim)
 
-    proxy.cut(victim)
+    cut(victim)
     cut_at = time.monotonic()
     try:
         c.wait_for(lambda: counted_dead(c, victim), 60,
@@ -139,25 +174,24 @@ def test_a_broker_cut_off_from_etcd_comes_back_by_itself(etcd_proxied_cluster):
         c.wait_for(lambda: claims_nothing(c, victim), 30,
                    f"broker {victim} to name no controller and no leadership of its own")
         # A produce to a partition it led: refused at once, not timed out.
-        err, _ = produce_request(c.broker(victim).port, TOPIC, led[0], b"during the cut", acks=-1, timeout=10.0)
+        err, _ = produce_request(b.port, TOPIC, led[0], b"during the cut", acks=-1, timeout=10.0, host=b.host)
         assert err == NOT_LEADER_OR_FOLLOWER, f"produce to the cut-off broker answered {err}"
         time.sleep(max(0.0, CUT_S - (time.monotonic() - cut_at)))
     finally:
-        proxy.heal()
+        heal(victim)
 
     # Back without a restart: registered, agreeing, in every ISR.
     c.wait_for(lambda: back_in_the_cluster(c, victim), BACK_S,
                f"broker {victim} back in the cluster (a fresh view, every ISR full) after the heal")
-    assert c.broker(victim).running()
-    err, pid, _epoch = init_producer_id_request(c.broker(victim).port)
+    assert b.running()
+    err, pid, _epoch = init_producer_id_request(b.port, host=b.host)
     assert err == 0 and pid >= 0, f"InitProducerId through broker {victim}: error {err}"
 
 
-def test_a_broker_cut_off_from_etcd_stops_after_sigterm(etcd_proxied_cluster):
-    c, proxy = etcd_proxied_cluster
+def stops_after_sigterm(c, cut, heal):
     create_topic(c)
     victim, _led = a_broker_that_leads_but_does_not_control(c)
-    proxy.cut(victim)
+    cut(victim)
     try:
         c.wait_for(lambda: counted_dead(c, victim), 60,
                    f"the other brokers to count broker {victim} dead")
@@ -167,4 +201,20 @@ def test_a_broker_cut_off_from_etcd_stops_after_sigterm(etcd_proxied_cluster):
         assert rc is not None, f"broker {victim} still running 20 s after SIGTERM:\n{c.broker(victim).log_text()}"
         assert rc == 0, f"broker {victim} exited with {rc}"
     finally:
-        proxy.heal()
+        heal(victim)
+
+
+def test_a_broker_cut_off_from_etcd_comes_back_by_itself(etcd_proxied_cluster):
+    comes_back_by_itself(*etcd_proxied_cluster)
+
+
+def test_a_broker_cut_off_from_etcd_stops_after_sigterm(etcd_proxied_cluster):
+    stops_after_sigterm(*etcd_proxied_cluster)
+
+
+def test_a_broker_cut_off_from_etcd_in_its_namespace_comes_back_by_itself(etcd_netns_cluster):
+    comes_back_by_itself(*etcd_netns_cluster)
+
+
+def test_a_broker_cut_off_from_etcd_in_its_namespace_stops_after_sigterm(etcd_netns_cluster):
+    stops_after_sigterm(*etcd_netns_cluster)
