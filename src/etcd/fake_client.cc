@@ -132,7 +132,8 @@ void fake_client::set_no_leader(bool on) {
 bool fake_client::leaderless_within(int64_t window_ms) const {
   std::lock_guard lk(mu_);
   // While set, every call would answer "no leader": as if one had just now.
-  return no_leader_ || (no_leader_at_ms_ >= 0 && clock_.monotonic_ms() - no_leader_at_ms_ <= window_ms);
+  return no_leader_ ||
+         (no_leader_at_ms_ >= 0 && clock_.monotonic_ms() - no_leader_at_ms_ <= window_ms);
 }
 
 void fake_client::fail_next(int n) {

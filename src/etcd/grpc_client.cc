@@ -339,7 +339,8 @@ struct grpc_client::core {
       if (const int64_t closing = closing_at_ms.load(std::memory_order_acquire); closing < end_ms) {
         end_ms = closing;
         if (clk.monotonic_ms() >= end_ms) {
-          return status(errc::shutting_down, "etcd " + std::string(what) + ": the client is shutting down");
+          return status(errc::shutting_down,
+                        "etcd " + std::string(what) + ": the client is shutting down");
         }
       }
       const int64_t left_ms = end_ms - clk.monotonic_ms();

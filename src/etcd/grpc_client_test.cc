@@ -9,18 +9,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <iostream>
 #include <future>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "base/clock.h"
 #include "etcd/lease_keeper.h"
@@ -183,7 +182,9 @@ class silent_listener {
   bool ok_ = false;
 };
 
-int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+int port_of(const std::string& endpoint) {
+  return std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+}
 
 // A member unreachable for a while (its port holding connections without
 // answering, so every connection attempt of the client times out and its
@@ -211,7 +212,8 @@ TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
   silent_listener hole(port_of(cl.endpoint(0)));
   ASSERT_TRUE(hole.ok()) << "cannot listen on the member's port";
   const clock& clk = clock::system();
-  for (deadline cut(8'000); !cut.passed();) EXPECT_FALSE(client.range(key_range::one("/cut/k")).ok());
+  for (deadline cut(8'000); !cut.passed();)
+    EXPECT_FALSE(client.range(key_range::one("/cut/k")).ok());
 
   // The heal: the member answers on its port again.
   hole.close();
