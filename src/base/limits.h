@@ -60,9 +60,21 @@ inline constexpr int64_t default_etcd_backoff_initial_ms = 50;
 inline constexpr int64_t default_etcd_backoff_max_ms = 1'000;
 inline constexpr int64_t default_etcd_backoff_jitter_percent = 50;
 // How long gRPC waits between attempts to reconnect to a member that went
-// away (its own exponential backoff, capped here so a restarted member is
-// used again within about a second).
+// away (its own exponential backoff, from the initial value and capped here
+// so a restarted member is used again within about a second).
+inline constexpr int64_t etcd_reconnect_backoff_initial_ms = 100;
 inline constexpr int64_t etcd_reconnect_backoff_max_ms = 1'000;
+// How long one connection attempt to a member may take, handshake
+// included (gRPC's minimum connect timeout). Generous: a busy machine or a
+// SYN retransmitted after a network cut healed must not cut an attempt
+// that would have succeeded. Calls do not wait for it: each has its own
+// deadline, and another member is tried meanwhile.
+inline constexpr int64_t etcd_connect_timeout_ms = 5'000;
+// After SIGTERM a broker gives etcd this long to answer what a clean stop
+// needs (a controlled shutdown, revoking its lease): etcd::client::wind_down.
+// Past it the broker stops anyway, and etcd expires the lease after the
+// session timeout.
+inline constexpr int64_t etcd_shutdown_grace_ms = 2'000;
 // Endpoints in one client's list, and the longest endpoint list string.
 inline constexpr size_t max_etcd_endpoints = 16;
 inline constexpr size_t max_etcd_endpoints_string_bytes = 4096;

@@ -192,6 +192,16 @@ namespace {
 // Follows the cluster's metadata (logs, states, brokers) and registers
 // this broker, which from then on is live to the others.
 status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
+  // Its session lost, this broker is dead to the cluster, which elects
+  // other leaders: acks=all produces waiting here are answered
+  // NOT_LEADER_OR_FOLLOWER now (Produce refuses new ones, Metadata names
+  // no leadership of this broker: metadata_cache::set_session_lost_check).
+  i.control->on_session_lost([&i] {
+    if (!i.control->session_lost()) return;  // etcd lost its quorum: nobody elects meanwhile
+    const status why(errc::not_leader, "this broker lost its cluster session; the partition's leadership is moving");
+    for (auto& p : i.partitions->replicas().all())
+      if (p->is_leader()) p->answer_commit_waiters(why);
+  });
   i.control->on_change([&i](const controller::metadata_image& img, const std::vector<controller::image_change>& cs) {
     using kind = controller::key_layout::parsed::kind;
     bool brokers = false;
@@ -338,6 +348,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->groups->start();
 
   i->metadata = std::make_unique<cluster::metadata_cache>(*i->partitions, cfg->node_id, cluster_id);
+  if (i->control) i->metadata->set_session_lost_check([cp = i->control.get()] { return cp->session_lost(); });
   i->svc.partitions = i->partitions.get();
   i->svc.metadata = i->metadata.get();
   i->svc.clk = &i->clk;
@@ -423,6 +434,10 @@ status broker::stop() {
   // First, while still serving: leadership moves off this broker (when it
   // decides) and its registration goes, so the others elect at once.
   if (impl_->control) {
+    // Whatever etcd does, the broker stops within seconds: etcd gets a
+    // short grace for the controlled shutdown and the lease's revocation,
+    // and every etcd call still waiting after it gives up.
+    impl_->etcd->wind_down(limits::etcd_shutdown_grace_ms);
     impl_->partitions->stop_leading();
     impl_->control->shutdown();
     // Leadership has moved on: stop copying from the leaders.

@@ -70,6 +70,8 @@ class metered_etcd final : public etcd::client {
   result<std::vector<etcd::endpoint_status>> endpoints_status() override {
     return time([&] { return inner_->endpoints_status(); });
   }
+  void wind_down(int64_t grace_ms) override { inner_->wind_down(grace_ms); }
+  bool leaderless_within(int64_t window_ms) const override { return inner_->leaderless_within(window_ms); }
 
   const metrics::histogram& request_latency() const { return latency_; }
   uint64_t failures_total() const { return failures_.load(std::memory_order_relaxed); }

@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -33,9 +34,14 @@ status control_plane::grant_lease() {
         SLUICE_LOG_WARN("etcd session lease lost ({}): this broker is dead to the cluster until it registers again",
                         why.message);
         session_live_.store(false, std::memory_order_release);
-        std::lock_guard g(mu_);
-        lease_lost_ = true;
-        cv_.notify_all();
+        std::vector<std::function<void()>> tell;
+        {
+          std::lock_guard g(mu_);
+          lease_lost_ = true;
+          cv_.notify_all();
+          tell = lost_listeners_;
+        }
+        for (auto& fn : tell) fn();
       },
       clk_, [this](int64_t good_until_ms) { lease_good_until_ms_.store(good_until_ms, std::memory_order_release); });
   return {};
@@ -161,6 +167,20 @@ bool control_plane::view_current() const {
   return session_live_.load(std::memory_order_acquire) &&
          clk_.monotonic_ms() < lease_good_until_ms_.load(std::memory_order_acquire) &&
          applied_revision_.load(std::memory_order_acquire) >= registered_revision_.load(std::memory_order_acquire);
+}
+
+bool control_plane::session_lost() const {
+  if (registered_revision_.load(std::memory_order_acquire) == INT64_MAX) return false;  // not registered yet
+  const bool maybe_gone = !session_live_.load(std::memory_order_acquire) ||
+                          clk_.monotonic_ms() >= lease_good_until_ms_.load(std::memory_order_acquire);
+  // etcd without a quorum (a member it reaches says so) expires no lease
+  // and lets nobody elect: the broker goes on with what it leads.
+  return maybe_gone && !etcd_.leaderless_within(opts_.session_timeout_ms);
+}
+
+void control_plane::on_session_lost(std::function<void()> fn) {
+  std::lock_guard g(mu_);
+  lost_listeners_.push_back(std::move(fn));
 }
 
 void control_plane::on_change(listener fn) {
@@ -397,9 +417,28 @@ void control_plane::run_isr_changes() {
   std::deque<isr_request> changes;
   {
     std::lock_guard g(mu_);
+    if (lease_lost_) return;  // the session first (run() renews it)
     changes.swap(isr_changes_);
   }
-  for (const auto& c : changes) {
+  while (!changes.empty()) {
+    {
+      // Each write may take the whole etcd budget while etcd is away:
+      // with twenty queued, a lost session waited behind them for minutes.
+      std::lock_guard g(mu_);
+      if (stopping_ || lease_lost_) {
+        // The rest go back in front of any proposal queued meanwhile,
+        // unless a newer one for the same partition replaced them.
+        for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+          const bool newer = std::any_of(isr_changes_.begin(), isr_changes_.end(), [&](const isr_request& o) {
+            return o.topic == it->topic && o.partition == it->partition;
+          });
+          if (!newer) isr_changes_.push_front(std::move(*it));
+        }
+        return;
+      }
+    }
+    const isr_request c = std::move(changes.front());
+    changes.pop_front();
     // The metadata thread is the image's only writer: it reads it unlocked.
     const status s = controller::write_isr_change(etcd_, image_, c.topic, c.partition, opts_.node_id,
                                                   c.leader_epoch, c.partition_epoch, c.isr, c.added_broker_epochs);
@@ -454,8 +493,10 @@ void control_plane::run() {
     bool lost, broken;
     {
       std::unique_lock g(mu_);
+      // Queued ISR changes wait while the session is lost: renewing it
+      // comes first, once a tick (run_isr_changes leaves them queued).
       cv_.wait_for(g, std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + tick_ms)), [&] {
-        return stopping_ || !updates_.empty() || !ops_.empty() || !isr_changes_.empty();
+        return stopping_ || !updates_.empty() || !ops_.empty() || (!isr_changes_.empty() && !lease_lost_);
       });
       if (stopping_) return;
       updates.swap(updates_);

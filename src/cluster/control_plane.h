@@ -122,6 +122,27 @@ class control_plane {
   // ignores leader epochs, and can be left stuck on the wrong broker).
   // Any thread; lock-free.
   bool view_current() const;
+  // Whether this broker, once registered, may have lost its session: the
+  // lease keeper declared the lease lost, or no renewal succeeded within a
+  // TTL by this process's clock (etcd may have expired it and deleted the
+  // registration), and it has not registered again since. The cluster
+  // then counts it dead and elects other leaders for its partitions, so
+  // meanwhile it must not claim to be the controller or a leader (Metadata
+  // answers neither) nor take writes as one (Produce answers
+  // NOT_LEADER_OR_FOLLOWER). False before the first registration, and
+  // false while an etcd member it reaches answers that it knows no leader
+  // (etcd::client::leaderless_within, over the last session timeout): etcd
+  // has lost its quorum, so nobody can expire the lease or elect another
+  // leader meanwhile, and the broker goes on serving what it leads
+  // (docs/controller.md, "Failures"). A broker that reaches only members
+  // of a minority while a majority elsewhere has a quorum is taken for the
+  // latter case too; it cannot tell them apart. Any thread.
+  bool session_lost() const;
+  // Called once each time the session is found lost (on the lease
+  // keeper's thread), so waiting acks=all produces are answered at once
+  // rather than time out. Must be quick and must not call back into the
+  // control plane. Register before register_broker().
+  void on_session_lost(std::function<void()> fn);
   // For /metrics; any thread. How many controllers (controller epochs)
   // this broker's image has shown one after another, the first included;
   // and the leaders elected while this broker was the controller.
@@ -189,6 +210,9 @@ class control_plane {
   void rebalance_if_due();
   bool unclean_allowed(const std::string& topic) const;
   void run_ops();
+  // Writes the queued ISR changes, one etcd call each; stops early (the
+  // rest stay queued) once the session is lost or the broker stops, since
+  // renewing the session, or stopping, must not wait behind them.
   void run_isr_changes();
   void renew_session();
   status grant_lease();
@@ -226,6 +250,7 @@ class control_plane {
   std::deque<isr_request> isr_changes_;
   std::vector<std::shared_ptr<pending_op>> waiting_;  // done, waiting for the image
   std::vector<listener> listeners_;
+  std::vector<std::function<void()>> lost_listeners_;
   bool stopping_ = false;
   bool lease_lost_ = false;
   bool registered_ = false;

@@ -6,7 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <functional>
 #include <future>
+#include <mutex>
 
 #include "etcd/fake_client.h"
 
@@ -320,6 +324,39 @@ TEST_F(ControlPlaneTest, TheViewIsCurrentOnlyUnderALiveSessionAndAfterItsRegistr
   }));
 }
 
+// A session lost because etcd cannot be reached at all counts as lost (the
+// others may have elected new leaders meanwhile); one that ran out while
+// etcd answered that it has no leader (a lost quorum) does not: nobody can
+// expire the lease or elect meanwhile, and the broker goes on serving what
+// it leads. Either way it registers again once etcd is back.
+TEST_F(ControlPlaneTest, ASessionRunOutDuringALostQuorumIsNotCountedLost) {
+  auto a = start(1);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(eventually([&] { return a->view_current(); }));
+  EXPECT_FALSE(a->session_lost());
+  // Quorum lost for longer than the session (10 s).
+  etcd_.set_no_leader(true);
+  clock_.advance_ms(20'000);
+  EXPECT_FALSE(a->view_current());
+  EXPECT_FALSE(a->session_lost());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the keeper gives up meanwhile
+  EXPECT_FALSE(a->session_lost());
+  etcd_.set_no_leader(false);
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(100);
+    return a->view_current();
+  }));
+  // Now cut off: no member answers at all.
+  etcd_.set_unavailable(true);
+  clock_.advance_ms(20'000);
+  EXPECT_TRUE(a->session_lost());
+  etcd_.set_unavailable(false);
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(100);
+    return !a->session_lost() && a->view_current();
+  }));
+}
+
 // An op its caller gave up on before it started never runs: it may hold
 // references into the caller's frame, which is gone.
 TEST_F(ControlPlaneTest, AnOpWhoseCallerTimedOutBeforeItStartedNeverRuns) {
@@ -361,6 +398,232 @@ TEST_F(ControlPlaneTest, AnOpWhoseCallerTimedOutBeforeItStartedNeverRuns) {
   EXPECT_TRUE(a->submit([](controller::controller&, const controller::metadata_image&) { return status(); }, 5'000)
                   .ok());
   EXPECT_FALSE(ran->load());
+}
+
+// An etcd client over the fake for one broker, whose ISR writes (txns on
+// partition records) the test holds or fails, and which logs the calls
+// that matter here in order: "isr" for such a write, "grant" for a lease
+// grant. Everything else goes to the fake.
+class held_isr_etcd final : public etcd::client {
+ public:
+  explicit held_isr_etcd(etcd::fake_client& inner) : inner_(inner) {}
+
+  // Called (on the caller's thread) for each ISR write while `hold` is
+  // set, which then fails as an etcd away for its whole budget would.
+  std::function<void(int n)> on_isr_write;
+  std::atomic<bool> hold{false};
+
+  std::vector<std::string> log() const {
+    std::lock_guard g(mu_);
+    return log_;
+  }
+  int isr_writes() const {
+    auto l = log();
+    return static_cast<int>(std::count(l.begin(), l.end(), "isr"));
+  }
+
+  result<etcd::range_result> range(const etcd::key_range& keys, etcd::range_options opts = {}) override {
+    return inner_.range(keys, opts);
+  }
+  result<etcd::put_result> put(const std::string& key, const std::string& value,
+                               etcd::put_options opts = {}) override {
+    return inner_.put(key, value, opts);
+  }
+  result<etcd::delete_result> delete_range(const etcd::key_range& keys, bool prev_kv = false) override {
+    return inner_.delete_range(keys, prev_kv);
+  }
+  result<etcd::txn_result> txn(const etcd::txn_request& req) override {
+    if (hold.load() && touches_partitions(req)) {
+      int n = 0;
+      {
+        std::lock_guard g(mu_);
+        log_.push_back("isr");
+        n = static_cast<int>(std::count(log_.begin(), log_.end(), "isr"));
+      }
+      if (on_isr_write) on_isr_write(n);
+      return error{errc::unavailable, "etcd unavailable (held by the test)"};
+    }
+    return inner_.txn(req);
+  }
+  result<etcd::lease_grant_result> lease_grant(int64_t ttl_s) override {
+    {
+      std::lock_guard g(mu_);
+      log_.push_back("grant");
+    }
+    return inner_.lease_grant(ttl_s);
+  }
+  result<int64_t> lease_keepalive_once(int64_t lease_id, int64_t budget_ms) override {
+    return inner_.lease_keepalive_once(lease_id, budget_ms);
+  }
+  result<int64_t> lease_time_to_live(int64_t lease_id) override { return inner_.lease_time_to_live(lease_id); }
+  status lease_revoke(int64_t lease_id) override { return inner_.lease_revoke(lease_id); }
+  result<std::unique_ptr<etcd::watch_handle>> watch(const etcd::key_range& keys, int64_t start_revision,
+                                                    etcd::watch_callback cb) override {
+    return inner_.watch(keys, start_revision, std::move(cb));
+  }
+  result<std::vector<etcd::endpoint_status>> endpoints_status() override { return inner_.endpoints_status(); }
+  bool leaderless_within(int64_t window_ms) const override { return inner_.leaderless_within(window_ms); }
+
+ private:
+  static bool touches_partitions(const etcd::txn_request& req) {
+    for (const auto& c : req.compares)
+      if (c.key.find("/partitions/") != std::string::npos) return true;
+    return false;
+  }
+  etcd::fake_client& inner_;
+  mutable std::mutex mu_;
+  std::vector<std::string> log_;
+};
+
+// Broker 1 (the controller) on the fake directly, broker 2 through a
+// held_isr_etcd; a topic of 20 partitions on both. Returns the ISR shrinks
+// broker 2 may ask for (one per partition it leads).
+struct two_brokers {
+  std::unique_ptr<control_plane> one;
+  std::unique_ptr<held_isr_etcd> etcd_two;
+  std::unique_ptr<control_plane> two;
+  std::atomic<int> lost_calls{0};
+  std::vector<isr_request> shrinks;
+  // Held by the test: broker 2's metadata thread stops in a listener, so
+  // that everything queued meanwhile is taken as one batch.
+  std::mutex gate;
+  std::atomic<bool> at_gate{false};
+};
+
+class ControlPlaneSessionTest : public ControlPlaneTest {
+ protected:
+  std::unique_ptr<two_brokers> start_two() {
+    auto t = std::make_unique<two_brokers>();
+    t->one = start(1);
+    if (!t->one) return nullptr;
+    EXPECT_TRUE(eventually([&] { return t->one->is_controller(); }));
+    t->etcd_two = std::make_unique<held_isr_etcd>(etcd_);
+    control_plane::options o;
+    o.node_id = 2;
+    o.new_cluster_id = "cluster-2";
+    auto cp = control_plane::start(*t->etcd_two, clock_, o);
+    EXPECT_TRUE(cp.ok()) << cp.err().message;
+    if (!cp.ok()) return nullptr;
+    t->two = std::move(cp).value();
+    two_brokers* raw = t.get();
+    t->two->on_session_lost([raw] { raw->lost_calls++; });
+    t->two->on_change([raw](const controller::metadata_image&, const std::vector<controller::image_change>&) {
+      raw->at_gate = true;
+      std::lock_guard g(raw->gate);
+      raw->at_gate = false;
+    });
+    EXPECT_TRUE(t->two->register_broker("127.0.0.1", 9092).ok());
+    EXPECT_TRUE(eventually([&] {
+      return t->one->with_image([](const controller::metadata_image& img) { return img.live_brokers().size() == 2; });
+    }));
+    EXPECT_TRUE(t->one->submit(
+                        [](controller::controller& k, const controller::metadata_image& img) {
+                          auto r = k.create_topic(img, "t", 20, 2, nullptr, {});
+                          return r.ok() ? status() : status(r.err());
+                        },
+                        10'000)
+                    .ok());
+    EXPECT_TRUE(eventually([&] {
+      return t->two->with_image([](const controller::metadata_image& img) { return img.topic("t") != nullptr; });
+    }));
+    t->two->with_image([&](const controller::metadata_image& img) {
+      for (int32_t p = 0; p < 20; ++p) {
+        const auto* pe = img.partition("t", p);
+        if (pe && pe->record.state.leader == 2)
+          t->shrinks.push_back({"t", p, pe->record.state.leader_epoch, pe->record.state.partition_epoch, {2}, {}});
+      }
+      return 0;
+    });
+    EXPECT_GE(t->shrinks.size(), 5u);
+    return t;
+  }
+  // Queues every shrink while broker 2's metadata thread waits in its
+  // listener (stopped there by a topic the controller creates), so that
+  // it takes them all at once.
+  void queue_shrinks_at_once(two_brokers& t) {
+    std::unique_lock g(t.gate);
+    t.at_gate = false;
+    ASSERT_TRUE(t.one->submit(
+                       [](controller::controller& k, const controller::metadata_image& img) {
+                         auto r = k.create_topic(img, "other", 1, 1, nullptr, {});
+                         return r.ok() ? status() : status(r.err());
+                       },
+                       10'000)
+                    .ok());
+    ASSERT_TRUE(eventually([&] { return t.at_gate.load(); }));
+    for (const auto& c : t.shrinks) t.two->request_isr_change(c);
+  }
+  // Broker 2's current lease, as its registration holds it.
+  int64_t lease_of_two() {
+    auto r = etcd_.range(etcd::key_range::one("/sluice/brokers/2"));
+    return r.ok() && !r->kvs.empty() ? r->kvs[0].lease : 0;
+  }
+};
+
+// A broker whose session is lost while ISR changes are queued renews the
+// session first: each queued write may take the whole etcd budget while
+// etcd is away (5 s; with 20 partitions led, a renewal was tried about
+// once in 100 s and the broker stayed out of the cluster). Until it has
+// registered again, session_lost() says so and the listeners heard it once.
+TEST_F(ControlPlaneSessionTest, TheSessionIsRenewedAheadOfQueuedIsrChanges) {
+  auto t = start_two();
+  ASSERT_TRUE(t);
+  EXPECT_FALSE(t->two->session_lost());
+  const int64_t first_lease = lease_of_two();
+  ASSERT_NE(first_lease, 0);
+  control_plane* two = t->two.get();
+  // The first ISR write: etcd takes the lease away meanwhile (it expired
+  // while the write waited), and the broker's keeper finds out.
+  t->etcd_two->on_isr_write = [&](int n) {
+    if (n != 1) return;
+    EXPECT_TRUE(etcd_.lease_revoke(first_lease).ok());
+    const deadline d(10'000);
+    while ((!two->session_lost() || t->lost_calls.load() == 0) && !d.passed()) {
+      clock_.advance_ms(500);  // the keeper's next renewal finds the lease gone
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  t->etcd_two->hold = true;
+  const auto before = t->etcd_two->log().size();
+  queue_shrinks_at_once(*t);
+  ASSERT_TRUE(eventually([&] {
+    auto l = t->etcd_two->log();
+    return std::find(l.begin() + static_cast<std::ptrdiff_t>(before), l.end(), "grant") != l.end();
+  }));
+  auto l = t->etcd_two->log();
+  l.erase(l.begin(), l.begin() + static_cast<std::ptrdiff_t>(before));
+  const auto grant = std::find(l.begin(), l.end(), "grant");
+  EXPECT_EQ(std::count(l.begin(), grant, "isr"), 1) << "ISR writes tried before the session was renewed";
+  EXPECT_EQ(t->lost_calls.load(), 1);
+  // Registered again under a new lease: the session is no longer lost.
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(100);
+    return !t->two->session_lost() && lease_of_two() != 0 && lease_of_two() != first_lease;
+  }));
+}
+
+// Stopping does not wait behind queued ISR changes either: the write in
+// flight finishes, the rest are dropped.
+TEST_F(ControlPlaneSessionTest, StoppingDoesNotWaitBehindQueuedIsrChanges) {
+  auto t = start_two();
+  ASSERT_TRUE(t);
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  t->etcd_two->on_isr_write = [&](int n) {
+    if (n != 1) return;
+    entered.set_value();
+    released.wait();
+  };
+  t->etcd_two->hold = true;
+  queue_shrinks_at_once(*t);
+  entered.get_future().wait();
+  auto stopped = std::async(std::launch::async, [&] { t->two->shutdown(); });
+  // shutdown() has asked the metadata thread to stop before the write returns.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  release.set_value();
+  ASSERT_EQ(stopped.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(t->etcd_two->isr_writes(), 1);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 // Thread safety: every method is thread-safe and returns copies.
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,6 +63,14 @@ class metadata_cache {
 
   // Replaces the live brokers and the controller's id (-1: none known).
   void set_brokers(std::vector<broker_endpoint> brokers, int32_t controller_id);
+  // In a cluster: asked at every answer, true while this broker's etcd
+  // session may be lost (control_plane::session_lost). The cluster then
+  // counts the broker dead and elects other leaders and maybe another
+  // controller, which this broker cannot see: meanwhile the cache shows no
+  // controller (-1) and no partition led by this broker (no leader, as
+  // for one still being elected), so no client is sent back to it at a
+  // stale leader epoch. Set once, before the broker serves.
+  void set_session_lost_check(std::function<bool()> lost);
 
   std::vector<broker_endpoint> brokers() const;
   // The live broker with this id, or nullopt.
@@ -90,6 +99,8 @@ class metadata_cache {
   mutable std::mutex mu_;
   std::vector<broker_endpoint> brokers_;  // guarded by mu_
   int32_t controller_id_ = -1;            // guarded by mu_
+  std::function<bool()> session_lost_;    // set before serving; then read-only
+  bool session_lost() const { return session_lost_ && session_lost_(); }
 };
 
 }  // namespace sluice::cluster

@@ -81,6 +81,15 @@ void partition::leave() {
   stop_leading();
 }
 
+void partition::answer_commit_waiters(const status& why) {
+  std::vector<storage::durable_callback> waiting;
+  {
+    std::lock_guard g(state_mu_);
+    waiting = take_commit_waiters_locked();
+  }
+  answer(std::move(waiting), why);
+}
+
 errc partition::check_leader(int32_t current_leader_epoch) const {
   if (!is_leader()) return errc::not_leader;
   if (current_leader_epoch < 0) return errc::ok;

@@ -195,6 +195,13 @@ class partition : public std::enable_shared_from_this<partition> {
   // that arrives before the control plane stops would otherwise take
   // appends again after the controlled shutdown began).
   void leave();
+  // Answers every acks=all append waiting to commit here with `why`
+  // (errc::not_leader) at once, leaving the role alone: this broker's etcd
+  // session is lost and the cluster is electing another leader, so the
+  // waits would only end in a timeout. The batches stay in the log; a
+  // producer's retry to whichever broker leads next is recognised there
+  // if it was replicated, or appended if not.
+  void answer_commit_waiters(const status& why);
   // Whether this broker leads the partition (appends are accepted).
   bool is_leader() const { return leader_.load(std::memory_order_acquire); }
   // The leader the store names (-1: none), whoever it is.

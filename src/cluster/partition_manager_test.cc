@@ -8,6 +8,7 @@
 #include "cluster/partition_manager.h"
 #include "cluster/broker_configs.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -835,6 +836,92 @@ TEST_F(PartitionManagerTest, AcksAllAnswersNotEnoughReplicasBeforeAndAfterTheApp
 
   // A wait that failed is answered with its own error.
   EXPECT_EQ(part->acks_all_outcome(status(errc::not_leader, "moved")).code(), errc::not_leader);
+}
+
+// A broker whose etcd session is lost (control_plane::session_lost) is
+// dead to the cluster, which is electing other leaders: Metadata names no
+// controller and none of this broker's leaderships (at stale epochs), while
+// leaders elsewhere stay as they are; all of it comes back with the session.
+TEST_F(PartitionManagerTest, MetadataNamesNoControllerAndNoOwnLeadershipWhileTheSessionIsLost) {
+  auto store = std::make_unique<memory_store>(4);
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
+  ASSERT_FALSE(pm_->create_topic("r", 2, 1, {}, false));
+  s->set_state("r", 0, {4, 5}, {4, 3, {4, 5}, 3});
+  s->set_state("r", 1, {5, 4}, {5, 2, {5, 4}, 2});
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  ASSERT_TRUE(pm_->refresh_state("r", 1));
+  metadata_cache md(*pm_, 4, "cid");
+  std::atomic<bool> lost{false};
+  md.set_session_lost_check([&] { return lost.load(); });
+  md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::nullopt}}, 4);
+  EXPECT_EQ(md.controller_id(), 4);
+  EXPECT_EQ(md.leadership("r", 0).leader_id, 4);
+
+  lost = true;
+  EXPECT_EQ(md.controller_id(), -1);
+  partition_leadership l = md.leadership("r", 0);
+  EXPECT_FALSE(l.has_leader);
+  EXPECT_EQ(l.leader_id, -1);
+  EXPECT_EQ(l.leader_epoch, -1);
+  EXPECT_EQ(l.replicas, (std::vector<int32_t>{4, 5}));
+  l = md.leadership("r", 1);
+  EXPECT_TRUE(l.has_leader);
+  EXPECT_EQ(l.leader_id, 5);
+  EXPECT_EQ(l.leader_epoch, 2);
+
+  lost = false;
+  EXPECT_EQ(md.controller_id(), 4);
+  l = md.leadership("r", 0);
+  EXPECT_TRUE(l.has_leader);
+  EXPECT_EQ(l.leader_id, 4);
+  EXPECT_EQ(l.leader_epoch, 3);
+}
+
+// acks=-1 batches waiting on a leader whose etcd session is lost are
+// answered NOT_LEADER_OR_FOLLOWER at once (the broker calls
+// answer_commit_waiters), not REQUEST_TIMED_OUT after the request's timeout
+// (which Debian 12's librdkafka turns into a fatal OUT_OF_ORDER_SEQUENCE_NUMBER
+// on the next leader); the role is left to the metadata, and a wait set up
+// afterwards waits as before.
+TEST_F(PartitionManagerTest, AWaitingAcksAllIsAnsweredNotLeaderOnceTheSessionIsLost) {
+  auto store = std::make_unique<memory_store>(4);
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
+  ASSERT_FALSE(pm_->create_topic("w", 1, 1, {}, false));
+  s->set_state("w", 0, {4, 5}, {4, 1, {4, 5}, 1});
+  ASSERT_TRUE(pm_->refresh_state("w", 0));
+  auto part = pm_->get("w", 0);
+  ASSERT_TRUE(part->is_leader());
+  auto append_one = [&] {
+    auto b = storage::testing::make_batch(1, 10, 1);
+    auto out = part->append(b, 1'700'000'000'000);
+    EXPECT_EQ(out.error, errc::ok) << out.message;
+    return out.last;
+  };
+  auto committed = [&](offset last) {
+    auto p = std::make_shared<std::promise<status>>();
+    auto f = p->get_future();
+    part->on_committed(last, [p](const status& st) { p->set_value(st); });
+    return f;
+  };
+  using namespace std::chrono_literals;
+  auto waiting = committed(append_one());
+  // Follower 5 does not fetch: the batch waits for the high watermark.
+  ASSERT_EQ(waiting.wait_for(200ms), std::future_status::timeout);
+  part->answer_commit_waiters(status(errc::not_leader, "session lost"));
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  const status got = waiting.get();
+  EXPECT_EQ(got.code(), errc::not_leader);
+  EXPECT_EQ(kafka::to_kafka_error(part->acks_all_outcome(got).code()), kafka::error_code::not_leader_or_follower);
+  EXPECT_TRUE(part->is_leader());
+  // A later batch waits as usual and commits once the follower has it.
+  const offset last = append_one();
+  auto later = committed(last);
+  ASSERT_EQ(later.wait_for(100ms), std::future_status::timeout);
+  part->on_follower_fetch(5, offset(last.value() + 1));
+  ASSERT_EQ(later.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(later.get().ok());
 }
 
 // With a store that follows a controller, the partition manager only asks

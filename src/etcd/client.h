@@ -277,6 +277,27 @@ class client {
   // Each configured endpoint's status, asked of that endpoint alone (no
   // failover). Succeeds with unreachable entries when members are down.
   virtual result<std::vector<endpoint_status>> endpoints_status() = 0;
+
+  // The process is stopping: from now on no call lasts much past
+  // `grace_ms` from now, whatever etcd does (a broker must stop within
+  // seconds of SIGTERM even when etcd is unreachable). Calls still get the
+  // grace to finish (a controlled shutdown, revoking the lease); a call
+  // still retrying when it ends returns errc::shutting_down, and one
+  // started later fails at once. An attempt already sent keeps its own
+  // deadline (at most the request timeout). Watches are not affected:
+  // their handles end them. Any thread; the earliest deadline wins.
+  // The default does nothing (a client whose calls never wait).
+  virtual void wind_down(int64_t grace_ms) { (void)grace_ms; }
+
+  // Whether some member answered, within the last `window_ms` (on the
+  // client's clock), that it knows no leader: etcd is reachable but has
+  // lost its quorum as far as this client can see, so nobody can expire a
+  // lease or write a record through the members it reaches. (A client that
+  // reaches no member at all cannot tell: it answers false.) Any thread.
+  virtual bool leaderless_within(int64_t window_ms) const {
+    (void)window_ms;
+    return false;
+  }
 };
 
 // For logs and tests.

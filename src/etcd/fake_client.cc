@@ -76,6 +76,10 @@ fake_client::~fake_client() {
 // ---- Faults ------------------------------------------------------------------
 
 status fake_client::gate_locked() {
+  if (unavailable_ && no_leader_) {
+    no_leader_at_ms_ = clock_.monotonic_ms();
+    return unavailable_error("etcdserver: no leader");
+  }
   if (unavailable_) return unavailable_error("set_unavailable(true)");
   if (fail_next_ > 0) {
     --fail_next_;
@@ -114,6 +118,22 @@ void fake_client::set_unavailable(bool on) {
     }
   }
   deliver();
+}
+
+void fake_client::set_no_leader(bool on) {
+  {
+    std::lock_guard lk(mu_);
+    no_leader_ = on;
+    if (on) no_leader_at_ms_ = clock_.monotonic_ms();
+  }
+  set_unavailable(on);
+}
+
+bool fake_client::leaderless_within(int64_t window_ms) const {
+  std::lock_guard lk(mu_);
+  // While set, every call would answer "no leader": as if one had just now.
+  return no_leader_ ||
+         (no_leader_at_ms_ >= 0 && clock_.monotonic_ms() - no_leader_at_ms_ <= window_ms);
 }
 
 void fake_client::fail_next(int n) {

@@ -33,6 +33,9 @@
 //                           nothing; watches get `interrupted`, and
 //                           `resumed` plus what they missed on
 //                           set_unavailable(false).
+//   set_no_leader(true)     the same, each call answered as a member that
+//                           lost its quorum answers ("etcdserver: no
+//                           leader"), which leaderless_within() reports.
 //   fail_next(n)            the next n calls fail with unavailable, doing nothing.
 //   apply_then_fail_next(n) the next n writes (put, delete_range, txn) are
 //                           applied, then report unavailable: the ambiguous
@@ -77,9 +80,11 @@ class fake_client final : public client {
   result<std::unique_ptr<watch_handle>> watch(const key_range& keys, int64_t start_revision,
                                               watch_callback cb) override;
   result<std::vector<endpoint_status>> endpoints_status() override;
+  bool leaderless_within(int64_t window_ms) const override;
 
   // ---- Test controls (see the top of this file) ----
   void set_unavailable(bool on);
+  void set_no_leader(bool on);
   void fail_next(int n);
   void apply_then_fail_next(int n);
   // Forgets revisions below `rev` (<= the current revision).
@@ -137,6 +142,8 @@ class fake_client final : public client {
   std::thread::id delivering_thread_;
   const watcher* in_callback_ = nullptr;
   bool unavailable_ = false;
+  bool no_leader_ = false;
+  int64_t no_leader_at_ms_ = -1;  // the last call answered "no leader"
   int fail_next_ = 0;
   int apply_then_fail_next_ = 0;
   size_t live_handles_ = 0;

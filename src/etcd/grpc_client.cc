@@ -271,6 +271,10 @@ struct grpc_client::core {
   std::vector<endpoint_address> addresses;  // eps' addresses, in order
   // The endpoint that answered last; calls start there.
   std::atomic<size_t> current{0};
+  // wind_down(): no call goes on past this (monotonic ms on clk).
+  std::atomic<int64_t> closing_at_ms{INT64_MAX};
+  // When a member last answered "no leader" (monotonic ms on clk; -1: never).
+  std::atomic<int64_t> no_leader_at_ms{-1};
   std::mutex rng_mu;
   std::minstd_rand rng{std::random_device{}()};
 
@@ -301,11 +305,18 @@ struct grpc_client::core {
   // True if the channel is connected, waiting up to `timeout_ms` for a
   // connection being made. A write is sent only on a connected channel, so
   // false proves the write was never sent.
+  //
+  // TRANSIENT_FAILURE is waited through too, not taken as an answer: the
+  // channel leaves it for a new attempt within its reconnect backoff, and
+  // a thread waiting here is what lets that attempt's handshake proceed.
+  // (Answering false at once left a member that came back from a network
+  // cut unused: each attempt was cut before its handshake finished, and
+  // no call ever waited for one.)
   bool connected(endpoint& ep, int64_t timeout_ms) const {
     const int64_t until_ms = clk.monotonic_ms() + timeout_ms;
     auto st = ep.channel->GetState(true);
     while (st != GRPC_CHANNEL_READY) {
-      if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) return false;
+      if (st == GRPC_CHANNEL_SHUTDOWN) return false;
       const int64_t left_ms = until_ms - clk.monotonic_ms();
       if (left_ms <= 0 || !ep.channel->WaitForStateChange(st, deadline_in(left_ms))) return false;
       st = ep.channel->GetState(true);
@@ -319,11 +330,19 @@ struct grpc_client::core {
   status call(std::string_view what, kind k, int64_t budget_ms, Attempt&& attempt) {
     if (budget_ms <= 0) budget_ms = opts.retry_budget_ms;
     const int64_t start_ms = clk.monotonic_ms();
-    const int64_t end_ms = start_ms + budget_ms;
+    int64_t end_ms = start_ms + budget_ms;
     size_t at = current.load();
     std::vector<std::string> last(eps.size());  // each endpoint's latest failure
     int attempts = 0;
     while (true) {
+      // wind_down() shortens every call, those already retrying included.
+      if (const int64_t closing = closing_at_ms.load(std::memory_order_acquire); closing < end_ms) {
+        end_ms = closing;
+        if (clk.monotonic_ms() >= end_ms) {
+          return status(errc::shutting_down,
+                        "etcd " + std::string(what) + ": the client is shutting down");
+        }
+      }
       const int64_t left_ms = end_ms - clk.monotonic_ms();
       if (left_ms <= 0) break;
       endpoint& ep = eps[at % eps.size()];
@@ -338,6 +357,12 @@ struct grpc_client::core {
         if (rpc_ms <= 0) break;
         grpc::ClientContext ctx;
         ctx.set_deadline(deadline_in(rpc_ms));
+        // A read (or a repeatable write) waits, within its deadline, for a
+        // connection being made instead of failing at once while the
+        // channel is between attempts: the waiting call is what lets a
+        // reconnection finish. A write is sent on a channel connected()
+        // found ready and fails fast, so "never sent" stays provable.
+        ctx.set_wait_for_ready(k == kind::read);
         require_leader(ctx);
         const grpc::Status s = attempt(ep, ctx);
         if (s.ok()) {
@@ -350,6 +375,10 @@ struct grpc_client::core {
                                            ": " + s.error_message());
         }
         why = describe(s);
+        if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+            s.error_message().find("no leader") != std::string::npos) {
+          no_leader_at_ms.store(clk.monotonic_ms(), std::memory_order_release);
+        }
         if (k == kind::write && f == failure::unknown) {
           return status(errc::unavailable, "etcd " + std::string(what) +
                                                " outcome unknown (it may have been applied): " +
@@ -389,10 +418,17 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
     args.SetMaxReceiveMessageSize(limits::etcd_max_receive_message_bytes);
     // Reconnect to a member that went away within about a second of its
     // return, not after gRPC's default backoff of up to two minutes.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                static_cast<int>(limits::etcd_reconnect_backoff_initial_ms));
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                 static_cast<int>(limits::etcd_reconnect_backoff_max_ms));
+    // In gRPC 1.51 this is also each connection attempt's deadline (TCP
+    // connect, HTTP/2 preface and the server's SETTINGS), taken as
+    // max(it, the backoff). At 100 ms with a 1 s backoff every attempt was
+    // cut near a second, and after a network cut healed the broker kept
+    // opening connections and closing them before the handshake was done.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+                static_cast<int>(limits::etcd_connect_timeout_ms));
     // Pings on open streams (watches) find a member that stopped answering
     // without closing the connection. etcd refuses pings more often than
     // every 5 s (--grpc-keepalive-min-time) and without streams.
@@ -415,6 +451,18 @@ result<std::unique_ptr<grpc_client>> grpc_client::create(const grpc_client_optio
 
 grpc_client::grpc_client(std::shared_ptr<core> c) : core_(std::move(c)) {}
 grpc_client::~grpc_client() = default;
+
+bool grpc_client::leaderless_within(int64_t window_ms) const {
+  const int64_t at = core_->no_leader_at_ms.load(std::memory_order_acquire);
+  return at >= 0 && core_->clk.monotonic_ms() - at <= window_ms;
+}
+
+void grpc_client::wind_down(int64_t grace_ms) {
+  const int64_t at = core_->clk.monotonic_ms() + std::max<int64_t>(grace_ms, 0);
+  int64_t cur = core_->closing_at_ms.load();
+  while (at < cur && !core_->closing_at_ms.compare_exchange_weak(cur, at)) {
+  }
+}
 
 const std::vector<endpoint_address>& grpc_client::endpoints() const {
   return core_->addresses;

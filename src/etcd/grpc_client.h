@@ -96,6 +96,8 @@ class grpc_client final : public client {
   result<std::unique_ptr<watch_handle>> watch(const key_range& keys, int64_t start_revision,
                                               watch_callback cb) override;
   result<std::vector<endpoint_status>> endpoints_status() override;
+  void wind_down(int64_t grace_ms) override;
+  bool leaderless_within(int64_t window_ms) const override;
 
   const std::vector<endpoint_address>& endpoints() const;
 

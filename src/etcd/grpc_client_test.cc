@@ -9,12 +9,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "etcd/lease_keeper.h"
@@ -147,6 +152,125 @@ TEST(etcd_cluster_test, single_member_starts_serves_and_restarts) {
   auto r = (*client)->range(key_range::one("/one"));
   ASSERT_TRUE(r.ok()) << r.err().message;
   ASSERT_EQ(r->kvs.size(), 1u);  // data survived the restart
+}
+
+// A TCP listener on 127.0.0.1:port that never accepts: the kernel
+// completes every connection into its backlog and nothing ever answers,
+// as a member behind a network cut that holds connections does. Closed
+// with the object.
+class silent_listener {
+ public:
+  explicit silent_listener(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 64) == 0;
+  }
+  ~silent_listener() { close(); }
+  bool ok() const { return ok_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+int port_of(const std::string& endpoint) {
+  return std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+}
+
+// A member unreachable for a while (its port holding connections without
+// answering, so every connection attempt of the client times out and its
+// channel sits in TRANSIENT_FAILURE) and then back is used again within
+// seconds. gRPC 1.51 cuts each connection attempt at max(its minimum
+// connect timeout, the reconnect backoff); with 100 ms and 1 s every
+// attempt was cut near a second, calls failed fast without waiting for a
+// connection, and nothing waited for a handshake to finish: a broker cut
+// off from etcd for 8 s was not back 90 s after the cut healed.
+TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
+  auto started = etcd_cluster::start(1);
+  ASSERT_TRUE(started.ok()) << started.err().message;
+  auto& cl = **started;
+  grpc_client_options o;
+  o.endpoints = cl.endpoints();
+  o.request_timeout_ms = 1'000;
+  o.retry_budget_ms = 2'000;
+  auto c = grpc_client::create(o);
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  auto& client = **c;
+  ASSERT_TRUE(client.put("/cut/k", "before").ok());
+
+  // The cut: the member goes, its port holds connections and never answers.
+  ASSERT_TRUE(cl.stop(0).ok());
+  silent_listener hole(port_of(cl.endpoint(0)));
+  ASSERT_TRUE(hole.ok()) << "cannot listen on the member's port";
+  const clock& clk = clock::system();
+  for (deadline cut(8'000); !cut.passed();)
+    EXPECT_FALSE(client.range(key_range::one("/cut/k")).ok());
+
+  // The heal: the member answers on its port again.
+  hole.close();
+  ASSERT_TRUE(cl.restart(0).ok());
+  ASSERT_TRUE(cl.wait_healthy(0, 20'000).ok());
+  const int64_t healed_ms = clk.monotonic_ms();
+  // Generous for a busy machine: a working client needs a second or two.
+  bool back = false;
+  std::string last;
+  for (deadline d(45'000); !d.passed() && !back;) {
+    auto r = client.range(key_range::one("/cut/k"));
+    back = r.ok();
+    if (!back) last = r.err().message;
+  }
+  ASSERT_TRUE(back) << "not back 45 s after the heal: " << last;
+  std::cout << "back " << clk.monotonic_ms() - healed_ms << " ms after the heal\n";
+  EXPECT_TRUE(client.put("/cut/k", "after").ok());
+}
+
+// wind_down(): a call that would retry for its whole budget against an
+// unreachable etcd returns once the grace has passed (plus at most one
+// attempt's deadline), so a broker stops within seconds of SIGTERM.
+TEST(grpc_client_reconnect_test, wind_down_ends_calls_after_the_grace) {
+  // A port that holds connections and never answers.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 64), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  grpc_client_options o;
+  o.endpoints = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  o.request_timeout_ms = 1'000;
+  o.retry_budget_ms = 60'000;
+  auto c = grpc_client::create(o);
+  ASSERT_TRUE(c.ok()) << c.err().message;
+  auto& client = **c;
+  const clock& clk = clock::system();
+  const int64_t t0 = clk.monotonic_ms();
+  auto read = std::async(std::launch::async, [&] { return client.range(key_range::one("/k")); });
+  auto write = std::async(std::launch::async, [&] { return client.put("/k", "v"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  client.wind_down(500);
+  // Generous: the budget is 60 s; the grace and one attempt are 1.5 s.
+  ASSERT_EQ(read.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  ASSERT_EQ(write.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_FALSE(read.get().ok());
+  EXPECT_FALSE(write.get().ok());
+  std::cout << "calls ended " << clk.monotonic_ms() - t0 << " ms after they started\n";
+  // Later calls fail at once.
+  const int64_t t1 = clk.monotonic_ms();
+  auto later = client.range(key_range::one("/k"));
+  EXPECT_EQ(later.code(), errc::shutting_down) << later.err().message;
+  EXPECT_LT(clk.monotonic_ms() - t1, 1'000);
+  ::close(fd);
 }
 
 TEST_F(grpc_client_test, put_get_and_prefix_range) {

@@ -11,7 +11,9 @@ Brokers are addressed by node id (1..N), not by list position, so that a
 node id read from Metadata can be handed straight back. Every process the
 cluster starts it stops by pid, never by name; each broker gets free
 127.0.0.1 ports and its own directory under one temporary directory, which
-close() removes. Nothing here talks to any address but 127.0.0.1.
+close() removes. Nothing here talks to any address but 127.0.0.1, unless a
+test puts the processes in network namespaces of their own
+(netns_harness.place_cluster sets each broker's `host` and `wrap`).
 
 Metadata is read with a raw Metadata v8 request (one round trip, no client
 library state), because v8 is the oldest version that carries everything a
@@ -84,15 +86,15 @@ def _recv_exact(s, n):
     return buf
 
 
-def metadata_request(port, timeout=5.0, corr=1):
-    """Sends Metadata v8 for every topic to 127.0.0.1:port; returns a
+def metadata_request(port, timeout=5.0, corr=1, host="127.0.0.1"):
+    """Sends Metadata v8 for every topic to host:port; returns a
     MetadataView. Raises OSError/EOFError when the broker does not answer
     within `timeout` seconds (a paused broker accepts but never answers)."""
-    with metadata_send(port, timeout, corr) as s:
+    with metadata_send(port, timeout, corr, host) as s:
         return metadata_receive(s, corr)
 
 
-def metadata_send(port, timeout=5.0, corr=1):
+def metadata_send(port, timeout=5.0, corr=1, host="127.0.0.1"):
     """Connects to 127.0.0.1:port and sends Metadata v8 for every topic;
     returns the socket, for metadata_receive (the kernel takes the request
     even from a SIGSTOPped broker, which reads it when it resumes)."""
@@ -100,7 +102,7 @@ def metadata_send(port, timeout=5.0, corr=1):
     body = struct.pack(">i", -1)  # null topic list: every topic
     body += struct.pack(">bbb", 0, 0, 0)  # no auto-create, no authorized operations
     payload = struct.pack(">hhih", API_METADATA, METADATA_VERSION, corr, len(client_id)) + client_id + body
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = socket.create_connection((host, port), timeout=timeout)
     s.settimeout(timeout)
     s.sendall(struct.pack(">i", len(payload)) + payload)
     return s
@@ -132,12 +134,12 @@ def metadata_receive(s, corr=1):
     return MetadataView(brokers, controller, cluster_id, topics)
 
 
-def _request(port, api_key, version, body, timeout, corr=7):
+def _request(port, api_key, version, body, timeout, corr=7, host="127.0.0.1"):
     """One request, non-flexible header v1; returns the answer after its
     correlation id."""
     client_id = b"cluster-harness"
     payload = struct.pack(">hhih", api_key, version, corr, len(client_id)) + client_id + body
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.settimeout(timeout)
         s.sendall(struct.pack(">i", len(payload)) + payload)
         (n,) = struct.unpack(">i", _recv_exact(s, 4))
@@ -152,7 +154,7 @@ def _kstr(s):
     return struct.pack(">h", len(b)) + b
 
 
-def produce_request(port, topic, partition, value, acks=1, timeout=10.0):
+def produce_request(port, topic, partition, value, acks=1, timeout=10.0, host="127.0.0.1"):
     """Produce v3 of one record to one partition of broker 127.0.0.1:port,
     whether or not it leads it; returns (error code, base offset)."""
     from sluice_harness import record, v2_batch  # the wire helpers the single-broker tests use
@@ -161,28 +163,28 @@ def produce_request(port, topic, partition, value, acks=1, timeout=10.0):
     body = struct.pack(">hhi", -1, acks, int(timeout * 1000))  # null transactional id
     body += struct.pack(">i", 1) + _kstr(topic)
     body += struct.pack(">i", 1) + struct.pack(">ii", partition, len(batch)) + batch
-    r = _request(port, 0, 3, body, timeout)
+    r = _request(port, 0, 3, body, timeout, host=host)
     assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
     index, error, base_offset, _append_time = r.take(">ihqq")
     assert index == partition
     return error, base_offset
 
 
-def init_producer_id_request(port, timeout=30.0):
+def init_producer_id_request(port, timeout=30.0, host="127.0.0.1"):
     """InitProducerId v1 without a transactional id, sent to broker
     127.0.0.1:port; returns (error code, producer id, producer epoch)."""
     body = struct.pack(">hi", -1, 60_000)  # null transactional id, transaction timeout
-    r = _request(port, 22, 1, body, timeout)
+    r = _request(port, 22, 1, body, timeout, host=host)
     r.take(">i")  # throttle_time_ms
     return r.take(">hqh")
 
 
-def create_topics_request(port, topic, partitions, replication_factor, timeout=20.0):
+def create_topics_request(port, topic, partitions, replication_factor, timeout=20.0, host="127.0.0.1"):
     """CreateTopics v2 of one topic sent to broker 127.0.0.1:port, whether or
     not it is the controller; returns (error code, error message)."""
     body = struct.pack(">i", 1) + _kstr(topic) + struct.pack(">ihii", partitions, replication_factor, 0, 0)
     body += struct.pack(">ib", int(timeout * 1000 / 2), 0)  # timeout_ms, validate_only
-    r = _request(port, 19, 2, body, timeout)
+    r = _request(port, 19, 2, body, timeout, host=host)
     r.take(">i")  # throttle_time_ms
     assert r.take(">i") == 1 and r.string() == topic
     return r.take(">h"), r.string()
@@ -207,6 +209,10 @@ class ClusterBroker:
         self.proc = None
         self.paused = False
         self._log = None
+        # Where it listens, and how its command line is run (a network
+        # namespace's `ip netns exec`): netns_harness.place_cluster.
+        self.host = "127.0.0.1"
+        self.wrap = None
 
     @property
     def pid(self):
@@ -214,7 +220,7 @@ class ClusterBroker:
 
     @property
     def address(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def running(self):
         """Started and not exited (a paused broker is running)."""
@@ -225,7 +231,7 @@ class ClusterBroker:
              "--node.id", str(self.node_id),
              "--listeners", f"PLAINTEXT://{self.address}",
              "--log.dirs", self.data_dir,
-             "--sluice.metrics.listener", f"127.0.0.1:{self.metrics_port}",
+             "--sluice.metrics.listener", f"{self.host}:{self.metrics_port}",
              "--sluice.etcd.endpoints", self.etcd_endpoints,
              "--sluice.etcd.session.timeout.ms", str(self.session_timeout_ms)]
         for k, v in self.settings.items():
@@ -237,7 +243,8 @@ class ClusterBroker:
         if self.running():
             raise RuntimeError(f"broker {self.node_id} is already running (pid {self.pid})")
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT,
+        args = self.wrap(self.args()) if self.wrap else self.args()
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)  # a crashed test leaves no broker
         self.paused = False
         return self
@@ -251,7 +258,7 @@ class ClusterBroker:
                 raise RuntimeError(f"broker {self.node_id} exited with {self.proc.returncode}:\n"
                                    f"{self.log_text()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                with socket.create_connection((self.host, self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.05)
@@ -425,7 +432,8 @@ class Cluster:
 
     def metadata_from(self, node_id, timeout=5.0):
         """Broker `node_id`'s Metadata for every topic (MetadataView)."""
-        return metadata_request(self._brokers[node_id].port, timeout=timeout)
+        b = self._brokers[node_id]
+        return metadata_request(b.port, timeout=timeout, host=b.host)
 
     def metadata_all(self, node_ids=None, timeout=5.0):
         """{node id: MetadataView} from each live broker (or those listed);

@@ -59,14 +59,18 @@ class EtcdMember:
         self.log_path = os.path.join(root, f"{self.name}.log")
         self.proc = None
         self._log = None
+        # Where it listens, and how its command line is run (a network
+        # namespace's `ip netns exec`): EtcdCluster.place.
+        self.host = "127.0.0.1"
+        self.wrap = None
 
     @property
     def client_url(self):
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"http://{self.host}:{self.client_port}"
 
     @property
     def peer_url(self):
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"http://{self.host}:{self.peer_port}"
 
     @property
     def pid(self):
@@ -107,6 +111,13 @@ class EtcdCluster:
     def pid(self, i):
         return self.members[i].pid
 
+    def place(self, i, host, wrap):
+        """Before start(): member i listens on `host` and its command line
+        is passed through `wrap` (netns_harness.place_cluster)."""
+        self.members[i].host = host
+        self.members[i].wrap = wrap
+        self._initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+
     # ------------------------------------------------------------ lifecycle
 
     def _spawn(self, i):
@@ -128,6 +139,8 @@ class EtcdCluster:
             "--election-timeout", "500",
             "--log-level", "warn",
         ]
+        if m.wrap:
+            args = m.wrap(args)
         m._log = open(m.log_path, "ab")
         m.proc = subprocess.Popen(args, stdout=m._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                   preexec_fn=die_with_parent)

@@ -11,11 +11,21 @@
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND (the batch is written; the producer's
 // retry of an idempotent batch is recognised). A batch not committed within
 // the request's timeout_ms answers REQUEST_TIMED_OUT.
+//
+// A cluster broker whose etcd session is lost (control_plane::session_lost)
+// is dead to the cluster, which elects other leaders for its partitions:
+// it appends nothing and answers NOT_LEADER_OR_FOLLOWER, so the client
+// refreshes its metadata, and the acks=all batches waiting when the session
+// went are answered the same (the broker calls
+// partition::answer_commit_waiters). A REQUEST_TIMED_OUT instead, after
+// the request's timeout, makes the librdkafka of Debian 12 (2.0.2) fail the
+// idempotent producer with OUT_OF_ORDER_SEQUENCE_NUMBER on the next leader.
 
 #include <atomic>
 #include <mutex>
 
 #include "base/log.h"
+#include "cluster/control_plane.h"
 #include "cluster/partition_manager.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
@@ -68,6 +78,7 @@ void handle_produce(request req) {
   services& svc = *req.svc;
   const int16_t acks = body->acks;
   const int64_t now = svc.clk->now_ms();
+  const bool session_lost = svc.control && svc.control->session_lost();
 
   auto op = std::make_shared<pending_produce>();
   bool any_error = false;
@@ -119,6 +130,11 @@ void handle_produce(request req) {
         const auto e = svc.partitions->missing_partition_error(td.name, pd.index);
         set_error(to_kafka_error(e), e == errc::not_leader ? "partition is being created"
                                                              : "no such topic or partition");
+        continue;
+      }
+      if (session_lost) {
+        set_error(error_code::not_leader_or_follower,
+                  "this broker lost its cluster session; the partition's leadership is moving");
         continue;
       }
       if (pd.records.is_null() || pd.records.size_bytes() == 0) {
