@@ -138,7 +138,8 @@ class coordinator {
 
   // ---- Timers -----------------------------------------------------------------
   // Session and rebalance timeouts, the initial rebalance delay, pending
-  // member ids, and (every offsets_retention_check_interval_ms) offset expiry.
+  // member ids, appends not committed within offsets_commit_timeout_ms, and
+  // (every offsets_retention_check_interval_ms) offset expiry.
   void tick();
 
   // Number of groups held (tests and metrics).

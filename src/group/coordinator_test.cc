@@ -52,10 +52,10 @@ class mem_log final : public record_log {
     }
     return {};
   }
-  void fail_all() {
+  void fail_all(errc code = errc::not_enough_replicas) {
     auto h = std::move(held);
     held.clear();
-    for (auto& e : h) e.done(status(errc::io_error, "disk gone"));
+    for (auto& e : h) e.done(status(code, "the append failed"));
   }
   struct entry {
     int32_t p;
@@ -93,6 +93,7 @@ coordinator_config test_config() {
   c.num_partitions = 4;
   c.offsets_retention_ms = 3'600'000;
   c.offsets_retention_check_interval_ms = 1000;
+  c.offsets_commit_timeout_ms = 5000;
   return c;
 }
 
@@ -595,6 +596,88 @@ TEST_F(coordinator_test, CommitAnsweredOnlyWhenDurable) {
   run();
   EXPECT_EQ(commit_error(f), to_wire(error_code::coordinator_not_available));
   EXPECT_EQ(fetch("solo", "t", 0), 5);
+}
+
+// offsets.commit.timeout.ms: a commit whose record never commits (a leader
+// whose followers left before its ISR shrank) is answered REQUEST_TIMED_OUT,
+// as Kafka's delayed produce times out, and changes nothing; the record
+// committing later is left to the next load.
+TEST_F(coordinator_test, CommitNeverCommittedIsAnsweredRequestTimedOut) {
+  auto done = commit("solo", "", -1, "t", 0, 5);
+  ASSERT_EQ(commit_error(done), 0);
+  log_.hold = true;
+  auto s = commit("solo", "", -1, "t", 0, 6);
+  advance(cfg_.offsets_commit_timeout_ms - 100);
+  EXPECT_FALSE(s.done()) << "answered before offsets.commit.timeout.ms";
+  advance(100);
+  ASSERT_TRUE(s.done()) << "still waiting after offsets.commit.timeout.ms";
+  EXPECT_EQ(commit_error(s), to_wire(error_code::request_timed_out));
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+  // The write completing after the answer neither answers again (slot
+  // asserts) nor applies.
+  log_.complete_all();
+  run();
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+  // Later commits are served as usual.
+  log_.hold = false;
+  EXPECT_EQ(commit_error(commit("solo", "", -1, "t", 0, 7)), 0);
+  EXPECT_EQ(fetch("solo", "t", 0), 7);
+}
+
+// A group's record (the leader's assignment) that never commits: the
+// members' SyncGroups get COORDINATOR_NOT_AVAILABLE (Kafka's storeGroup maps
+// the timeout so) and the group rebalances again.
+TEST_F(coordinator_test, AssignmentNeverCommittedIsAnsweredCoordinatorNotAvailable) {
+  std::string id = first_join("g");
+  join(join_req("g", id));
+  log_.hold = true;
+  auto s = sync("g", id, 1, {{id, {1}}});
+  EXPECT_FALSE(s.done());
+  advance(cfg_.offsets_commit_timeout_ms);
+  ASSERT_TRUE(s.done()) << "still waiting after offsets.commit.timeout.ms";
+  EXPECT_EQ(s->error_code, to_wire(error_code::coordinator_not_available));
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+  log_.complete_all();
+  run();
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+}
+
+// The append's own errors, as Kafka's GroupMetadataManager maps them.
+TEST_F(coordinator_test, FailedWritesAnswerKafkasCodes) {
+  struct row {
+    errc append;
+    error_code commit, sync;
+  };
+  const row rows[] = {
+      {errc::not_leader, error_code::not_coordinator, error_code::not_coordinator},
+      {errc::not_coordinator, error_code::not_coordinator, error_code::not_coordinator},
+      {errc::io_error, error_code::not_coordinator, error_code::not_coordinator},
+      {errc::not_enough_replicas, error_code::coordinator_not_available, error_code::coordinator_not_available},
+      {errc::not_enough_replicas_after_append, error_code::coordinator_not_available,
+       error_code::coordinator_not_available},
+      {errc::unavailable, error_code::request_timed_out, error_code::coordinator_not_available},
+      {errc::message_too_large, error_code::invalid_commit_offset_size, error_code::unknown_server_error},
+  };
+  int n = 0;
+  for (const auto& r : rows) {
+    SCOPED_TRACE(std::string(errc_name(r.append)));
+    log_.hold = true;
+    auto c = commit("solo", "", -1, "t", 0, 5);
+    log_.fail_all(r.append);
+    run();
+    EXPECT_EQ(commit_error(c), to_wire(r.commit));
+    log_.hold = false;
+    const std::string g = "g" + std::to_string(n++);
+    std::string id = first_join(g);
+    join(join_req(g, id));
+    log_.hold = true;
+    auto s = sync(g, id, 1, {{id, {1}}});
+    log_.fail_all(r.append);
+    run();
+    ASSERT_TRUE(s.done());
+    EXPECT_EQ(s->error_code, to_wire(r.sync));
+    log_.hold = false;
+  }
 }
 
 TEST_F(coordinator_test, SyncAnsweredOnlyWhenTheAssignmentIsDurable) {

@@ -32,11 +32,11 @@ std::vector<protocol::records::record_input> offset_tombstones(const std::vector
   return records;
 }
 
-// What a failed write of tombstones answers: NOT_COORDINATOR when the
-// partition changed hands meanwhile, COORDINATOR_NOT_AVAILABLE (retriable)
-// otherwise.
+// What a failed write of tombstones answers: as a group's record
+// (NOT_COORDINATOR when the partition changed hands or is not led here,
+// COORDINATOR_NOT_AVAILABLE, retriable, otherwise).
 error_code tombstone_write_error(const status& s) {
-  return s.code() == errc::not_coordinator ? kafka::to_kafka_error(s.code()) : error_code::coordinator_not_available;
+  return kafka::to_group_write_error(s.code(), kafka::group_write::group_metadata);
 }
 
 using fetch_group_response = proto::offset_fetch_response::offset_fetch_response_group;
