@@ -160,6 +160,10 @@ class coordinator {
   // The offset observer (offsets.h): runs with the coordinator's mutex
   // held. Set once, before start (not synchronised with the callers).
   void set_offset_observer(offset_observer fn) { offsets_.set_observer(std::move(fn)); }
+  // In a cluster: whether this broker's view of the cluster is current
+  // (offsets_partitions::set_view_check has the contract). Set once, before
+  // start.
+  void set_view_check(std::function<bool()> current) { partitions_.set_view_check(std::move(current)); }
 
  private:
   // Applies one record read back; with `partition`, a record of a group

@@ -642,6 +642,39 @@ TEST_F(coordinator_test, AssignmentNeverCommittedIsAnsweredCoordinatorNotAvailab
   EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
 }
 
+// A broker whose view of the cluster is not current (back from a pause or a
+// cut that outlasted its session) may hold groups another broker serves now:
+// it answers NOT_COORDINATOR, never offsets or members from memory, and
+// serves them again, unchanged, once its view is current.
+TEST_F(coordinator_test, NothingIsAnsweredFromMemoryWhileTheViewIsNotCurrent) {
+  std::string id = first_join("g");
+  join(join_req("g", id));
+  ASSERT_EQ(sync("g", id, 1, {{id, {1}}})->error_code, 0);
+  ASSERT_EQ(commit_error(commit("g", id, 1, "t", 0, 5)), 0);
+  bool current = false;
+  c_->set_view_check([&current] { return current; });
+  proto::offset_fetch_request r;
+  r.groups.emplace_back().group_id = "g";
+  auto f = c_->offset_fetch(r, 9);
+  ASSERT_EQ(f.groups.size(), 1u);
+  EXPECT_EQ(f.groups[0].error_code, to_wire(error_code::not_coordinator));
+  EXPECT_TRUE(f.groups[0].topics.empty());
+  proto::offset_fetch_request old;
+  old.group_id = "g";
+  old.topics.emplace();
+  old.topics->push_back({"t", {0}});
+  auto f3 = c_->offset_fetch(old, 3);
+  EXPECT_EQ(f3.error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(f3.topics.at(0).partitions.at(0).committed_offset, -1);
+  EXPECT_EQ(commit_error(commit("g", id, 1, "t", 0, 6)), to_wire(error_code::not_coordinator));
+  EXPECT_EQ(heartbeat("g", id, 1), to_wire(error_code::not_coordinator));
+  EXPECT_EQ(describe("g").error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(join(join_req("g", id))->error_code, to_wire(error_code::not_coordinator));
+  current = true;
+  EXPECT_EQ(fetch("g", "t", 0), 5);
+  EXPECT_EQ(heartbeat("g", id, 1), 0);
+}
+
 // The append's own errors, as Kafka's GroupMetadataManager maps them.
 TEST_F(coordinator_test, FailedWritesAnswerKafkasCodes) {
   struct row {

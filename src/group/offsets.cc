@@ -90,7 +90,7 @@ std::vector<offset_key> offset_manager::keys_of(const std::string& group_id) con
 void offset_manager::apply(const offset_key& k, const std::optional<offset_value>& v) {
   const topic_partition tp{k.topic, k.partition};
   auto g = offsets_.find(k.group);
-  if (observer_ && g != offsets_.end() && partitions_.gate(k.group) == error_code::none) {
+  if (observer_ && g != offsets_.end() && partitions_.holds(k.group)) {
     // Replay is skipped: what an old record held was accounted for (or not)
     // by the run that wrote it.
     if (auto it = g->second.find(tp); it != g->second.end()) observer_(k.group, k.topic, k.partition, it->second.offset);
@@ -109,7 +109,7 @@ void offset_manager::apply(const offset_key& k, const std::optional<offset_value
 
 void offset_manager::remove_group(const std::string& id) {
   if (auto g = offsets_.find(id); g != offsets_.end()) {
-    if (observer_ && partitions_.gate(id) == error_code::none) {
+    if (observer_ && partitions_.holds(id)) {
       for (const auto& [tp, v] : g->second) observer_(id, tp.first, tp.second, v.offset);
     }
     offsets_.erase(g);
@@ -387,7 +387,7 @@ void offset_manager::delete_topic(const std::string& topic) {
                     topic);
   }
   for (const auto& [id, offs] : offsets_) {
-    if (partitions_.gate(id) != error_code::none) continue;
+    if (!partitions_.holds(id)) continue;
     std::vector<offset_key> gone;
     for (const auto& [tp, _] : offs)
       if (tp.first == topic) gone.push_back({id, tp.first, tp.second});

@@ -42,7 +42,8 @@ bool offsets_partitions::serves(int32_t p) const { return !closed_ && state(p) =
 error_code offsets_partitions::gate(std::string_view group_id) const {
   if (closed_) return error_code::coordinator_load_in_progress;
   switch (state(partition_of(group_id))) {
-    case partition_state::loaded: return error_code::none;
+    case partition_state::loaded:
+      return view_current_ && !view_current_() ? error_code::not_coordinator : error_code::none;
     case partition_state::loading: return error_code::coordinator_load_in_progress;
     case partition_state::not_owned: return error_code::not_coordinator;
   }

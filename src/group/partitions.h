@@ -124,8 +124,22 @@ class offsets_partitions {
   bool serves(int32_t p) const;
   // What a request for `group_id` gets before anything else is checked:
   // none (served), COORDINATOR_LOAD_IN_PROGRESS (loading, or closed) or
-  // NOT_COORDINATOR (not owned).
+  // NOT_COORDINATOR (not owned, or owned but this broker's view of the
+  // cluster is not known to be current: see set_view_check).
   kafka::error_code gate(std::string_view group_id) const;
+  // Whether the partition of `group_id` is loaded (whatever the view):
+  // its groups' state is held here. For the coordinator's own work
+  // (observers, tombstones), not for answering requests.
+  bool holds(std::string_view group_id) const { return serves(partition_of(group_id)); }
+  // `current` answers whether this broker's view of the cluster is known to
+  // be current (cluster::control_plane::view_current: its session lease
+  // alive and its metadata applied up to its registration). While it is
+  // not, as just after a pause or a network cut that outlasted the
+  // session, another broker may lead these partitions and have taken
+  // commits this one has not seen: requests get NOT_COORDINATOR rather
+  // than an answer from memory. Set once, before requests come; none: the
+  // view is always current (a single broker). Must be quick and lock-free.
+  void set_view_check(std::function<bool()> current) { view_current_ = std::move(current); }
   bool any_loading() const;
 
   // Transitions (see the header comment). begin_load and unload start a
@@ -174,6 +188,7 @@ class offsets_partitions {
   const int64_t commit_timeout_ms_;
   std::vector<slot> parts_;
   bool closed_ = false;
+  std::function<bool()> view_current_;
   uint64_t next_append_id_ = 0;
   std::map<uint64_t, pending> pending_;  // by append id
 };
