@@ -429,6 +429,10 @@ status broker::stop() {
   // decides) and its registration goes, so the others elect at once.
   if (impl_->control) {
     impl_->partitions->stop_leading();
+    // stop_leading tells no role listener, and the metadata watch ends
+    // below: the coordinator must stop answering from what it holds now,
+    // before the others elect new leaders and take commits.
+    impl_->groups->resign();
     impl_->control->shutdown();
     // Leadership has moved on: stop copying from the leaders.
     impl_->partitions->replicas().stop_replication();

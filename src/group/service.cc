@@ -140,17 +140,35 @@ service::service(cluster::partition_manager& partitions, sluice::clock& clk, coo
 
 void service::on_leadership(int32_t p, bool leads) {
   if (!cluster_ || p < 0 || p >= cfg_.num_partitions) return;
+  if (!leads) {
+    // At once, on the telling thread, not behind the loads queued on the
+    // service thread: from now on another broker may take commits for
+    // these groups, and an answer from this broker's memory would show a
+    // client offsets older than the ones it committed there. (Kafka's
+    // coordinator stops serving a partition when it resigns it.) A load of
+    // `p` under way fails its epoch check and serves nothing.
+    coord_->unload_partition(p);
+  }
   post([this, p, leads] {
     if (coord_->unloaded()) return;
     if (!leads) {
-      coord_->unload_partition(p);
       if (led_.erase(p)) SLUICE_LOG_INFO("group coordinator: unloaded __consumer_offsets-{} (no longer its leader)", p);
       return;
     }
+    // Told to load, but the leadership may have gone again meanwhile (its
+    // unload ran at once, above): only the current leader loads.
+    auto part = partitions_.get(std::string(offsets_topic), p);
+    if (!part || !part->is_leader()) return;
     const auto r = coord_->load_partition(p);
     if (led_.insert(p).second)
       SLUICE_LOG_INFO("group coordinator: loaded __consumer_offsets-{} ({} records)", p, r.records);
   });
+}
+
+void service::resign() {
+  if (!cluster_) return;
+  for (int32_t p = 0; p < cfg_.num_partitions; ++p) coord_->unload_partition(p);
+  SLUICE_LOG_INFO("group coordinator: every __consumer_offsets partition unloaded (leaving the cluster)");
 }
 
 service::~service() { stop(); }
