@@ -119,6 +119,10 @@ coordinator::load_result coordinator::load_partition(int32_t p) {
   if (partitions_.closed() || !partitions_.finish_load(p, epoch)) return r;
   // Members brought back by replay get a full session timeout from now.
   members_.restart_sessions(p);
+  // Topics deleted while this partition loaded, or while another broker
+  // held it, leave no offsets behind (Kafka's onPartitionsDeleted, applied
+  // late).
+  offsets_.delete_missing_topics(p);
   r.loaded = true;
   return r;
 }

@@ -134,6 +134,9 @@ class coordinator {
   // (onPartitionsDeleted), so that a topic created again under the name is
   // read from the group's reset policy, not from an offset of the old one.
   // A group left with no offsets and no members stays until it expires.
+  // Partitions of __consumer_offsets loading now, or held by another
+  // broker, drop them when they finish loading here: a load ends with
+  // tombstones for the offsets of topic partitions that no longer exist.
   void delete_topic_offsets(const std::string& topic);
 
   // ---- Timers -----------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -1162,6 +1163,40 @@ TEST_F(coordinator_test, UnloadAnswersWaitingRequestsOfItsGroupsOnly) {
   log_.hold = false;
   EXPECT_TRUE(c_->load_partition(1).loaded);
   EXPECT_EQ(fetch(solo, "t", 0), 7);
+}
+
+// A topic deleted while the partition of a group's offsets was loading (or
+// held by another broker) is deleted from the group when the load ends:
+// tombstones for its offsets, as the live deletion writes, so a topic
+// created again under the name does not inherit them.
+TEST_F(coordinator_test, ATopicDeletedDuringTheLoadIsDeletedAfterIt) {
+  std::set<std::string> deleted;
+  c_ = std::make_unique<coordinator>(
+      cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
+      [&deleted](const std::string& topic, int32_t) { return !deleted.count(topic); });
+  c_->set_loaded();
+  const std::string g = group_in(1, "g", cfg_.num_partitions);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "old", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "kept", 0, 6)), 0);
+  c_->unload_partition(1);
+  // Deleted while partition 1 is not served here: nothing to write now.
+  deleted.insert("old");
+  const size_t appends = log_.appends;
+  c_->delete_topic_offsets("old");
+  run();
+  EXPECT_EQ(log_.appends, appends);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "old", 0), -1);
+  EXPECT_EQ(fetch(g, "kept", 0), 6);
+  // Durable: the next load finds the tombstone, not the offset.
+  deleted.clear();  // created again under the name
+  c_->unload_partition(1);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "old", 0), -1);
+  EXPECT_EQ(fetch(g, "kept", 0), 6);
+  c_.reset();  // it holds `deleted`
 }
 
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {

@@ -380,12 +380,8 @@ void offset_manager::delete_groups(const proto::delete_groups_request& req, repl
 }
 
 void offset_manager::delete_topic(const std::string& topic) {
-  if (partitions_.closed() || partitions_.any_loading()) {
-    // Replay is still reading __consumer_offsets; the offsets it loads for
-    // the deleted topic expire with offsets.retention.minutes.
-    SLUICE_LOG_WARN("topic {} deleted while the group coordinator loads: its committed offsets stay until they expire",
-                    topic);
-  }
+  // Partitions still loading are not touched here: their load ends with
+  // delete_missing_topics, which finds this topic gone.
   for (const auto& [id, offs] : offsets_) {
     if (!partitions_.holds(id)) continue;
     std::vector<offset_key> gone;
@@ -393,6 +389,23 @@ void offset_manager::delete_topic(const std::string& topic) {
       if (tp.first == topic) gone.push_back({id, tp.first, tp.second});
     if (gone.empty()) continue;
     SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topic {} removed", id, gone.size(), topic);
+    write_tombstones(id, gone, false, [this, gone](status s, outbox&) {
+      if (!s.ok()) return;
+      for (const auto& k : gone) apply(k, std::nullopt);
+    });
+  }
+}
+
+void offset_manager::delete_missing_topics(int32_t p) {
+  if (!partition_exists_) return;
+  for (const auto& [id, offs] : offsets_) {
+    if (partitions_.partition_of(id) != p) continue;
+    std::vector<offset_key> gone;
+    for (const auto& [tp, _] : offs)
+      if (!partition_exists_(tp.first, tp.second)) gone.push_back({id, tp.first, tp.second});
+    if (gone.empty()) continue;
+    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topics removed after loading {}-{}", id, gone.size(),
+                    offsets_topic, p);
     write_tombstones(id, gone, false, [this, gone](status s, outbox&) {
       if (!s.ok()) return;
       for (const auto& k : gone) apply(k, std::nullopt);
