@@ -327,6 +327,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   // The coordinator replays __consumer_offsets on its own thread; until
   // then group requests get COORDINATOR_LOAD_IN_PROGRESS.
   SLUICE_ASSIGN_OR_RETURN(i->groups, group::service::open(*i->partitions, i->clk, *cfg));
+  // In a cluster the coordinator answers nothing from memory while this
+  // broker's view may be stale (back from a pause or a cut that outlasted
+  // its session): another broker may have taken its groups meanwhile.
+  if (i->control)
+    i->groups->coordinator().set_view_check([c = i->control.get()] { return c->view_current(); });
   // The watch observes committed offsets from the first live commit on, so
   // it is wired before the coordinator's thread starts.
   i->watch = std::make_unique<retention_watch>(*i->partitions, &i->groups->coordinator(), i->clk,
@@ -439,6 +444,10 @@ status broker::stop() {
     // and every etcd call still waiting after it gives up.
     impl_->etcd->wind_down(limits::etcd_shutdown_grace_ms);
     impl_->partitions->stop_leading();
+    // stop_leading tells no role listener, and the metadata watch ends
+    // below: the coordinator must stop answering from what it holds now,
+    // before the others elect new leaders and take commits.
+    impl_->groups->resign();
     impl_->control->shutdown();
     // Leadership has moved on: stop copying from the leaders.
     impl_->partitions->replicas().stop_replication();

@@ -187,9 +187,19 @@ bool partition_manager::refresh_state(const std::string& topic, int32_t p) {
   auto part = replicas_->get(topic, p);
   if (!part) return false;
   const bool led = part->is_leader();
+  const auto epoch_before = part->epoch();
   // Through the replica manager: a follower then fetches from its new leader.
   if (!replicas_->apply(topic, p, t->assignment[static_cast<size_t>(p)], *st)) return false;
-  if (part->is_leader() != led) tell_role(topic, p, part->is_leader());
+  if (part->is_leader() != led) {
+    tell_role(topic, p, part->is_leader());
+  } else if (led && part->epoch() != epoch_before) {
+    // Leading at a newer leader epoch: the leader changes with every epoch,
+    // so another broker led in between (a state this broker did not see)
+    // and may have written: the listeners drop what they hold and start
+    // again (the group coordinator reloads the partition).
+    tell_role(topic, p, false);
+    tell_role(topic, p, true);
+  }
   return true;
 }
 

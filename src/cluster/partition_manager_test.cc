@@ -762,6 +762,36 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   EXPECT_FALSE(pm_->get("r", 1)->is_leader());
 }
 
+// Role listeners (the group coordinator) hear of every leadership this
+// broker starts: also of one at a newer leader epoch while it seemed to lead
+// all along, because the leader changes with every epoch, so another broker
+// led in between (a state this broker missed) and may have written what
+// the listener must read again.
+TEST_F(PartitionManagerTest, RoleListenersHearALeadershipRegainedAcrossAMissedEpoch) {
+  auto store = std::make_unique<memory_store>(4);
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
+  std::vector<std::pair<int32_t, bool>> told;
+  pm_->on_role_change([&](const std::string& topic, int32_t p, bool leads) {
+    if (topic == "r") told.emplace_back(p, leads);
+  });
+  ASSERT_FALSE(pm_->create_topic("r", 1, 1, {}, false));
+  s->set_state("r", 0, {4, 5}, {5, 2, {4, 5}, 1});
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  s->set_state("r", 0, {4, 5}, {4, 3, {4, 5}, 2});
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  ASSERT_TRUE(pm_->get("r", 0)->is_leader());
+  EXPECT_EQ(told.back(), (std::pair<int32_t, bool>{0, true}));
+  told.clear();
+  // The same leadership with a changed ISR: nothing to tell.
+  s->set_state("r", 0, {4, 5}, {4, 3, {4}, 3});
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  EXPECT_TRUE(told.empty());
+  s->set_state("r", 0, {4, 5}, {4, 5, {4}, 5});  // epoch 4 (broker 5 led) never seen here
+  ASSERT_TRUE(pm_->refresh_state("r", 0));
+  EXPECT_EQ(told, (std::vector<std::pair<int32_t, bool>>{{0, false}, {0, true}}));
+}
+
 // acks=-1 against min.insync.replicas, Kafka's two checks: before the
 // append the store's ISR must be large enough, else NOT_ENOUGH_REPLICAS and
 // nothing is written (Partition.appendRecordsToLeader); once the high

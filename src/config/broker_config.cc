@@ -379,6 +379,7 @@ result<broker_config> make_broker_config(config_map static_values,
       static_cast<int16_t>(i64("offsets.topic.replication.factor"));
   b.offsets_retention_minutes = i32("offsets.retention.minutes");
   b.offsets_retention_check_interval_ms = i64("offsets.retention.check.interval.ms");
+  b.offsets_commit_timeout_ms = i32("offsets.commit.timeout.ms");
   const auto& metrics = std::get<std::string>(get("sluice.metrics.listener"));
   if (!metrics.empty()) b.metrics_listener = to_host_port(metrics);
   b.retention_headroom_alert_ms = i64("sluice.retention.headroom.alert.ms");

@@ -107,6 +107,7 @@ struct broker_config {
   int32_t offsets_topic_num_partitions = 0;
   int32_t offsets_retention_minutes = 0;
   int64_t offsets_retention_check_interval_ms = 0;
+  int32_t offsets_commit_timeout_ms = 0;
   std::optional<host_port> metrics_listener;  // sluice.metrics.listener; empty string: disabled
   int64_t retention_headroom_alert_ms = 0;    // sluice.retention.headroom.alert.ms
   int64_t write_rate_window_ms = 0;           // sluice.metrics.write.rate.window.ms

@@ -162,6 +162,7 @@ TEST(broker_config, defaults) {
   EXPECT_EQ(b.group_initial_rebalance_delay_ms, 3000);
   EXPECT_EQ(b.offsets_topic_num_partitions, 50);
   EXPECT_EQ(b.offsets_retention_minutes, 7 * 24 * 60);
+  EXPECT_EQ(b.offsets_commit_timeout_ms, 5000);
   EXPECT_EQ(b.retention_headroom_alert_ms, 24ll * 3600 * 1000);
   EXPECT_EQ(b.write_rate_window_ms, 300000);
   ASSERT_TRUE(b.metrics_listener.has_value());

@@ -380,6 +380,9 @@ std::vector<setting> make_schema() {
                       "Committed offsets of an empty group expire after this."));
   s.push_back(int_row("offsets.retention.check.interval.ms", "", vt::int64, "600000", 1, i64_max,
                       false, "How often expired offsets are looked for."));
+  s.push_back(int_row("offsets.commit.timeout.ms", "", vt::int32, "5000", 1, i32_max, false,
+                      "How long a write to __consumer_offsets (a commit, a group's assignment) "
+                      "may wait to be committed before the request is answered with an error."));
   // ---- Operations.
   s.push_back(text_row("sluice.metrics.listener", "", vt::string, "127.0.0.1:9644", {}, 0, 0,
                        check_optional_address, false,

@@ -13,6 +13,7 @@ coordinator_config coordinator_config::from(const config::broker_config& b) {
   c.num_partitions = b.offsets_topic_num_partitions;
   c.offsets_retention_ms = int64_t{b.offsets_retention_minutes} * 60'000;
   c.offsets_retention_check_interval_ms = b.offsets_retention_check_interval_ms;
+  c.offsets_commit_timeout_ms = b.offsets_commit_timeout_ms;
   return c;
 }
 

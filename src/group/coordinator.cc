@@ -11,7 +11,7 @@ coordinator::coordinator(coordinator_config cfg, record_log& log, sluice::clock&
                          partition_exists_fn partition_exists)
     : cfg_(cfg),
       log_(log),
-      partitions_(cfg_.num_partitions, log, std::move(post), mu_),
+      partitions_(cfg_.num_partitions, log, std::move(post), mu_, clk, cfg_.offsets_commit_timeout_ms),
       members_(cfg_, partitions_, clk),
       offsets_(cfg_, partitions_, members_, clk, std::move(partition_exists)) {}
 
@@ -119,6 +119,10 @@ coordinator::load_result coordinator::load_partition(int32_t p) {
   if (partitions_.closed() || !partitions_.finish_load(p, epoch)) return r;
   // Members brought back by replay get a full session timeout from now.
   members_.restart_sessions(p);
+  // Topics deleted while this partition loaded, or while another broker
+  // held it, leave no offsets behind (Kafka's onPartitionsDeleted, applied
+  // late).
+  offsets_.delete_missing_topics(p);
   r.loaded = true;
   return r;
 }
@@ -208,6 +212,7 @@ void coordinator::tick() {
   outbox out;
   std::lock_guard lock(mu_);
   if (partitions_.closed()) return;
+  partitions_.expire_appends(out);
   members_.tick(out);
   offsets_.tick();
 }

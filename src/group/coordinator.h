@@ -134,11 +134,15 @@ class coordinator {
   // (onPartitionsDeleted), so that a topic created again under the name is
   // read from the group's reset policy, not from an offset of the old one.
   // A group left with no offsets and no members stays until it expires.
+  // Partitions of __consumer_offsets loading now, or held by another
+  // broker, drop them when they finish loading here: a load ends with
+  // tombstones for the offsets of topic partitions that no longer exist.
   void delete_topic_offsets(const std::string& topic);
 
   // ---- Timers -----------------------------------------------------------------
   // Session and rebalance timeouts, the initial rebalance delay, pending
-  // member ids, and (every offsets_retention_check_interval_ms) offset expiry.
+  // member ids, appends not committed within offsets_commit_timeout_ms, and
+  // (every offsets_retention_check_interval_ms) offset expiry.
   void tick();
 
   // Number of groups held (tests and metrics).
@@ -159,6 +163,10 @@ class coordinator {
   // The offset observer (offsets.h): runs with the coordinator's mutex
   // held. Set once, before start (not synchronised with the callers).
   void set_offset_observer(offset_observer fn) { offsets_.set_observer(std::move(fn)); }
+  // In a cluster: whether this broker's view of the cluster is current
+  // (offsets_partitions::set_view_check has the contract). Set once, before
+  // start.
+  void set_view_check(std::function<bool()> current) { partitions_.set_view_check(std::move(current)); }
 
  private:
   // Applies one record read back; with `partition`, a record of a group

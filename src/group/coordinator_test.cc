@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -52,10 +53,10 @@ class mem_log final : public record_log {
     }
     return {};
   }
-  void fail_all() {
+  void fail_all(errc code = errc::not_enough_replicas) {
     auto h = std::move(held);
     held.clear();
-    for (auto& e : h) e.done(status(errc::io_error, "disk gone"));
+    for (auto& e : h) e.done(status(code, "the append failed"));
   }
   struct entry {
     int32_t p;
@@ -93,6 +94,7 @@ coordinator_config test_config() {
   c.num_partitions = 4;
   c.offsets_retention_ms = 3'600'000;
   c.offsets_retention_check_interval_ms = 1000;
+  c.offsets_commit_timeout_ms = 5000;
   return c;
 }
 
@@ -597,6 +599,121 @@ TEST_F(coordinator_test, CommitAnsweredOnlyWhenDurable) {
   EXPECT_EQ(fetch("solo", "t", 0), 5);
 }
 
+// offsets.commit.timeout.ms: a commit whose record never commits (a leader
+// whose followers left before its ISR shrank) is answered REQUEST_TIMED_OUT,
+// as Kafka's delayed produce times out, and changes nothing; the record
+// committing later is left to the next load.
+TEST_F(coordinator_test, CommitNeverCommittedIsAnsweredRequestTimedOut) {
+  auto done = commit("solo", "", -1, "t", 0, 5);
+  ASSERT_EQ(commit_error(done), 0);
+  log_.hold = true;
+  auto s = commit("solo", "", -1, "t", 0, 6);
+  advance(cfg_.offsets_commit_timeout_ms - 100);
+  EXPECT_FALSE(s.done()) << "answered before offsets.commit.timeout.ms";
+  advance(100);
+  ASSERT_TRUE(s.done()) << "still waiting after offsets.commit.timeout.ms";
+  EXPECT_EQ(commit_error(s), to_wire(error_code::request_timed_out));
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+  // The write completing after the answer neither answers again (slot
+  // asserts) nor applies.
+  log_.complete_all();
+  run();
+  EXPECT_EQ(fetch("solo", "t", 0), 5);
+  // Later commits are served as usual.
+  log_.hold = false;
+  EXPECT_EQ(commit_error(commit("solo", "", -1, "t", 0, 7)), 0);
+  EXPECT_EQ(fetch("solo", "t", 0), 7);
+}
+
+// A group's record (the leader's assignment) that never commits: the
+// members' SyncGroups get COORDINATOR_NOT_AVAILABLE (Kafka's storeGroup maps
+// the timeout so) and the group rebalances again.
+TEST_F(coordinator_test, AssignmentNeverCommittedIsAnsweredCoordinatorNotAvailable) {
+  std::string id = first_join("g");
+  join(join_req("g", id));
+  log_.hold = true;
+  auto s = sync("g", id, 1, {{id, {1}}});
+  EXPECT_FALSE(s.done());
+  advance(cfg_.offsets_commit_timeout_ms);
+  ASSERT_TRUE(s.done()) << "still waiting after offsets.commit.timeout.ms";
+  EXPECT_EQ(s->error_code, to_wire(error_code::coordinator_not_available));
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+  log_.complete_all();
+  run();
+  EXPECT_EQ(describe("g").group_state, "PreparingRebalance");
+}
+
+// A broker whose view of the cluster is not current (back from a pause or a
+// cut that outlasted its session) may hold groups another broker serves now:
+// it answers NOT_COORDINATOR, never offsets or members from memory, and
+// serves them again, unchanged, once its view is current.
+TEST_F(coordinator_test, NothingIsAnsweredFromMemoryWhileTheViewIsNotCurrent) {
+  std::string id = first_join("g");
+  join(join_req("g", id));
+  ASSERT_EQ(sync("g", id, 1, {{id, {1}}})->error_code, 0);
+  ASSERT_EQ(commit_error(commit("g", id, 1, "t", 0, 5)), 0);
+  bool current = false;
+  c_->set_view_check([&current] { return current; });
+  proto::offset_fetch_request r;
+  r.groups.emplace_back().group_id = "g";
+  auto f = c_->offset_fetch(r, 9);
+  ASSERT_EQ(f.groups.size(), 1u);
+  EXPECT_EQ(f.groups[0].error_code, to_wire(error_code::not_coordinator));
+  EXPECT_TRUE(f.groups[0].topics.empty());
+  proto::offset_fetch_request old;
+  old.group_id = "g";
+  old.topics.emplace();
+  old.topics->push_back({"t", {0}});
+  auto f3 = c_->offset_fetch(old, 3);
+  EXPECT_EQ(f3.error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(f3.topics.at(0).partitions.at(0).committed_offset, -1);
+  EXPECT_EQ(commit_error(commit("g", id, 1, "t", 0, 6)), to_wire(error_code::not_coordinator));
+  EXPECT_EQ(heartbeat("g", id, 1), to_wire(error_code::not_coordinator));
+  EXPECT_EQ(describe("g").error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(join(join_req("g", id))->error_code, to_wire(error_code::not_coordinator));
+  current = true;
+  EXPECT_EQ(fetch("g", "t", 0), 5);
+  EXPECT_EQ(heartbeat("g", id, 1), 0);
+}
+
+// The append's own errors, as Kafka's GroupMetadataManager maps them.
+TEST_F(coordinator_test, FailedWritesAnswerKafkasCodes) {
+  struct row {
+    errc append;
+    error_code commit, sync;
+  };
+  const row rows[] = {
+      {errc::not_leader, error_code::not_coordinator, error_code::not_coordinator},
+      {errc::not_coordinator, error_code::not_coordinator, error_code::not_coordinator},
+      {errc::io_error, error_code::not_coordinator, error_code::not_coordinator},
+      {errc::not_enough_replicas, error_code::coordinator_not_available, error_code::coordinator_not_available},
+      {errc::not_enough_replicas_after_append, error_code::coordinator_not_available,
+       error_code::coordinator_not_available},
+      {errc::unavailable, error_code::request_timed_out, error_code::coordinator_not_available},
+      {errc::message_too_large, error_code::invalid_commit_offset_size, error_code::unknown_server_error},
+  };
+  int n = 0;
+  for (const auto& r : rows) {
+    SCOPED_TRACE(std::string(errc_name(r.append)));
+    log_.hold = true;
+    auto c = commit("solo", "", -1, "t", 0, 5);
+    log_.fail_all(r.append);
+    run();
+    EXPECT_EQ(commit_error(c), to_wire(r.commit));
+    log_.hold = false;
+    const std::string g = "g" + std::to_string(n++);
+    std::string id = first_join(g);
+    join(join_req(g, id));
+    log_.hold = true;
+    auto s = sync(g, id, 1, {{id, {1}}});
+    log_.fail_all(r.append);
+    run();
+    ASSERT_TRUE(s.done());
+    EXPECT_EQ(s->error_code, to_wire(r.sync));
+    log_.hold = false;
+  }
+}
+
 TEST_F(coordinator_test, SyncAnsweredOnlyWhenTheAssignmentIsDurable) {
   std::string id = first_join("g");
   join(join_req("g", id));
@@ -1046,6 +1163,40 @@ TEST_F(coordinator_test, UnloadAnswersWaitingRequestsOfItsGroupsOnly) {
   log_.hold = false;
   EXPECT_TRUE(c_->load_partition(1).loaded);
   EXPECT_EQ(fetch(solo, "t", 0), 7);
+}
+
+// A topic deleted while the partition of a group's offsets was loading (or
+// held by another broker) is deleted from the group when the load ends:
+// tombstones for its offsets, as the live deletion writes, so a topic
+// created again under the name does not inherit them.
+TEST_F(coordinator_test, ATopicDeletedDuringTheLoadIsDeletedAfterIt) {
+  std::set<std::string> deleted;
+  c_ = std::make_unique<coordinator>(
+      cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
+      [&deleted](const std::string& topic, int32_t) { return !deleted.count(topic); });
+  c_->set_loaded();
+  const std::string g = group_in(1, "g", cfg_.num_partitions);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "old", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "kept", 0, 6)), 0);
+  c_->unload_partition(1);
+  // Deleted while partition 1 is not served here: nothing to write now.
+  deleted.insert("old");
+  const size_t appends = log_.appends;
+  c_->delete_topic_offsets("old");
+  run();
+  EXPECT_EQ(log_.appends, appends);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "old", 0), -1);
+  EXPECT_EQ(fetch(g, "kept", 0), 6);
+  // Durable: the next load finds the tombstone, not the offset.
+  deleted.clear();  // created again under the name
+  c_->unload_partition(1);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "old", 0), -1);
+  EXPECT_EQ(fetch(g, "kept", 0), 6);
+  c_.reset();  // it holds `deleted`
 }
 
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {

@@ -32,11 +32,11 @@ std::vector<protocol::records::record_input> offset_tombstones(const std::vector
   return records;
 }
 
-// What a failed write of tombstones answers: NOT_COORDINATOR when the
-// partition changed hands meanwhile, COORDINATOR_NOT_AVAILABLE (retriable)
-// otherwise.
+// What a failed write of tombstones answers: as a group's record
+// (NOT_COORDINATOR when the partition changed hands or is not led here,
+// COORDINATOR_NOT_AVAILABLE, retriable, otherwise).
 error_code tombstone_write_error(const status& s) {
-  return s.code() == errc::not_coordinator ? kafka::to_kafka_error(s.code()) : error_code::coordinator_not_available;
+  return kafka::to_group_write_error(s.code(), kafka::group_write::group_metadata);
 }
 
 using fetch_group_response = proto::offset_fetch_response::offset_fetch_response_group;
@@ -90,7 +90,7 @@ std::vector<offset_key> offset_manager::keys_of(const std::string& group_id) con
 void offset_manager::apply(const offset_key& k, const std::optional<offset_value>& v) {
   const topic_partition tp{k.topic, k.partition};
   auto g = offsets_.find(k.group);
-  if (observer_ && g != offsets_.end() && partitions_.gate(k.group) == error_code::none) {
+  if (observer_ && g != offsets_.end() && partitions_.holds(k.group)) {
     // Replay is skipped: what an old record held was accounted for (or not)
     // by the run that wrote it.
     if (auto it = g->second.find(tp); it != g->second.end()) observer_(k.group, k.topic, k.partition, it->second.offset);
@@ -109,7 +109,7 @@ void offset_manager::apply(const offset_key& k, const std::optional<offset_value
 
 void offset_manager::remove_group(const std::string& id) {
   if (auto g = offsets_.find(id); g != offsets_.end()) {
-    if (observer_ && partitions_.gate(id) == error_code::none) {
+    if (observer_ && partitions_.holds(id)) {
       for (const auto& [tp, v] : g->second) observer_(id, tp.first, tp.second, v.offset);
     }
     offsets_.erase(g);
@@ -380,19 +380,32 @@ void offset_manager::delete_groups(const proto::delete_groups_request& req, repl
 }
 
 void offset_manager::delete_topic(const std::string& topic) {
-  if (partitions_.closed() || partitions_.any_loading()) {
-    // Replay is still reading __consumer_offsets; the offsets it loads for
-    // the deleted topic expire with offsets.retention.minutes.
-    SLUICE_LOG_WARN("topic {} deleted while the group coordinator loads: its committed offsets stay until they expire",
-                    topic);
-  }
+  // Partitions still loading are not touched here: their load ends with
+  // delete_missing_topics, which finds this topic gone.
   for (const auto& [id, offs] : offsets_) {
-    if (partitions_.gate(id) != error_code::none) continue;
+    if (!partitions_.holds(id)) continue;
     std::vector<offset_key> gone;
     for (const auto& [tp, _] : offs)
       if (tp.first == topic) gone.push_back({id, tp.first, tp.second});
     if (gone.empty()) continue;
     SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topic {} removed", id, gone.size(), topic);
+    write_tombstones(id, gone, false, [this, gone](status s, outbox&) {
+      if (!s.ok()) return;
+      for (const auto& k : gone) apply(k, std::nullopt);
+    });
+  }
+}
+
+void offset_manager::delete_missing_topics(int32_t p) {
+  if (!partition_exists_) return;
+  for (const auto& [id, offs] : offsets_) {
+    if (partitions_.partition_of(id) != p) continue;
+    std::vector<offset_key> gone;
+    for (const auto& [tp, _] : offs)
+      if (!partition_exists_(tp.first, tp.second)) gone.push_back({id, tp.first, tp.second});
+    if (gone.empty()) continue;
+    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topics removed after loading {}-{}", id, gone.size(),
+                    offsets_topic, p);
     write_tombstones(id, gone, false, [this, gone](status s, outbox&) {
       if (!s.ok()) return;
       for (const auto& k : gone) apply(k, std::nullopt);

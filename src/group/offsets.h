@@ -73,6 +73,11 @@ class offset_manager {
   // Tombstones for every offset of `topic` in the groups of served
   // partitions (coordinator::delete_topic_offsets has the why).
   void delete_topic(const std::string& topic);
+  // Tombstones for the offsets, in the groups of partition `p` just
+  // loaded, of topic partitions that no longer exist: a deletion this
+  // coordinator did not apply because `p` was loading or another broker
+  // held it (whose tombstones, if any, were replayed already).
+  void delete_missing_topics(int32_t p);
 
   // ---- Expiry -------------------------------------------------------------------
   // The next expiry pass comes offsets_retention_check_interval_ms from now.

@@ -21,6 +21,15 @@
 // one it was issued in completes with errc::not_coordinator and must
 // change nothing: the record, if durable, is replayed by the next load.
 //
+// An append not committed within offsets.commit.timeout.ms (a leader whose
+// followers stopped fetching, before the ISR shrinks) completes with
+// errc::unavailable when expire_appends() finds it overdue, so the request
+// is answered (Kafka's delayed produce timing out: REQUEST_TIMED_OUT for a
+// commit, COORDINATOR_NOT_AVAILABLE for a group's record). It changes
+// nothing here; if the record commits later, its completion is dropped and
+// the next load replays it, as Kafka's coordinator leaves a late record to
+// its next load.
+//
 // Thread rules: not thread-safe. Every method is called with the
 // coordinator's mutex (the one passed in) held, except append()'s
 // completion, which record_log may run on any thread: it posts to the
@@ -28,12 +37,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "protocol/error_code.h"
 #include "protocol/records/record_batch.h"
@@ -98,7 +109,10 @@ class offsets_partitions {
   using then_fn = std::function<void(status, outbox&)>;
 
   // `mu` is the coordinator's mutex; every object outlives this one.
-  offsets_partitions(int32_t num_partitions, record_log& log, post_fn post, std::mutex& mu);
+  // Appends not committed within `commit_timeout_ms` of `clk`'s monotonic
+  // time are answered by expire_appends().
+  offsets_partitions(int32_t num_partitions, record_log& log, post_fn post, std::mutex& mu, sluice::clock& clk,
+                     int64_t commit_timeout_ms);
   offsets_partitions(const offsets_partitions&) = delete;
   offsets_partitions& operator=(const offsets_partitions&) = delete;
 
@@ -110,8 +124,22 @@ class offsets_partitions {
   bool serves(int32_t p) const;
   // What a request for `group_id` gets before anything else is checked:
   // none (served), COORDINATOR_LOAD_IN_PROGRESS (loading, or closed) or
-  // NOT_COORDINATOR (not owned).
+  // NOT_COORDINATOR (not owned, or owned but this broker's view of the
+  // cluster is not known to be current: see set_view_check).
   kafka::error_code gate(std::string_view group_id) const;
+  // Whether the partition of `group_id` is loaded (whatever the view):
+  // its groups' state is held here. For the coordinator's own work
+  // (observers, tombstones), not for answering requests.
+  bool holds(std::string_view group_id) const { return serves(partition_of(group_id)); }
+  // `current` answers whether this broker's view of the cluster is known to
+  // be current (cluster::control_plane::view_current: its session lease
+  // alive and its metadata applied up to its registration). While it is
+  // not, as just after a pause or a network cut that outlasted the
+  // session, another broker may lead these partitions and have taken
+  // commits this one has not seen: requests get NOT_COORDINATOR rather
+  // than an answer from memory. Set once, before requests come; none: the
+  // view is always current (a single broker). Must be quick and lock-free.
+  void set_view_check(std::function<bool()> current) { view_current_ = std::move(current); }
   bool any_loading() const;
 
   // Transitions (see the header comment). begin_load and unload start a
@@ -126,6 +154,12 @@ class offsets_partitions {
   // Appends `records` to the partition of `group_id`; `then` runs on the
   // executor with the mutex held (see the header comment).
   void append(std::string_view group_id, std::vector<protocol::records::record_input> records, then_fn then);
+  // Completes every append issued commit_timeout_ms or longer ago and not
+  // completed yet with errc::unavailable (its answers go to `out`). The
+  // owner calls it periodically (coordinator::tick).
+  void expire_appends(outbox& out);
+  // Appends issued and not completed yet (tests).
+  size_t pending_appends() const { return pending_.size(); }
 
  private:
   struct slot {
@@ -135,11 +169,28 @@ class offsets_partitions {
   slot& at(int32_t p);  // asserts `p` is a partition
   const slot& at(int32_t p) const;
 
+  // An append issued and not completed yet. Kept in issue order, which is
+  // deadline order (one timeout for all).
+  struct pending {
+    int32_t p = 0;
+    uint64_t epoch = 0;
+    int64_t deadline_ms = 0;  // monotonic
+    then_fn then;
+  };
+  // Runs the completion of append `id` with `s`, unless it has completed
+  // (timed out) already.
+  void complete(uint64_t id, status s);
+
   record_log& log_;
   const post_fn post_;
   std::mutex& mu_;
+  sluice::clock& clk_;
+  const int64_t commit_timeout_ms_;
   std::vector<slot> parts_;
   bool closed_ = false;
+  std::function<bool()> view_current_;
+  uint64_t next_append_id_ = 0;
+  std::map<uint64_t, pending> pending_;  // by append id
 };
 
 }  // namespace sluice::group

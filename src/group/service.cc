@@ -24,6 +24,12 @@ class service::partition_log final : public record_log {
       done(status(errc::not_found, "__consumer_offsets partition " + std::to_string(p) + " is missing"));
       return;
     }
+    // Written with acks=all, as Kafka writes it: refused before the append
+    // when the ISR is below the topic's min.insync.replicas.
+    if (const errc e = part->check_min_insync(); e != errc::ok) {
+      done(status(e, "__consumer_offsets-" + std::to_string(p) + " has too few in-sync replicas"));
+      return;
+    }
     protocol::records::batch_options opts;
     auto batch = protocol::records::build_batch(opts, records);
     if (!batch.ok()) {
@@ -33,13 +39,17 @@ class service::partition_log final : public record_log {
     auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
     auto outcome = part->append(bytes, clk_.now_ms());
     if (outcome.error != errc::ok) {
-      const errc code = outcome.error == errc::message_too_large ? errc::message_too_large : errc::io_error;
-      done(status(code, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message));
+      // The append's own error (not_leader, message_too_large, a storage
+      // error...): to_group_write_error maps each as Kafka does.
+      done(status(outcome.error, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message));
       return;
     }
     // Committed: on the disk of every in-sync replica, so the offsets
-    // survive the loss of this coordinator's broker.
-    part->on_committed(outcome.last, [done = std::move(done)](const status& s) { done(s); });
+    // survive the loss of this coordinator's broker. If that never happens
+    // (followers gone, the ISR not shrunk), the coordinator answers after
+    // offsets.commit.timeout.ms (offsets_partitions::expire_appends).
+    part->on_committed(outcome.last,
+                       [part, done = std::move(done)](const status& s) { done(part->acks_all_outcome(s)); });
   }
 
   // Errors are logged here, where the offset is known.
@@ -130,17 +140,35 @@ service::service(cluster::partition_manager& partitions, sluice::clock& clk, coo
 
 void service::on_leadership(int32_t p, bool leads) {
   if (!cluster_ || p < 0 || p >= cfg_.num_partitions) return;
+  if (!leads) {
+    // At once, on the telling thread, not behind the loads queued on the
+    // service thread: from now on another broker may take commits for
+    // these groups, and an answer from this broker's memory would show a
+    // client offsets older than the ones it committed there. (Kafka's
+    // coordinator stops serving a partition when it resigns it.) A load of
+    // `p` under way fails its epoch check and serves nothing.
+    coord_->unload_partition(p);
+  }
   post([this, p, leads] {
     if (coord_->unloaded()) return;
     if (!leads) {
-      coord_->unload_partition(p);
       if (led_.erase(p)) SLUICE_LOG_INFO("group coordinator: unloaded __consumer_offsets-{} (no longer its leader)", p);
       return;
     }
+    // Told to load, but the leadership may have gone again meanwhile (its
+    // unload ran at once, above): only the current leader loads.
+    auto part = partitions_.get(std::string(offsets_topic), p);
+    if (!part || !part->is_leader()) return;
     const auto r = coord_->load_partition(p);
     if (led_.insert(p).second)
       SLUICE_LOG_INFO("group coordinator: loaded __consumer_offsets-{} ({} records)", p, r.records);
   });
+}
+
+void service::resign() {
+  if (!cluster_) return;
+  for (int32_t p = 0; p < cfg_.num_partitions; ++p) coord_->unload_partition(p);
+  SLUICE_LOG_INFO("group coordinator: every __consumer_offsets partition unloaded (leaving the cluster)");
 }
 
 service::~service() { stop(); }

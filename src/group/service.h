@@ -46,9 +46,16 @@ class service {
   void stop();  // idempotent
   group::coordinator& coordinator() { return *coord_; }
   // In a cluster: this broker started (true) or stopped leading partition
-  // `p` of __consumer_offsets; the service thread loads its groups or
-  // unloads them (NOT_COORDINATOR) in the order told.
+  // `p` of __consumer_offsets. Stopping unloads its groups at once, on the
+  // calling thread (NOT_COORDINATOR from then on: another broker may take
+  // their commits now); starting queues the load for the service thread,
+  // which loads only if this broker still leads `p` then. Any thread.
   void on_leadership(int32_t p, bool leads);
+  // In a cluster: this broker stops leading everything (shutdown, after
+  // partition_manager::stop_leading, which tells no listener): every
+  // partition is unloaded at once, so nothing is answered from memory
+  // while the others take the groups over. Any thread.
+  void resign();
 
  private:
   class partition_log;

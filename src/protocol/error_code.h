@@ -233,19 +233,37 @@ inline error_code to_kafka_error(errc e) {
 
 
 // A failed write to __consumer_offsets, as Kafka's group coordinator
-// answers it: a record too large is the commit's fault
-// (INVALID_COMMIT_OFFSET_SIZE) or, for a group's own record, the
-// broker's (UNKNOWN_SERVER_ERROR); a partition that moved to another
-// coordinator while the record was written is NOT_COORDINATOR; anything
-// else means the coordinator cannot write now (COORDINATOR_NOT_AVAILABLE,
-// retriable).
+// answers it (GroupMetadataManager's storeOffsets and storeGroup):
+// - the partition moved to another coordinator meanwhile, or this broker
+//   does not lead it (NOT_LEADER_OR_FOLLOWER), or its log failed
+//   (KAFKA_STORAGE_ERROR: leadership moves off it): NOT_COORDINATOR, so
+//   the client looks for the coordinator again;
+// - not committed within offsets.commit.timeout.ms (errc::unavailable, the
+//   delayed produce's REQUEST_TIMED_OUT): REQUEST_TIMED_OUT for a commit,
+//   which Kafka passes through, and COORDINATOR_NOT_AVAILABLE for a
+//   group's record;
+// - a record too large: the commit's fault (INVALID_COMMIT_OFFSET_SIZE) or,
+//   for a group's own record, the broker's (UNKNOWN_SERVER_ERROR);
+// - anything else (too few in-sync replicas, before or after the append; a
+//   partition missing here) means the coordinator cannot write now:
+//   COORDINATOR_NOT_AVAILABLE, retriable.
 enum class group_write { group_metadata, offset_commit };
 inline error_code to_group_write_error(errc e, group_write w) {
-  if (e == errc::not_coordinator) return to_kafka_error(e);
-  if (e == errc::message_too_large || e == errc::record_list_too_large) {
-    return w == group_write::offset_commit ? error_code::invalid_commit_offset_size : error_code::unknown_server_error;
+  switch (e) {
+    case errc::not_coordinator:
+    case errc::not_leader:
+    case errc::fenced_leader_epoch:
+    case errc::io_error:
+    case errc::no_space:
+    case errc::log_offline: return error_code::not_coordinator;
+    case errc::unavailable:
+      return w == group_write::offset_commit ? error_code::request_timed_out : error_code::coordinator_not_available;
+    case errc::message_too_large:
+    case errc::record_list_too_large:
+      return w == group_write::offset_commit ? error_code::invalid_commit_offset_size
+                                             : error_code::unknown_server_error;
+    default: return error_code::coordinator_not_available;
   }
-  return error_code::coordinator_not_available;
 }
 
 }  // namespace sluice::kafka

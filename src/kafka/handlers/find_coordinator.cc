@@ -6,6 +6,7 @@
 // adds TRANSACTION_ABORTABLE, which is never answered; v6 (share groups,
 // key_type 2) is not served.
 
+#include "cluster/control_plane.h"
 #include "cluster/metadata_cache.h"
 #include "group/coordinator.h"
 #include "group/records.h"
@@ -32,6 +33,12 @@ lookup find(const request& req, int8_t key_type, const std::string& key) {
   if (key_type != 0) return {error_code::invalid_request, "unknown key type"};
   if (key.empty()) return {error_code::invalid_group_id, "empty group id"};
   if (!req.svc->groups) return {error_code::coordinator_not_available, "no group coordinator"};
+  // A broker back from a pause or a cut that outlasted its session would
+  // name the leaders it knew, itself among them, whose groups another
+  // broker may serve now: retriable until its view is current again (as
+  // Metadata waits for it).
+  if (req.svc->control && !req.svc->control->view_current())
+    return {error_code::coordinator_not_available, "this broker's view of the cluster is not current"};
   const cluster::metadata_cache& md = *req.svc->metadata;
   auto offsets = md.topic(std::string(group::offsets_topic));
   if (!offsets) return {error_code::coordinator_not_available, "__consumer_offsets does not exist yet"};
