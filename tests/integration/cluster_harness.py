@@ -154,13 +154,15 @@ def _kstr(s):
     return struct.pack(">h", len(b)) + b
 
 
-def produce_request(port, topic, partition, value, acks=1, timeout=10.0, host="127.0.0.1"):
+def produce_request(port, topic, partition, value, acks=1, timeout=10.0, host="127.0.0.1", timeout_ms=None):
     """Produce v3 of one record to one partition of broker 127.0.0.1:port,
-    whether or not it leads it; returns (error code, base offset)."""
+    whether or not it leads it; returns (error code, base offset).
+    `timeout_ms`: the request's own timeout (default: `timeout`)."""
     from sluice_harness import record, v2_batch  # the wire helpers the single-broker tests use
     now_ms = int(time.time() * 1000)
     batch = v2_batch(record(0, value), 1, now_ms, now_ms)
-    body = struct.pack(">hhi", -1, acks, int(timeout * 1000))  # null transactional id
+    request_timeout_ms = int(timeout * 1000) if timeout_ms is None else timeout_ms
+    body = struct.pack(">hhi", -1, acks, request_timeout_ms)  # null transactional id
     body += struct.pack(">i", 1) + _kstr(topic)
     body += struct.pack(">i", 1) + struct.pack(">ii", partition, len(batch)) + batch
     r = _request(port, 0, 3, body, timeout, host=host)

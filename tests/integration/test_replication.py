@@ -30,6 +30,7 @@ LAG_MAX_MS = 3000
 FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5
 NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+REQUEST_TIMED_OUT = 7
 
 
 @pytest.fixture
@@ -804,6 +805,13 @@ def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_waterma
         from_follower = read({"client.rack": "rack-%d" % F}, 6)
         assert c.broker(Y).paused and isr_of(c, topic, via=L) == [1, 2, 3]
         assert from_follower == sorted(acked), from_follower
+        # acks=all with timeout_ms 0 while Y, in the ISR, cannot fetch: the
+        # batch cannot be committed, so every answer is REQUEST_TIMED_OUT
+        # (the timer due at once once answered these as a success).
+        for i in range(20):
+            err, _ = produce_request(_port(c, L), topic, 0, b"Z%d" % i, acks=-1, timeout_ms=0)
+            assert err == REQUEST_TIMED_OUT, (i, err)
+        assert c.broker(Y).paused and isr_of(c, topic, via=L) == [1, 2, 3]
     finally:
         if Y is not None and c.broker(Y).paused:
             c.resume(Y)

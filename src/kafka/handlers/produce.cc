@@ -187,6 +187,13 @@ void handle_produce(request req) {
   }
   // One extra count so no callback can answer before every wait is set up.
   op->waiting.store(static_cast<int>(await.size()) + 1);
+  // Every waiting partition is outstanding before the timeout can fire: a
+  // timer due at once (timeout_ms 0) must answer them REQUEST_TIMED_OUT,
+  // never send the answer as a success before they committed.
+  {
+    std::lock_guard g(op->mu);
+    for (const auto& a : await) op->outstanding.push_back(a.pr);
+  }
   bool replicated = false;
   for (const auto& a : await) replicated |= a.part->has_followers();
   if (replicated) {
@@ -207,10 +214,6 @@ void handle_produce(request req) {
     });
     std::lock_guard g(op->mu);
     if (!op->answered) op->timer = std::move(t);
-  }
-  {
-    std::lock_guard g(op->mu);
-    for (const auto& a : await) op->outstanding.push_back(a.pr);
   }
   for (auto& a : await) {
     // Everything up to the batch's last offset (the original batch's, for
