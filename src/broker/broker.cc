@@ -448,7 +448,7 @@ status broker::stop() {
     // below: the coordinator must stop answering from what it holds now,
     // before the others elect new leaders and take commits.
     impl_->groups->resign();
-    impl_->control->shutdown();
+    impl_->control->shutdown().ignore();  // a failure is logged there
     // Leadership has moved on: stop copying from the leaders.
     impl_->partitions->replicas().stop_replication();
   }

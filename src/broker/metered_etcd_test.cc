@@ -83,7 +83,7 @@ TEST(MeteredEtcdTest, TheControllerShowsItselfActiveAndTheClusterItSees) {
   EXPECT_EQ(value_of(text, "sluice_offline_partitions"), 0) << text;
   EXPECT_EQ(value_of(text, "sluice_leader_elections_total{kind=\"unclean\"}"), 0) << text;
   EXPECT_GT(value_of(text, "sluice_etcd_request_seconds_count"), 0) << text;
-  (*cp)->shutdown();
+  (*cp)->shutdown().ignore();
 }
 
 }  // namespace

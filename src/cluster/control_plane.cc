@@ -145,7 +145,7 @@ status control_plane::register_broker(const std::string& host, int32_t port) {
   return {};
 }
 
-control_plane::~control_plane() { shutdown(); }
+control_plane::~control_plane() { shutdown().ignore(); }  // a failure is logged there
 
 int64_t control_plane::revision() const {
   std::lock_guard g(image_mu_);
@@ -559,21 +559,27 @@ status control_plane::submit(controller_op op, int64_t timeout_ms) {
   return p->result;
 }
 
-void control_plane::shutdown() {
+status control_plane::shutdown() {
   {
     std::lock_guard g(mu_);
-    if (stopping_) return;
+    if (stopping_) return {};
     stopping_ = true;
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
   watch_.reset();
   // While still registered: move leadership off this broker if it decides.
+  status outcome;
   if (controller_ && controller_->active()) {
     std::lock_guard g(image_mu_);
     auto r = controller_->controlled_shutdown(image_, opts_.node_id);
-    if (r.ok() && r->changed > 0)
+    if (!r.ok()) {
+      outcome = r.to_status();
+      SLUICE_LOG_WARN("controlled shutdown failed: {}; the other brokers elect once this registration is gone",
+                      r.err().message);
+    } else if (r->changed > 0) {
       SLUICE_LOG_INFO("controlled shutdown: {} partitions changed", r->changed);
+    }
   }
   keeper_.reset();
   // Giving the lease up removes the registration (and the controller key)
@@ -591,6 +597,7 @@ void control_plane::shutdown() {
   ops_.clear();
   waiting_.clear();
   cv_.notify_all();
+  return outcome;
 }
 
 }  // namespace sluice::cluster

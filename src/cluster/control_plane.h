@@ -186,8 +186,12 @@ class control_plane {
   // Controlled shutdown: when this broker is the controller, it moves
   // leadership off itself; otherwise leaves it to the controller, which
   // does it when the registration goes. Then deregisters (revokes the
-  // lease) and stops the thread.
-  void shutdown();
+  // lease) and stops the thread. Returns how the controlled shutdown went
+  // (ok when this broker was not the controller, or it moved leadership
+  // off itself); a failure is also logged: the other brokers then elect
+  // once the registration is gone, a session timeout later at most.
+  // Idempotent: a second call returns ok.
+  status shutdown();
 
  private:
   control_plane(etcd::client& etcd, const sluice::clock& clk, options opts);

@@ -103,6 +103,32 @@ TEST_F(ControlPlaneTest, OneControllerAtATimeAndAnotherWhenItGoes) {
   }));
 }
 
+// Issue 31, item 10: a controlled shutdown the controller cannot write
+// (etcd away) is reported, not passed over in silence; one that can
+// reports ok.
+TEST_F(ControlPlaneTest, AFailedControlledShutdownIsReported) {
+  auto a = start(1), b = start(2);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(eventually([&] { return a->is_controller() || b->is_controller(); }));
+  control_plane* ctl = a->is_controller() ? a.get() : b.get();
+  control_plane* other = ctl == a.get() ? b.get() : a.get();
+  ASSERT_TRUE(eventually([&] { return ctl->with_image([](const auto& img) { return img.live_brokers().size() == 2; }); }));
+  ASSERT_TRUE(ctl->submit(
+                     [&](controller::controller& k, const controller::metadata_image& img) {
+                       return k.create_topic(img, "t", 4, 2, nullptr, {}).ok() ? status()
+                                                                              : status(errc::invalid_argument, "x");
+                     },
+                     10'000)
+                  .ok());
+  // The broker that is not the controller has nothing to report.
+  EXPECT_TRUE(other->shutdown().ok());
+  etcd_.set_unavailable(true);
+  const status s = ctl->shutdown();
+  etcd_.set_unavailable(false);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(ctl->shutdown().ok());  // once
+}
+
 // A broker's epoch is the mod revision of its registration, as every
 // image shows it; another broker's image agrees, and a new registration
 // (another process of the node id) gets a new one.
@@ -618,7 +644,7 @@ TEST_F(ControlPlaneSessionTest, StoppingDoesNotWaitBehindQueuedIsrChanges) {
   t->etcd_two->hold = true;
   queue_shrinks_at_once(*t);
   entered.get_future().wait();
-  auto stopped = std::async(std::launch::async, [&] { t->two->shutdown(); });
+  auto stopped = std::async(std::launch::async, [&] { t->two->shutdown().ignore(); });
   // shutdown() has asked the metadata thread to stop before the write returns.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   release.set_value();
