@@ -190,6 +190,16 @@ class ReplicaFetcherTest : public ::testing::Test {
     st.partition_epoch = epoch;
     ASSERT_TRUE(p.apply_state({kLeader, kMe, 3}, st));
   }
+  // Gives a follower the history epoch 1 at 0-9, epoch 3 at 10-14, as
+  // copied from leaders at those epochs.
+  static void epochs_1_and_3(partition& p) {
+    follow(p, kLeader, 1);
+    auto b1 = leader_batch(0, 10, 1);
+    ASSERT_TRUE(p.append_replicated(b1, leader_epoch(1), offset(0)).ok());
+    follow(p, kLeader, 3);
+    auto b3 = leader_batch(10, 5, 3);
+    ASSERT_TRUE(p.append_replicated(b3, leader_epoch(3), offset(10)).ok());
+  }
   std::unique_ptr<replica_fetcher> fetcher_for(const fake_leader& l) {
     fetcher_options o;
     o.node_id = kMe;
@@ -295,12 +305,7 @@ TEST_F(ReplicaFetcherTest, ADivergingEpochTruncatesBeforeTheNextFetch) {
   auto p = open_partition("div");
   // This replica holds epoch 1 at 0-9 and epoch 3 at 10-14; the leader
   // (now at epoch 4) never had epoch 3.
-  follow(*p, kLeader, 1);
-  auto b1 = leader_batch(0, 10, 1);
-  ASSERT_TRUE(p->append_replicated(b1, leader_epoch(1), offset(0)).ok());
-  follow(*p, kLeader, 3);
-  auto b3 = leader_batch(10, 5, 3);
-  ASSERT_TRUE(p->append_replicated(b3, leader_epoch(3), offset(10)).ok());
+  ASSERT_NO_FATAL_FAILURE(epochs_1_and_3(*p));
   follow(*p, kLeader, 4);
   ASSERT_EQ(p->last_written_epoch(), 3);
   fake_leader leader([&](const seen_request& s, int32_t corr, int16_t v) -> std::optional<protocol::response_chunks> {
@@ -376,12 +381,7 @@ TEST_F(ReplicaFetcherTest, ALeaderNamesWhereAFollowersLastEpochDiverges) {
   auto p = open_partition("lead");
   // History as a follower: epoch 1 at 0-9, epoch 3 at 10-14; then it
   // leads at epoch 5.
-  follow(*p, kLeader, 1);
-  auto b1 = leader_batch(0, 10, 1);
-  ASSERT_TRUE(p->append_replicated(b1, leader_epoch(1), offset(0)).ok());
-  follow(*p, kLeader, 3);
-  auto b3 = leader_batch(10, 5, 3);
-  ASSERT_TRUE(p->append_replicated(b3, leader_epoch(3), offset(10)).ok());
+  ASSERT_NO_FATAL_FAILURE(epochs_1_and_3(*p));
   follow(*p, kMe, 5);
   ASSERT_TRUE(p->is_leader());
   // A follower at this leader's epoch, or with a prefix of its log: none.

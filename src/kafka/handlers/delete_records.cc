@@ -17,6 +17,7 @@
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "kafka/pending_answer.h"
 
 namespace sluice::kafka {
 
@@ -24,17 +25,8 @@ namespace {
 
 using partition_result = protocol::delete_records_response::delete_records_topic_result::delete_records_partition_result;
 
-// One DeleteRecords waiting for its partitions; the last one done, or the
-// timeout, answers.
-struct pending_delete {
-  request req;
-  protocol::delete_records_response resp;
-  std::atomic<int> waiting{0};
-  std::mutex mu;  // guards the partitions' results, `answered`, `timer` and `outstanding`
-  bool answered = false;
-  std::shared_ptr<delayed_ops::timer> timer;
-  std::vector<partition_result*> outstanding;
-
+// One DeleteRecords waiting for its partitions.
+struct pending_delete : pending_answer<protocol::delete_records_response, partition_result> {
   // A partition's outcome: `low` on success, or the error.
   void finish(partition_result* pr, const status& s, offset low) {
     {
@@ -49,18 +41,6 @@ struct pending_delete {
       std::erase(outstanding, pr);
     }
     done();
-  }
-  void done() {
-    if (waiting.fetch_sub(1) != 1) return;
-    std::shared_ptr<delayed_ops::timer> t;
-    {
-      std::lock_guard g(mu);
-      if (answered) return;
-      answered = true;
-      req.respond(resp);
-      t = std::move(timer);
-    }
-    if (t) t->cancel();
   }
 };
 
@@ -116,25 +96,10 @@ void handle_delete_records(request req) {
   // all there already.
   const int32_t timeout = std::max(body->timeout_ms, 0);
   auto arm = [op, timeout] {
-    auto t = op->req.svc->delayed->after(std::chrono::milliseconds(timeout), [op](bool cancelled) {
-      if (cancelled) return;
-      std::lock_guard g(op->mu);
-      if (op->answered) return;
-      op->answered = true;
-      for (auto* pr : op->outstanding) {
-        pr->error_code = to_wire(error_code::request_timed_out);
-        pr->low_watermark = -1;
-      }
-      op->req.respond(op->resp);
+    op->arm_timeout(std::chrono::milliseconds(timeout), [](partition_result& pr) {
+      pr.error_code = to_wire(error_code::request_timed_out);
+      pr.low_watermark = -1;
     });
-    {
-      std::lock_guard g(op->mu);
-      if (!op->answered) {
-        op->timer = std::move(t);
-        t = nullptr;
-      }
-    }
-    if (t) t->cancel();
     op->done();
   };
   auto moves_left = std::make_shared<std::atomic<size_t>>(todo.size());

@@ -30,6 +30,7 @@
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "kafka/pending_answer.h"
 #include "model/record_batch.h"
 
 namespace sluice::kafka {
@@ -38,31 +39,8 @@ namespace {
 
 using partition_response = protocol::produce_response::topic_produce_response::partition_produce_response;
 
-// The state of one acks=-1 produce waiting for its batches to commit. The
-// last partition to commit, or the timeout, sends the answer.
-struct pending_produce {
-  request req;
-  protocol::produce_response resp;
-  std::atomic<int> waiting{0};
-  std::mutex mu;  // guards the partitions' answers, `answered` and `timer`
-  bool answered = false;
-  std::shared_ptr<delayed_ops::timer> timer;
-  // Partitions still waiting to commit (the timeout answers these).
-  std::vector<protocol::produce_response::topic_produce_response::partition_produce_response*> outstanding;
-
-  void done() {
-    if (waiting.fetch_sub(1) != 1) return;
-    std::shared_ptr<delayed_ops::timer> t;
-    {
-      std::lock_guard g(mu);
-      if (answered) return;
-      answered = true;
-      req.respond(resp);
-      t = std::move(timer);
-    }
-    if (t) t->cancel();
-  }
-};
+// One acks=-1 produce waiting for its batches to commit.
+using pending_produce = pending_answer<protocol::produce_response, partition_response>;
 
 std::span<std::byte> mutable_view(request& req, std::span<const uint8_t> v) {
   auto* base = reinterpret_cast<const uint8_t*>(req.frame.data());
@@ -200,20 +178,10 @@ void handle_produce(request req) {
     // Followers may fail to fetch until the leader drops them from the
     // ISR; the producer's timeout bounds the wait (a lone replica's wait
     // is its own fsync only).
-    const int32_t timeout = std::max(body->timeout_ms, 0);
-    auto t = op->req.svc->delayed->after(std::chrono::milliseconds(timeout), [op](bool cancelled) {
-      if (cancelled) return;
-      std::lock_guard g(op->mu);
-      if (op->answered) return;
-      op->answered = true;
-      for (auto* pr : op->outstanding) {
-        pr->error_code = to_wire(error_code::request_timed_out);
-        pr->error_message = "not replicated to the in-sync replicas within timeout_ms";
-      }
-      op->req.respond(op->resp);
+    op->arm_timeout(std::chrono::milliseconds(std::max(body->timeout_ms, 0)), [](partition_response& pr) {
+      pr.error_code = to_wire(error_code::request_timed_out);
+      pr.error_message = "not replicated to the in-sync replicas within timeout_ms";
     });
-    std::lock_guard g(op->mu);
-    if (!op->answered) op->timer = std::move(t);
   }
   for (auto& a : await) {
     // Everything up to the batch's last offset (the original batch's, for
