@@ -129,6 +129,64 @@ TEST_F(ControlPlaneTest, AFailedControlledShutdownIsReported) {
   EXPECT_TRUE(ctl->shutdown().ok());  // once
 }
 
+// Issue 31, item 6: etcd without a quorum for longer than the session
+// timeout expires no lease and renews them all when it elects again, so
+// no broker registers anew (same broker epochs) and no ISR shrinks: the
+// controller saw nobody leave. (Before, every lease keeper gave up after a
+// TTL and each broker revoked its lease and registered again.)
+TEST_F(ControlPlaneTest, AQuorumLossLongerThanTheSessionCostsNoRegistrationAndNoIsr) {
+  auto a = start(1), b = start(2), c = start(3);
+  ASSERT_TRUE(a && b && c);
+  control_plane* all[] = {a.get(), b.get(), c.get()};
+  ASSERT_TRUE(eventually([&] {
+    for (auto* cp : all)
+      if (!cp->view_current() || controller_of(*cp) == -1 ||
+          !cp->with_image([](const auto& img) { return img.live_brokers().size() == 3; }))
+        return false;
+    return true;
+  }));
+  control_plane* ctl = a->is_controller() ? a.get() : b->is_controller() ? b.get() : c.get();
+  ASSERT_TRUE(ctl->submit(
+                     [](controller::controller& k, const controller::metadata_image& img) {
+                       return k.create_topic(img, "q", 3, 3, nullptr, {}).ok() ? status()
+                                                                              : status(errc::invalid_argument, "x");
+                     },
+                     10'000)
+                  .ok());
+  auto isrs = [](control_plane& cp) {
+    return cp.with_image([](const controller::metadata_image& img) {
+      std::vector<std::vector<int32_t>> out;
+      for (int32_t p = 0; p < 3; ++p) {
+        const auto* pe = img.partition("q", p);
+        auto isr = pe ? pe->record.state.isr : std::vector<int32_t>{};
+        std::sort(isr.begin(), isr.end());
+        out.push_back(isr);
+      }
+      return out;
+    });
+  };
+  const std::vector<std::vector<int32_t>> full(3, std::vector<int32_t>{1, 2, 3});
+  ASSERT_TRUE(eventually([&] { return isrs(*a) == full && isrs(*b) == full && isrs(*c) == full; }));
+  const int64_t epochs[] = {a->broker_epoch(), b->broker_epoch(), c->broker_epoch()};
+  // Three session timeouts (10 s) without a quorum.
+  etcd_.set_no_leader(true);
+  for (int i = 0; i < 60; ++i) {
+    clock_.advance_ms(500);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  etcd_.set_no_leader(false);
+  ASSERT_TRUE(eventually([&] {
+    clock_.advance_ms(50);
+    return a->view_current() && b->view_current() && c->view_current();
+  }));
+  EXPECT_EQ(a->broker_epoch(), epochs[0]);
+  EXPECT_EQ(b->broker_epoch(), epochs[1]);
+  EXPECT_EQ(c->broker_epoch(), epochs[2]);
+  for (auto* cp : all) EXPECT_EQ(isrs(*cp), full);
+  EXPECT_EQ(controller_of(*a), controller_of(*b));
+  EXPECT_NE(controller_of(*a), -1);
+}
+
 // A broker's epoch is the mod revision of its registration, as every
 // image shows it; another broker's image agrees, and a new registration
 // (another process of the node id) gets a new one.

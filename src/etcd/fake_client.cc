@@ -125,6 +125,10 @@ void fake_client::set_no_leader(bool on) {
     std::lock_guard lk(mu_);
     no_leader_ = on;
     if (on) no_leader_at_ms_ = clock_.monotonic_ms();
+    // A leader elected again renews every lease for its whole TTL (etcd's
+    // lessor Promote), so none expires for the time without a quorum.
+    if (!on)
+      for (auto& [_, l] : leases_) l.expiry_ms = std::max(l.expiry_ms, clock_.monotonic_ms() + l.ttl_s * 1000);
   }
   set_unavailable(on);
 }

@@ -35,7 +35,9 @@
 //                           set_unavailable(false).
 //   set_no_leader(true)     the same, each call answered as a member that
 //                           lost its quorum answers ("etcdserver: no
-//                           leader"), which leaderless_within() reports.
+//                           leader"), which leaderless_within() reports;
+//                           set_no_leader(false) then renews every lease
+//                           for its TTL, as etcd's new leader does.
 //   fail_next(n)            the next n calls fail with unavailable, doing nothing.
 //   apply_then_fail_next(n) the next n writes (put, delete_range, txn) are
 //                           applied, then report unavailable: the ambiguous

@@ -6,6 +6,7 @@
 
 #include "base/assert.h"
 #include "base/limits.h"
+#include "base/log.h"
 
 namespace sluice::etcd {
 
@@ -63,15 +64,21 @@ void lease_keeper::run() {
     }
     on_lost_(why);
   };
+  bool doubtful = false;  // a whole TTL passed without a renewal
   while (wait_until(next_ms)) {
     const int64_t sent_ms = clock_.monotonic_ms();
     const int64_t left_ms = last_sent_ok_ms + ttl_ms_ - sent_ms;
-    if (left_ms <= 0) {
-      return lose(make_error(errc::unavailable, "lease " + std::to_string(lease_id_) +
-                                                    ": no renewal succeeded within its TTL"));
+    if (left_ms <= 0 && !doubtful) {
+      doubtful = true;
+      SLUICE_LOG_WARN("lease {}: no renewal succeeded within its TTL; it may have expired (asking etcd on)",
+                      lease_id_);
     }
-    auto r = client_.lease_keepalive_once(lease_id_, left_ms);
+    // Past the TTL each try gets the retry interval; etcd's answer decides.
+    auto r = client_.lease_keepalive_once(
+        lease_id_, left_ms > 0 ? left_ms : std::min<int64_t>(limits::etcd_keepalive_retry_ms, ttl_ms_ / 3 + 1));
     if (r.ok() && *r > 0) {
+      if (doubtful) SLUICE_LOG_INFO("lease {}: renewed again; etcd kept it", lease_id_);
+      doubtful = false;
       last_sent_ok_ms = sent_ms;
       ttl_ms_ = *r * 1000;
       renewals_++;
@@ -87,11 +94,11 @@ void lease_keeper::run() {
       // Anything but "cannot reach etcd" is an answer about the lease.
       return lose(r.err());
     }
-    // Unreachable for now: try again soon, and give up once the TTL has
-    // run out (checked at the top of the loop).
+    // Unreachable for now: try again soon, past the TTL too (the holder's
+    // own clock says the lease may be gone meanwhile: on_renewed's times).
     const int64_t now_ms = clock_.monotonic_ms();
-    next_ms = std::min(now_ms + std::min<int64_t>(limits::etcd_keepalive_retry_ms, ttl_ms_ / 3),
-                       last_sent_ok_ms + ttl_ms_);
+    next_ms = now_ms + std::min<int64_t>(limits::etcd_keepalive_retry_ms, ttl_ms_ / 3);
+    if (!doubtful) next_ms = std::min(next_ms, last_sent_ok_ms + ttl_ms_);
   }
 }
 

@@ -4,14 +4,19 @@
 //
 // A lease_keeper renews its lease every TTL/3 from a thread of its own,
 // through any etcd::client (the real one, or the fake for tests). It calls
-// `on_lost` exactly once, from that thread, when the lease is lost:
-//   - etcd answers that the lease no longer exists (it expired, or someone
-//     revoked it), or
-//   - no renewal has succeeded for a whole TTL, counted from the moment the
-//     last successful renewal was SENT (etcd restarts the TTL when it
-//     receives it, never earlier). From then on the holder must assume etcd
-//     has expired the lease and deleted its keys, even if etcd is only
-//     unreachable and the lease in fact lives on.
+// `on_lost` exactly once, from that thread, when etcd answers that the lease
+// no longer exists (it expired, or someone revoked it), or answers the
+// renewal with another error than "unavailable".
+//
+// A whole TTL without a successful renewal (counted from the moment the
+// last one was SENT: etcd restarts the TTL when it receives it, never
+// earlier) is not a loss by itself: etcd that lost its quorum expires no
+// lease, and extends them all when it elects a leader again, so the keeper
+// keeps asking (issue 31, item 6: an etcd outage longer than a session must
+// cost no broker its registration). The holder must still assume, from
+// then on, that etcd may have expired the lease and deleted its keys: it
+// knows by on_renewed's "good until" times, on its own clock, and fences
+// itself until a renewal succeeds again (or etcd's verdict comes).
 // After on_lost the keeper stops; a new lease needs a new keeper.
 //
 // `on_renewed`, when given, is called from the keeper's thread after every

@@ -624,3 +624,54 @@ def test_etcd_quorum_lost_keeps_data_flowing_and_refuses_metadata_changes(fresh)
         return err in (0, TOPIC_ALREADY_EXISTS)
     fresh.wait_for(created, SESSION_TIMEOUT_MS / 1000 + 20, "topic creation to work again", interval=1.0)
     wait_topic_agreed(fresh, "after-outage", 1)
+
+
+def test_an_etcd_quorum_loss_longer_than_the_session_shrinks_no_isr(fresh):
+    """Issue 31, item 6. etcd without a quorum expires no lease and renews
+    them all when it elects again, so a quorum loss longer than the session
+    timeout must cost no broker its registration: no ISR shrinks, and with
+    min.insync.replicas 3 every acks=all write after the heal is taken (a
+    shrink would answer NOT_ENOUGH_REPLICAS until the ISR grew back).
+    Before, every lease keeper gave up after a TTL, each broker registered
+    again, and the controller shrank ISRs to whoever registered first."""
+    topic = "isr-through-outage"
+    a = admin(fresh.bootstrap)
+    a.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "3"})],
+                    operation_timeout=20, request_timeout=CLIENT_TIMEOUT_S)[topic].result(CLIENT_TIMEOUT_S)
+    wait_topic_agreed(fresh, topic, 3)
+    fresh.wait_for(lambda: all(sorted(p.isr) == [1, 2, 3]
+                               for p in fresh.metadata_from(1).topics[topic].partitions.values()),
+                   20, "full ISRs")
+    leaders = {i: p.leader for i, p in fresh.metadata_from(1).topics[topic].partitions.items()}
+
+    def registrations():
+        # Each broker's registration key and its mod revision (the broker
+        # epoch): a broker that registers again gets a new one.
+        import base64
+        import json
+        r = fresh.etcd.etcdctl("get", "--prefix", "/sluice/brokers/", "-w", "json")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        return {base64.b64decode(kv["key"]).decode(): int(kv["mod_revision"]) for kv in out.get("kvs", [])}
+    before = registrations()
+    assert len(before) == 3, before
+    fresh.etcd.kill(0)
+    fresh.etcd.kill(1)
+    time.sleep(SESSION_TIMEOUT_MS / 1000 * 2 + 2)  # two sessions and more without a quorum
+    fresh.etcd.restart(0)
+    fresh.etcd.restart(1)
+    fresh.etcd.wait_healthy()
+    # From the heal on, for longer than a session: every acks=all write to
+    # every partition is taken at once (10 s of the request's own timeout).
+    end = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 6
+    writes = Counter()
+    while time.monotonic() < end:
+        for p, leader in leaders.items():
+            err, _ = produce_request(fresh.broker(leader).port, topic, p, b"after-heal", acks=-1, timeout=10.0)
+            writes[err] += 1
+    assert set(writes) == {0}, f"acks=all answers after the heal: {dict(writes)}"
+    assert registrations() == before, "a broker registered again"
+    for n in fresh.live_ids():
+        view = fresh.metadata_from(n).topics[topic]
+        assert {i: sorted(p.isr) for i, p in view.partitions.items()} == {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]}
+        assert {i: p.leader for i, p in view.partitions.items()} == leaders
