@@ -24,6 +24,7 @@
 #include "cluster/partition.h"
 #include "cluster/test_managers.h"
 #include "config/broker_config.h"
+#include "io/fault_fs.h"
 #include "config/topic_config.h"
 #include "model/record_batch.h"
 #include "protocol/frame.h"
@@ -395,6 +396,88 @@ TEST_F(ReplicaFetcherTest, ALeaderNamesWhereAFollowersLastEpochDiverges) {
   EXPECT_EQ(p->diverging_epoch(2, offset(11)), (std::pair<int32_t, int64_t>{1, 10}));
   // Epoch 4 (never written here; 3 ended at the log end, 15, where 5 began).
   EXPECT_EQ(p->diverging_epoch(4, offset(15)), (std::pair<int32_t, int64_t>{3, 15}));
+}
+
+// Issue 31 (power loss on followers): a follower's fetch offset tells the
+// leader what is on its disk (the high watermark and acks=all count it), so
+// after a power loss that drops everything unsynced, the follower still
+// holds every offset below the largest fetch offset it ever sent.
+TEST_F(ReplicaFetcherTest, AFollowerNeverClaimsWhatAPowerLossTakes) {
+  io::fault_fs ffs(io::filesystem::posix());
+  ffs.simulate_syncs(true);
+  offset claimed(0);
+  {
+    log_env env(ffs);
+    // Default segments: no roll or seal syncs anything behind the test's back.
+    auto lg = storage::log::open(env.ctx(), tmp_.sub("power-0"), "power-0", {});
+    ASSERT_TRUE(lg.ok());
+    config::config_map m;
+    m.set("log.dirs", std::vector<std::string>{tmp_.path()});
+    auto bc = config::make_broker_config(std::move(m));
+    ASSERT_TRUE(bc.ok());
+    auto p = partition::open({"power", 0}, *lg, bc->topic_defaults, ffs, tmp_.path() + "/power.snap", {}, kMe,
+                             env.clk, /*sole_replica=*/false);
+    ASSERT_TRUE(p.ok());
+    auto part = *p;
+    follow(*part, kLeader, 1);
+    std::mutex mu;
+    std::vector<int64_t> offsets;  // every fetch offset the leader was sent
+    std::vector<std::vector<std::byte>> batches;  // kept alive while answers point into them
+    fake_leader leader([&](const seen_request& s, int32_t corr, int16_t v) -> std::optional<protocol::response_chunks> {
+      if (s.api_key == 23) return epochs_answer(s, corr, v, [](const std::string&) { return std::pair{1, int64_t{0}}; });
+      protocol::fetch_response resp;
+      std::lock_guard g(mu);
+      for (const auto& t : s.fetch.topics) {
+        auto& rt = resp.responses.emplace_back();
+        rt.topic_id = t.topic_id;
+        for (const auto& fp : t.partitions) {
+          offsets.push_back(fp.fetch_offset);
+          auto& rp = rt.partitions.emplace_back();
+          rp.partition_index = fp.partition;
+          rp.high_watermark = fp.fetch_offset;
+          rp.log_start_offset = 0;
+          // Three batches of two records from the fetch offset on, up to 300.
+          std::vector<std::byte> bytes;
+          for (int64_t b = 0; b < 3 && fp.fetch_offset + 2 * b < 300; ++b) {
+            auto one = leader_batch(fp.fetch_offset + 2 * b, 2, 1);
+            bytes.insert(bytes.end(), one.begin(), one.end());
+          }
+          batches.push_back(std::move(bytes));
+          rp.records = protocol::records_field::of(
+              {reinterpret_cast<const uint8_t*>(batches.back().data()), batches.back().size()});
+        }
+      }
+      return protocol::encode_response(corr, v, resp);
+    });
+    auto f = fetcher_for(leader);
+    f->add(part);
+    // Until the follower has fetched past some 150 offsets, then power off
+    // in the middle of whatever it is doing.
+    for (int i = 0; i < 60'000; ++i) {
+      {
+        std::lock_guard g(mu);
+        if (!offsets.empty() && offsets.back() >= 150) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ffs.crash_after_ops(0);  // the machine stops: nothing more reaches the disk
+    f.reset();
+    {
+      std::lock_guard g(mu);
+      ASSERT_FALSE(offsets.empty());
+      claimed = offset(*std::max_element(offsets.begin(), offsets.end()));
+    }
+    part->close();
+    env.flush.wait_idle();
+    (*lg)->close_without_marker().ignore();
+    ASSERT_TRUE(ffs.drop_unsynced().ok());  // and what was not synced is gone
+  }
+  ASSERT_GE(claimed, offset(150));
+  log_env env;
+  auto again = storage::log::open(env.ctx(), tmp_.sub("power-0"), "power-0", {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_GE((*again)->log_end_offset(), claimed) << "the follower told its leader it had offsets a power loss took";
+  (*again)->close().ignore();
 }
 
 // Issue 31, item 4: a DeleteRecords is answered once every in-sync
