@@ -809,8 +809,9 @@ def test_a_restarted_follower_does_not_serve_reads_past_the_leaders_high_waterma
         # batch cannot be committed, so every answer is REQUEST_TIMED_OUT
         # (the timer due at once once answered these as a success).
         for i in range(20):
-            err, _ = produce_request(_port(c, L), topic, 0, b"Z%d" % i, acks=-1, timeout_ms=0)
+            err, base = produce_request(_port(c, L), topic, 0, b"Z%d" % i, acks=-1, timeout_ms=0)
             assert err == REQUEST_TIMED_OUT, (i, err)
+            assert base >= 15, (i, base)  # appended: the answer keeps the batch's base offset, as Kafka's
         assert c.broker(Y).paused and isr_of(c, topic, via=L) == [1, 2, 3]
     finally:
         if Y is not None and c.broker(Y).paused:

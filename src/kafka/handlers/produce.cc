@@ -192,13 +192,14 @@ void handle_produce(request req) {
         if (op->answered) return;
         // Kafka's DelayedProduce: the batch committed, but with the ISR
         // below min.insync.replicas it answers
-        // NOT_ENOUGH_REPLICAS_AFTER_APPEND, keeping the base offset the
-        // batch was written at.
+        // NOT_ENOUGH_REPLICAS_AFTER_APPEND. Whatever the error, the answer
+        // keeps the base offset the batch was written at, as Kafka's does
+        // (an answer carries the batch's base offset once it was appended;
+        // clients read it only on success).
         const status outcome = part->acks_all_outcome(s);
         if (!outcome.ok()) {
           pr->error_code = to_wire(to_kafka_error(outcome.code()));
           pr->error_message = outcome.err().message;
-          if (outcome.code() != errc::not_enough_replicas_after_append) pr->base_offset = -1;
         }
         std::erase(op->outstanding, pr);
       }
