@@ -331,7 +331,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   // broker's view may be stale (back from a pause or a cut that outlasted
   // its session): another broker may have taken its groups meanwhile.
   if (i->control)
-    i->groups->coordinator().set_view_check([c = i->control.get()] { return c->view_current(); });
+    i->groups->coordinator().set_view_check([c = i->control.get()] { return c->view_trusted(); });
   // The watch observes committed offsets from the first live commit on, so
   // it is wired before the coordinator's thread starts.
   i->watch = std::make_unique<retention_watch>(*i->partitions, &i->groups->coordinator(), i->clk,

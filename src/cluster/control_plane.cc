@@ -169,6 +169,11 @@ bool control_plane::view_current() const {
          applied_revision_.load(std::memory_order_acquire) >= registered_revision_.load(std::memory_order_acquire);
 }
 
+bool control_plane::view_trusted() const {
+  return !session_lost() &&
+         applied_revision_.load(std::memory_order_acquire) >= registered_revision_.load(std::memory_order_acquire);
+}
+
 bool control_plane::session_lost() const {
   if (registered_revision_.load(std::memory_order_acquire) == INT64_MAX) return false;  // not registered yet
   const bool maybe_gone = !session_live_.load(std::memory_order_acquire) ||

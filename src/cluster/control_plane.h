@@ -122,6 +122,15 @@ class control_plane {
   // ignores leader epochs, and can be left stuck on the wrong broker).
   // Any thread; lock-free.
   bool view_current() const;
+  // Whether what this broker holds from the cluster may be acted on: its
+  // session is not lost (session_lost, which an etcd without a quorum does
+  // not count) and its metadata is applied up to its latest registration.
+  // Unlike view_current it holds through an etcd quorum loss longer than
+  // the session (nobody can expire this broker's lease or take its
+  // partitions meanwhile), so the group coordinator, which needs no etcd,
+  // keeps serving then; it fails, as view_current does, for a broker back
+  // from a pause or a cut that outlasted its session. Any thread; lock-free.
+  bool view_trusted() const;
   // Whether this broker, once registered, may have lost its session: the
   // lease keeper declared the lease lost, or no renewal succeeded within a
   // TTL by this process's clock (etcd may have expired it and deleted the

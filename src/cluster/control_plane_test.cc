@@ -423,6 +423,7 @@ TEST_F(ControlPlaneTest, ASessionRunOutDuringALostQuorumIsNotCountedLost) {
   clock_.advance_ms(20'000);
   EXPECT_FALSE(a->view_current());
   EXPECT_FALSE(a->session_lost());
+  EXPECT_TRUE(a->view_trusted());  // the group coordinator goes on
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the keeper gives up meanwhile
   EXPECT_FALSE(a->session_lost());
   etcd_.set_no_leader(false);
@@ -434,6 +435,7 @@ TEST_F(ControlPlaneTest, ASessionRunOutDuringALostQuorumIsNotCountedLost) {
   etcd_.set_unavailable(true);
   clock_.advance_ms(20'000);
   EXPECT_TRUE(a->session_lost());
+  EXPECT_FALSE(a->view_trusted());
   etcd_.set_unavailable(false);
   ASSERT_TRUE(eventually([&] {
     clock_.advance_ms(100);

@@ -131,9 +131,10 @@ class offsets_partitions {
   // its groups' state is held here. For the coordinator's own work
   // (observers, tombstones), not for answering requests.
   bool holds(std::string_view group_id) const { return serves(partition_of(group_id)); }
-  // `current` answers whether this broker's view of the cluster is known to
-  // be current (cluster::control_plane::view_current: its session lease
-  // alive and its metadata applied up to its registration). While it is
+  // `current` answers whether this broker's view of the cluster can be
+  // trusted (cluster::control_plane::view_trusted: its session not lost,
+  // an etcd quorum loss aside, and its metadata applied up to its
+  // registration). While it is
   // not, as just after a pause or a network cut that outlasted the
   // session, another broker may lead these partitions and have taken
   // commits this one has not seen: requests get NOT_COORDINATOR rather

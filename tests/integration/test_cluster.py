@@ -631,7 +631,9 @@ def test_an_etcd_quorum_loss_longer_than_the_session_shrinks_no_isr(fresh):
     them all when it elects again, so a quorum loss longer than the session
     timeout must cost no broker its registration: no ISR shrinks, and with
     min.insync.replicas 3 every acks=all write after the heal is taken (a
-    shrink would answer NOT_ENOUGH_REPLICAS until the ISR grew back).
+    shrink would answer NOT_ENOUGH_REPLICAS until the ISR grew back); and
+    consumer groups, which need no etcd, commit and fetch offsets through
+    the outage.
     Before, every lease keeper gave up after a TTL, each broker registered
     again, and the controller shrank ISRs to whoever registered first."""
     topic = "isr-through-outage"
@@ -658,6 +660,17 @@ def test_an_etcd_quorum_loss_longer_than_the_session_shrinks_no_isr(fresh):
     fresh.etcd.kill(0)
     fresh.etcd.kill(1)
     time.sleep(SESSION_TIMEOUT_MS / 1000 * 2 + 2)  # two sessions and more without a quorum
+    # The group coordinator needs no etcd: a group commits and reads its
+    # offsets back meanwhile (nobody can have taken its partitions).
+    c = Consumer({"bootstrap.servers": fresh.bootstrap, "group.id": "through-the-outage",
+                  "enable.auto.commit": False, "socket.timeout.ms": 10000})
+    try:
+        tps = [TopicPartition(topic, p, 7 + p) for p in range(3)]
+        c.commit(offsets=tps, asynchronous=False)
+        got = c.committed([TopicPartition(topic, p) for p in range(3)], timeout=CLIENT_TIMEOUT_S)
+        assert [(t.partition, t.offset) for t in got] == [(0, 7), (1, 8), (2, 9)]
+    finally:
+        c.close()
     fresh.etcd.restart(0)
     fresh.etcd.restart(1)
     fresh.etcd.wait_healthy()

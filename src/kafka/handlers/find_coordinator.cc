@@ -35,9 +35,10 @@ lookup find(const request& req, int8_t key_type, const std::string& key) {
   if (!req.svc->groups) return {error_code::coordinator_not_available, "no group coordinator"};
   // A broker back from a pause or a cut that outlasted its session would
   // name the leaders it knew, itself among them, whose groups another
-  // broker may serve now: retriable until its view is current again (as
-  // Metadata waits for it).
-  if (req.svc->control && !req.svc->control->view_current())
+  // broker may serve now: retriable until its view can be trusted again
+  // (control_plane::view_trusted, which an etcd quorum loss does not fail:
+  // groups need no etcd).
+  if (req.svc->control && !req.svc->control->view_trusted())
     return {error_code::coordinator_not_available, "this broker's view of the cluster is not current"};
   const cluster::metadata_cache& md = *req.svc->metadata;
   auto offsets = md.topic(std::string(group::offsets_topic));
