@@ -706,14 +706,13 @@ namespace {
 
 // What one Metadata answer says of the benchmark's topics.
 struct isr_census {
-  int partitions = 0;    // seen
-  int full_isr = 0;      // with every replica in the ISR
-  int led = 0;           // with a leader
-  int led_by = 0;        // led by `node`
+  int partitions = 0;  // seen
+  int full_isr = 0;    // with every replica in the ISR
+  int led = 0;         // with a leader
+  int led_by = 0;      // led by `node`
 };
 
-isr_census census(const std::string& bootstrap, const std::string& prefix, int replicas,
-                  int node) {
+isr_census census(const std::string& bootstrap, const std::string& prefix, int replicas, int node) {
   rd_kafka_conf_t* conf = base_conf(bootstrap);
   char err[256];
   // Quiet: every census reports the stopped broker's refused connects.
@@ -824,7 +823,8 @@ int run_restart(const restart_options& o) {
   create_topics(c.bootstrap(), names, each);
   const double created_answer = static_cast<double>(now_ns() - t0) / 1e9;
   const double created = seconds_until(c.bootstrap(), prefix, -1, t0, o.timeout, all_led, &last);
-  const double created_full = seconds_until(c.bootstrap(), prefix, -1, t0, o.timeout, all_full, &last);
+  const double created_full =
+      seconds_until(c.bootstrap(), prefix, -1, t0, o.timeout, all_full, &last);
 
   // 2. A clean restart of broker 3: SIGTERM, start again; from the start
   // until every ISR holds all three replicas again.
@@ -855,7 +855,8 @@ int run_restart(const restart_options& o) {
   const int64_t start = now_ns();
   c.broker(2).start();
   c.wait_listening(2);
-  const double back_kill = seconds_until(c.bootstrap(), prefix, -1, start, o.timeout, all_full, &last);
+  const double back_kill =
+      seconds_until(c.bootstrap(), prefix, -1, start, o.timeout, all_full, &last);
   const isr_census after_kill = last;
 
   const double session_s = o.session_timeout_ms / 1000.0;

@@ -42,10 +42,10 @@ struct restart_options {
   std::string etcd_path = "/usr/bin/etcd";
   std::string dir = "/tmp";
   std::vector<std::string> broker_args;
-  int partitions = 5000;                // over all topics
-  int partitions_per_topic = 5000;      // topics: ceil(partitions / this)
-  int session_timeout_ms = 6000;        // sluice.etcd.session.timeout.ms
-  double timeout = 300;                 // seconds any one phase may take
+  int partitions = 5000;            // over all topics
+  int partitions_per_topic = 5000;  // topics: ceil(partitions / this)
+  int session_timeout_ms = 6000;    // sluice.etcd.session.timeout.ms
+  double timeout = 300;             // seconds any one phase may take
   bool json = false;
 };
 
