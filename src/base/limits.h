@@ -88,6 +88,16 @@ inline constexpr int etcd_max_receive_message_bytes = 64 << 20;
 // more than --max-txn-ops (128 by default), and the controller adds its own
 // compares beside them.
 inline constexpr size_t controller_txn_max_ops = 100;
+// A batch of leaders' ISR changes (controller::write_isr_changes) goes to
+// etcd in transactions of at most this many compares, puts and else-branch
+// reads each (etcd checks each list against --max-txn-ops, 128 by
+// default), and at most this many bytes of keys and values, well inside
+// etcd's --max-request-bytes (1.5 MiB by default).
+inline constexpr size_t isr_txn_max_ops = 100;
+inline constexpr size_t isr_txn_max_bytes = 256 << 10;
+// ISR changes the metadata thread writes between two looks at its session
+// (a lost lease is renewed before more are written).
+inline constexpr size_t isr_changes_per_round = 200;
 // The broker's etcd settings (config/schema.cc; docs/configuration.md,
 // "Running a cluster"). max_etcd_endpoints above also bounds
 // sluice.etcd.endpoints.

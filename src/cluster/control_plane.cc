@@ -1,10 +1,11 @@
 #include "cluster/control_plane.h"
 
-#include "base/log.h"
-
 #include <algorithm>
 #include <chrono>
 #include <set>
+
+#include "base/limits.h"
+#include "base/log.h"
 
 namespace sluice::cluster {
 
@@ -413,51 +414,71 @@ void control_plane::request_isr_change(isr_request c) {
   std::lock_guard g(mu_);
   if (stopping_) return;
   // A newer proposal for the partition replaces one not yet written.
-  std::erase_if(isr_changes_, [&](const isr_request& o) { return o.topic == c.topic && o.partition == c.partition; });
-  isr_changes_.push_back(std::move(c));
+  auto key = std::make_pair(c.topic, c.partition);
+  isr_changes_.insert_or_assign(std::move(key), std::move(c));
   cv_.notify_all();
 }
 
 void control_plane::run_isr_changes() {
-  std::deque<isr_request> changes;
+  std::vector<isr_request> changes;
   {
     std::lock_guard g(mu_);
     if (lease_lost_) return;  // the session first (run() renews it)
-    changes.swap(isr_changes_);
+    changes.reserve(isr_changes_.size());
+    for (auto& [_, c] : isr_changes_) changes.push_back(std::move(c));
+    isr_changes_.clear();
   }
-  while (!changes.empty()) {
+  for (size_t first = 0; first < changes.size(); first += limits::isr_changes_per_round) {
     {
-      // Each write may take the whole etcd budget while etcd is away:
-      // with twenty queued, a lost session waited behind them for minutes.
+      // Each transaction may take the whole etcd budget while etcd is
+      // away: a lost session must not wait behind thousands of changes.
       std::lock_guard g(mu_);
       if (stopping_ || lease_lost_) {
-        // The rest go back in front of any proposal queued meanwhile,
-        // unless a newer one for the same partition replaced them.
-        for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
-          const bool newer = std::any_of(isr_changes_.begin(), isr_changes_.end(), [&](const isr_request& o) {
-            return o.topic == it->topic && o.partition == it->partition;
-          });
-          if (!newer) isr_changes_.push_front(std::move(*it));
+        // The rest stay queued, unless a newer proposal for the same
+        // partition replaced them meanwhile.
+        for (size_t i = first; i < changes.size(); ++i) {
+          auto key = std::make_pair(changes[i].topic, changes[i].partition);
+          isr_changes_.try_emplace(std::move(key), std::move(changes[i]));
         }
         return;
       }
     }
-    const isr_request c = std::move(changes.front());
-    changes.pop_front();
-    // The metadata thread is the image's only writer: it reads it unlocked.
-    const status s = controller::write_isr_change(etcd_, image_, c.topic, c.partition, opts_.node_id,
-                                                  c.leader_epoch, c.partition_epoch, c.isr, c.added_broker_epochs);
-    if (s.ok()) {
-      SLUICE_LOG_INFO("{}-{}: ISR is now {} (leader epoch {})", c.topic, c.partition, fmt::join(c.isr, ","),
-                      c.leader_epoch);
+    const size_t end = std::min(changes.size(), first + limits::isr_changes_per_round);
+    write_isr_round({changes.begin() + static_cast<std::ptrdiff_t>(first),
+                     changes.begin() + static_cast<std::ptrdiff_t>(end)});
+  }
+}
+
+void control_plane::write_isr_round(const std::vector<isr_request>& round) {
+  std::vector<controller::isr_change> batch;
+  batch.reserve(round.size());
+  for (const auto& c : round)
+    batch.push_back({c.topic, c.partition, c.leader_epoch, c.partition_epoch, c.isr, c.added_broker_epochs});
+  // The metadata thread is the image's only writer: it reads it unlocked.
+  const auto results = controller::write_isr_changes(etcd_, image_, opts_.node_id, batch);
+  size_t made = 0, refused = 0;
+  for (size_t i = 0; i < round.size(); ++i) {
+    const auto& c = round[i];
+    if (results[i].ok()) {
+      ++made;
+      SLUICE_LOG_DEBUG("{}-{}: ISR is now {} (leader epoch {})", c.topic, c.partition, fmt::join(c.isr, ","),
+                       c.leader_epoch);
       // Counted against the ISR the image held when written.
       size_t before = 0;
       if (const auto* pe = image_.partition(c.topic, c.partition)) before = pe->record.state.isr.size();
       (c.isr.size() < before ? isr_shrinks_ : isr_expands_).fetch_add(1, std::memory_order_relaxed);
     } else {
+      ++refused;
       SLUICE_LOG_INFO("{}-{}: ISR change to {} not made: {}", c.topic, c.partition, fmt::join(c.isr, ","),
-                      s.err().message);
+                      results[i].err().message);
     }
+  }
+  if (made == 1 && refused == 0) {
+    const auto& c = round.front();
+    SLUICE_LOG_INFO("{}-{}: ISR is now {} (leader epoch {})", c.topic, c.partition, fmt::join(c.isr, ","),
+                    c.leader_epoch);
+  } else if (made > 0) {
+    SLUICE_LOG_INFO("ISR changes written: {} of {}", made, round.size());
   }
 }
 

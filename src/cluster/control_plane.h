@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -180,8 +181,9 @@ class control_plane {
   using controller_op = std::function<status(controller::controller&, const controller::metadata_image&)>;
   status submit(controller_op op, int64_t timeout_ms);
 
-  // A leader's ISR change (controller::write_isr_change), made on the
-  // metadata thread over its image; returns at once. The outcome shows as
+  // A leader's ISR change (controller::write_isr_changes), made on the
+  // metadata thread over its image together with the others queued;
+  // returns at once. The outcome shows as
   // a state change through the watch, or, refused, as none (logged): the
   // leader proposes again at its next upkeep.
   void request_isr_change(isr_request c);
@@ -223,10 +225,12 @@ class control_plane {
   void rebalance_if_due();
   bool unclean_allowed(const std::string& topic) const;
   void run_ops();
-  // Writes the queued ISR changes, one etcd call each; stops early (the
+  // Writes the queued ISR changes in batches (controller::write_isr_changes,
+  // a few transactions per limits::isr_changes_per_round); stops early (the
   // rest stay queued) once the session is lost or the broker stops, since
   // renewing the session, or stopping, must not wait behind them.
   void run_isr_changes();
+  void write_isr_round(const std::vector<isr_request>& round);
   void renew_session();
   status grant_lease();
   // Returns the revision of the registration's write.
@@ -260,7 +264,10 @@ class control_plane {
     int64_t until_revision = 0;
   };
   std::deque<std::shared_ptr<pending_op>> ops_;
-  std::deque<isr_request> isr_changes_;
+  // Keyed by partition: a newer proposal replaces one not yet written
+  // without a scan (a leader of thousands re-proposes each every second
+  // until etcd shows it).
+  std::map<std::pair<std::string, int32_t>, isr_request> isr_changes_;
   std::vector<std::shared_ptr<pending_op>> waiting_;  // done, waiting for the image
   std::vector<listener> listeners_;
   std::vector<std::function<void()>> lost_listeners_;

@@ -100,6 +100,18 @@ std::optional<partition_state> etcd_store::state(const std::string& topic, int32
   });
 }
 
+std::optional<metadata_store::placed_partition> etcd_store::placed(const std::string& topic,
+                                                                   int32_t partition) const {
+  return cp_.with_image([&](const controller::metadata_image& img) -> std::optional<placed_partition> {
+    const auto* t = img.topic(topic);
+    const auto* p = img.partition(topic, partition);
+    if (!t || !p || p->record.topic != t->record.id || partition < 0 ||
+        static_cast<size_t>(partition) >= t->record.assignment.size())
+      return std::nullopt;
+    return placed_partition{t->record.assignment[static_cast<size_t>(partition)], p->record.state};
+  });
+}
+
 status etcd_store::check_request(const partition_request& req) const {
   if (!req.assignment.empty()) {
     // Partition indexes are the caller's to get right (create_topics.cc);

@@ -38,6 +38,7 @@ class etcd_store final : public metadata_store {
   status add_partitions(const std::string& name, const partition_request& req) override;
   status set_overrides(const std::string& name, const config::config_map& overrides) override;
   std::optional<partition_state> state(const std::string& topic, int32_t partition) const override;
+  std::optional<placed_partition> placed(const std::string& topic, int32_t partition) const override;
   bool follows_controller() const override { return true; }
   // Never nullopt: the image's configs/brokers record (empty when absent).
   std::optional<config::config_map> broker_defaults() const override;

@@ -181,15 +181,16 @@ void partition_manager::tell_role(const std::string& topic, int32_t p, bool lead
 }
 
 bool partition_manager::refresh_state(const std::string& topic, int32_t p) {
-  auto t = table_->get(topic);
-  auto st = table_->state(topic, p);
-  if (!t || !st || p < 0 || p >= t->partitions) return false;
+  // One partition's worth: the whole topic's (get()) cost N squared over
+  // a change of each of its N partitions.
+  auto placed = table_->placed(topic, p);
+  if (!placed) return false;
   auto part = replicas_->get(topic, p);
   if (!part) return false;
   const bool led = part->is_leader();
   const auto epoch_before = part->epoch();
   // Through the replica manager: a follower then fetches from its new leader.
-  if (!replicas_->apply(topic, p, t->assignment[static_cast<size_t>(p)], *st)) return false;
+  if (!replicas_->apply(topic, p, placed->replicas, placed->state)) return false;
   if (part->is_leader() != led) {
     tell_role(topic, p, part->is_leader());
   } else if (led && part->epoch() != epoch_before) {

@@ -131,13 +131,19 @@ void replica_manager::upkeep() {
       checkpoint();
       next_checkpoint = clk_->monotonic_ms() + limits::high_watermark_checkpoint_interval_ms;
     }
+    // A proposal stands until etcd shows it, so it comes again every
+    // round: logged one line a partition, a leader of thousands wrote
+    // thousands of lines a second while a restarted follower came back.
+    size_t asked = 0;
     for (const auto& part : all()) {
       if (auto req = part->propose_isr(lag_max)) {
-        SLUICE_LOG_INFO("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic,
-                        req->partition, fmt::join(req->isr, ","), req->leader_epoch, req->partition_epoch);
+        SLUICE_LOG_DEBUG("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic,
+                         req->partition, fmt::join(req->isr, ","), req->leader_epoch, req->partition_epoch);
         if (write) write(*req);
+        ++asked;
       }
     }
+    if (asked > 0) SLUICE_LOG_INFO("asking for {} ISR change{}", asked, asked == 1 ? "" : "s");
     g.lock();
   }
 }

@@ -1,6 +1,7 @@
 #include "controller/controller.h"
 
 #include <algorithm>
+#include <set>
 
 #include "base/limits.h"
 
@@ -77,38 +78,155 @@ status controller::commit(write w) {
   return status(errc::invalid_update_version, "the metadata changed since it was read; try again");
 }
 
-status write_isr_change(etcd::client& etcd, const metadata_image& img, const std::string& topic,
-                        int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
-                        const std::vector<int32_t>& new_isr,
-                        const std::map<int32_t, int64_t>& added_broker_epochs) {
+namespace {
+
+// One validated ISR change, ready for a transaction: the compares that
+// must hold (the partition record's mod revision first, then each added
+// member's broker epoch) and the record to put.
+struct prepared_isr_change {
+  std::string label;  // "topic-partition", for messages
+  std::vector<compare> compares;
+  etcd::put_op put;
+};
+
+result<prepared_isr_change> prepare_isr_change(const metadata_image& img, const std::string& topic,
+                                               int32_t partition, int32_t requester, int32_t leader_epoch,
+                                               int32_t partition_epoch, const std::vector<int32_t>& new_isr,
+                                               const std::map<int32_t, int64_t>& added_broker_epochs) {
+  const std::string label = topic + "-" + std::to_string(partition);
   const topic_entry* t = img.topic(topic);
   const partition_entry* pe = img.partition(topic, partition);
   if (!t || !pe || pe->record.topic != t->record.id || partition < 0 ||
       partition >= static_cast<int32_t>(t->record.assignment.size()))
-    return status(errc::not_found, topic + "-" + std::to_string(partition) + " does not exist");
+    return error{errc::not_found, label + " does not exist"};
   SLUICE_TRY(validate_isr_change(pe->record.state, requester, leader_epoch, partition_epoch, new_isr,
                                  t->record.assignment[static_cast<size_t>(partition)], img.live_brokers()));
+  prepared_isr_change out;
+  out.label = label;
   const std::string key = img.keys().partition(topic, partition);
-  etcd::txn_request req;
-  req.compares.push_back(compare::unchanged_since(key, pe->mod_revision));
+  out.compares.push_back(compare::unchanged_since(key, pe->mod_revision));
   const auto& old_isr = pe->record.state.isr;
   for (int32_t id : new_isr) {
     if (std::find(old_isr.begin(), old_isr.end(), id) != old_isr.end()) continue;
     auto e = added_broker_epochs.find(id);
     if (e == added_broker_epochs.end() || e->second < 0)
-      return status(errc::ineligible_replica, topic + "-" + std::to_string(partition) + ": adds broker " +
-                                                  std::to_string(id) + " without the broker epoch it fetched with");
+      return error{errc::ineligible_replica,
+                   label + ": adds broker " + std::to_string(id) + " without the broker epoch it fetched with"};
     // A broker's epoch is its registration's mod revision.
-    req.compares.push_back(compare::unchanged_since(img.keys().broker(id), e->second));
+    out.compares.push_back(compare::unchanged_since(img.keys().broker(id), e->second));
   }
-  req.then_ops.push_back(
-      etcd::put_op{key, encode(partition_record{t->record.id, apply_isr_change(pe->record.state, new_isr)}), {}});
+  out.put = etcd::put_op{key, encode(partition_record{t->record.id, apply_isr_change(pe->record.state, new_isr)}), {}};
+  return out;
+}
+
+status changed_since_read(const prepared_isr_change& c) {
+  return status(errc::invalid_update_version, c.label + " changed since it was read");
+}
+
+// Writes `batch` (indexes into `prepared`) in one transaction, then again
+// without the changes it finds refused, until one holds or none is left.
+void write_isr_batch(etcd::client& etcd, const std::vector<prepared_isr_change>& prepared,
+                     std::vector<size_t> batch, const std::vector<size_t>& slot, std::vector<status>& out) {
+  while (!batch.empty()) {
+    etcd::txn_request req;
+    std::set<std::string> read;
+    for (size_t i : batch) {
+      for (const auto& c : prepared[i].compares) {
+        req.compares.push_back(c);
+        // The else branch reads what the compares looked at, once each.
+        if (read.insert(c.key).second) req.else_ops.push_back(etcd::range_op{etcd::key_range::one(c.key), {}});
+      }
+      req.then_ops.push_back(prepared[i].put);
+    }
+    // A second application is refused by the compares: safe to retry.
+    req.retry_if_unknown = true;
+    auto r = etcd.txn(req);
+    if (!r.ok()) {
+      for (size_t i : batch) out[slot[i]] = r.err();
+      return;
+    }
+    if (r->succeeded) return;  // every status stays ok
+    std::map<std::string, int64_t> now;  // key -> mod revision (absent: 0)
+    for (const auto& res : r->results)
+      if (const auto* rr = std::get_if<etcd::range_result>(&res))
+        for (const auto& kv : rr->kvs) now[kv.key] = kv.mod_revision;
+    auto holds = [&](const compare& c) {
+      auto it = now.find(c.key);
+      return (it == now.end() ? 0 : it->second) == c.number;
+    };
+    std::vector<size_t> rest;
+    for (size_t i : batch) {
+      const auto& cs = prepared[i].compares;
+      if (std::all_of(cs.begin(), cs.end(), holds))
+        rest.push_back(i);
+      else
+        out[slot[i]] = changed_since_read(prepared[i]);
+    }
+    // A failed compare that no read explains (an attempt repeated after an
+    // unknown outcome): refuse them all rather than loop.
+    if (rest.size() == batch.size()) {
+      for (size_t i : batch) out[slot[i]] = changed_since_read(prepared[i]);
+      return;
+    }
+    batch = std::move(rest);
+  }
+}
+
+}  // namespace
+
+status write_isr_change(etcd::client& etcd, const metadata_image& img, const std::string& topic,
+                        int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
+                        const std::vector<int32_t>& new_isr,
+                        const std::map<int32_t, int64_t>& added_broker_epochs) {
+  SLUICE_ASSIGN_OR_RETURN(auto c, prepare_isr_change(img, topic, partition, requester, leader_epoch,
+                                                     partition_epoch, new_isr, added_broker_epochs));
+  etcd::txn_request req;
+  req.compares = c.compares;
+  req.then_ops.push_back(c.put);
   // A second application is refused by the compare: safe to retry.
   req.retry_if_unknown = true;
   SLUICE_ASSIGN_OR_RETURN(auto r, etcd.txn(req));
-  if (!r.succeeded)
-    return status(errc::invalid_update_version, topic + "-" + std::to_string(partition) + " changed since it was read");
+  if (!r.succeeded) return changed_since_read(c);
   return {};
+}
+
+std::vector<status> write_isr_changes(etcd::client& etcd, const metadata_image& img, int32_t requester,
+                                      const std::vector<isr_change>& changes, size_t max_ops, size_t max_bytes) {
+  std::vector<status> out(changes.size());
+  std::vector<prepared_isr_change> prepared;
+  std::vector<size_t> slot;  // prepared index -> changes index
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const auto& c = changes[i];
+    auto p = prepare_isr_change(img, c.topic, c.partition, requester, c.leader_epoch, c.partition_epoch, c.isr,
+                                c.added_broker_epochs);
+    if (!p.ok()) {
+      out[i] = p.err();
+      continue;
+    }
+    prepared.push_back(std::move(*p));
+    slot.push_back(i);
+  }
+  // Fill each transaction up to etcd's limits: compares and else-branch
+  // reads grow by one per partition plus one per added member (reads of a
+  // broker key shared by several changes counted each time: a bound, not
+  // an exact count), puts by one.
+  std::vector<size_t> batch;
+  size_t compares = 0, bytes = 0;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    const auto& p = prepared[i];
+    size_t b = p.put.key.size() + p.put.value.size();
+    for (const auto& c : p.compares) b += c.key.size();
+    if (!batch.empty() && (compares + p.compares.size() > max_ops || bytes + b > max_bytes)) {
+      write_isr_batch(etcd, prepared, std::move(batch), slot, out);
+      batch.clear();
+      compares = bytes = 0;
+    }
+    batch.push_back(i);
+    compares += p.compares.size();
+    bytes += b;
+  }
+  if (!batch.empty()) write_isr_batch(etcd, prepared, std::move(batch), slot, out);
+  return out;
 }
 
 bool unclean_election_enabled(const metadata_image& img, const std::string& topic, bool static_default) {

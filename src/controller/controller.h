@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/limits.h"
 #include "controller/election.h"
 #include "controller/metadata_image.h"
 #include "controller/placement.h"
@@ -74,6 +75,36 @@ status write_isr_change(etcd::client& etcd, const metadata_image& img, const std
                         int32_t partition, int32_t requester, int32_t leader_epoch, int32_t partition_epoch,
                         const std::vector<int32_t>& new_isr,
                         const std::map<int32_t, int64_t>& added_broker_epochs);
+
+// One ISR change of a batch: the arguments of write_isr_change but the
+// requester's.
+struct isr_change {
+  std::string topic;
+  int32_t partition = 0;
+  int32_t leader_epoch = 0;
+  int32_t partition_epoch = 0;
+  std::vector<int32_t> isr;
+  std::map<int32_t, int64_t> added_broker_epochs;
+};
+
+// Many ISR changes of one leader at once, as Kafka's AlterPartition carries
+// many partitions: each is validated as write_isr_change validates it, and
+// the valid ones go to etcd together, in transactions of at most `max_ops`
+// compares, puts and reads each and `max_bytes` of keys and values (etcd's
+// --max-txn-ops and --max-request-bytes). Each change keeps its own
+// compares (its partition record's mod revision, the epochs of the members
+// it adds), so one refused change must not sink the others: a transaction
+// whose compares fail reads, in its else branch, every key it compared;
+// the changes whose keys moved are refused (invalid_update_version) and
+// the rest go again in the next transaction. Returns one status per change,
+// in order, with write_isr_change's errors; an etcd error answers for every
+// change of the transaction it failed (unavailable: may have applied).
+// Transactions: ceil(valid changes / per-transaction capacity) when nothing
+// conflicts, plus one per round of refusals.
+std::vector<status> write_isr_changes(etcd::client& etcd, const metadata_image& img, int32_t requester,
+                                      const std::vector<isr_change>& changes,
+                                      size_t max_ops = limits::isr_txn_max_ops,
+                                      size_t max_bytes = limits::isr_txn_max_bytes);
 
 // unclean.leader.election.enable for `topic` as the controller reads it,
 // in Kafka's lookup order (KRaft, KAFKA-12670): the topic's own config,

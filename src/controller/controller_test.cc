@@ -208,6 +208,132 @@ TEST_F(ControllerTest, AnIsrAdditionNeedsTheBrokerEpochOfTheCurrentRegistration)
   EXPECT_EQ(state("t", 0).isr, std::vector<int32_t>{s.leader});
 }
 
+// Counts the transactions a test's code sends to the fake etcd.
+class counting_etcd final : public etcd::client {
+ public:
+  explicit counting_etcd(etcd::client& to) : to_(to) {}
+  result<etcd::range_result> range(const etcd::key_range& k, etcd::range_options o) override {
+    return to_.range(k, o);
+  }
+  result<etcd::put_result> put(const std::string& k, const std::string& v, etcd::put_options o) override {
+    return to_.put(k, v, o);
+  }
+  result<etcd::delete_result> delete_range(const etcd::key_range& k, bool prev) override {
+    return to_.delete_range(k, prev);
+  }
+  result<etcd::txn_result> txn(const etcd::txn_request& r) override {
+    ++txns;
+    max_compares = std::max(max_compares, r.compares.size());
+    max_else_ops = std::max(max_else_ops, r.else_ops.size());
+    return to_.txn(r);
+  }
+  result<etcd::lease_grant_result> lease_grant(int64_t ttl) override { return to_.lease_grant(ttl); }
+  result<int64_t> lease_keepalive_once(int64_t id, int64_t budget) override {
+    return to_.lease_keepalive_once(id, budget);
+  }
+  result<int64_t> lease_time_to_live(int64_t id) override { return to_.lease_time_to_live(id); }
+  status lease_revoke(int64_t id) override { return to_.lease_revoke(id); }
+  result<std::unique_ptr<etcd::watch_handle>> watch(const etcd::key_range& k, int64_t rev,
+                                                    etcd::watch_callback cb) override {
+    return to_.watch(k, rev, std::move(cb));
+  }
+  result<std::vector<etcd::endpoint_status>> endpoints_status() override { return to_.endpoints_status(); }
+
+  size_t txns = 0, max_compares = 0, max_else_ops = 0;
+
+ private:
+  etcd::client& to_;
+};
+
+// A restarted follower of many partitions comes back into each ISR through
+// a batch of changes: they reach etcd a transaction per batch, not one per
+// partition (issue 31, item 9), within etcd's limit on operations.
+TEST_F(ControllerTest, ManyIsrAdditionsGoToEtcdInFewTransactions) {
+  auto c = controller_of(3);
+  ASSERT_TRUE(c->create_topic(img_, "t", 250, 3, nullptr, {}).ok());
+  kill_broker(2);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  register_broker(2);
+  sync();
+  const int64_t epoch2 = img_.brokers().at(2).mod_revision;
+  std::map<int32_t, std::vector<isr_change>> by_leader;
+  for (int32_t p = 0; p < 250; ++p) {
+    const partition_state s = img_.partition("t", p)->record.state;
+    ASSERT_EQ(std::count(s.isr.begin(), s.isr.end(), 2), 0);
+    std::vector<int32_t> grown = s.isr;
+    grown.push_back(2);
+    by_leader[s.leader].push_back({"t", p, s.leader_epoch, s.partition_epoch, grown, {{2, epoch2}}});
+  }
+  ASSERT_EQ(by_leader.size(), 2u);  // brokers 0 and 1 lead every partition now
+  for (const auto& [leader, changes] : by_leader) {
+    counting_etcd counted(etcd_);
+    // Two compares per addition (the record, broker 2's epoch): 10 a txn.
+    const auto results = write_isr_changes(counted, img_, leader, changes, 20);
+    for (const auto& r : results) EXPECT_TRUE(r.ok()) << r.err().message;
+    EXPECT_LE(counted.txns, (changes.size() + 9) / 10);
+    EXPECT_LE(counted.max_compares, 20u);
+    EXPECT_LE(counted.max_else_ops, 20u);
+  }
+  sync();
+  for (int32_t p = 0; p < 250; ++p) EXPECT_EQ(state("t", p).isr.size(), 3u) << p;
+}
+
+// One change of a batch that is refused, for a stale partition epoch, for a
+// record that moved since the image was read, or for an added member's
+// stale broker epoch (KIP-903, per member), sinks none of the others.
+TEST_F(ControllerTest, ARefusedIsrChangeInABatchDoesNotSinkTheOthers) {
+  auto c = controller_of(3);
+  ASSERT_TRUE(c->create_topic(img_, "t", 6, 3, nullptr, {}).ok());
+  kill_broker(2);
+  sync();
+  ASSERT_TRUE(c->elect_after_broker_change(img_, nullptr).ok());
+  register_broker(2);
+  sync();
+  const int64_t epoch2 = img_.brokers().at(2).mod_revision;
+  const metadata_image read = img_;  // what the leader decides over
+  // Partition 3 moves in etcd after the leader read it (a shrink by its
+  // leader through another path).
+  const partition_state s3 = read.partition("t", 3)->record.state;
+  ASSERT_TRUE(write_isr_change(etcd_, img_, "t", 3, s3.leader, s3.leader_epoch, s3.partition_epoch,
+                               {s3.leader}, {})
+                  .ok());
+  std::vector<isr_change> changes;
+  const int32_t leader = read.partition("t", 0)->record.state.leader;
+  std::vector<int32_t> mine;
+  for (int32_t p = 0; p < 6; ++p) {
+    const partition_state s = read.partition("t", p)->record.state;
+    if (s.leader != leader) continue;
+    std::vector<int32_t> grown = s.isr;
+    grown.push_back(2);
+    changes.push_back({"t", p, s.leader_epoch, s.partition_epoch, grown, {{2, epoch2}}});
+    mine.push_back(p);
+  }
+  ASSERT_GE(changes.size(), 3u);
+  // Of this leader's: a stale partition epoch, a stale broker epoch.
+  changes[0].partition_epoch -= 1;
+  changes[1].added_broker_epochs[2] = epoch2 - 1;
+  const bool moved_is_mine = std::find(mine.begin(), mine.end(), 3) != mine.end();
+  counting_etcd counted(etcd_);
+  const auto results = write_isr_changes(counted, read, leader, changes);
+  ASSERT_EQ(results.size(), changes.size());
+  EXPECT_EQ(results[0].code(), errc::invalid_update_version);
+  EXPECT_EQ(results[1].code(), errc::invalid_update_version);
+  sync();
+  EXPECT_EQ(state("t", mine[0]).isr.size(), 2u);
+  EXPECT_EQ(state("t", mine[1]).isr.size(), 2u);
+  for (size_t i = 2; i < changes.size(); ++i) {
+    if (mine[i] == 3) {
+      EXPECT_EQ(results[i].code(), errc::invalid_update_version);
+      continue;
+    }
+    EXPECT_TRUE(results[i].ok()) << mine[i] << ": " << results[i].err().message;
+    EXPECT_EQ(state("t", mine[i]).isr.size(), 3u) << mine[i];
+  }
+  // The refusals cost one transaction more, not one per change.
+  EXPECT_LE(counted.txns, 2u + (moved_is_mine ? 1u : 0u));
+}
+
 TEST_F(ControllerTest, ControlledShutdownAndPreferredElection) {
   auto c = controller_of(3);
   ASSERT_TRUE(c->create_topic(img_, "t", 3, 3, nullptr, {}).ok());

@@ -700,4 +700,207 @@ int run_cluster(const cluster_options& o) {
   return 0;
 }
 
+// ---- restart: ISRs and leaders over many empty partitions ---------------------
+
+namespace {
+
+// What one Metadata answer says of the benchmark's topics.
+struct isr_census {
+  int partitions = 0;  // seen
+  int full_isr = 0;    // with every replica in the ISR
+  int led = 0;         // with a leader
+  int led_by = 0;      // led by `node`
+};
+
+isr_census census(const std::string& bootstrap, const std::string& prefix, int replicas, int node) {
+  rd_kafka_conf_t* conf = base_conf(bootstrap);
+  char err[256];
+  // Quiet: every census reports the stopped broker's refused connects.
+  rd_kafka_conf_set(conf, "log_level", "2", err, sizeof err);
+  client_ptr rk = make_client(RD_KAFKA_PRODUCER, conf);
+  const rd_kafka_metadata_t* md = nullptr;
+  isr_census c;
+  if (rd_kafka_metadata(rk.get(), 1, nullptr, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    for (int t = 0; t < md->topic_cnt; ++t) {
+      const auto& tm = md->topics[t];
+      if (std::string(tm.topic).rfind(prefix, 0) != 0 || tm.err) continue;
+      for (int i = 0; i < tm.partition_cnt; ++i) {
+        const auto& pm = tm.partitions[i];
+        ++c.partitions;
+        if (pm.isr_cnt == replicas) ++c.full_isr;
+        if (pm.leader >= 0) ++c.led;
+        if (pm.leader == node) ++c.led_by;
+      }
+    }
+  }
+  if (md) rd_kafka_metadata_destroy(md);
+  return c;
+}
+
+// Seconds from `start_ns` until `done` holds of a census (polled every
+// 200 ms), or -1 after `timeout` seconds.
+template <typename Done>
+double seconds_until(const std::string& bootstrap, const std::string& prefix, int node,
+                     int64_t start_ns, double timeout, Done done, isr_census* last = nullptr) {
+  const int64_t deadline = start_ns + static_cast<int64_t>(timeout * 1e9);
+  for (;;) {
+    check_interrupted();
+    const isr_census c = census(bootstrap, prefix, 3, node);
+    if (last) *last = c;
+    if (done(c)) return static_cast<double>(now_ns() - start_ns) / 1e9;
+    if (now_ns() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// CreateTopics for every topic in one request; returns when it answered.
+void create_topics(const std::string& bootstrap, const std::vector<std::string>& topics,
+                   int partitions_each) {
+  client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
+  char err[512];
+  std::vector<rd_kafka_NewTopic_t*> nts;
+  for (const auto& t : topics) {
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(t.c_str(), partitions_each, 3, err, sizeof err);
+    if (!nt) throw bench_error{std::string("NewTopic: ") + err};
+    nts.push_back(nt);
+  }
+  rd_kafka_AdminOptions_t* ao = rd_kafka_AdminOptions_new(rk.get(), RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_operation_timeout(ao, 120'000, err, sizeof err);
+  rd_kafka_AdminOptions_set_request_timeout(ao, 180'000, err, sizeof err);
+  queue_ptr q(rd_kafka_queue_new(rk.get()));
+  rd_kafka_CreateTopics(rk.get(), nts.data(), nts.size(), ao, q.get());
+  rd_kafka_AdminOptions_destroy(ao);
+  for (auto* nt : nts) rd_kafka_NewTopic_destroy(nt);
+  event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT);
+  if (rd_kafka_event_error(ev.get()))
+    throw bench_error{std::string("CreateTopics: ") + rd_kafka_event_error_string(ev.get())};
+  size_t n = 0;
+  const rd_kafka_topic_result_t** res =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
+  for (size_t i = 0; i < n; ++i)
+    if (rd_kafka_topic_result_error(res[i]))
+      throw bench_error{std::string("CreateTopics ") + rd_kafka_topic_result_name(res[i]) + ": " +
+                        (rd_kafka_topic_result_error_string(res[i])
+                             ? rd_kafka_topic_result_error_string(res[i])
+                             : "error")};
+}
+
+std::string secs(double v) {
+  return v >= 0 ? fixed(v, 1) + " s" : "not within the timeout";
+}
+
+}  // namespace
+
+int run_restart(const restart_options& o) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  cluster_options co;
+  co.sluice_path = o.sluice_path;
+  co.dir = o.dir;
+  co.broker_args = o.broker_args;
+  co.session_timeout_ms = o.session_timeout_ms;
+  temp_root root(o.dir);
+  etcd_cluster etcd(o.etcd_path, root.path);
+  check_interrupted();
+  sluice_cluster c(co, root.path, etcd.endpoints());
+  check_interrupted();
+
+  const std::string prefix = "restart-bench-" + std::to_string(::getpid()) + "-";
+  const int each = std::min(o.partitions, o.partitions_per_topic);
+  const int topics = (o.partitions + each - 1) / each;
+  const int total = topics * each;
+  std::vector<std::string> names;
+  for (int i = 0; i < topics; ++i) names.push_back(prefix + std::to_string(i));
+  auto all_led = [&](const isr_census& s) { return s.partitions == total && s.led == total; };
+  auto all_full = [&](const isr_census& s) { return all_led(s) && s.full_isr == total; };
+
+  // 1. Creation: from the request until every partition has a leader and
+  // every replica is in its ISR.
+  isr_census last;
+  const int64_t t0 = now_ns();
+  create_topics(c.bootstrap(), names, each);
+  const double created_answer = static_cast<double>(now_ns() - t0) / 1e9;
+  const double created = seconds_until(c.bootstrap(), prefix, -1, t0, o.timeout, all_led, &last);
+  const double created_full =
+      seconds_until(c.bootstrap(), prefix, -1, t0, o.timeout, all_full, &last);
+
+  // 2. A clean restart of broker 3: SIGTERM, start again; from the start
+  // until every ISR holds all three replicas again.
+  auto none_full = [&](const isr_census& s) { return s.partitions == total && s.full_isr == 0; };
+  auto restart = [&](int node, int sig) {
+    c.broker(node).stop(sig);
+    // Out of every ISR first (at once after a SIGTERM, which gives the
+    // session up), so that the ISRs must grow back.
+    seconds_until(c.bootstrap(), prefix, -1, now_ns(), o.timeout, none_full, &last);
+    const int64_t start = now_ns();
+    c.broker(node).start();
+    c.wait_listening(node);
+    return seconds_until(c.bootstrap(), prefix, -1, start, o.timeout, all_full, &last);
+  };
+  const double back_term = restart(3, SIGTERM);
+  const isr_census after_term = last;
+
+  // 3. SIGKILL of broker 2 (which leads a third of the partitions): from
+  // the kill until no partition is led by it and every one has a leader;
+  // then it starts again, timed as above.
+  const int64_t k0 = now_ns();
+  c.broker(2).stop(SIGKILL);
+  const double moved = seconds_until(
+      c.bootstrap(), prefix, 2, k0, o.timeout,
+      [&](const isr_census& s) { return s.partitions == total && s.led == total && s.led_by == 0; },
+      &last);
+  seconds_until(c.bootstrap(), prefix, -1, now_ns(), o.timeout, none_full, &last);
+  const int64_t start = now_ns();
+  c.broker(2).start();
+  c.wait_listening(2);
+  const double back_kill =
+      seconds_until(c.bootstrap(), prefix, -1, start, o.timeout, all_full, &last);
+  const isr_census after_kill = last;
+
+  const double session_s = o.session_timeout_ms / 1000.0;
+  const bool t_create = created_full >= 0 && created_full < 15,
+             t_back = back_term >= 0 && back_term < 15 && back_kill >= 0 && back_kill < 15,
+             t_moved = moved >= 0 && moved < session_s + 2;
+  if (o.json) {
+    json j = json::object();
+    j["mode"] = "restart";
+    j["brokers"] = kServers;
+    j["partitions"] = total;
+    j["topics"] = topics;
+    j["session_timeout_ms"] = o.session_timeout_ms;
+    j["load_average_1m"] = load_average_1m();
+    j["create_answered_seconds"] = created_answer;
+    j["create_led_seconds"] = figure(created);
+    j["create_full_isr_seconds"] = figure(created_full);
+    j["sigterm_restart_full_isr_seconds"] = figure(back_term);
+    j["sigkill_leaders_moved_seconds"] = figure(moved);
+    j["sigkill_restart_full_isr_seconds"] = figure(back_kill);
+    json tg = json::object();
+    tg["create_under_15s"] = t_create;
+    tg["back_in_every_isr_within_15s"] = t_back;
+    tg["leaders_move_within_session_plus_2s"] = t_moved;
+    j["targets_met"] = std::move(tg);
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf(
+      "sluice-bench restart: 3 brokers (etcd of 3) on this machine; %d empty partitions in %d "
+      "topic%s, RF 3; session timeout %d ms; load average %.2f\n\n",
+      total, topics, topics == 1 ? "" : "s", o.session_timeout_ms, load_average_1m());
+  std::printf("%-58s %s\n", "create: CreateTopics answered", secs(created_answer).c_str());
+  std::printf("%-58s %s\n", "create: every partition led", secs(created).c_str());
+  std::printf("%-58s %s  target < 15 s: %s\n", "create: every ISR full", secs(created_full).c_str(),
+              verdict(true, t_create).c_str());
+  std::printf("%-58s %s  (%d of %d full)\n", "SIGTERM node 3, start: back in every ISR",
+              secs(back_term).c_str(), after_term.full_isr, total);
+  std::printf("%-58s %s  target < %.0f s: %s\n", "SIGKILL node 2: leaders moved off it",
+              secs(moved).c_str(), session_s + 2, verdict(true, t_moved).c_str());
+  std::printf("%-58s %s  (%d of %d full)  target < 15 s: %s\n",
+              "SIGKILL node 2, start: back in every ISR", secs(back_kill).c_str(),
+              after_kill.full_isr, total, verdict(true, t_back).c_str());
+  return 0;
+}
+
 }  // namespace sluice::bench

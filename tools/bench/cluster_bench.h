@@ -33,4 +33,22 @@ struct cluster_options {
 
 int run_cluster(const cluster_options& o);
 
+// `sluice-bench restart`: the same three brokers over etcd, many empty
+// partitions, and how long the cluster takes to create them, to take a
+// restarted broker back into every ISR, and to move leaders off a killed one
+// (issue 31, item 9).
+struct restart_options {
+  std::string sluice_path;
+  std::string etcd_path = "/usr/bin/etcd";
+  std::string dir = "/tmp";
+  std::vector<std::string> broker_args;
+  int partitions = 5000;            // over all topics
+  int partitions_per_topic = 5000;  // topics: ceil(partitions / this)
+  int session_timeout_ms = 6000;    // sluice.etcd.session.timeout.ms
+  double timeout = 300;             // seconds any one phase may take
+  bool json = false;
+};
+
+int run_restart(const restart_options& o);
+
 }  // namespace sluice::bench

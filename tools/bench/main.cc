@@ -205,8 +205,34 @@ int main(int argc, char** argv) {
                  "asynchronous JetStream publishes in flight")
       ->check(CLI::Range(1, 1 << 20));
 
+  sluice::bench::restart_options ro;
+  auto* rs = app.add_subcommand(
+      "restart",
+      "three brokers (etcd of three), many empty partitions: creation, a restarted broker back in "
+      "every ISR, leaders moved after a SIGKILL");
+  rs->add_flag("--json", ro.json, "one JSON object instead of text");
+  rs->add_option("--sluice", ro.sluice_path, "the sluice binary (default: beside this one)");
+  rs->add_option("--etcd", ro.etcd_path, "the etcd binary")->capture_default_str();
+  rs->add_option("--dir", ro.dir, "parent of the temp dir of every server's data")
+      ->capture_default_str();
+  rs->add_option("--broker-arg", ro.broker_args,
+                 "KEY=VALUE setting for every broker, passed as --KEY VALUE (repeatable)");
+  rs->add_option("--partitions", ro.partitions, "partitions over all topics")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  rs->add_option("--partitions-per-topic", ro.partitions_per_topic, "partitions of each topic")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  rs->add_option("--session-timeout-ms", ro.session_timeout_ms,
+                 "the brokers' sluice.etcd.session.timeout.ms")
+      ->capture_default_str();
+  rs->add_option("--timeout", ro.timeout, "seconds each phase may take")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (rs->parsed()) return sluice::bench::run_restart(ro);
     if (cl->parsed()) return sluice::bench::run_cluster(clo);
     if (mt->parsed()) return sluice::bench::run_maintenance(mo);
     if (cp->parsed()) return sluice::bench::run_compaction(co);

@@ -8,6 +8,7 @@ usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py compaction SLUICE_BENCH
        smoke_test.py maintenance SLUICE_BENCH SLUICE
        smoke_test.py cluster SLUICE_BENCH SLUICE   (exit 77, skipped, without nats-server or etcd)
+       smoke_test.py restart SLUICE_BENCH SLUICE   (exit 77, skipped, without etcd)
 """
 import json
 import os
@@ -189,6 +190,27 @@ def cluster(bench, sluice):
             sys.exit(f"{k}: no CPU per message: {v}")
 
 
+def restart(bench, sluice):
+    if not os.access("/usr/bin/etcd", os.X_OK):
+        print("SKIPPED: the restart mode needs /usr/bin/etcd (the etcd-server package)")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as d:
+        j = run([bench, "restart", "--sluice", sluice, "--dir", d, "--json", "--partitions", "6",
+                 "--partitions-per-topic", "3", "--session-timeout-ms", "3000", "--timeout", "60"],
+                timeout=270)
+        left = os.listdir(d)
+        if left:
+            sys.exit(f"the restart mode left {left} in its --dir")
+    need(j, ["mode", "partitions", "topics", "create_full_isr_seconds", "sigterm_restart_full_isr_seconds",
+             "sigkill_leaders_moved_seconds", "sigkill_restart_full_isr_seconds", "targets_met"], "restart")
+    if (j["partitions"], j["topics"]) != (6, 2):
+        sys.exit(f"not the partitions asked for: {j}")
+    for k in ("create_full_isr_seconds", "sigterm_restart_full_isr_seconds", "sigkill_leaders_moved_seconds",
+              "sigkill_restart_full_isr_seconds"):
+        if j[k] is None or j[k] < 0:
+            sys.exit(f"{k}: not within the timeout: {j}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "storage":
         storage(sys.argv[2])
@@ -198,6 +220,8 @@ if __name__ == "__main__":
         maintenance(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "cluster":
         cluster(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "restart":
+        restart(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "group":
         group(sys.argv[2], sys.argv[3])
     else:
