@@ -65,7 +65,6 @@ pairs, temporary directories, processes by pid) it removes.
 import os
 import random
 import shutil
-import signal
 import struct
 import threading
 import time
@@ -459,10 +458,28 @@ def run_fault(c, faults, rng, kind, pids):
     else:
         raise ValueError(kind)
     try:
-        time.sleep(hold)
+        dropped = watch_hold(c, victim, hold)
     finally:
         heal()
+    what += (f", dropped by the others after {dropped:.1f}s" if dropped is not None
+             else ", still listed by the others")
     return what, time.monotonic(), [victim]
+
+
+def watch_hold(c, victim, hold):
+    """Holds a cut for `hold` seconds; returns when the other brokers first
+    all listed `victim` no more (its session lost: the fault reached the
+    control plane), or None."""
+    t0 = time.monotonic()
+    others = [n for n in c.node_ids if n != victim]
+    dropped = None
+    while time.monotonic() - t0 < hold:
+        if dropped is None:
+            views = c.metadata_all(others, timeout=1.0)
+            if len(views) == len(others) and all(victim not in v.brokers for v in views.values()):
+                dropped = time.monotonic() - t0
+        time.sleep(0.3)
+    return dropped
 
 
 # ------------------------------------------------------------ the test
