@@ -61,22 +61,26 @@ directory that receives the brokers' logs. Needs root and `ip netns`;
 skipped otherwise. Everything the test makes (namespaces, bridge, veth
 pairs, temporary directories, processes by pid) it removes.
 
-Known (found by this test, reported and not failed unless
-SLUICE_NETNS_STRICT=1): brokers that answer a produce as leaders of an
-epoch the cluster has left, which makes librdkafka 2.0.2's idempotent
-producer fail fatally (OUT_OF_ORDER_SEQUENCE_NUMBER: the broker lacks the
-sequences the new leader took). Seen two ways:
-- in a 1|2 split, the minority broker reaches only a minority etcd member,
-  which has no leader; control_plane::session_lost() then answers false
-  ("etcd without a quorum expires no lease") although the majority expired
-  its lease and elected other leaders, so it goes on leading at its old
-  epoch (a follower-reading consumer sent there also gets
-  OFFSET_OUT_OF_RANGE and resets to the beginning);
-- after an etcd-only cut heals, the broker registers again (session_lost()
-  false) before it has applied the current metadata, and until then
-  serves produce for the partitions it led before the cut.
-Nothing acknowledged is lost (their acks=all writes cannot commit), so
-checks 1-6 stay asserted.
+Known (found by this test; reported, and failed only with
+SLUICE_NETNS_STRICT=1 until the lead decides): idempotent producers that
+die with a fatal OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka 2.0.2) when a
+partition's leadership moves while they have a batch in flight. Nothing
+acknowledged is lost, so checks 1-6 stay asserted. Seen three ways:
+- a broker bug: in a 1|2 split, the minority broker reaches only a
+  minority etcd member, which has no leader; control_plane::session_lost()
+  then answers false ("etcd without a quorum expires no lease") although
+  the majority expired its lease and elected other leaders, so it goes on
+  answering produce as leader at its old epoch (a follower-reading
+  consumer sent there also got OFFSET_OUT_OF_RANGE and reset to the
+  beginning);
+- most likely a broker bug: after an etcd-only cut heals, the broker
+  registers again (session_lost() false) before it has applied the current
+  metadata (view_current()), and the produce handler checks only
+  session_lost(), so it serves produce for partitions it led before;
+- not the broker's doing: a leader isolated from the clients too cannot
+  answer, the client times the request out (possibly persisted) and the
+  next leader, which truncated that batch away, answers the next sequence
+  OUT_OF_ORDER; librdkafka 2.0.2 makes that fatal.
 """
 
 import os
@@ -695,16 +699,12 @@ def check_records(w, probes, final, hws, problems, known_bugs):
                  or (v.startswith("w") and int(v.split("-")[1][1:]) != k[0])]
     if strangers:
         problems.append(f"values never produced to their partition: {strangers[:10]}")
-    # KNOWN BROKER BUG, reported and not failed unless SLUICE_NETNS_STRICT=1
-    # (the lead decides; see the module docstring, "Known"): a broker that
-    # serves produce as the leader of an epoch the cluster has left (a
-    # minority-side broker seeing only a leaderless etcd member; a broker
-    # registered again after an etcd cut, before it applied the current
-    # metadata) makes librdkafka 2.0.2's idempotent producer fail fatally
-    # with OUT_OF_ORDER_SEQUENCE_NUMBER. A producer that died so fails its
-    # queued messages too.
+    # Reported, failed only with SLUICE_NETNS_STRICT=1 (the module
+    # docstring, "Known"): fatal idempotent-producer errors after leader
+    # moves, two of the three ways seen being broker bugs. A producer that
+    # died so fails its queued messages too.
     if w.fatal:
-        text = (f"KNOWN BROKER BUG (a leader of a past epoch serves produce): fatal producer errors {w.fatal[:5]}; "
+        text = (f"KNOWN (see the module docstring): fatal producer errors {w.fatal[:5]}; "
                 f"{len(w.failed)} messages failed delivery with them: {sorted(w.failed.items())[:5]}")
         (problems if STRICT else known_bugs).append(text)
     elif w.failed:
