@@ -234,10 +234,19 @@ class Workload:
         self.read_conflicts = []  # a consumer handed two values at one offset
         self.read_errors = Counter()
         self.unflushed = []
-        self.threads = [threading.Thread(target=self._produce, args=(k,), name=f"producer-{k}", daemon=True)
-                        for k in range(PRODUCERS)]
-        self.threads += [threading.Thread(target=self._consume, args=(kind,), name=f"consumer-{kind}",
+        self.thread_errors = []  # a workload thread that died: the load it carried stopped
+        self.threads = [threading.Thread(target=self._guard, args=(self._produce, k), name=f"producer-{k}",
+                                         daemon=True) for k in range(PRODUCERS)]
+        self.threads += [threading.Thread(target=self._guard, args=(self._consume, kind), name=f"consumer-{kind}",
                                           daemon=True) for kind in self.reads]
+
+    def _guard(self, fn, arg):
+        try:
+            fn(arg)
+        except BaseException as e:
+            with self.lock:
+                self.thread_errors.append(f"{threading.current_thread().name}: {e!r}")
+            raise
 
     def start(self):
         for t in self.threads:
@@ -260,10 +269,10 @@ class Workload:
 
     def _new_producer(self, dead):
         def on_error(err):
-            if err.fatal():
+            if err.fatal() and not dead.is_set():
+                dead.set()
                 with self.lock:
                     self.fatal.append(str(err))
-                dead.set()
         return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "message.timeout.ms": MESSAGE_TIMEOUT_MS,
                          "request.timeout.ms": 10000, "socket.timeout.ms": 10000, "retry.backoff.ms": 100,
@@ -294,10 +303,17 @@ class Workload:
                 except BufferError:
                     break
                 except KafkaException as e:
-                    if e.args[0].fatal():
-                        dead.set()  # error_cb may not have run yet
-                        break
-                    raise
+                    # produce() of a producer in a fatal state raises _FATAL,
+                    # whose error is not itself flagged fatal, often before
+                    # error_cb ran: count it here then.
+                    err = e.args[0]
+                    if not (err.fatal() or err.code() == KafkaError._FATAL):
+                        raise
+                    if not dead.is_set():
+                        dead.set()
+                        with self.lock:
+                            self.fatal.append(f"producer {k}: {err}")
+                    break
                 seq[part] += 1
                 i += 1
                 mine += 1
@@ -693,6 +709,8 @@ def check_records(w, probes, final, hws, problems, known_bugs):
     if gone:
         problems.append(f"(3) {len(gone)} records read during the faults are not at that offset now "
                         f"(consumer, (partition, offset), read, now): {sorted(gone)[:10]}")
+    if w.thread_errors:
+        problems.append(f"workload threads died: {w.thread_errors}")
     if w.read_conflicts:
         problems.append(f"(3) a consumer was handed two values at one offset: {w.read_conflicts[:10]}")
     strangers = [(k, v) for k, v in at.items() if not (v.startswith("w") or v.startswith("probe-"))
