@@ -278,6 +278,19 @@ class Workload:
                          "request.timeout.ms": 10000, "socket.timeout.ms": 10000, "retry.backoff.ms": 100,
                          "topic.metadata.refresh.interval.ms": 2000, "error_cb": on_error})
 
+    def _poll(self, p, timeout, dead, k):
+        """p.poll(); poll() too raises a producer's fatal error."""
+        try:
+            p.poll(timeout)
+        except KafkaException as e:
+            err = e.args[0]
+            if not (err.fatal() or err.code() == KafkaError._FATAL):
+                raise
+            if not dead.is_set():
+                dead.set()
+                with self.lock:
+                    self.fatal.append(f"producer {k}: {err}")
+
     def _produce(self, k):
         dead = threading.Event()  # this producer hit a fatal error
         p = self._new_producer(dead)
@@ -289,11 +302,14 @@ class Workload:
                 # The idempotent producer is unusable: the checker reports
                 # self.fatal; a new one (a new producer id) keeps the load
                 # going. Values the dead one held get no report: unchecked.
-                p.flush(5)
+                try:
+                    p.flush(5)
+                except KafkaException:
+                    pass  # its fatal error, counted already
                 dead = threading.Event()
                 p = self._new_producer(dead)
             if len(p) >= MAX_OUTSTANDING:
-                p.poll(0.05)
+                self._poll(p, 0.05, dead, k)
                 continue
             for _ in range(PRODUCE_BATCH):
                 part = i % PARTITIONS
@@ -317,7 +333,7 @@ class Workload:
                 seq[part] += 1
                 i += 1
                 mine += 1
-            p.poll(0)
+            self._poll(p, 0, dead, k)
             time.sleep(PRODUCE_PAUSE_S)
         left = p.flush(120)
         with self.lock:
