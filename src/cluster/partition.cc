@@ -308,16 +308,17 @@ result<storage::append_result> partition::append_replicated(std::span<std::byte>
                                                             offset fetch_offset) {
   {
     std::lock_guard g(append_mu_);
-    const std::string name = tp_.topic + "-" + std::to_string(tp_.partition);
-    if (is_leader()) return error{errc::invalid_argument, name + ": a leader does not append replicated batches"};
+    // The name only for an error: this runs for every replicated batch.
+    auto name = [&] { return tp_.topic + "-" + std::to_string(tp_.partition); };
+    if (is_leader()) return error{errc::invalid_argument, name() + ": a leader does not append replicated batches"};
     // apply_state changes the epoch and truncation the log end under
     // append_mu_: both checks hold until the append is done.
     if (epoch_.load(std::memory_order_acquire) != fetched_at.value())
-      return error{errc::fenced_leader_epoch, name + ": fetched at leader epoch " +
+      return error{errc::fenced_leader_epoch, name() + ": fetched at leader epoch " +
                                                   std::to_string(fetched_at.value()) + ", now at " +
                                                   std::to_string(epoch_.load())};
     if (log_->log_end_offset() != fetch_offset)
-      return error{errc::offset_out_of_range, name + ": fetched from " + std::to_string(fetch_offset.value()) +
+      return error{errc::offset_out_of_range, name() + ": fetched from " + std::to_string(fetch_offset.value()) +
                                                   ", the log now ends at " +
                                                   std::to_string(log_->log_end_offset().value())};
     SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches));
@@ -372,6 +373,12 @@ void partition::set_leader_high_watermark(offset leader_hw) {
   if (moved) wake_listeners(true, false);
 }
 
+std::optional<status> partition::fenced_cut(std::optional<leader_epoch> decided_at, const char* what) const {
+  if (!decided_at || epoch_.load(std::memory_order_acquire) == decided_at->value()) return std::nullopt;
+  return status(errc::fenced_leader_epoch,
+                tp_.topic + "-" + std::to_string(tp_.partition) + ": " + what + " decided at another leader epoch");
+}
+
 status partition::follow_log_start(offset leader_log_start) {
   if (is_leader()) return {};
   const offset o = std::min(leader_log_start, high_watermark());
@@ -386,9 +393,7 @@ status partition::truncate_to(offset o, std::optional<leader_epoch> decided_at) 
   std::lock_guard a(append_mu_);
   if (is_leader())
     return status(errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) + ": a leader does not truncate");
-  if (decided_at && epoch_.load(std::memory_order_acquire) != decided_at->value())
-    return status(errc::fenced_leader_epoch, tp_.topic + "-" + std::to_string(tp_.partition) +
-                                                 ": truncation decided at another leader epoch");
+  if (auto fenced = fenced_cut(decided_at, "truncation")) return *fenced;
   SLUICE_TRY(log_->truncate_to(o));
   const offset end = log_->log_end_offset();
   const int64_t hw = hw_.load(std::memory_order_acquire);
@@ -408,9 +413,7 @@ status partition::reset_to(offset o, std::optional<leader_epoch> decided_at) {
   std::lock_guard a(append_mu_);
   if (is_leader())
     return status(errc::invalid_argument, tp_.topic + "-" + std::to_string(tp_.partition) + ": a leader does not reset");
-  if (decided_at && epoch_.load(std::memory_order_acquire) != decided_at->value())
-    return status(errc::fenced_leader_epoch, tp_.topic + "-" + std::to_string(tp_.partition) +
-                                                 ": reset decided at another leader epoch");
+  if (auto fenced = fenced_cut(decided_at, "reset")) return *fenced;
   SLUICE_TRY(log_->reset_to(o));
   // Nothing below `o` is here any more, and the leader holds it all.
   hw_.store(o.value(), std::memory_order_release);
@@ -421,7 +424,9 @@ status partition::rebuild_producers() {
   // append_mu_ held. Snapshots past the new log end describe offsets that
   // are gone: they go, and the state is rebuilt from the newest one left
   // (a roll's worth of replay, not the whole log).
-  prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset());
+  // Removed before any append: a snapshot past the cut left on disk would
+  // be taken for the log that grows there again.
+  remove_snapshots(prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset()));
   producers_ = producer_state{};
   snapshot_offset_ = offset(-1);
   return load_producers();
@@ -446,7 +451,7 @@ void partition::list_snapshots() {
   std::sort(snapshots_.begin(), snapshots_.end());
 }
 
-void partition::prune_snapshots_locked(offset start, offset end) {
+std::vector<offset> partition::prune_snapshots_locked(offset start, offset end) {
   std::vector<offset> gone;
   // Above the log end: their offsets are gone.
   while (!snapshots_.empty() && snapshots_.back() > end) {
@@ -460,6 +465,10 @@ void partition::prune_snapshots_locked(offset start, offset end) {
     ++drop;
   gone.insert(gone.end(), snapshots_.begin(), snapshots_.begin() + static_cast<ptrdiff_t>(drop));
   snapshots_.erase(snapshots_.begin(), snapshots_.begin() + static_cast<ptrdiff_t>(drop));
+  return gone;
+}
+
+void partition::remove_snapshots(const std::vector<offset>& gone) {
   for (offset o : gone) {
     if (auto s = fs_.remove(snapshot_file(o)); !s.ok() && s.code() != errc::not_found)
       SLUICE_LOG_WARN("{}-{}: removing producer state snapshot {}: {}", tp_.topic, tp_.partition, o.value(),
@@ -549,6 +558,7 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
   }
   if (sole_replica) p->hw_.store(p->tracker_.high_watermark().value());
   p->list_snapshots();
+  p->legacy_snapshot_ = fs.exists(p->snapshot_path_);
   SLUICE_TRY(p->load_producers());
   // A roll's producer snapshot is written where the roll is sealed.
   p->log_->set_seal_hook([w = std::weak_ptr<partition>(p)] {
@@ -569,7 +579,7 @@ status partition::load_producers() {
   std::vector<std::string> candidates;
   for (auto it = snapshots_.rbegin(); it != snapshots_.rend(); ++it)
     if (*it >= from && *it <= end_now) candidates.push_back(snapshot_file(*it));
-  if (snapshots_.empty() && fs_.exists(snapshot_path_)) candidates.push_back(snapshot_path_);
+  if (snapshots_.empty() && legacy_snapshot_) candidates.push_back(snapshot_path_);
   for (const auto& path : candidates) {
     auto l = producer_state::load_snapshot(fs_, path);
     if (!l.ok()) {
@@ -786,13 +796,20 @@ status partition::snapshot_producers() {
     bytes = producers_.encode_snapshot(end);
   }
   SLUICE_TRY(fs_.write_atomic(snapshot_file(end), bytes));
-  std::lock_guard g(append_mu_);
-  snapshot_offset_ = end;
-  // Truncations wait for snapshot_mu_: nothing newer is listed.
-  if (snapshots_.empty() || snapshots_.back() < end) snapshots_.push_back(end);
-  prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset());
-  // The one earlier versions kept is superseded.
-  if (fs_.exists(snapshot_path_)) fs_.remove(snapshot_path_).ignore();
+  std::vector<offset> gone;
+  bool legacy = false;
+  {
+    std::lock_guard g(append_mu_);
+    snapshot_offset_ = end;
+    // Truncations wait for snapshot_mu_: nothing newer is listed.
+    if (snapshots_.empty() || snapshots_.back() < end) snapshots_.push_back(end);
+    gone = prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset());
+    std::swap(legacy, legacy_snapshot_);
+  }
+  // Old ones (below the log start, past the limit) go without append_mu_,
+  // which appends take; so does the one earlier versions kept.
+  remove_snapshots(gone);
+  if (legacy) fs_.remove(snapshot_path_).ignore();
   return {};
 }
 
@@ -802,7 +819,7 @@ status partition::snapshot_producers_if_changed() {
     const offset end = log_->log_end_offset();
     if (snapshot_offset_ == end) return {};
     if (producers_.producer_count() == 0 && end == log_->log_start_offset() && snapshots_.empty() &&
-        !fs_.exists(snapshot_path_))
+        !legacy_snapshot_)
       return {};
   }
   return snapshot_producers();

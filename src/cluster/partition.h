@@ -405,10 +405,16 @@ class partition : public std::enable_shared_from_this<partition> {
   // ascending) and the path of one. snapshots_ is filled at open.
   std::string snapshot_file(offset next) const;
   void list_snapshots();
-  // Removes the snapshots above `end` (a truncation) and, beyond the
-  // newest, those below `start` or past limits::max_producer_snapshots.
-  // append_mu_ held.
-  void prune_snapshots_locked(offset start, offset end);
+  // Takes out of snapshots_ those above `end` (a truncation) and, beyond
+  // the newest, those below `start` or past limits::max_producer_snapshots;
+  // returns them, for remove_snapshots. append_mu_ held.
+  std::vector<offset> prune_snapshots_locked(offset start, offset end);
+  // Removes the files of snapshots pruned from the list (no lock needed:
+  // no load looks at a snapshot once it is out of snapshots_).
+  void remove_snapshots(const std::vector<offset>& gone);
+  // The error a cut decided at `decided_at` gets once this partition's
+  // leader epoch moved on (nullopt: none, or the cut holds). append_mu_ held.
+  std::optional<status> fenced_cut(std::optional<leader_epoch> decided_at, const char* what) const;
   // Wakes the consumers' listeners when the high watermark moved, the
   // followers' when the log end did (both by default: every reader looks).
   void wake_listeners(bool hw_moved = true, bool appended = true);
@@ -470,6 +476,9 @@ class partition : public std::enable_shared_from_this<partition> {
       -1};
   // Next offsets of the snapshot files in the log directory, ascending.
   std::vector<offset> snapshots_;
+  // The single snapshot earlier versions kept (snapshot_path_) exists; set
+  // at open, cleared once a snapshot in the log directory replaces it.
+  bool legacy_snapshot_ = false;
   offset producers_loaded_from_{-1};  // where the last load_producers began its replay (tests)  // next_offset of the snapshot on disk, if this process loaded or wrote it
 
   std::atomic<bool> closed_{false};
