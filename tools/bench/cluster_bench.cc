@@ -771,18 +771,7 @@ void create_topics(const std::string& bootstrap, const std::vector<std::string>&
   rd_kafka_CreateTopics(rk.get(), nts.data(), nts.size(), ao, q.get());
   rd_kafka_AdminOptions_destroy(ao);
   for (auto* nt : nts) rd_kafka_NewTopic_destroy(nt);
-  event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT);
-  if (rd_kafka_event_error(ev.get()))
-    throw bench_error{std::string("CreateTopics: ") + rd_kafka_event_error_string(ev.get())};
-  size_t n = 0;
-  const rd_kafka_topic_result_t** res =
-      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
-  for (size_t i = 0; i < n; ++i)
-    if (rd_kafka_topic_result_error(res[i]))
-      throw bench_error{std::string("CreateTopics ") + rd_kafka_topic_result_name(res[i]) + ": " +
-                        (rd_kafka_topic_result_error_string(res[i])
-                             ? rd_kafka_topic_result_error_string(res[i])
-                             : "error")};
+  check_create_topics(admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT).get());
 }
 
 std::string secs(double v) {

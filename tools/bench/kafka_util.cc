@@ -181,6 +181,17 @@ event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type) {
   throw bench_error{"admin request timed out"};
 }
 
+void check_create_topics(rd_kafka_event_t* ev) {
+  if (rd_kafka_event_error(ev)) throw bench_error{std::string("CreateTopics: ") + rd_kafka_event_error_string(ev)};
+  size_t n = 0;
+  const rd_kafka_topic_result_t** res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+  for (size_t i = 0; i < n; ++i)
+    if (rd_kafka_topic_result_error(res[i]))
+      throw bench_error{std::string("CreateTopics ") + rd_kafka_topic_result_name(res[i]) + ": " +
+                        (rd_kafka_topic_result_error_string(res[i]) ? rd_kafka_topic_result_error_string(res[i])
+                                                                    : "error")};
+}
+
 void create_topic(const std::string& bootstrap, const std::string& topic, int partitions,
                   const config_list& configs, int replication_factor) {
   client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap));
@@ -197,18 +208,7 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
   queue_ptr q(rd_kafka_queue_new(rk.get()));
   rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, q.get());
   rd_kafka_NewTopic_destroy(nt);
-  event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT);
-  if (rd_kafka_event_error(ev.get()))
-    throw bench_error{std::string("CreateTopics: ") + rd_kafka_event_error_string(ev.get())};
-  size_t n = 0;
-  const rd_kafka_topic_result_t** res =
-      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
-  for (size_t i = 0; i < n; ++i)
-    if (rd_kafka_topic_result_error(res[i]))
-      throw bench_error{"CreateTopics " + topic + ": " +
-                        (rd_kafka_topic_result_error_string(res[i])
-                             ? rd_kafka_topic_result_error_string(res[i])
-                             : "error")};
+  check_create_topics(admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT).get());
   // Wait until every partition has a leader in the metadata.
   const int64_t deadline = now_ns() + 30'000'000'000;
   for (;;) {

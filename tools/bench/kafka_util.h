@@ -97,6 +97,9 @@ broker_handle open_broker(const broker_target& t);
 
 // Waits (60 s at most) for an admin result event of `type` on `q`.
 event_ptr admin_wait(rd_kafka_queue_t* q, rd_kafka_event_type_t type);
+// Throws bench_error naming the first topic a CreateTopics result event
+// (admin_wait's) refused, or the request's own error.
+void check_create_topics(rd_kafka_event_t* ev);
 using config_list = std::vector<std::pair<std::string, std::string>>;
 
 // Creates the topic with `configs` and `replication_factor` replicas and
