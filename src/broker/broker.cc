@@ -124,6 +124,10 @@ struct broker::impl {
   std::unique_ptr<etcd::client> etcd;
   const metered_etcd* etcd_metrics = nullptr;  // etcd, for /metrics
   std::unique_ptr<cluster::control_plane> control;
+  // Whether this broker may act as the leaders its image names: open on a
+  // single broker; in a cluster it asks the control plane (after control,
+  // so it goes before it; before everything that asks it).
+  cluster::leadership_gate gate;
   std::unique_ptr<cluster::partition_manager> partitions;
   // Declared before groups so it outlives the coordinator that calls it.
   std::unique_ptr<retention_watch> watch;
@@ -195,7 +199,7 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // Its session lost, this broker is dead to the cluster, which elects
   // other leaders: acks=all produces waiting here are answered
   // NOT_LEADER_OR_FOLLOWER now (Produce refuses new ones, Metadata names
-  // no leadership of this broker: metadata_cache::set_session_lost_check).
+  // no leadership of this broker: metadata_cache::set_leadership_gate).
   i.control->on_session_lost([&i] {
     if (!i.control->session_lost()) return;  // etcd lost its quorum: nobody elects meanwhile
     const status why(errc::not_leader, "this broker lost its cluster session; the partition's leadership is moving");
@@ -227,6 +231,7 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   ro.fetch.socket_timeout_ms = i.cfg->replica_socket_timeout_ms;
   ro.fetch.broker_epoch = [&i] { return i.control->broker_epoch(); };
   ro.lag_max_ms = i.cfg->replica_lag_time_max_ms;
+  ro.gate = &i.gate;
   ro.endpoints = [&i](int32_t id) {
     return i.control->with_image([id](const controller::metadata_image& img) {
       std::optional<std::pair<std::string, int32_t>> ep;
@@ -285,6 +290,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   if (cfg->cluster_mode()) {
     SLUICE_ASSIGN_OR_RETURN(auto local_id, read_cluster_id(i->fs, cluster_id_path));
     SLUICE_ASSIGN_OR_RETURN(i->control, start_control_plane(*i, *cfg, local_id.value_or(new_cluster_id())));
+    i->gate = cluster::leadership_gate([cp = i->control.get()] { return cp->standing(); },
+                                       cfg->replica_lag_time_max_ms);
     cluster_id = i->control->cluster_id();
     // A data directory of another cluster (or of a single broker) would
     // be taken for stale replicas and deleted: refuse instead.
@@ -353,7 +360,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->groups->start();
 
   i->metadata = std::make_unique<cluster::metadata_cache>(*i->partitions, cfg->node_id, cluster_id);
-  if (i->control) i->metadata->set_session_lost_check([cp = i->control.get()] { return cp->session_lost(); });
+  i->metadata->set_leadership_gate(&i->gate);
+  i->svc.leadership = &i->gate;
   i->svc.partitions = i->partitions.get();
   i->svc.metadata = i->metadata.get();
   i->svc.clk = &i->clk;

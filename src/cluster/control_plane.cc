@@ -184,6 +184,14 @@ bool control_plane::session_lost() const {
   return maybe_gone && !etcd_.leaderless_within(opts_.session_timeout_ms);
 }
 
+session_standing control_plane::standing() const {
+  if (!view_trusted()) return session_standing::lost;
+  if (registered_revision_.load(std::memory_order_acquire) == INT64_MAX) return session_standing::live;
+  const bool confirmed = session_live_.load(std::memory_order_acquire) &&
+                         clk_.monotonic_ms() < lease_good_until_ms_.load(std::memory_order_acquire);
+  return confirmed ? session_standing::live : session_standing::in_doubt;
+}
+
 void control_plane::on_session_lost(std::function<void()> fn) {
   std::lock_guard g(mu_);
   lost_listeners_.push_back(std::move(fn));

@@ -44,6 +44,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "cluster/leadership_gate.h"
 #include "cluster/replica_tracker.h"
 #include "controller/controller.h"
 #include "controller/metadata_image.h"
@@ -143,11 +144,25 @@ class control_plane {
   // false while an etcd member it reaches answers that it knows no leader
   // (etcd::client::leaderless_within, over the last session timeout): etcd
   // has lost its quorum, so nobody can expire the lease or elect another
-  // leader meanwhile, and the broker goes on serving what it leads
-  // (docs/controller.md, "Failures"). A broker that reaches only members
-  // of a minority while a majority elsewhere has a quorum is taken for the
-  // latter case too; it cannot tell them apart. Any thread.
+  // leader meanwhile. A broker that reaches only members of a minority
+  // while a majority elsewhere has a quorum sees the same; it cannot tell
+  // them apart, and its partitions decide by their followers (standing(),
+  // in_doubt; docs/controller.md, "Failures"). Any thread.
   bool session_lost() const;
+  // Where this broker's session stands (leadership_gate.h):
+  //   - lost: session_lost(), or registered again but the metadata up to
+  //     that registration not applied yet (!view_trusted()): what the
+  //     image says this broker leads cannot be acted on;
+  //   - in_doubt: registered, no renewal confirmed within a TTL, and an
+  //     etcd member it reaches answered that it knows no leader (within the
+  //     last session timeout). Either etcd lost its quorum (nobody can
+  //     expire the lease or elect meanwhile, and the leaderships hold) or
+  //     this broker reaches only a minority while the majority expired its
+  //     lease and elected other leaders; it cannot tell which, so each
+  //     partition it leads decides by its followers (leadership_gate);
+  //   - live: otherwise (and always before the first registration).
+  // Any thread; lock-free.
+  session_standing standing() const;
   // Called once each time the session is found lost (on the lease
   // keeper's thread), so waiting acks=all produces are answered at once
   // rather than time out. Must be quick and must not call back into the

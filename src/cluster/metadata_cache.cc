@@ -34,10 +34,8 @@ std::optional<int64_t> metadata_cache::broker_epoch(int32_t node_id) const {
   return std::nullopt;
 }
 
-void metadata_cache::set_session_lost_check(std::function<bool()> lost) { session_lost_ = std::move(lost); }
-
 int32_t metadata_cache::controller_id() const {
-  if (session_lost()) return -1;
+  if (gate_ && gate_->session_lost()) return -1;
   std::lock_guard g(mu_);
   return controller_id_;
 }
@@ -72,8 +70,12 @@ partition_leadership metadata_cache::leadership(const topic_info& t, int32_t par
   }
   // This broker leads but has no log to serve yet (create_mode::background).
   if (st->leader == node_id_ && pm_.replicas().being_created(topic, partition)) st->leader = -1;
-  // Its session lost, this broker's leaderships are being moved elsewhere.
-  if (st->leader == node_id_ && session_lost()) st->leader = -1;
+  // Its session lost (or in doubt, its followers gone), this broker's
+  // leadership is being moved elsewhere.
+  if (st->leader == node_id_ && gate_) {
+    auto part = pm_.replicas().get(topic, partition);
+    if (part && !gate_->check(*part).ok()) st->leader = -1;
+  }
   l.has_leader = st->leader >= 0;
   l.leader_id = st->leader;
   l.leader_epoch = l.has_leader ? st->leader_epoch : -1;

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/leadership_gate.h"
 #include "cluster/metadata_store.h"
 
 namespace sluice::cluster {
@@ -63,14 +64,16 @@ class metadata_cache {
 
   // Replaces the live brokers and the controller's id (-1: none known).
   void set_brokers(std::vector<broker_endpoint> brokers, int32_t controller_id);
-  // In a cluster: asked at every answer, true while this broker's etcd
-  // session may be lost (control_plane::session_lost). The cluster then
-  // counts the broker dead and elects other leaders and maybe another
-  // controller, which this broker cannot see: meanwhile the cache shows no
-  // controller (-1) and no partition led by this broker (no leader, as
-  // for one still being elected), so no client is sent back to it at a
-  // stale leader epoch. Set once, before the broker serves.
-  void set_session_lost_check(std::function<bool()> lost);
+  // In a cluster: asked at every answer (leadership_gate.h). While this
+  // broker's session is lost the cluster counts it dead and elects other
+  // leaders and maybe another controller, which this broker cannot see:
+  // meanwhile the cache shows no controller (-1); and a partition this
+  // broker leads whose leadership the gate refuses (session lost, or in
+  // doubt with followers that stopped fetching) shows no leader, as one
+  // still being elected, so no client is sent back to it at a stale leader
+  // epoch. Set once, before the broker serves; `gate` must outlive the
+  // cache.
+  void set_leadership_gate(const leadership_gate* gate) { gate_ = gate; }
 
   std::vector<broker_endpoint> brokers() const;
   // The live broker with this id, or nullopt.
@@ -99,8 +102,7 @@ class metadata_cache {
   mutable std::mutex mu_;
   std::vector<broker_endpoint> brokers_;  // guarded by mu_
   int32_t controller_id_ = -1;            // guarded by mu_
-  std::function<bool()> session_lost_;    // set before serving; then read-only
-  bool session_lost() const { return session_lost_ && session_lost_(); }
+  const leadership_gate* gate_ = nullptr;  // set before serving; then read-only
 };
 
 }  // namespace sluice::cluster

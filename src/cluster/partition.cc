@@ -273,6 +273,11 @@ void partition::on_follower_fetch(int32_t replica, offset fetch_offset, int64_t 
   if (moved) wake_listeners(true, false);
 }
 
+bool partition::isr_following(int64_t lag_max_ms) const {
+  std::lock_guard g(state_mu_);
+  return is_leader() && tracker_.isr_following(clk_->monotonic_ms(), lag_max_ms);
+}
+
 std::optional<isr_request> partition::propose_isr(int64_t lag_max_ms) {
   std::lock_guard g(state_mu_);
   if (!is_leader()) return std::nullopt;

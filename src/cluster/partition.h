@@ -229,6 +229,10 @@ class partition : public std::enable_shared_from_this<partition> {
   // The ISR change this leader should ask for now (replica_tracker's
   // propose_isr with replica.lag.time.max.ms), or nullopt.
   std::optional<isr_request> propose_isr(int64_t lag_max_ms);
+  // Whether this broker leads and every other member of the ISR caught up
+  // within `lag_max_ms` (replica_tracker::isr_following): its followers
+  // still fetch from it, so no other replica was elected meanwhile.
+  bool isr_following(int64_t lag_max_ms) const;
   // What the leader knows of each follower (metrics, tools); empty on a
   // follower.
   std::vector<follower_progress> follower_progress_view() const;

@@ -40,8 +40,9 @@ class PartitionManagerTest : public ::testing::Test {
   // recorded) when either cannot open.
   partition_manager* open(io::filesystem& fsys,
                           std::vector<std::pair<std::string, std::string>> settings = {},
-                          std::unique_ptr<metadata_store> store = nullptr) {
-    auto m = testing::open_managers(fsys, logs_dir(), static_config(std::move(settings)), std::move(store));
+                          std::unique_ptr<metadata_store> store = nullptr,
+                          sluice::clock& clk = sluice::clock::system()) {
+    auto m = testing::open_managers(fsys, logs_dir(), static_config(std::move(settings)), std::move(store), clk);
     logs_ = std::move(m.logs);
     pm_ = std::move(m.partitions);
     return pm_.get();
@@ -898,7 +899,7 @@ TEST_F(PartitionManagerTest, AcksAllAnswersNotEnoughReplicasBeforeAndAfterTheApp
   EXPECT_EQ(part->acks_all_outcome(status(errc::not_leader, "moved")).code(), errc::not_leader);
 }
 
-// A broker whose etcd session is lost (control_plane::session_lost) is
+// A broker whose etcd session is lost (control_plane::standing, lost) is
 // dead to the cluster, which is electing other leaders: Metadata names no
 // controller and none of this broker's leaderships (at stale epochs), while
 // leaders elsewhere stay as they are; all of it comes back with the session.
@@ -913,7 +914,9 @@ TEST_F(PartitionManagerTest, MetadataNamesNoControllerAndNoOwnLeadershipWhileThe
   ASSERT_TRUE(pm_->refresh_state("r", 1));
   metadata_cache md(*pm_, 4, "cid");
   std::atomic<bool> lost{false};
-  md.set_session_lost_check([&] { return lost.load(); });
+  const leadership_gate gate(
+      [&] { return lost.load() ? session_standing::lost : session_standing::live; }, 30'000);
+  md.set_leadership_gate(&gate);
   md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::nullopt}}, 4);
   EXPECT_EQ(md.controller_id(), 4);
   EXPECT_EQ(md.leadership("r", 0).leader_id, 4);
@@ -936,6 +939,74 @@ TEST_F(PartitionManagerTest, MetadataNamesNoControllerAndNoOwnLeadershipWhileThe
   EXPECT_TRUE(l.has_leader);
   EXPECT_EQ(l.leader_id, 4);
   EXPECT_EQ(l.leader_epoch, 3);
+}
+
+// A broker in doubt about its session (no renewal confirmed for a session
+// timeout, and the etcd members it reaches know no leader) cannot tell an
+// etcd quorum loss, through which its leaderships hold, from reaching only
+// a minority while the majority elected other leaders. Each partition it
+// leads decides by its ISR: while every follower in it keeps fetching it
+// leads on (Metadata names it, Produce and consumer reads pass the gate);
+// once a follower lagged past replica.lag.time.max.ms (it now follows the
+// majority's leader) the partition is refused, and a leader alone in its
+// ISR leads on (nobody else can be elected cleanly).
+TEST_F(PartitionManagerTest, InDoubtALeaderLeadsOnlyWhileItsIsrFollows) {
+  manual_clock clk(1'700'000'000'000);
+  auto store = std::make_unique<memory_store>(4);
+  memory_store* s = store.get();
+  ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store), clk), nullptr);
+  ASSERT_FALSE(pm_->create_topic("d", 2, 1, {}, false));
+  s->set_state("d", 0, {4, 5}, {4, 3, {4, 5}, 3});
+  s->set_state("d", 1, {4, 5}, {4, 3, {4}, 3});  // the leader alone in its ISR
+  ASSERT_TRUE(pm_->refresh_state("d", 0));
+  ASSERT_TRUE(pm_->refresh_state("d", 1));
+  auto p0 = pm_->get("d", 0);
+  auto p1 = pm_->get("d", 1);
+  std::atomic<session_standing> standing{session_standing::live};
+  const int64_t lag_max = 10'000;
+  const leadership_gate gate([&] { return standing.load(); }, lag_max);
+  metadata_cache md(*pm_, 4, "cid");
+  md.set_leadership_gate(&gate);
+  md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::nullopt}}, 4);
+
+  standing = session_standing::in_doubt;
+  // Just elected: every follower counts as caught up.
+  EXPECT_TRUE(gate.check(*p0).ok());
+  EXPECT_EQ(md.leadership("d", 0).leader_id, 4);
+  EXPECT_EQ(md.controller_id(), 4);  // in doubt is not lost
+  // The follower keeps fetching: the leadership holds past the lag limit.
+  for (int i = 0; i < 3; ++i) {
+    clk.advance_ms(lag_max / 2);
+    p0->on_follower_fetch(5, p0->log_end_offset());
+  }
+  EXPECT_TRUE(gate.check(*p0).ok());
+  EXPECT_EQ(gate.check_leader(*p0, 3), errc::ok);
+  // It stopped: past the lag limit the partition is refused, and Metadata
+  // names no leader for it.
+  clk.advance_ms(lag_max + 1);
+  EXPECT_EQ(gate.check(*p0).code(), errc::not_leader);
+  EXPECT_EQ(gate.check_leader(*p0, 3), errc::not_leader);
+  EXPECT_FALSE(md.leadership("d", 0).has_leader);
+  // Alone in its ISR, partition 1 leads on.
+  EXPECT_TRUE(gate.check(*p1).ok());
+  EXPECT_EQ(md.leadership("d", 1).leader_id, 4);
+  // The follower is back (etcd lost its quorum after all): so is the leadership.
+  p0->on_follower_fetch(5, p0->log_end_offset());
+  EXPECT_TRUE(gate.check(*p0).ok());
+  // Once the session is confirmed again the image holds whatever the followers do.
+  clk.advance_ms(lag_max + 1);
+  standing = session_standing::live;
+  EXPECT_TRUE(gate.check(*p0).ok());
+  EXPECT_EQ(md.leadership("d", 0).leader_id, 4);
+  // Lost: nothing this broker leads passes, and no controller is named.
+  standing = session_standing::lost;
+  EXPECT_EQ(gate.check(*p1).code(), errc::not_leader);
+  EXPECT_EQ(md.controller_id(), -1);
+  // A single node's gate is always open.
+  EXPECT_TRUE(leadership_gate().check(*p0).ok());
+  p0.reset();
+  p1.reset();
+  close();  // before the clock goes
 }
 
 // acks=-1 batches waiting on a leader whose etcd session is lost are

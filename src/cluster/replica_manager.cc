@@ -126,6 +126,7 @@ void replica_manager::upkeep() {
     const int64_t lag_max = rep_->lag_max_ms;
     const isr_writer write = rep_->write_isr;
     const auto checkpoint = rep_->checkpoint;
+    const leadership_gate* gate = rep_->gate;
     g.unlock();
     if (checkpoint && clk_->monotonic_ms() >= next_checkpoint) {
       checkpoint();
@@ -136,6 +137,12 @@ void replica_manager::upkeep() {
     // thousands of lines a second while a restarted follower came back.
     size_t asked = 0;
     for (const auto& part : all()) {
+      if (gate && part->is_leader()) {
+        if (auto st = gate->check(*part); !st.ok()) {
+          part->answer_commit_waiters(st);
+          continue;
+        }
+      }
       if (auto req = part->propose_isr(lag_max)) {
         SLUICE_LOG_DEBUG("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic,
                          req->partition, fmt::join(req->isr, ","), req->leader_epoch, req->partition_epoch);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "cluster/leadership_gate.h"
 #include "cluster/metadata_store.h"
 #include "cluster/partition.h"
 #include "cluster/replica_fetcher.h"
@@ -53,6 +54,12 @@ class replica_manager {
     // Called every limits::high_watermark_checkpoint_interval_ms from the
     // upkeep thread (the partition manager's checkpoint_high_watermarks).
     std::function<void()> checkpoint;
+    // Asked each round for every partition this broker leads: one it
+    // refuses (session lost, or in doubt with its followers gone) has its
+    // waiting acks=all writes answered NOT_LEADER_OR_FOLLOWER at once, not
+    // at their timeout, and proposes no ISR change (nobody could write
+    // it). Null: always open. Must outlive replication.
+    const leadership_gate* gate = nullptr;
   };
   // Starts following leaders: partitions led by other brokers are fetched
   // from them from now on, and the ISR upkeep runs. Call once, before the

@@ -132,8 +132,23 @@ std::optional<std::vector<int32_t>> replica_tracker::propose_isr(int64_t now_ms,
   return next;
 }
 
+bool replica_tracker::isr_following(int64_t now_ms, int64_t lag_max_ms) const {
+  for (int32_t id : isr_) {
+    if (id == self_) continue;
+    const follower_progress* f = find(id);
+    if (f && now_ms - f->last_caught_up_ms > lag_max_ms) return false;
+  }
+  return true;
+}
+
 follower_progress* replica_tracker::find(int32_t id) {
   for (auto& f : followers_)
+    if (f.id == id) return &f;
+  return nullptr;
+}
+
+const follower_progress* replica_tracker::find(int32_t id) const {
+  for (const auto& f : followers_)
     if (f.id == id) return &f;
   return nullptr;
 }

@@ -129,9 +129,14 @@ class replica_tracker {
   // than `lag_max_ms`, with the followers that caught up. Records the
   // additions as pending (they count for the high watermark at once).
   std::optional<std::vector<int32_t>> propose_isr(int64_t now_ms, int64_t lag_max_ms);
+  // Whether every member of the store's ISR but the leader caught up
+  // within `lag_max_ms` (none would be proposed for removal): the ISR
+  // still follows this leader. True for a leader alone in its ISR.
+  bool isr_following(int64_t now_ms, int64_t lag_max_ms) const;
 
  private:
   follower_progress* find(int32_t id);
+  const follower_progress* find(int32_t id) const;
   bool counted(int32_t id) const;
   bool advance(offset leader_end);
   bool caught_up(const follower_progress& f) const;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "cluster/leadership_gate.h"
 #include "kafka/fetch_sessions.h"
 #include "metrics/metrics.h"
 #include "net/response.h"
@@ -43,6 +44,9 @@ namespace sluice::kafka {
 class delayed_ops;
 class forwarder;
 
+// The gate of a single node, which leads every partition it holds.
+inline const cluster::leadership_gate single_node_gate{};
+
 // What handlers reach. Built once by the broker; every member outlives the
 // server.
 struct services {
@@ -60,6 +64,10 @@ struct services {
   // This broker's part in a cluster's control plane; null on a single
   // broker, which is its own controller and leads every partition.
   cluster::control_plane* control = nullptr;
+  // Whether this broker may act as a leader its image names: every
+  // handler that answers as a partition's leader asks it
+  // (cluster/leadership_gate.h).
+  const cluster::leadership_gate* leadership = &single_node_gate;
   // In a cluster: passes controller requests on to the controller (null on
   // a single broker, which is its own controller).
   forwarder* forward = nullptr;

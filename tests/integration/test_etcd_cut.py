@@ -28,14 +28,28 @@ What is asserted, all with generous bounds (a busy 2-core machine):
   fetches are taken again (it is back in every ISR); InitProducerId through
   it works (it needs etcd);
 - a broker cut off from etcd stops after SIGTERM (bounded wait).
+
+And the minority side of a split (network namespaces only): one broker
+with one etcd member, cut off from the other two brokers and members. The
+member it reaches has no quorum and knows no leader, which is also what an
+etcd quorum loss looks like, through which a broker keeps leading
+(test_cluster.py); the majority meanwhile expires its lease and elects
+other leaders. Asserted: an acks=all produce sent to it after the split is
+answered NOT_LEADER_OR_FOLLOWER (its followers left; not REQUEST_TIMED_OUT
+after the request's 30 s), its Metadata stops naming it leader, a consumer
+reading past its stale log end is told NOT_LEADER_OR_FOLLOWER (not
+OFFSET_OUT_OF_RANGE, which resets a consumer), and after the heal it is
+back in the cluster without a restart.
 """
 
 import signal
+import struct
+import threading
 import time
 
 import pytest
 
-from cluster_harness import Cluster, create_topics_request, init_producer_id_request, produce_request
+from cluster_harness import Cluster, _kstr, _request, create_topics_request, init_producer_id_request, produce_request
 from netns_harness import NetnsLab
 from test_faults import FaultProxy
 
@@ -44,6 +58,7 @@ PARTITIONS = 6
 SESSION_TIMEOUT_MS = 4000
 CUT_S = 20  # past gRPC's keepalive (10 s, then 5 s for the answer)
 NOT_LEADER_OR_FOLLOWER = 6
+OFFSET_OUT_OF_RANGE = 1
 BACK_S = 60
 
 
@@ -98,6 +113,33 @@ def etcd_netns_cluster():
             yield c, cut, heal
         finally:
             c.close()  # the processes first: a namespace goes with its last process
+
+
+@pytest.fixture
+def netns_cluster():
+    """The cluster of etcd_netns_cluster, with the lab and its nodes, for
+    cuts of any shape."""
+    with NetnsLab() as lab:
+        c = new_cluster()
+        try:
+            nodes = lab.place_cluster(c)
+            c.start()
+            yield c, lab, nodes
+        finally:
+            c.close()
+
+
+def consumer_fetch(host, port, topic, partition, offset, timeout=10.0):
+    """Fetch v4 of one partition as a consumer (no wait); returns the
+    partition's error code."""
+    body = struct.pack(">iiiib", -1, 0, 0, 1 << 20, 0)
+    body += struct.pack(">i", 1) + _kstr(topic) + struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, 1 << 20)
+    r = _request(port, 1, 4, body, timeout, host=host)
+    r.take(">i")  # throttle_time_ms
+    assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+    index, err = r.take(">ih")
+    assert index == partition
+    return err
 
 
 def create_topic(c):
@@ -218,3 +260,65 @@ def test_a_broker_cut_off_from_etcd_in_its_namespace_comes_back_by_itself(etcd_n
 
 def test_a_broker_cut_off_from_etcd_in_its_namespace_stops_after_sigterm(etcd_netns_cluster):
     stops_after_sigterm(*etcd_netns_cluster)
+
+
+def test_the_minority_broker_of_a_split_stops_leading(netns_cluster):
+    c, lab, nodes = netns_cluster
+    create_topic(c)
+    victim, led = a_broker_that_leads_but_does_not_control(c)
+    b = c.broker(victim)
+    others = [n for n in c.node_ids if n != victim]
+    near, *far = [nodes[m.name] for m in c.etcd.members]
+    # The split: the victim and one member on one side.
+    for o in others:
+        lab.cut(nodes[victim], nodes[o])
+        lab.cut(nodes[o], near)
+    for m in far:
+        lab.cut(nodes[victim], m)
+        lab.cut(near, m)
+    answered = {}
+
+    def produce_after_the_split():
+        try:
+            answered["err"] = produce_request(b.port, TOPIC, led[0], b"after the split", acks=-1, timeout=30.0,
+                                              host=b.host)[0]
+        except Exception as e:  # noqa: BLE001 - reported below
+            answered["exc"] = e
+    t = threading.Thread(target=produce_after_the_split, daemon=True)
+    t.start()
+    try:
+        c.wait_for(lambda: counted_dead(c, victim), 60,
+                   f"the majority to count broker {victim} dead and lead its partitions")
+        # Its followers fetch from the new leaders: the victim stops naming
+        # itself leader of those partitions (it cannot tell this from an
+        # etcd quorum loss by etcd alone).
+        def names_itself():
+            try:
+                v = c.metadata_from(victim, timeout=10.0)
+            except (OSError, EOFError):
+                return True
+            return any(p.leader == victim for p in v.topics[TOPIC].partitions.values())
+        c.wait_for(lambda: not names_itself(), 30, f"broker {victim} to stop naming itself leader")
+        t.join(40)
+        assert not t.is_alive(), "the produce sent after the split was never answered"
+        assert answered.get("err") == NOT_LEADER_OR_FOLLOWER, \
+            f"acks=all produce to the minority broker answered {answered}"
+        # The new leader takes writes the victim never sees; a consumer
+        # reading there from the victim is sent away, not reset.
+        view = c.agreed_view(others)
+        assert view is not None, "the majority's brokers do not agree"
+        new_leader = c.broker(view.leaders(TOPIC)[led[0]])
+        last = -1
+        for i in range(3):
+            err, last = produce_request(new_leader.port, TOPIC, led[0], b"majority %d" % i, acks=-1, timeout=30.0,
+                                        host=new_leader.host)
+            assert err == 0, f"produce to the new leader answered {err}"
+        err = consumer_fetch(b.host, b.port, TOPIC, led[0], last + 1)
+        assert err == NOT_LEADER_OR_FOLLOWER, f"a consumer fetch from the minority broker answered {err}"
+        err, _ = produce_request(b.port, TOPIC, led[0], b"later", acks=1, timeout=10.0, host=b.host)
+        assert err == NOT_LEADER_OR_FOLLOWER, f"produce to the minority broker answered {err}"
+    finally:
+        lab.heal_all()
+    c.wait_for(lambda: back_in_the_cluster(c, victim), BACK_S,
+               f"broker {victim} back in the cluster after the heal")
+    assert b.running()

@@ -61,22 +61,19 @@ directory that receives the brokers' logs. Needs root and `ip netns`;
 skipped otherwise. Everything the test makes (namespaces, bridge, veth
 pairs, temporary directories, processes by pid) it removes.
 
-Known (found by this test; reported, and failed only with
-SLUICE_NETNS_STRICT=1 until the lead decides): idempotent producers that
-die with a fatal OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka 2.0.2) when a
-partition's leadership moves while they have a batch in flight. Nothing
-acknowledged is lost, so checks 1-6 stay asserted. Seen three ways:
-- a broker bug: in a 1|2 split, the minority broker reaches only a
-  minority etcd member, which has no leader; control_plane::session_lost()
-  then answers false ("etcd without a quorum expires no lease") although
-  the majority expired its lease and elected other leaders, so it goes on
-  answering produce as leader at its old epoch (a follower-reading
-  consumer sent there also got OFFSET_OUT_OF_RANGE and reset to the
-  beginning);
-- most likely a broker bug: after an etcd-only cut heals, the broker
-  registers again (session_lost() false) before it has applied the current
-  metadata (view_current()), and the produce handler checks only
-  session_lost(), so it serves produce for partitions it led before;
+Known (reported, and failed only with SLUICE_NETNS_STRICT=1): idempotent
+producers that die with a fatal OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka
+2.0.2) when a partition's leadership moves while they have a batch in
+flight. Nothing acknowledged is lost, so checks 1-6 stay asserted. Seen
+three ways, two of them broker bugs since fixed:
+- fixed: in a 1|2 split the minority broker, whose etcd member knows no
+  leader, went on leading at its old epoch (it cannot tell that from an
+  etcd quorum loss); now each partition it leads decides by its followers
+  (cluster/leadership_gate.h, test_etcd_cut.py's
+  test_the_minority_broker_of_a_split_stops_leading);
+- fixed: after an etcd-only cut healed, the broker registered again and
+  served produce for partitions it led before, before it had applied the
+  current metadata; the gate now refuses until it has;
 - not the broker's doing: a leader isolated from the clients too cannot
   answer, the client times the request out (possibly persisted) and the
   next leader, which truncated that batch away, answers the next sequence

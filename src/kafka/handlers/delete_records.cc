@@ -70,7 +70,7 @@ void handle_delete_records(request req) {
         out.error_code = to_wire(pm.missing_partition_error(t.name, p.partition_index));
         continue;
       }
-      if (auto e = part->check_leader(); e != errc::ok) {
+      if (auto e = req.svc->leadership->check_leader(*part); e != errc::ok) {
         out.error_code = to_wire(e);
         continue;
       }

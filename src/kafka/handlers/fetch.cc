@@ -210,8 +210,14 @@ bool fetch_op::attempt(bool final) {
       continue;
     }
     const bool from_follower = any_replica && !t.part->is_leader();
+    // A consumer reads from a leader only as far as the leadership gate
+    // lets it: a broker whose session is lost (or in doubt, its followers
+    // gone) may have missed what the next leader took, and answering
+    // OFFSET_OUT_OF_RANGE past its stale log end would reset the consumer.
+    // A follower's fetch is not gated: it keeps a leader in doubt leading.
     if (auto e = from_follower ? t.part->check_replica(t.current_leader_epoch)
-                               : t.part->check_leader(t.current_leader_epoch);
+                 : replica >= 0 ? t.part->check_leader(t.current_leader_epoch)
+                                : req.svc->leadership->check_leader(*t.part, t.current_leader_epoch);
         e != errc::ok) {
       // Another broker leads (or the client's epoch is not this leader's):
       // the client refreshes its metadata and goes there.

@@ -125,7 +125,7 @@ void handle_list_offsets(request req) {
         out.error_code = to_wire(pm.missing_partition_error(t.name, pr.partition_index));
         continue;
       }
-      if (auto e = part->check_leader(pr.current_leader_epoch); e != errc::ok) {
+      if (auto e = req.svc->leadership->check_leader(*part, pr.current_leader_epoch); e != errc::ok) {
         out.error_code = to_wire(e);
         continue;
       }

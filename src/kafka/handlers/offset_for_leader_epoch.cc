@@ -52,6 +52,7 @@ void handle_offset_for_leader_epoch(request req) {
   if (!body) return;
   auto& pm = *req.svc->partitions;
   const bool debugging = req.version() >= 3 && body->replica_id == debugging_replica_id;
+  const bool from_broker = req.version() >= 3 && body->replica_id >= 0;
   protocol::offset_for_leader_epoch_response resp;
   for (const auto& t : body->topics) {
     auto& tr = resp.topics.emplace_back();
@@ -64,7 +65,11 @@ void handle_offset_for_leader_epoch(request req) {
         out.error_code = to_wire(pm.missing_partition_error(t.topic, pr.partition));
         continue;
       }
-      errc e = part->check_leader(pr.current_leader_epoch);
+      // A follower (replica id >= 0) asks the leader its image names
+      // whatever the gate says: it may be the one follower whose fetches
+      // keep a leader in doubt leading (cluster/leadership_gate.h).
+      errc e = from_broker ? part->check_leader(pr.current_leader_epoch)
+                           : req.svc->leadership->check_leader(*part, pr.current_leader_epoch);
       if (e == errc::not_leader && debugging) e = check_epoch(*part, pr.current_leader_epoch);
       if (e != errc::ok) {
         out.error_code = to_wire(e);

@@ -56,7 +56,6 @@ void handle_produce(request req) {
   services& svc = *req.svc;
   const int16_t acks = body->acks;
   const int64_t now = svc.clk->now_ms();
-  const bool session_lost = svc.control && svc.control->session_lost();
 
   auto op = std::make_shared<pending_produce>();
   bool any_error = false;
@@ -110,9 +109,8 @@ void handle_produce(request req) {
                                                              : "no such topic or partition");
         continue;
       }
-      if (session_lost) {
-        set_error(error_code::not_leader_or_follower,
-                  "this broker lost its cluster session; the partition's leadership is moving");
+      if (auto st = svc.leadership->check(*part); !st.ok()) {
+        set_error(to_kafka_error(st.code()), st.err().message);
         continue;
       }
       if (pd.records.is_null() || pd.records.size_bytes() == 0) {
