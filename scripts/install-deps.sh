@@ -20,6 +20,8 @@ packages=(
   nats-server
   python3 python3-pytest python3-confluent-kafka python3-kafka
   procps iproute2
+  # stacks of every broker thread in a test's failure message (cluster_harness.py)
+  gdb
 )
 
 missing=()

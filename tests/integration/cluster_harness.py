@@ -192,6 +192,24 @@ def create_topics_request(port, topic, partitions, replication_factor, timeout=2
     return r.take(">h"), r.string()
 
 
+def thread_stacks(pid, frames=8, timeout=30):
+    """The top `frames` frames of every thread of process `pid`, by gdb
+    (attached for a moment, then detached; the process goes on), or why
+    not. For failure messages."""
+    import shutil
+    import subprocess
+    if not shutil.which("gdb"):
+        return "(no gdb: no thread stacks)"
+    try:
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+                              "-ex", "thread apply all bt " + str(frames)],
+                             capture_output=True, text=True, timeout=timeout).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"(thread stacks of {pid}: {e!r})"
+    keep = [ln for ln in out.splitlines() if ln.startswith("Thread ") or ln.startswith("#")]
+    return f"--- threads of pid {pid}\n" + "\n".join(keep)
+
+
 # ------------------------------------------------------------ one broker
 
 class ClusterBroker:
@@ -495,8 +513,10 @@ class Cluster:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.describe()}")
             time.sleep(interval)
 
-    def describe(self, log_tail=3000):
-        """Each broker's state, Metadata and log tail: for failure messages."""
+    def describe(self, log_tail=3000, stacks=True):
+        """Each broker's state, Metadata and log tail, and the top of every
+        thread's stack (thread_stacks): for failure messages, so a stall
+        seen once shows where each broker waited."""
         lines = []
         for n in self.node_ids:
             b = self._brokers[n]
@@ -517,4 +537,6 @@ class Cluster:
                 except (OSError, EOFError, struct.error) as e:
                     lines.append(f"metadata: {e!r}")
             lines.append(b.log_text(log_tail))
+            if stacks and b.running() and not b.paused:
+                lines.append(thread_stacks(b.pid))
         return "\n".join(lines)
