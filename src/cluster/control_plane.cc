@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 
+#include "base/assert.h"
 #include "base/limits.h"
 #include "base/log.h"
 
@@ -419,6 +420,7 @@ result<int64_t> control_plane::reserve_producer_ids(int64_t count) {
 }
 
 void control_plane::request_isr_change(isr_request c) {
+  SLUICE_ASSERT(!c.isr.empty(), "an empty ISR asked for");
   std::lock_guard g(mu_);
   if (stopping_) return;
   // A newer proposal for the partition replaces one not yet written.
@@ -514,6 +516,10 @@ void control_plane::renew_session() {
     return;
   }
   SLUICE_LOG_INFO("registered again in the cluster under a new session lease");
+  // Each registration is a later etcd write than the one before.
+  SLUICE_ASSERT(*rev > registered_revision_.load(std::memory_order_relaxed) ||
+                    registered_revision_.load(std::memory_order_relaxed) == INT64_MAX,
+                "a registration older than the one it replaces");
   registered_revision_.store(*rev, std::memory_order_release);
   session_live_.store(true, std::memory_order_release);
   std::lock_guard g(mu_);
@@ -555,6 +561,8 @@ void control_plane::run() {
     }
     // The listeners have now seen everything up to here (the metadata
     // cache included): view_current() may count it.
+    SLUICE_ASSERT(image_.revision() >= applied_revision_.load(std::memory_order_relaxed),
+                  "the applied metadata revision went back");
     applied_revision_.store(image_.revision(), std::memory_order_release);
     run_ops();
     run_isr_changes();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
 #include "base/limits.h"
 #include "base/log.h"
 #include "cluster/truncation.h"
@@ -121,6 +122,11 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
     const bool leads = st.leader == node_id_ && !left_.load(std::memory_order_acquire);
     const offset end = log_->log_end_offset();
     const int64_t now = clk_->monotonic_ms();
+    SLUICE_ASSERT(st.leader_epoch >= held, "a partition's leader epoch went back");
+    // The controller elects leaders from the ISR (an unclean election
+    // makes the ISR the new leader alone) and never empties it.
+    SLUICE_ASSERT(!leads || std::find(st.isr.begin(), st.isr.end(), node_id_) != st.isr.end(),
+                  "this broker leads a partition whose ISR does not name it");
     if (leads && (!was_leader || st.leader_epoch != held)) {
       // A new leadership: the followers are heard from afresh.
       tracker_.become_leader(node_id_, replicas, st.isr, high_watermark(), end, now);
@@ -153,8 +159,12 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
 }
 
 std::vector<storage::durable_callback> partition::publish_high_watermark_locked() {
+  // The tracker starts from this partition's high watermark when it
+  // becomes leader and only moves it up, within the leader's log end.
   const int64_t hw = tracker_.high_watermark().value();
-  if (hw > hw_.load(std::memory_order_relaxed)) hw_.store(hw, std::memory_order_release);
+  SLUICE_ASSERT(hw >= hw_.load(std::memory_order_relaxed), "a leader's high watermark went back");
+  SLUICE_ASSERT(hw <= log_->log_end_offset().value(), "the high watermark passed the leader's log end");
+  hw_.store(hw, std::memory_order_release);
   std::vector<storage::durable_callback> out;
   const int64_t now_hw = hw_.load(std::memory_order_relaxed);
   while (!commit_waiters_.empty() && commit_waiters_.begin()->first < now_hw) {
@@ -327,6 +337,10 @@ result<storage::append_result> partition::append_replicated(std::span<std::byte>
                                                   ", the log now ends at " +
                                                   std::to_string(log_->log_end_offset().value())};
     SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches));
+    // A follower's log is a prefix of its leader's: each append continues
+    // it (past a gap compaction left, at most) and ends it.
+    SLUICE_ASSERT(r.base >= fetch_offset && r.last >= r.base, "a replicated append went back");
+    SLUICE_ASSERT(log_->log_end_offset() == r.last + 1, "a replicated append did not end the log");
     // The log checked every header; the producer state follows each batch.
     size_t pos = 0;
     while (pos + batch::header_bytes <= batches.size()) {
@@ -366,6 +380,8 @@ std::optional<std::pair<int32_t, int64_t>> partition::diverging_epoch(int32_t la
 }
 
 void partition::set_leader_high_watermark(offset leader_hw) {
+  // A follower's high watermark: the leader's, within what it holds. It
+  // moves only up here (a truncation below it is an unclean election's).
   const offset hw = std::min(leader_hw, log_->log_end_offset());
   int64_t cur = hw_.load(std::memory_order_acquire);
   bool moved = false;

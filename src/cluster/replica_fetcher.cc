@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "base/thread_name.h"
 #include "cluster/truncation.h"
@@ -109,6 +110,9 @@ void replica_fetcher::add(const std::shared_ptr<partition>& p) {
   {
     std::lock_guard g(mu_);
     auto it = parts_.find(k);
+    // A partition's leader epoch only grows (partition::apply_state).
+    SLUICE_ASSERT(it == parts_.end() || it->second.part != p || epoch >= it->second.epoch,
+                  "a partition was followed again at an older leader epoch");
     if (it != parts_.end() && it->second.part == p && it->second.epoch == epoch) return;
     parts_[k] = entry{p, epoch, phase::truncating, 0};
   }

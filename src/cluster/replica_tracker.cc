@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
+
 namespace sluice::cluster {
 
 namespace {
@@ -17,6 +19,7 @@ bool replica_fetch_trusted(int64_t fetch_epoch, std::optional<int64_t> registere
 void replica_tracker::become_leader(int32_t self, const std::vector<int32_t>& replicas,
                                     const std::vector<int32_t>& isr, offset hw, offset leader_end,
                                     int64_t now_ms) {
+  SLUICE_ASSERT(contains(isr, self), "a leader outside its ISR");
   self_ = self;
   replicas_ = replicas;
   isr_ = isr;
@@ -42,6 +45,7 @@ bool replica_tracker::set_isr(const std::vector<int32_t>& replicas, const std::v
     else
       next.push_back({id, offset(-1), now_ms, now_ms, offset(-1)});
   }
+  SLUICE_ASSERT(contains(isr, self_), "a leader outside its ISR");
   followers_ = std::move(next);
   replicas_ = replicas;
   isr_ = isr;
@@ -92,6 +96,8 @@ bool replica_tracker::advance(offset leader_end) {
     candidate = std::min(candidate, f.log_end);
   }
   if (candidate <= hw_) return false;
+  // The smallest log end over what is counted, the leader's own included.
+  SLUICE_ASSERT(candidate <= leader_end_, "the high watermark passed the leader's log end");
   hw_ = candidate;
   return true;
 }
@@ -124,6 +130,9 @@ std::optional<std::vector<int32_t>> replica_tracker::propose_isr(int64_t now_ms,
     if (!contains(pending_, f.id)) pending_.push_back(f.id);
   }
   if (!contains(next, self_)) next.insert(next.begin(), self_);
+  // A leader never asks to leave its own ISR, so it never asks for an
+  // empty one.
+  SLUICE_ASSERT(!next.empty() && contains(next, self_), "an ISR proposal without its leader");
   // The store's order for members that stay, additions after them.
   std::vector<int32_t> a = next, b = isr_;
   std::sort(a.begin(), a.end());

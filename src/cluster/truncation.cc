@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
+
 namespace sluice::cluster {
 
 epoch_end epoch_end_for(const std::vector<storage::epoch_entry>& epochs, offset log_end,
@@ -28,8 +30,10 @@ std::optional<int32_t> epoch_to_ask(const std::vector<storage::epoch_entry>& loc
   return local_epochs.back().epoch.value();
 }
 
-truncation_step decide_truncation(const std::vector<storage::epoch_entry>& local_epochs,
-                                  offset local_end, offset local_hw, epoch_end leader_answer) {
+namespace {
+
+truncation_step decide_unchecked(const std::vector<storage::epoch_entry>& local_epochs,
+                                 offset local_end, offset local_hw, epoch_end leader_answer) {
   if (leader_answer.undefined()) return {std::min(local_hw, local_end), true};
   const offset leader_end(leader_answer.end_offset);
   if (leader_answer.leader_epoch < 0) return {std::min(leader_end, local_end), true};
@@ -38,6 +42,16 @@ truncation_step decide_truncation(const std::vector<storage::epoch_entry>& local
   const offset mine_end(mine.end_offset);
   if (mine.leader_epoch != leader_answer.leader_epoch) return {std::min(mine_end, local_end), false};
   return {std::min({mine_end, leader_end, local_end}), true};
+}
+
+}  // namespace
+
+truncation_step decide_truncation(const std::vector<storage::epoch_entry>& local_epochs,
+                                  offset local_end, offset local_hw, epoch_end leader_answer) {
+  const truncation_step step = decide_unchecked(local_epochs, local_end, local_hw, leader_answer);
+  // A truncation only cuts: it never moves the log end up.
+  SLUICE_ASSERT(step.truncate_to <= local_end, "a truncation point past the log end");
+  return step;
 }
 
 }  // namespace sluice::cluster
