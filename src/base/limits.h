@@ -126,6 +126,22 @@ inline constexpr int64_t max_etcd_request_timeout_ms = 60'000;
 // well inside any client's request timeout.
 inline constexpr int64_t metadata_view_poll_ms = 10;
 inline constexpr int64_t metadata_stale_view_wait_ms = 3'000;
+// A broker starting with the node id of a registration that is still live
+// (its previous process, killed and restarted at once) waits for that
+// session to end: the session timeout and this much more, looking again
+// this often.
+inline constexpr int64_t registration_wait_slack_ms = 1'000;
+inline constexpr int64_t registration_poll_ms = 200;
+// The metadata thread (cluster::control_plane::run) wakes at least this
+// often when nothing arrives, to renew a lost session, run due elections
+// and retry queued ISR changes.
+inline constexpr int64_t control_plane_tick_ms = 500;
+// The ISR upkeep of a leader (cluster::replica_manager) runs every half of
+// replica.lag.time.max.ms, and at least this often.
+inline constexpr int64_t isr_upkeep_max_interval_ms = 1'000;
+// A controller request forwarded to the controller (kafka/forwarder.cc)
+// looks at its deadline at least this often while it waits on the socket.
+inline constexpr int64_t forward_poll_ms = 1'000;
 
 // ---- Files ------------------------------------------------------------------
 // The longest a flush.ms timer is armed for: a larger flush.ms syncs after

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "protocol/error_code.h"
 #include "protocol/raw_client.h"
 #include "controller/records.h"
 #include "etcd/grpc_client.h"
@@ -32,7 +33,7 @@ using namespace std::chrono_literals;
 
 struct cluster_options {
   std::string bootstrap = default_bootstrap;
-  int timeout_ms = 30000;
+  int timeout_ms = default_timeout_ms;
   std::string etcd;  // empty: do not ask etcd
   std::string prefix = "/sluice/";
   std::string topic;
@@ -151,8 +152,8 @@ result<std::vector<int32_t>> partitions_to_elect(const cluster_options& o) {
   return out;
 }
 
-constexpr int16_t not_controller_code = 41;
-constexpr int16_t election_not_needed_code = 84;
+constexpr int16_t not_controller_code = kafka::to_wire(kafka::error_code::not_controller);
+constexpr int16_t election_not_needed_code = kafka::to_wire(kafka::error_code::election_not_needed);
 
 int run_elect_leaders(const cluster_options& o) {
   protocol::elect_leaders_request req;

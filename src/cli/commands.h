@@ -9,6 +9,8 @@
 namespace sluice::cli {
 
 inline constexpr const char* default_bootstrap = "127.0.0.1:9092";
+// How long a command waits for the broker to answer (--timeout-ms).
+inline constexpr int default_timeout_ms = 30'000;
 
 void add_topic_command(CLI::App& app, int* exit_code);
 void add_produce_command(CLI::App& app, int* exit_code);

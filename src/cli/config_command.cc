@@ -36,7 +36,7 @@ struct config_options {
   std::vector<std::string> deletes;  // KEY to remove from this level
   bool synonyms = false;
   bool validate_only = false;
-  int timeout_ms = 30000;
+  int timeout_ms = default_timeout_ms;
 };
 
 int fail(const std::string& what) {

@@ -24,7 +24,7 @@ struct group_options {
   std::string bootstrap = default_bootstrap;
   std::string group;
   std::string topic;
-  int timeout_ms = 30000;
+  int timeout_ms = default_timeout_ms;
   bool to_earliest = false;
   bool to_latest = false;
   std::optional<int64_t> to_offset;

@@ -32,7 +32,7 @@ struct topic_options {
   std::vector<std::string> configs;
   bool validate_only = false;
   bool under_replicated = false;
-  int timeout_ms = 30000;
+  int timeout_ms = default_timeout_ms;
 };
 
 int fail(const std::string& what) {

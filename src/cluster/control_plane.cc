@@ -70,7 +70,7 @@ status control_plane::init() {
   // A live broker with this node id refuses the start. A registration
   // left by this node's previous process (killed, restarted at once) goes
   // when its session runs out, so it is waited for that long first.
-  const sluice::deadline patience(opts_.session_timeout_ms + 1'000, clk_);
+  const sluice::deadline patience(opts_.session_timeout_ms + limits::registration_wait_slack_ms, clk_);
   for (bool logged = false;; logged = true) {
     SLUICE_ASSIGN_OR_RETURN(auto mine, etcd_.range(etcd::key_range::one(keys_.broker(opts_.node_id))));
     if (mine.kvs.empty()) break;
@@ -83,9 +83,9 @@ status control_plane::init() {
     }
     if (!logged) {
       SLUICE_LOG_INFO("node.id {} is still registered ({}): waiting up to {} ms for that session to end",
-                      opts_.node_id, where, opts_.session_timeout_ms + 1'000);
+                      opts_.node_id, where, opts_.session_timeout_ms + limits::registration_wait_slack_ms);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + 200)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(clk_.sleep_ms_until(clk_.monotonic_ms() + limits::registration_poll_ms)));
   }
   SLUICE_TRY(grant_lease());
   SLUICE_ASSIGN_OR_RETURN(auto all, etcd_.range(etcd::key_range::prefix(keys_.prefix())));
@@ -527,7 +527,7 @@ void control_plane::renew_session() {
 }
 
 void control_plane::run() {
-  const int64_t tick_ms = 500;
+  const int64_t tick_ms = limits::control_plane_tick_ms;
   for (;;) {
     std::deque<etcd::watch_update> updates;
     bool lost, broken;

@@ -75,7 +75,7 @@ class control_plane {
     // the controller gives partitions back to their preferred leaders on
     // brokers whose share of lost leaderships is above the percentage.
     bool auto_leader_rebalance = true;
-    int32_t leader_imbalance_percentage = 10;
+    int32_t leader_imbalance_percentage = controller::default_leader_imbalance_percentage;
     int64_t leader_imbalance_check_interval_ms = 300'000;
     int16_t offsets_replication_factor = 3;
     controller::config_text offsets_configs;

@@ -67,12 +67,16 @@ struct fetcher_options {
   // -1: not known yet (the fetches are refused until it is).
   std::function<int64_t()> broker_epoch;
   int32_t source = -1;   // the leader broker fetched from
-  int32_t wait_max_ms = 500;
   int32_t min_bytes = 1;
-  int32_t partition_max_bytes = 1 << 20;
-  int32_t response_max_bytes = 10 << 20;
-  int32_t backoff_ms = 1000;
-  int32_t socket_timeout_ms = 30'000;
+  // The broker's replica.fetch.wait.max.ms, replica.fetch.max.bytes,
+  // replica.fetch.response.max.bytes, replica.fetch.backoff.ms and
+  // replica.socket.timeout.ms: their defaults are the configuration
+  // schema's (config/schema.cc), not repeated here.
+  int32_t wait_max_ms = 0;
+  int32_t partition_max_bytes = 0;
+  int32_t response_max_bytes = 0;
+  int32_t backoff_ms = 0;
+  int32_t socket_timeout_ms = 0;
 };
 
 // Where a broker listens ("host", port), or nullopt when it is not known

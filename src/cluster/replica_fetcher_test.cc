@@ -208,6 +208,9 @@ class ReplicaFetcherTest : public ::testing::Test {
     o.broker_epoch = [] { return int64_t{7}; };
     o.backoff_ms = 10;
     o.wait_max_ms = 10;
+    o.partition_max_bytes = 1 << 20;
+    o.response_max_bytes = 10 << 20;
+    o.socket_timeout_ms = 30'000;
     const int32_t port = l.port();
     return std::make_unique<replica_fetcher>(
         o, [port](int32_t) { return std::optional<std::pair<std::string, int32_t>>({"127.0.0.1", port}); },

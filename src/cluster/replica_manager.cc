@@ -116,7 +116,7 @@ void replica_manager::unfollow(const std::shared_ptr<partition>& part) {
 
 void replica_manager::upkeep() {
   std::unique_lock g(rep_mu_);
-  const int64_t interval = std::clamp<int64_t>(rep_->lag_max_ms / 2, 1, 1'000);
+  const int64_t interval = std::clamp<int64_t>(rep_->lag_max_ms / 2, 1, limits::isr_upkeep_max_interval_ms);
   int64_t next_checkpoint = clk_->monotonic_ms() + limits::high_watermark_checkpoint_interval_ms;
   while (!rep_stopping_) {
     const int64_t until = clk_->monotonic_ms() + interval;

@@ -48,7 +48,7 @@ class replica_manager {
   using isr_writer = std::function<void(const isr_request&)>;
   struct replication_options {
     fetcher_options fetch;  // node_id and the fetch settings; source is per fetcher
-    int64_t lag_max_ms = 30'000;
+    int64_t lag_max_ms = 0;  // replica.lag.time.max.ms (its default is the schema's)
     endpoint_lookup endpoints;
     isr_writer write_isr;
     // Called every limits::high_watermark_checkpoint_interval_ms from the

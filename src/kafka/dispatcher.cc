@@ -107,8 +107,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
                                     : "closing the connection (ApiVersions answers UNSUPPORTED_VERSION)");
   }
   if (!supported && !advertised_only) {
-    constexpr int16_t api_versions_key = 18;
-    if (key == api_versions_key) {
+    if (key == protocol::api_versions_request::api_key) {
       // KIP-511: answer in v0 layout, listing the ApiVersions range.
       std::vector<protocol::api_support> rows;
       for (const auto& h : handlers) rows.push_back({h.api_key, "", h.min_version, h.max_version, 0});
@@ -123,8 +122,7 @@ void dispatcher::on_request(net::connection_context& ctx, std::vector<std::byte>
   req.arrived_ns = svc_.clk->monotonic_ns();
   const auto* st = static_cast<const connection_state*>(ctx.state.get());
   if (st) req.client_host = st->client_host;
-  constexpr int16_t fetch_key = 1;
-  if (key == fetch_key) {
+  if (key == protocol::fetch_request::api_key) {
     req.min_rtt = ctx.min_rtt();
     if (st) req.fetch_cursor = st->fetch_cursor;
   }

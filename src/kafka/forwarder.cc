@@ -24,16 +24,16 @@ namespace {
 
 thread_local bool forwarding_thread = false;  // set by the forwarder's own thread
 
-constexpr int16_t create_topics_key = 19;
-constexpr int16_t delete_topics_key = 20;
-constexpr int16_t create_partitions_key = 37;
-constexpr int16_t elect_leaders_key = 43;
+constexpr int16_t create_topics_key = protocol::create_topics_request::api_key;
+constexpr int16_t delete_topics_key = protocol::delete_topics_request::api_key;
+constexpr int16_t create_partitions_key = protocol::create_partitions_request::api_key;
+constexpr int16_t elect_leaders_key = protocol::elect_leaders_request::api_key;
 
 // Waits until `fd` is ready for `events` or `deadline_ms` (monotonic) passes.
 bool wait_fd(int fd, short events, const sluice::deadline& until) {
   for (;;) {
     pollfd p{fd, events, 0};
-    const int ms = static_cast<int>(std::min<int64_t>(until.left_ms(), 1'000));
+    const int ms = static_cast<int>(std::min<int64_t>(until.left_ms(), limits::forward_poll_ms));
     if (until.passed()) return false;
     const int r = ::poll(&p, 1, ms);
     if (r > 0) return (p.revents & (events | POLLHUP | POLLERR)) != 0 && !(p.revents & POLLERR);
@@ -239,7 +239,7 @@ void forwarder::run_auto_create(const job& j) {
     disconnect();
     return;
   }
-  constexpr int16_t topic_already_exists = 36;
+  constexpr int16_t topic_already_exists = to_wire(error_code::topic_already_exists);
   for (const auto& t : resp.topics) {
     if (t.error_code == 0) {
       SLUICE_LOG_INFO("asked the controller to create topic {} (automatic creation)", t.name);

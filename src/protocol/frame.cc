@@ -1,12 +1,12 @@
 #include "protocol/frame.h"
 
 #include "base/endian.h"
+#include "protocol/error_code.h"
 
 namespace sluice::protocol {
 
 namespace {
-constexpr int16_t api_versions_key = 18;
-constexpr int16_t unsupported_version_code = 35;
+constexpr int16_t api_versions_key = api_versions_request::api_key;
 }  // namespace
 
 const api_support* find_api(int16_t api_key) {
@@ -62,7 +62,7 @@ api_versions_response api_versions_from_table(std::span<const api_support> adver
 
 api_versions_response unsupported_api_versions_response(std::span<const api_support> advertised) {
   api_versions_response resp;
-  resp.error_code = unsupported_version_code;
+  resp.error_code = kafka::to_wire(kafka::error_code::unsupported_version);
   for (const api_support& a : advertised) {
     if (a.api_key != api_versions_key) continue;
     auto& row = resp.api_keys.emplace_back();

@@ -66,8 +66,7 @@ std::span<const api_handler> api_handlers() { return table; }
 // connection; so does handle_produce. Clients pick the highest common
 // version, so none sends v0-v2 to us.
 int16_t advertised_min_version(const api_handler& h) {
-  constexpr int16_t produce_api_key = 0;
-  return h.api_key == produce_api_key ? int16_t{0} : h.min_version;
+  return h.api_key == protocol::produce_request::api_key ? int16_t{0} : h.min_version;
 }
 
 }  // namespace sluice::kafka

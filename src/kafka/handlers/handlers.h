@@ -47,8 +47,11 @@ void handle_describe_groups(request req);
 void handle_list_groups(request req);
 void handle_delete_groups(request req);
 
-// AlterConfigs (33) or IncrementalAlterConfigs (44).
-inline bool is_alter_configs(int16_t api_key) { return api_key == 33 || api_key == 44; }
+// AlterConfigs or IncrementalAlterConfigs.
+inline bool is_alter_configs(int16_t api_key) {
+  return api_key == protocol::alter_configs_request::api_key ||
+         api_key == protocol::incremental_alter_configs_request::api_key;
+}
 // Whether an AlterConfigs or IncrementalAlterConfigs request is the
 // controller's, in a cluster: it names a topic or the cluster-wide default
 // broker resource (name ""), whose values live in etcd, and no single
