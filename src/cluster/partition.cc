@@ -319,8 +319,9 @@ std::vector<follower_progress> partition::follower_progress_view() const {
   return tracker_.followers();
 }
 
-result<storage::append_result> partition::append_replicated(std::span<std::byte> batches, leader_epoch fetched_at,
-                                                            offset fetch_offset) {
+result<storage::append_result> partition::append_replicated(std::span<const std::byte> batches,
+                                                            std::span<const batch::header> headers,
+                                                            leader_epoch fetched_at, offset fetch_offset) {
   {
     std::lock_guard g(append_mu_);
     // The name only for an error: this runs for every replicated batch.
@@ -336,24 +337,25 @@ result<storage::append_result> partition::append_replicated(std::span<std::byte>
       return error{errc::offset_out_of_range, name() + ": fetched from " + std::to_string(fetch_offset.value()) +
                                                   ", the log now ends at " +
                                                   std::to_string(log_->log_end_offset().value())};
-    SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches));
+    SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches, headers));
     // A follower's log is a prefix of its leader's: each append continues
     // it (past a gap compaction left, at most) and ends it.
     SLUICE_ASSERT(r.base >= fetch_offset && r.last >= r.base, "a replicated append went back");
     SLUICE_ASSERT(log_->log_end_offset() == r.last + 1, "a replicated append did not end the log");
-    // The log checked every header; the producer state follows each batch.
-    size_t pos = 0;
-    while (pos + batch::header_bytes <= batches.size()) {
-      const auto h = batch::parse(batches.data() + pos);
-      if (h.size_bytes() == 0 || pos + h.size_bytes() > batches.size()) break;
-      producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());
-      pos += h.size_bytes();
-    }
+    // The producer state follows each batch.
+    for (const auto& h : headers) producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());
     bytes_appended_.fetch_add(batches.size(), std::memory_order_relaxed);
     // Consumers reading from this follower wait for the high watermark
     // (set_leader_high_watermark), not for appends.
     return r;
   }
+}
+
+result<storage::append_result> partition::append_replicated(std::span<const std::byte> batches,
+                                                            leader_epoch fetched_at, offset fetch_offset) {
+  std::vector<batch::header> hs;
+  SLUICE_TRY(batch::check_all(batches, batch::strictness::stored, hs));
+  return append_replicated(batches, hs, fetched_at, fetch_offset);
 }
 
 int32_t partition::last_written_epoch() const {
@@ -642,7 +644,7 @@ status partition::load_producers() {
 // Kafka's order (its Log.analyzeAndValidateRecords, then LogValidator): the
 // size limits first, then the header, the CRC, and every record. Each
 // failure stores nothing and names the partition's error.
-produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers) {
+produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers, bool zstd_allowed) {
   produce_outcome out;
   auto fail = [&](errc e, std::string msg) {
     out.error = e;
@@ -679,6 +681,9 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
   }
   if (h.is_control()) {
     return fail(errc::invalid_record, "producers may not send control batches");
+  }
+  if (!zstd_allowed && h.codec_id() == static_cast<int>(model::compression::zstd)) {
+    return fail(errc::unsupported_compression, "zstd needs Produce v7 or later");
   }
   // The CRC is checked before anything else looks at the batch.
   if (auto s = batch::check_crc(h, bytes); !s.ok()) {
@@ -727,8 +732,10 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
       out.duplicate = true;
       return out;
     }
-    // The CRC was checked above (or recomputed with the max timestamp).
-    auto r = log_->append(bytes, epoch(), batch::crc_check::already_verified);
+    // Checked above (the CRC recomputed with the max timestamp, if it
+    // changed): the log takes the header as it is.
+    std::vector<batch::header> hs{stored};
+    auto r = log_->append_checked(bytes, hs, epoch());
     if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);

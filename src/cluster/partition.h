@@ -115,8 +115,12 @@ class partition : public std::enable_shared_from_this<partition> {
   // the outcome. `wake_readers` false leaves waking the waiting fetches to
   // the caller (wake_after_append, once every partition of a request is
   // appended), so a follower's fetch parked on several partitions is
-  // answered with all of them, not with the first alone.
-  produce_outcome append(std::span<std::byte> batch, int64_t now_ms, bool wake_readers = true);
+  // answered with all of them, not with the first alone. `zstd_allowed`
+  // false refuses a zstd batch (errc::unsupported_compression): Kafka's
+  // answer to a Produce below v7, whose clients cannot read zstd back. The
+  // header is parsed here once and handed down to the log.
+  produce_outcome append(std::span<std::byte> batch, int64_t now_ms, bool wake_readers = true,
+                         bool zstd_allowed = true);
   // What append(..., false) left out: wakes the followers' fetches, and the
   // consumers' when the outcome said `hw_moved`.
   void wake_after_append(bool hw_moved) { wake_listeners(hw_moved, true); }
@@ -252,7 +256,13 @@ class partition : public std::enable_shared_from_this<partition> {
   // errc::offset_out_of_range when the log end moved, or the first batch
   // starts below it. A first batch above it is a gap compaction left on the
   // leader and is kept, as Kafka keeps it.
-  result<storage::append_result> append_replicated(std::span<std::byte> batches, leader_epoch fetched_at,
+  // `headers`: one per batch, as the fetcher's check_whole_prefix parsed
+  // and checked them (nothing parses them again); the bytes are only read.
+  result<storage::append_result> append_replicated(std::span<const std::byte> batches,
+                                                   std::span<const model::batch::header> headers,
+                                                   leader_epoch fetched_at, offset fetch_offset);
+  // The same for batches not checked yet (check_all at strictness::stored).
+  result<storage::append_result> append_replicated(std::span<const std::byte> batches, leader_epoch fetched_at,
                                                    offset fetch_offset);
   // The leader epoch of this replica's last batch (-1: none), which a
   // follower's fetch names as its last fetched epoch (Fetch v12+, KIP-595's

@@ -36,19 +36,6 @@ bool leadership_error(error_code e) {
          e == error_code::leader_not_available;
 }
 
-// The whole batches at the front of `bytes` (a leader may end an answer
-// with part of a batch, as Kafka's do at their size limit).
-size_t whole_batches(std::span<const uint8_t> bytes) {
-  size_t pos = 0;
-  while (pos + model::batch::header_bytes <= bytes.size()) {
-    const auto h = model::batch::parse(reinterpret_cast<const std::byte*>(bytes.data() + pos));
-    const size_t n = h.size_bytes();
-    if (n < model::batch::header_bytes || pos + n > bytes.size()) break;
-    pos += n;
-  }
-  return pos;
-}
-
 // A new partition entry of a request's topic list (OffsetForLeaderEpoch or
 // Fetch), under the topic `k` names (entries come in key order, so a topic's
 // partitions are together), with its partition index and the leader epoch
@@ -369,6 +356,7 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   // once more under the partition's own lock, against apply_state and
   // truncation. Truncations wait until mu_ is released (apply_cut).
   std::vector<cut> cuts;
+  std::vector<model::batch::header> headers;  // of one partition's answer at a time
   std::unique_lock held(mu_);
   for (const auto& t : resp->responses) {
     const auto name = names.find(t.topic_id);
@@ -416,16 +404,25 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
                         step.complete ? std::nullopt : std::optional<phase>(phase::truncating)});
         continue;
       }
-      const auto view = p.records.view();
-      const size_t n = whole_batches(view);
+      // The whole batches at the front (a leader may end an answer with
+      // part of a batch, as Kafka's do at their size limit), each header
+      // parsed and checked here once and handed down.
+      const auto view = std::as_bytes(p.records.view());
+      headers.clear();
+      const auto whole = model::batch::check_whole_prefix(view, model::batch::strictness::stored, headers);
+      if (!whole.ok()) {
+        SLUICE_LOG_ERROR("{}-{}: batches from broker {} do not check: {}", k.first, k.second, opts_.source,
+                         whole.err().message);
+        parts_.erase(k);
+        continue;
+      }
+      const size_t n = *whole;
       if (n == 0) {
         wrote.push_back({e.part, offset(-1), offset(p.high_watermark), offset(p.log_start_offset)});
         continue;
       }
-      // The answer's frame belongs to this thread until the next call, and
-      // a replicated append only reads the bytes.
-      auto* data = reinterpret_cast<std::byte*>(const_cast<uint8_t*>(view.data()));
-      auto r = e.part->append_replicated(std::span<std::byte>(data, n), leader_epoch(e.epoch), sent_from);
+      // The answer's frame belongs to this thread until the next call.
+      auto r = e.part->append_replicated(view.first(n), headers, leader_epoch(e.epoch), sent_from);
       if (!r.ok()) {
         if (r.code() == errc::fenced_leader_epoch || e.part->is_leader()) {
           // A new leadership since the fetch left: its own entry follows.

@@ -118,4 +118,22 @@ status check_all(std::span<const std::byte> bytes, strictness s, std::vector<hea
   return {};
 }
 
+result<size_t> check_whole_prefix(std::span<const std::byte> bytes, strictness s, std::vector<header>& out) {
+  size_t pos = 0;
+  while (bytes.size() - pos >= header_bytes) {
+    const size_t left = bytes.size() - pos;
+    header h = parse(bytes.data() + pos);
+    // A batch cut at the end: its header must still be sound.
+    if (h.batch_length >= 0 && h.size_bytes() > left) {
+      SLUICE_TRY(check(h, h.size_bytes(), s));
+      break;
+    }
+    SLUICE_TRY(check(h, left, s));
+    SLUICE_TRY(check_crc(h, bytes.subspan(pos)));
+    out.push_back(h);
+    pos += h.size_bytes();
+  }
+  return pos;
+}
+
 }  // namespace sluice::model::batch

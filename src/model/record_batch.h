@@ -170,5 +170,11 @@ enum class crc_check { verify, already_verified };
 status check_all(std::span<const std::byte> bytes, strictness s, std::vector<header>& out,
                  crc_check crc = crc_check::verify);
 
+// check_all (CRCs included) for bytes that may end in part of a batch, as a
+// Fetch answer at its size limit does: checks the whole batches at the
+// front, appends their headers to `out`, and returns the bytes they span
+// (0: not one whole batch). A whole batch that fails a check is an error.
+result<size_t> check_whole_prefix(std::span<const std::byte> bytes, strictness s, std::vector<header>& out);
+
 }  // namespace batch
 }  // namespace sluice::model

@@ -95,5 +95,55 @@ TEST(RecordBatchModel, ChangingACoveredFieldNeedsANewCrc) {
   EXPECT_TRUE(batch::crc_matches(std::span<const std::byte>(b)));
 }
 
+// A Fetch answer may end inside a batch: the whole batches in front are
+// checked (CRC included) and their headers handed out once; the cut one is
+// left for the next fetch, but a whole batch that fails a check, or a cut
+// one whose header is unsound, is an error rather than a silent stop.
+TEST(RecordBatchModel, CheckWholePrefixChecksWholeBatchesAndLeavesACutOne) {
+  auto one = sample(20);
+  batch::header h = batch::parse(one.data());
+  h.base_offset = offset(0);
+  batch::write(one.data(), h);
+  auto two = sample(30);
+  batch::header h2 = batch::parse(two.data());
+  h2.base_offset = offset(3);
+  batch::write(two.data(), h2);
+  std::vector<std::byte> bytes = one;
+  bytes.insert(bytes.end(), two.begin(), two.end());
+  const auto all = std::span<const std::byte>(bytes);
+
+  std::vector<batch::header> hs;
+  auto n = batch::check_whole_prefix(all, batch::strictness::stored, hs);
+  ASSERT_TRUE(n.ok()) << n.err().message;
+  EXPECT_EQ(*n, bytes.size());
+  ASSERT_EQ(hs.size(), 2u);
+  EXPECT_EQ(hs[1].base_offset, offset(3));
+  // Cut inside the second batch, then inside the first one's header.
+  hs.clear();
+  n = batch::check_whole_prefix(all.first(one.size() + batch::header_bytes + 3), batch::strictness::stored, hs);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, one.size());
+  EXPECT_EQ(hs.size(), 1u);
+  hs.clear();
+  n = batch::check_whole_prefix(all.first(batch::header_bytes - 1), batch::strictness::stored, hs);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  EXPECT_TRUE(hs.empty());
+  // A whole batch with a bad CRC.
+  auto bad = bytes;
+  bad[one.size() - 1] ^= std::byte{1};
+  hs.clear();
+  EXPECT_EQ(batch::check_whole_prefix(std::span<const std::byte>(bad), batch::strictness::stored, hs).code(),
+            errc::corrupt_data);
+  // A cut batch whose header is unsound (an old magic).
+  auto old = bytes;
+  old[one.size() + batch::magic_pos] = std::byte{1};
+  hs.clear();
+  EXPECT_EQ(batch::check_whole_prefix(std::span<const std::byte>(old).first(one.size() + batch::header_bytes),
+                                      batch::strictness::stored, hs)
+                .code(),
+            errc::unsupported_format);
+}
+
 }  // namespace
 }  // namespace sluice::model

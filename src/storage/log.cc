@@ -94,19 +94,35 @@ status log::write_failed(const error& e) {
 }
 
 result<append_result> log::append(std::span<std::byte> batches, leader_epoch epoch, batch::crc_check crc) {
-  return append_and_ask(batches, crc, epoch);
+  std::vector<batch::header> hs;
+  SLUICE_TRY(batch::check_all(batches, batch::strictness::leader, hs, crc));
+  return append_checked(batches, hs, epoch);
 }
 
-result<append_result> log::append_replicated(std::span<std::byte> batches) {
-  return append_and_ask(batches, batch::crc_check::verify, std::nullopt);
+result<append_result> log::append_checked(std::span<std::byte> batches, std::vector<batch::header>& headers,
+                                          leader_epoch epoch) {
+  return append_and_ask(batches, batches, headers, epoch);
 }
 
-result<append_result> log::append_and_ask(std::span<std::byte> batches, batch::crc_check crc,
-                                          std::optional<leader_epoch> epoch) {
+result<append_result> log::append_replicated(std::span<const std::byte> batches) {
+  std::vector<batch::header> hs;
+  SLUICE_TRY(batch::check_all(batches, batch::strictness::stored, hs, batch::crc_check::verify));
+  return append_replicated(batches, hs);
+}
+
+result<append_result> log::append_replicated(std::span<const std::byte> batches,
+                                             std::span<const batch::header> headers) {
+  // Only the leader's path writes into the headers (and the bytes).
+  std::vector<batch::header> hs(headers.begin(), headers.end());
+  return append_and_ask(batches, {}, hs, std::nullopt);
+}
+
+result<append_result> log::append_and_ask(std::span<const std::byte> batches, std::span<std::byte> stamp,
+                                          std::span<batch::header> headers, std::optional<leader_epoch> epoch) {
   flush_ask ask;
   result<append_result> r = [&] {
     std::lock_guard g(mu_);
-    return append_locked(batches, crc, epoch, ask);
+    return append_locked(batches, stamp, headers, epoch, ask);
   }();
   answer_waiters();
   ask_flusher(ask);
@@ -127,12 +143,14 @@ void log::flush_on_timer() {
   flush().ignore();
 }
 
-result<append_result> log::append_locked(std::span<std::byte> batches, batch::crc_check crc,
-                                         std::optional<leader_epoch> epoch, flush_ask& ask) {
+result<append_result> log::append_locked(std::span<const std::byte> batches, std::span<std::byte> stamp,
+                                         std::span<batch::header> hs, std::optional<leader_epoch> epoch,
+                                         flush_ask& ask) {
   SLUICE_TRY(check_writable());
-  std::vector<batch::header> hs;
-  const auto strict = epoch ? batch::strictness::leader : batch::strictness::stored;
-  SLUICE_TRY(batch::check_all(batches, strict, hs, crc));
+  // The caller parsed and checked every header (check_all or the produce
+  // path's own checks).
+  SLUICE_ASSERT(!hs.empty(), "an append without batches");
+  SLUICE_ASSERT(!epoch || stamp.data() == batches.data(), "a leader's append stamps the bytes it appends");
   offset next(log_end_.load());
   if (epoch) {
     if (!epochs_.empty() && *epoch < epochs_.back().epoch)
@@ -140,7 +158,7 @@ result<append_result> log::append_locked(std::span<std::byte> batches, batch::cr
                                                std::to_string(epoch->value())};
     size_t pos = 0;
     for (auto& h : hs) {
-      batch::stamp(batches.data() + pos, next, *epoch);
+      batch::stamp(stamp.data() + pos, next, *epoch);
       h.base_offset = next;
       h.partition_leader_epoch = epoch->value();
       next = h.last_offset() + 1;

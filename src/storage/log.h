@@ -157,9 +157,20 @@ class log : public std::enable_shared_from_this<log> {
   // the headers only.
   result<append_result> append(std::span<std::byte> batches, leader_epoch epoch,
                                model::batch::crc_check crc = model::batch::crc_check::verify);
+  // append() for batches the caller parsed and checked already (as
+  // model::batch::check_all does at strictness::leader, CRCs included):
+  // `headers` holds one per batch of `batches`, in order, and is updated
+  // with the offsets and epoch written. Nothing is parsed again.
+  result<append_result> append_checked(std::span<std::byte> batches, std::vector<model::batch::header>& headers,
+                                       leader_epoch epoch);
   // Appends batches as a follower: offsets and epochs are kept as in the
-  // bytes; the first base offset must be >= the log end offset.
-  result<append_result> append_replicated(std::span<std::byte> batches);
+  // bytes; the first base offset must be >= the log end offset. The bytes
+  // are only read.
+  result<append_result> append_replicated(std::span<const std::byte> batches);
+  // The same for batches checked already (check_all or check_whole_prefix
+  // at strictness::stored, CRCs included), `headers` one per batch in order.
+  result<append_result> append_replicated(std::span<const std::byte> batches,
+                                          std::span<const model::batch::header> headers);
 
   // Discards every offset >= `o` across segments (replication's truncation).
   // A batch that straddles `o` goes entirely, so the log end offset may end
@@ -398,13 +409,16 @@ class log : public std::enable_shared_from_this<log> {
     int64_t after_ms = -1;  // arm the flush.ms timer
     bool prepare = false;   // the active segment's prepared tail runs short (prepare_tail)
   };
-  result<append_result> append_and_ask(std::span<std::byte> batches, model::batch::crc_check crc,
-                                       std::optional<leader_epoch> epoch);
+  // `stamp`: the batches' bytes to write offsets and the epoch into, for
+  // an append as the leader (`epoch` set); empty for a replicated one.
+  result<append_result> append_and_ask(std::span<const std::byte> batches, std::span<std::byte> stamp,
+                                       std::span<model::batch::header> headers, std::optional<leader_epoch> epoch);
   void ask_flusher(const flush_ask& ask);
 
   // Writing, all with mu_ held.
-  result<append_result> append_locked(std::span<std::byte> batches, model::batch::crc_check crc,
-                                      std::optional<leader_epoch> epoch, flush_ask& ask);
+  result<append_result> append_locked(std::span<const std::byte> batches, std::span<std::byte> stamp,
+                                      std::span<model::batch::header> hs, std::optional<leader_epoch> epoch,
+                                      flush_ask& ask);
   status maybe_roll(size_t incoming_bytes, offset incoming_last, flush_ask& ask);
   // Closes the active segment (unsealed: see seal_closed) and starts the
   // next one at the log end offset. Asks for a flush to seal it.

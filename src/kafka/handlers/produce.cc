@@ -117,22 +117,16 @@ void handle_produce(request req) {
         set_error(error_code::corrupt_message, "no record batch");
         continue;
       }
-      if (req.version() < 7) {
-        // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
-        // read it back, so it is refused from them.
-        auto h = model::batch::read_header(pd.records.view());
-        if (h.ok() && h->codec() == model::compression::zstd) {
-          set_error(error_code::unsupported_compression_type, "zstd needs Produce v7 or later");
-          continue;
-        }
-      }
       if (acks == -1) {
         if (auto e = part->check_min_insync(); e != errc::ok) {
           set_error(to_kafka_error(e), "fewer in-sync replicas than min.insync.replicas");
           continue;
         }
       }
-      auto out = part->append(mutable_view(req, pd.records.view()), now, /*wake_readers=*/false);
+      // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
+      // read it back, so it is refused from them.
+      auto out = part->append(mutable_view(req, pd.records.view()), now, /*wake_readers=*/false,
+                              /*zstd_allowed=*/req.version() >= 7);
       pr.log_start_offset = part->log_start_offset().value();
       if (out.error == errc::ok && !out.duplicate) appended.emplace_back(part, out.hw_moved);
       if (out.error != errc::ok) {
