@@ -342,8 +342,9 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
       });
   // A deleted topic's committed offsets go with it (Kafka's
   // onPartitionsDeleted).
-  i->partitions->on_topic_deleted(
-      [c = &i->groups->coordinator()](const std::string& topic) { c->delete_topic_offsets(topic); });
+  i->partitions->on_topic_deleted([c = &i->groups->coordinator()](const std::string& topic, const topic_id&) {
+    c->delete_topic_offsets(topic);
+  });
   // In a cluster the coordinator serves the __consumer_offsets partitions
   // this broker leads, loading and unloading them as leadership moves.
   i->partitions->on_role_change([g = i->groups.get()](const std::string& topic, int32_t p, bool leads) {
