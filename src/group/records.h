@@ -31,6 +31,7 @@ struct offset_key {
   std::string topic;
   int32_t partition = 0;
   bool operator==(const offset_key&) const = default;
+  auto operator<=>(const offset_key&) const = default;
 };
 
 struct group_key {
