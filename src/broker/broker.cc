@@ -348,9 +348,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
         w->on_offset_replaced(g, t, p, prev);
       });
   // A deleted topic's committed offsets go with it (Kafka's
-  // onPartitionsDeleted).
-  i->partitions->on_topic_deleted(
-      [c = &i->groups->coordinator()](const std::string& topic) { c->delete_topic_offsets(topic); });
+  // onPartitionsDeleted), by topic id: a topic created again under the
+  // name keeps its own (docs/group_records.md, "Topic ids").
+  i->partitions->on_topic_deleted([c = &i->groups->coordinator()](const std::string& topic, const topic_id& id) {
+    c->delete_topic_offsets(topic, id);
+  });
   // In a cluster the coordinator serves the __consumer_offsets partitions
   // this broker leads, loading and unloading them as leadership moves.
   i->partitions->on_role_change([g = i->groups.get()](const std::string& topic, int32_t p, bool leads) {

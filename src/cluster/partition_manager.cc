@@ -290,7 +290,7 @@ std::optional<partition_manager::create_error> partition_manager::delete_found(
     const std::function<std::optional<topic_info>()>& find, create_error missing, topic_info* deleted) {
   std::optional<topic_info> t;
   std::optional<create_error> e;
-  std::vector<std::function<void(const std::string&)>> listeners;
+  std::vector<deleted_listener> listeners;
   {
     // The lookup and the deletion under one lock: a topic created again
     // under the name meanwhile is never deleted in place of the one found.
@@ -302,11 +302,11 @@ std::optional<partition_manager::create_error> partition_manager::delete_found(
     listeners = deleted_listeners_;
   }
   if (!e)
-    for (const auto& fn : listeners) fn(t->name);
+    for (const auto& fn : listeners) fn(t->name, t->id);
   return e;
 }
 
-void partition_manager::on_topic_deleted(std::function<void(const std::string&)> fn) {
+void partition_manager::on_topic_deleted(deleted_listener fn) {
   std::lock_guard change(change_mu_);
   deleted_listeners_.push_back(std::move(fn));
 }
@@ -563,6 +563,7 @@ void partition_manager::on_store_change(const std::string& topic) {
 
 void partition_manager::sync_topic(const std::string& name) {
   bool deleted = false;
+  topic_id deleted_id{};  // all zero: no replica here told which topic went
   {
     std::lock_guard change(change_mu_);
     auto t = table_->get(name);
@@ -571,6 +572,7 @@ void partition_manager::sync_topic(const std::string& name) {
     if (!t || replaced) {
       const int32_t slots = replicas_->slot_count(name);
       if (slots > 0) {
+        if (!hosted.empty()) deleted_id = hosted.front()->topic_id();
         remove_local_locked(name, slots);
         SLUICE_LOG_INFO("deleted this broker's replicas of topic {}", name);
         deleted = true;
@@ -597,12 +599,12 @@ void partition_manager::sync_topic(const std::string& name) {
     }
   }
   if (deleted) {
-    std::vector<std::function<void(const std::string&)>> listeners;
+    std::vector<deleted_listener> listeners;
     {
       std::lock_guard change(change_mu_);
       listeners = deleted_listeners_;
     }
-    for (const auto& fn : listeners) fn(name);
+    for (const auto& fn : listeners) fn(name, deleted_id);
   }
 }
 

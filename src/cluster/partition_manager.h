@@ -199,10 +199,15 @@ class partition_manager {
   // before the broker serves.
   using role_listener = std::function<void(const std::string&, int32_t, bool)>;
   void on_role_change(role_listener fn);
-  // Calls `fn` with the topic's name after each topic deletion, on the
-  // deleting thread and with no lock of this manager held (the group
-  // coordinator drops the topic's committed offsets, as Kafka does).
-  void on_topic_deleted(std::function<void(const std::string&)> fn);
+  // Calls `fn` with the topic's name and id after each topic deletion, on
+  // the deleting thread and with no lock of this manager held (the group
+  // coordinator drops the topic's committed offsets, as Kafka does). The
+  // id is all zero when this broker did not know it (a store that follows
+  // a controller, whose deletion reached a broker holding no replica of
+  // the topic). It may come late, after a topic of the same name was
+  // created again, and more than once for one deletion.
+  using deleted_listener = std::function<void(const std::string& name, const topic_id& id)>;
+  void on_topic_deleted(deleted_listener fn);
 
   producer_id_allocator& producer_ids() { return *producer_ids_; }
 
@@ -285,7 +290,7 @@ class partition_manager {
   mutable std::mutex cfg_mu_;   // guards cfg_ (the pointer, not the snapshot)
   std::shared_ptr<const config::broker_config> cfg_;
   std::vector<std::function<void(const config::broker_config&)>> cfg_listeners_;  // change_mu_
-  std::vector<std::function<void(const std::string&)>> deleted_listeners_;        // change_mu_
+  std::vector<deleted_listener> deleted_listeners_;                                // change_mu_
   mutable std::mutex role_mu_;                 // guards role_listeners_
   std::vector<role_listener> role_listeners_;
   void tell_role(const std::string& topic, int32_t p, bool leads) const;

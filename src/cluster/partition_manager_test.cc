@@ -1082,7 +1082,12 @@ TEST_F(PartitionManagerTest, LogsFollowAControllersStore) {
   EXPECT_FALSE(pm_->get("f", 1)->is_leader());
   // Deleted through the store: the logs go when it says so.
   std::vector<std::string> deleted;
-  pm_->on_topic_deleted([&](const std::string& t) { deleted.push_back(t); });
+  std::vector<topic_id> deleted_ids;
+  const topic_id id = pm_->topic("f")->id;
+  pm_->on_topic_deleted([&](const std::string& t, const topic_id& i) {
+    deleted.push_back(t);
+    deleted_ids.push_back(i);
+  });
   ASSERT_FALSE(pm_->delete_topic("f"));
   pm_->on_store_change("f");
   pm_->wait_for_creations();
@@ -1090,6 +1095,9 @@ TEST_F(PartitionManagerTest, LogsFollowAControllersStore) {
   EXPECT_EQ(pm_->missing_partition_error("f", 0), errc::not_found);
   EXPECT_FALSE(fs::exists(fs::path(tmp_.path()) / "logs" / "f-0"));
   EXPECT_EQ(deleted.size(), 2u);  // the deleting call, then the store's change
+  // Both name the topic that went, by its id (the second from the replicas
+  // this broker held).
+  EXPECT_EQ(deleted_ids, (std::vector<topic_id>{id, id}));
 }
 
 }  // namespace

@@ -8,12 +8,12 @@ namespace sluice::group {
 using kafka::error_code;
 
 coordinator::coordinator(coordinator_config cfg, record_log& log, sluice::clock& clk, post_fn post,
-                         partition_exists_fn partition_exists)
+                         topic_lookup_fn topics)
     : cfg_(cfg),
       log_(log),
       partitions_(cfg_.num_partitions, log, std::move(post), mu_, clk, cfg_.offsets_commit_timeout_ms),
       members_(cfg_, partitions_, clk),
-      offsets_(cfg_, partitions_, members_, clk, std::move(partition_exists)) {}
+      offsets_(cfg_, partitions_, members_, clk, std::move(topics)) {}
 
 coordinator::~coordinator() = default;
 
@@ -201,9 +201,9 @@ void coordinator::delete_groups(const protocol::delete_groups_request& req,
   offsets_.delete_groups(req, std::move(cb), out);
 }
 
-void coordinator::delete_topic_offsets(const std::string& topic) {
+void coordinator::delete_topic_offsets(const std::string& topic, const sluice::topic_id& id) {
   std::lock_guard lock(mu_);
-  offsets_.delete_topic(topic);
+  offsets_.delete_topic(topic, id);
 }
 
 // ---- Timers, config, views ----------------------------------------------------------

@@ -50,15 +50,17 @@ class coordinator {
  public:
   // Runs a task on the coordinator's executor (one task at a time).
   using post_fn = offsets_partitions::post_fn;
-  // Whether a topic partition exists (OffsetCommit refuses unknown ones).
-  using partition_exists_fn = offset_manager::partition_exists_fn;
+  // The topic a name resolves to now (offsets.h): OffsetCommit refuses
+  // unknown topic partitions and records the topic's id; OffsetFetch
+  // answers only offsets of the current topic of a name.
+  using topic_lookup_fn = group::topic_lookup_fn;
   template <class T>
   using reply = std::function<void(T)>;
   using committed_offset = group::committed_offset;
   using offset_observer = group::offset_observer;
 
   coordinator(coordinator_config cfg, record_log& log, sluice::clock& clk, post_fn post,
-              partition_exists_fn partition_exists = {});
+              topic_lookup_fn topics = {});
   ~coordinator();
   coordinator(const coordinator&) = delete;
   coordinator& operator=(const coordinator&) = delete;
@@ -129,15 +131,20 @@ class coordinator {
   protocol::list_groups_response list_groups(const protocol::list_groups_request& req);
   void delete_groups(const protocol::delete_groups_request& req, reply<protocol::delete_groups_response> cb);
 
-  // A topic was deleted: its committed offsets go from every group
-  // (tombstones in __consumer_offsets), as Kafka's coordinator drops them
+  // Topic `topic` with id `id` was deleted (`id` all zero: not known
+  // here): its committed offsets go from every group (tombstones in
+  // __consumer_offsets), as Kafka's coordinator drops them
   // (onPartitionsDeleted), so that a topic created again under the name is
   // read from the group's reset policy, not from an offset of the old one.
-  // A group left with no offsets and no members stays until it expires.
+  // The deletion may come late, after the name was taken again: offsets
+  // committed against the topic that has the name now stay, and so do
+  // commits of it still in flight (docs/group_records.md, "Topic ids"). A
+  // group left with no offsets and no members stays until it expires.
   // Partitions of __consumer_offsets loading now, or held by another
   // broker, drop them when they finish loading here: a load ends with
-  // tombstones for the offsets of topic partitions that no longer exist.
-  void delete_topic_offsets(const std::string& topic);
+  // tombstones for the offsets of topic partitions that no longer exist or
+  // whose topic was replaced. Until then a fetch does not answer them.
+  void delete_topic_offsets(const std::string& topic, const sluice::topic_id& id);
 
   // ---- Timers -----------------------------------------------------------------
   // Session and rebalance timeouts, the initial rebalance delay, pending

@@ -111,8 +111,31 @@ class coordinator_test : public ::testing::Test {
   void reset() {
     c_ = std::make_unique<coordinator>(
         cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
-        [](const std::string& topic, int32_t p) { return topic != "missing" && p < 100; });
+        [this](const std::string& topic) { return lookup(topic); });
     c_->set_loaded();
+  }
+
+  // The broker's topic table as the coordinator sees it: every topic has
+  // 100 partitions and its first id, except "missing" and the topics set
+  // in topics_ (nullopt: deleted).
+  static sluice::topic_id id_of(const std::string& name, uint8_t incarnation = 1) {
+    sluice::topic_id id{};
+    id[0] = incarnation;
+    for (size_t i = 0; i < name.size() && i + 1 < id.size(); ++i) id[i + 1] = static_cast<uint8_t>(name[i]);
+    return id;
+  }
+  std::optional<topic_ref> lookup(const std::string& name) const {
+    if (auto it = topics_.find(name); it != topics_.end()) return it->second;
+    if (name == "missing") return std::nullopt;
+    return topic_ref{id_of(name), 100};
+  }
+  // Deletes `name` from the table (the coordinator hears of it only when
+  // a test says so) and creates it again under a new id; returns the id
+  // it had.
+  sluice::topic_id recreate(const std::string& name) {
+    const sluice::topic_id old = lookup(name)->id;
+    topics_[name] = topic_ref{id_of(name, static_cast<uint8_t>(old[0] + 1)), 100};
+    return old;
   }
   void run() {
     while (!tasks_.empty()) {
@@ -261,6 +284,7 @@ class coordinator_test : public ::testing::Test {
   manual_clock clk_;
   mem_log log_;
   std::deque<std::function<void()>> tasks_;
+  std::map<std::string, std::optional<topic_ref>> topics_;
   std::unique_ptr<coordinator> c_;
 };
 
@@ -1170,19 +1194,15 @@ TEST_F(coordinator_test, UnloadAnswersWaitingRequestsOfItsGroupsOnly) {
 // tombstones for its offsets, as the live deletion writes, so a topic
 // created again under the name does not inherit them.
 TEST_F(coordinator_test, ATopicDeletedDuringTheLoadIsDeletedAfterIt) {
-  std::set<std::string> deleted;
-  c_ = std::make_unique<coordinator>(
-      cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
-      [&deleted](const std::string& topic, int32_t) { return !deleted.count(topic); });
-  c_->set_loaded();
   const std::string g = group_in(1, "g", cfg_.num_partitions);
   ASSERT_EQ(commit_error(commit(g, "", -1, "old", 0, 5)), 0);
   ASSERT_EQ(commit_error(commit(g, "", -1, "kept", 0, 6)), 0);
   c_->unload_partition(1);
   // Deleted while partition 1 is not served here: nothing to write now.
-  deleted.insert("old");
+  const sluice::topic_id old_id = lookup("old")->id;
+  topics_["old"] = std::nullopt;
   const size_t appends = log_.appends;
-  c_->delete_topic_offsets("old");
+  c_->delete_topic_offsets("old", old_id);
   run();
   EXPECT_EQ(log_.appends, appends);
   ASSERT_TRUE(c_->load_partition(1).loaded);
@@ -1190,13 +1210,197 @@ TEST_F(coordinator_test, ATopicDeletedDuringTheLoadIsDeletedAfterIt) {
   EXPECT_EQ(fetch(g, "old", 0), -1);
   EXPECT_EQ(fetch(g, "kept", 0), 6);
   // Durable: the next load finds the tombstone, not the offset.
-  deleted.clear();  // created again under the name
+  recreate("old");
   c_->unload_partition(1);
   ASSERT_TRUE(c_->load_partition(1).loaded);
   run();
   EXPECT_EQ(fetch(g, "old", 0), -1);
   EXPECT_EQ(fetch(g, "kept", 0), 6);
-  c_.reset();  // it holds `deleted`
+}
+
+// ---- Topic ids (docs/group_records.md, "Topic ids") ----------------------------
+
+// The tombstones in __consumer_offsets, as "group topic partition".
+std::vector<std::string> tombstones(const mem_log& log) {
+  std::vector<std::string> out;
+  for (const auto& r : log.durable) {
+    if (r.value) continue;
+    auto k = decode_key(r.key);
+    if (!k.ok() || !std::holds_alternative<offset_key>(*k)) continue;
+    const auto& ok = std::get<offset_key>(*k);
+    out.push_back(ok.group + " " + ok.topic + " " + std::to_string(ok.partition));
+  }
+  return out;
+}
+
+// An offset value as written before topic ids were kept (version 3).
+std::vector<uint8_t> version3_value(int64_t offset) {
+  std::vector<uint8_t> v = {0, 3};
+  for (int i = 7; i >= 0; --i) v.push_back(static_cast<uint8_t>(offset >> (8 * i)));
+  v.insert(v.end(), {0xff, 0xff, 0xff, 0xff, 0, 0});  // leader epoch -1, metadata ""
+  for (int i = 0; i < 8; ++i) v.push_back(0);         // commit timestamp 0
+  return v;
+}
+
+TEST_F(coordinator_test, ACommitRecordsTheTopicIdItWasMadeAgainst) {
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 5)), 0);
+  ASSERT_FALSE(log_.durable.empty());
+  auto v = decode_offset_value(*log_.durable.back().value);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->topic_id, id_of("t"));
+  const sluice::topic_id first = recreate("t");
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 6)), 0);
+  v = decode_offset_value(*log_.durable.back().value);
+  ASSERT_TRUE(v.ok());
+  EXPECT_NE(v->topic_id, first);
+  EXPECT_EQ(v->topic_id, lookup("t")->id);
+}
+
+// A topic deleted and created again under its name: until the deletion
+// reaches the coordinator (or if it never does), the old topic's offsets
+// are not the new one's.
+TEST_F(coordinator_test, FetchDoesNotAnswerAnOffsetOfTheNamesEarlierTopic) {
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit("g", "", -1, "u", 0, 8)), 0);
+  recreate("t");
+  EXPECT_EQ(fetch("g", "t", 0), -1);
+  EXPECT_EQ(fetch("g", "u", 0), 8);
+  // Nor in a fetch of every topic, nor in /metrics.
+  proto::offset_fetch_request all;
+  all.groups.push_back({"g", std::nullopt});
+  const auto resp = c_->offset_fetch(all, 8);
+  ASSERT_EQ(resp.groups.at(0).topics.size(), 1u);
+  EXPECT_EQ(resp.groups.at(0).topics[0].name, "u");
+  ASSERT_EQ(c_->committed_offsets().size(), 1u);
+  EXPECT_EQ(c_->committed_offsets()[0].topic, "u");
+  // The name gone altogether: the same.
+  topics_["u"] = std::nullopt;
+  EXPECT_EQ(fetch("g", "u", 0), -1);
+  // A commit against the new topic is answered.
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 7)), 0);
+  EXPECT_EQ(fetch("g", "t", 0), 7);
+}
+
+// Records of both kinds replay: one without an id (written before ids were
+// kept) counts as the current topic's; one with the id of an earlier topic
+// of the name is not answered.
+TEST_F(coordinator_test, ReplayOfRecordsWithAndWithoutTopicIds) {
+  const std::string g = group_in(1, "g", cfg_.num_partitions);
+  auto put = [&](const std::string& topic, std::vector<uint8_t> value) {
+    log_.durable.push_back({1, encode_key(offset_key{g, topic, 0}), std::move(value)});
+  };
+  put("before-ids", version3_value(11));
+  offset_value stale{12, -1, "", 0, id_of("stale")};
+  put("stale", encode_value(stale));
+  offset_value current{13, -1, "", 0, id_of("current")};
+  put("current", encode_value(current));
+  recreate("stale");
+  c_->unload_partition(1);
+  topics_["stale"] = std::nullopt;  // not even the name is left
+  c_->load_partition(1);
+  run();
+  EXPECT_EQ(fetch(g, "before-ids", 0), 11);
+  EXPECT_EQ(fetch(g, "stale", 0), -1);
+  EXPECT_EQ(fetch(g, "current", 0), 13);
+  // And with the name taken by a newer topic than the record's.
+  recreate("stale");
+  log_.durable.clear();
+  put("stale", encode_value(stale));
+  c_->unload_partition(1);
+  c_->load_partition(1);
+  run();
+  EXPECT_EQ(fetch(g, "stale", 0), -1);
+}
+
+// A load removes (tombstones) the offsets of topics that are gone or were
+// replaced while it was not served here, and only those: an offset of the
+// name's current topic, or one without an id, stays.
+TEST_F(coordinator_test, ALoadRemovesOffsetsOfAnEarlierTopicOfTheName) {
+  const std::string g = group_in(1, "g", cfg_.num_partitions);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "kept", 0, 6)), 0);
+  log_.durable.push_back({1, encode_key(offset_key{g, "before-ids", 0}), version3_value(4)});
+  c_->unload_partition(1);
+  recreate("t");
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(tombstones(log_), (std::vector<std::string>{g + " t 0"}));
+  EXPECT_EQ(fetch(g, "t", 0), -1);
+  EXPECT_EQ(fetch(g, "kept", 0), 6);
+  EXPECT_EQ(fetch(g, "before-ids", 0), 4);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 0, 9)), 0);
+  c_->unload_partition(1);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "t", 0), 9);
+  EXPECT_EQ(tombstones(log_).size(), 1u);
+}
+
+// The deletion of a topic reaches the coordinator after the name was taken
+// again and the group committed against the new topic: the old topic's
+// offsets go, the new topic's stay, in memory and in the log.
+TEST_F(coordinator_test, ALateDeletionKeepsTheOffsetsOfTheTopicCreatedAgain) {
+  const std::string g = group_in(1, "g", cfg_.num_partitions);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 1, 3)), 0);
+  log_.durable.push_back({1, encode_key(offset_key{g, "t", 2}), version3_value(4)});
+  c_->unload_partition(1);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  const sluice::topic_id old_id = recreate("t");
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 0, 7)), 0);
+  c_->delete_topic_offsets("t", old_id);
+  run();
+  EXPECT_EQ(fetch(g, "t", 0), 7);
+  EXPECT_EQ(fetch(g, "t", 1), -1);
+  EXPECT_EQ(fetch(g, "t", 2), -1);
+  // The old topic's offset and the one without an id (older than the
+  // deletion) got tombstones; the new topic's did not.
+  EXPECT_EQ(tombstones(log_), (std::vector<std::string>{g + " t 1", g + " t 2"}));
+  ASSERT_EQ(c_->committed_offsets().size(), 1u);
+  // A deletion whose id the broker did not know (all zero) does the same.
+  c_->delete_topic_offsets("t", sluice::topic_id{});
+  run();
+  EXPECT_EQ(fetch(g, "t", 0), 7);
+  // Durable: a replay rebuilds it.
+  c_->unload_partition(1);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "t", 0), 7);
+  EXPECT_EQ(fetch(g, "t", 1), -1);
+  // The new topic deleted in turn: its offsets go.
+  const sluice::topic_id new_id = lookup("t")->id;
+  topics_["t"] = std::nullopt;
+  c_->delete_topic_offsets("t", new_id);
+  run();
+  EXPECT_EQ(c_->committed_offsets().size(), 0u);
+  EXPECT_EQ(tombstones(log_).back(), g + " t 0");
+}
+
+// A commit against the new topic still in flight (appended, not durable)
+// when the old topic's deletion comes: a tombstone written now would land
+// after the commit in the log and delete it at the next replay.
+TEST_F(coordinator_test, ADeletionLeavesACommitInFlightForTheNewTopicAlone) {
+  const std::string g = group_in(1, "g", cfg_.num_partitions);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit(g, "", -1, "t", 1, 6)), 0);
+  const sluice::topic_id old_id = recreate("t");
+  log_.hold = true;
+  auto in_flight = commit(g, "", -1, "t", 0, 9);
+  EXPECT_FALSE(in_flight.done());
+  c_->delete_topic_offsets("t", old_id);
+  run();
+  log_.hold = false;
+  log_.complete_all();
+  run();
+  ASSERT_TRUE(in_flight.done());
+  EXPECT_EQ(commit_error(in_flight), 0);
+  EXPECT_EQ(fetch(g, "t", 0), 9);
+  EXPECT_EQ(tombstones(log_), (std::vector<std::string>{g + " t 1"}));
+  c_->unload_partition(1);
+  ASSERT_TRUE(c_->load_partition(1).loaded);
+  run();
+  EXPECT_EQ(fetch(g, "t", 0), 9);
 }
 
 TEST_F(coordinator_test, OffsetsOfEmptyGroupsExpire) {

@@ -62,16 +62,45 @@ proto::offset_fetch_response to_single_group(fetch_group_response one) {
   return resp;
 }
 
+// Whether a load ends with a tombstone for this offset: its topic
+// partition no longer exists, or its id names an earlier topic of the name
+// than the current one. An offset without an id stays while the topic
+// partition exists (it counts as the current topic's).
+bool gone_at_load(const std::optional<topic_ref>& current, const offset_key& k, const offset_value& v) {
+  if (!current || k.partition >= current->partitions) return true;
+  return v.topic_id != sluice::topic_id{} && v.topic_id != current->id;
+}
+
 }  // namespace
 
 offset_manager::offset_manager(const coordinator_config& cfg, offsets_partitions& partitions, membership& members,
-                               sluice::clock& clk, partition_exists_fn partition_exists)
+                               sluice::clock& clk, topic_lookup_fn topics)
     : cfg_(cfg),
       partitions_(partitions),
       members_(members),
       clk_(clk),
-      partition_exists_(std::move(partition_exists)),
+      topics_(std::move(topics)),
       next_expiry_check_ms_(clk.monotonic_ms() + cfg.offsets_retention_check_interval_ms) {}
+
+std::optional<topic_ref> offset_manager::current_topic(const std::string& name) const {
+  if (!topics_) return std::nullopt;
+  return topics_(name);
+}
+
+bool offset_manager::answered(const offset_value& v, const std::optional<topic_ref>& current) const {
+  if (!topics_ || v.topic_id == sluice::topic_id{}) return true;
+  return current && current->id == v.topic_id;
+}
+
+void offset_manager::forget_in_flight(const offset_key& k, const sluice::topic_id& id) {
+  auto it = in_flight_.find(k);
+  SLUICE_ASSERT(it != in_flight_.end(), "a completing commit was in flight");
+  auto& ids = it->second;
+  auto at = std::find(ids.begin(), ids.end(), id);
+  SLUICE_ASSERT(at != ids.end(), "a completing commit was in flight with its topic id");
+  ids.erase(at);
+  if (ids.empty()) in_flight_.erase(it);
+}
 
 const offset_manager::offset_map* offset_manager::offsets_of(const std::string& group_id) const {
   auto it = offsets_.find(group_id);
@@ -92,8 +121,13 @@ void offset_manager::apply(const offset_key& k, const std::optional<offset_value
   auto g = offsets_.find(k.group);
   if (observer_ && g != offsets_.end() && partitions_.holds(k.group)) {
     // Replay is skipped: what an old record held was accounted for (or not)
-    // by the run that wrote it.
-    if (auto it = g->second.find(tp); it != g->second.end()) observer_(k.group, k.topic, k.partition, it->second.offset);
+    // by the run that wrote it. A commit against a topic created again
+    // under the name replaces nothing of that topic: not observed.
+    auto it = g->second.find(tp);
+    const bool same_topic = it != g->second.end() &&
+                            (!v || it->second.topic_id == sluice::topic_id{} ||
+                             v->topic_id == sluice::topic_id{} || it->second.topic_id == v->topic_id);
+    if (same_topic) observer_(k.group, k.topic, k.partition, it->second.offset);
   }
   if (!v) {
     if (g == offsets_.end()) return;
@@ -124,8 +158,13 @@ void offset_manager::drop_partition(int32_t p) {
 
 std::vector<committed_offset> offset_manager::committed_offsets() const {
   std::vector<committed_offset> out;
+  std::map<std::string, std::optional<topic_ref>, std::less<>> current;  // looked up once per name
   for (const auto& [id, offs] : offsets_) {
-    for (const auto& [tp, v] : offs) out.push_back({id, tp.first, tp.second, v.offset});
+    for (const auto& [tp, v] : offs) {
+      auto c = current.find(tp.first);
+      if (c == current.end()) c = current.emplace(tp.first, current_topic(tp.first)).first;
+      if (answered(v, c->second)) out.push_back({id, tp.first, tp.second, v.offset});
+    }
   }
   return out;
 }
@@ -149,12 +188,13 @@ void offset_manager::write_tombstones(const std::string& group_id, const std::ve
 // or the error that refuses it is returned. `held` counts the group's
 // offsets with those the batch adds.
 error_code offset_manager::add_commit(const std::string& group_id, const std::string& topic,
-                                      const commit_partition& p, const offset_map* held_offsets, size_t& held,
-                                      int64_t now_ms, commit_batch& batch) const {
+                                      const std::optional<topic_ref>& current, const commit_partition& p,
+                                      const offset_map* held_offsets, size_t& held, int64_t now_ms,
+                                      commit_batch& batch) const {
   if (p.committed_metadata && p.committed_metadata->size() > limits::max_offset_metadata_bytes)
     return error_code::offset_metadata_too_large;
   if (topic.empty() || topic.size() > limits::max_name_bytes || p.partition_index < 0 ||
-      (partition_exists_ && !partition_exists_(topic, p.partition_index)))
+      (topics_ && (!current || p.partition_index >= current->partitions)))
     return error_code::unknown_topic_or_partition;
   const bool known = held_offsets && held_offsets->count({topic, p.partition_index});
   if (!known && ++held > limits::max_offsets_per_group) return error_code::invalid_commit_offset_size;
@@ -164,6 +204,9 @@ error_code offset_manager::add_commit(const std::string& group_id, const std::st
   v.leader_epoch = p.committed_leader_epoch;
   v.metadata = p.committed_metadata.value_or("");
   v.commit_timestamp_ms = now_ms;
+  // The topic the name resolves to now: a fetch answers the offset only
+  // while the name still has it (docs/group_records.md, "Topic ids").
+  if (current) v.topic_id = current->id;
   protocol::records::record_input r;
   r.key = encode_key(k);
   r.value = encode_value(v);
@@ -199,9 +242,10 @@ void offset_manager::commit(const proto::offset_commit_request& req, int16_t ver
   commit_batch batch;
   for (size_t ti = 0; ti < req.topics.size(); ++ti) {
     const auto& t = req.topics[ti];
+    const auto current = current_topic(t.name);
     for (size_t pi = 0; pi < t.partitions.size(); ++pi) {
       int16_t& ec = resp->topics[ti].partitions[pi].error_code;
-      const auto e = add_commit(req.group_id, t.name, t.partitions[pi], held_offsets, held, now, batch);
+      const auto e = add_commit(req.group_id, t.name, current, t.partitions[pi], held_offsets, held, now, batch);
       if (e != error_code::none) {
         ec = to_wire(e);
       } else {
@@ -210,9 +254,11 @@ void offset_manager::commit(const proto::offset_commit_request& req, int16_t ver
     }
   }
   if (batch.records.empty()) return answer(cb, *resp, out);
+  for (const auto& [k, v] : batch.applied) in_flight_[k].push_back(v.topic_id);
   partitions_.append(req.group_id, std::move(batch.records),
                      [this, resp, applied = std::move(batch.applied), written = std::move(batch.written),
                       cb = std::move(cb)](status s, outbox& out) mutable {
+                       for (const auto& [k, v] : applied) forget_in_flight(k, v.topic_id);
                        if (s.ok()) {
                          for (const auto& [k, v] : applied) apply(k, v);
                        } else {
@@ -235,7 +281,10 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
     out.error_code = to_wire(error_code::invalid_group_id);
   }
   const offset_map* offs = out.error_code == 0 ? offsets_of(group_id) : nullptr;
-  auto partition_of = [&](const std::string& topic, int32_t p) {
+  // An offset of an earlier topic of the name (deleted, the name taken
+  // again) is answered as none: the group reads the topic it has now from
+  // its reset policy.
+  auto partition_of = [&](const std::string& topic, int32_t p, const std::optional<topic_ref>& current) {
     fetch_group_response::offset_fetch_response_topics::offset_fetch_response_partitions r;
     r.partition_index = p;
     r.committed_offset = -1;
@@ -243,7 +292,7 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
     r.error_code = out.error_code;
     if (offs) {
       auto it = offs->find({topic, p});
-      if (it != offs->end()) {
+      if (it != offs->end() && answered(it->second, current)) {
         r.committed_offset = it->second.offset;
         r.committed_leader_epoch = it->second.leader_epoch;
         r.metadata = it->second.metadata;
@@ -253,9 +302,16 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
   };
   if (!topics) {
     if (offs) {
-      for (const auto& [tp, _] : *offs) {
+      std::optional<topic_ref> current;  // of the topic of the entries being walked (sorted by name)
+      const std::string* looked_up = nullptr;
+      for (const auto& [tp, v] : *offs) {
+        if (!looked_up || *looked_up != tp.first) {
+          looked_up = &tp.first;
+          current = current_topic(tp.first);
+        }
+        if (!answered(v, current)) continue;
         if (out.topics.empty() || out.topics.back().name != tp.first) out.topics.emplace_back().name = tp.first;
-        out.topics.back().partitions.push_back(partition_of(tp.first, tp.second));
+        out.topics.back().partitions.push_back(partition_of(tp.first, tp.second, current));
       }
     }
     return out;
@@ -263,7 +319,8 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
   for (const auto& t : *topics) {
     auto& rt = out.topics.emplace_back();
     rt.name = t.name;
-    for (int32_t p : t.partition_indexes) rt.partitions.push_back(partition_of(t.name, p));
+    const auto current = offs ? current_topic(t.name) : std::nullopt;
+    for (int32_t p : t.partition_indexes) rt.partitions.push_back(partition_of(t.name, p, current));
   }
   return out;
 }
@@ -379,37 +436,87 @@ void offset_manager::delete_groups(const proto::delete_groups_request& req, repl
   finish(out);
 }
 
-void offset_manager::delete_topic(const std::string& topic) {
+void offset_manager::write_deletion(const std::string& group_id, std::vector<offset_key> keys, stale_fn stale) {
+  write_tombstones(group_id, keys, false, [this, keys, stale = std::move(stale)](status s, outbox&) {
+    if (!s.ok()) return;
+    for (const auto& k : keys) {
+      // Only if still stale: never the offset of a topic that was current
+      // when the tombstone was decided.
+      const offset_map* offs = offsets_of(k.group);
+      if (!offs) continue;
+      auto it = offs->find({k.topic, k.partition});
+      if (it != offs->end() && stale(k, it->second)) apply(k, std::nullopt);
+    }
+  });
+}
+
+void offset_manager::delete_topic(const std::string& topic, const sluice::topic_id& id) {
+  // The name's current topic (created again, if the deletion comes late)
+  // keeps its offsets; those of the deleted topic, of older topics of the
+  // name and without an id (older than this deletion) go. Without a
+  // current topic (or told of the deletion of the one the lookup still
+  // finds) every offset of the name goes.
+  std::optional<sluice::topic_id> keep;
+  if (auto current = current_topic(topic); current && current->id != id) keep = current->id;
+  stale_fn stale = [keep](const offset_key&, const offset_value& v) { return !keep || v.topic_id != *keep; };
+  // A commit in flight against the current topic: a tombstone now would
+  // land after it in the log and delete it at the next replay.
+  auto current_in_flight = [&](const offset_key& k) {
+    auto it = in_flight_.find(k);
+    return keep && it != in_flight_.end() &&
+           std::find(it->second.begin(), it->second.end(), *keep) != it->second.end();
+  };
   // Partitions still loading are not touched here: their load ends with
   // delete_missing_topics, which finds this topic gone.
-  for (const auto& [id, offs] : offsets_) {
-    if (!partitions_.holds(id)) continue;
-    std::vector<offset_key> gone;
-    for (const auto& [tp, _] : offs)
-      if (tp.first == topic) gone.push_back({id, tp.first, tp.second});
-    if (gone.empty()) continue;
-    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topic {} removed", id, gone.size(), topic);
-    write_tombstones(id, gone, false, [this, gone](status s, outbox&) {
-      if (!s.ok()) return;
-      for (const auto& k : gone) apply(k, std::nullopt);
-    });
+  std::map<std::string, std::vector<offset_key>> gone;  // by group
+  for (const auto& [group_id, offs] : offsets_) {
+    if (!partitions_.holds(group_id)) continue;
+    for (const auto& [tp, v] : offs) {
+      if (tp.first != topic) continue;
+      offset_key k{group_id, tp.first, tp.second};
+      if (stale(k, v) && !current_in_flight(k)) gone[group_id].push_back(std::move(k));
+    }
+  }
+  // A commit in flight against a stale topic (none against the current
+  // one) gets its tombstone too, after it.
+  for (const auto& [k, _] : in_flight_) {
+    if (k.topic != topic || !partitions_.holds(k.group) || current_in_flight(k)) continue;
+    auto& keys = gone[k.group];
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  for (auto& [group_id, keys] : gone) {
+    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topic {} (id {}) removed", group_id, keys.size(),
+                    topic, to_hex(id));
+    write_deletion(group_id, std::move(keys), stale);
   }
 }
 
 void offset_manager::delete_missing_topics(int32_t p) {
-  if (!partition_exists_) return;
-  for (const auto& [id, offs] : offsets_) {
-    if (partitions_.partition_of(id) != p) continue;
-    std::vector<offset_key> gone;
+  if (!topics_) return;
+  // The topics the partition's offsets name, looked up once, shared by the
+  // completions (which decide again from the same view).
+  using topic_view = std::map<std::string, std::optional<topic_ref>, std::less<>>;
+  auto view = std::make_shared<topic_view>();
+  for (const auto& [group_id, offs] : offsets_) {
+    if (partitions_.partition_of(group_id) != p) continue;
     for (const auto& [tp, _] : offs)
-      if (!partition_exists_(tp.first, tp.second)) gone.push_back({id, tp.first, tp.second});
+      if (!view->count(tp.first)) view->emplace(tp.first, current_topic(tp.first));
+  }
+  stale_fn gone_now = [view = std::shared_ptr<const topic_view>(view)](const offset_key& k, const offset_value& v) {
+    auto c = view->find(k.topic);
+    return c != view->end() && gone_at_load(c->second, k, v);
+  };
+  for (const auto& [group_id, offs] : offsets_) {
+    if (partitions_.partition_of(group_id) != p) continue;
+    std::vector<offset_key> gone;
+    for (const auto& [tp, v] : offs) {
+      offset_key k{group_id, tp.first, tp.second};
+      if (gone_now(k, v)) gone.push_back(std::move(k));
+    }
     if (gone.empty()) continue;
-    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted topics removed after loading {}-{}", id, gone.size(),
-                    offsets_topic, p);
-    write_tombstones(id, gone, false, [this, gone](status s, outbox&) {
-      if (!s.ok()) return;
-      for (const auto& k : gone) apply(k, std::nullopt);
-    });
+    SLUICE_LOG_INFO("group {}: {} committed offsets of deleted or replaced topics removed after loading {}-{}",
+                    group_id, gone.size(), offsets_topic, p);
+    write_deletion(group_id, std::move(gone), gone_now);
   }
 }
 

@@ -7,6 +7,12 @@
 // tombstones in __consumer_offsets. apply() takes an offset record, live
 // (once durable) or replayed.
 //
+// Each offset carries the id of the topic it was committed against: it is
+// answered only while its name still has that topic, and a deletion
+// removes the offsets of the deleted topic, never those committed against
+// a topic created again under the name (docs/group_records.md, "Topic
+// ids").
+//
 // Membership (membership.h) decides who may commit and which topics a live
 // group still reads; this class asks it, and keeps the registry in step: a
 // group that gets its first offset is registered (membership::ensure), a
@@ -51,16 +57,26 @@ struct committed_offset {
 using offset_observer = std::function<void(const std::string& group, const std::string& topic,
                                            int32_t partition, int64_t previous_offset)>;
 
+// What the coordinator needs to know of the topic a name resolves to now.
+struct topic_ref {
+  sluice::topic_id id{};  // never all zero
+  int32_t partitions = 0;
+};
+// The topic that has `name` now in the broker's metadata, nullopt when
+// none has. Called with the coordinator's mutex held: it must not call
+// back into the coordinator.
+using topic_lookup_fn = std::function<std::optional<topic_ref>(const std::string& name)>;
+
 class offset_manager {
  public:
   template <class T>
   using reply = std::function<void(T)>;
-  // Whether a topic partition exists (OffsetCommit refuses unknown ones).
-  using partition_exists_fn = std::function<bool(const std::string& topic, int32_t partition)>;
 
-  // `cfg` is the coordinator's (update_config() changes it under the mutex).
+  // `cfg` is the coordinator's (update_config() changes it under the
+  // mutex). Without `topics` (tests) every topic partition exists and
+  // topic ids are not checked.
   offset_manager(const coordinator_config& cfg, offsets_partitions& partitions, membership& members,
-                 sluice::clock& clk, partition_exists_fn partition_exists);
+                 sluice::clock& clk, topic_lookup_fn topics);
 
   // ---- Requests (each checks partitions.gate() first) ----------------------
   void commit(const protocol::offset_commit_request& req, int16_t version,
@@ -70,13 +86,16 @@ class offset_manager {
                       outbox& out);
   void delete_groups(const protocol::delete_groups_request& req, reply<protocol::delete_groups_response> cb,
                      outbox& out);
-  // Tombstones for every offset of `topic` in the groups of served
-  // partitions (coordinator::delete_topic_offsets has the why).
-  void delete_topic(const std::string& topic);
+  // Tombstones for the offsets of topic `topic` whose id `id` was deleted,
+  // in the groups of served partitions: those of `id` and of any other
+  // topic of the name but its current one (coordinator::delete_topic_offsets
+  // has the why, docs/group_records.md "Topic ids" the rule).
+  void delete_topic(const std::string& topic, const sluice::topic_id& id);
   // Tombstones for the offsets, in the groups of partition `p` just
-  // loaded, of topic partitions that no longer exist: a deletion this
-  // coordinator did not apply because `p` was loading or another broker
-  // held it (whose tombstones, if any, were replayed already).
+  // loaded, of topic partitions that no longer exist or whose topic was
+  // replaced by another of the name: a deletion this coordinator did not
+  // apply because `p` was loading or another broker held it (whose
+  // tombstones, if any, were replayed already).
   void delete_missing_topics(int32_t p);
 
   // ---- Expiry -------------------------------------------------------------------
@@ -102,6 +121,10 @@ class offset_manager {
  private:
   using topic_partition = std::pair<std::string, int32_t>;
   using offset_map = std::map<topic_partition, offset_value>;
+  // Whether an offset of a deleted or replaced topic goes: called with the
+  // offset's key and value when the tombstones are decided and again when
+  // they are durable (the offset goes from memory only if it still holds).
+  using stale_fn = std::function<bool(const offset_key&, const offset_value&)>;
 
   // The records of one OffsetCommit and what each changes once durable.
   struct commit_batch {
@@ -112,9 +135,22 @@ class offset_manager {
   using commit_partition = protocol::offset_commit_request::offset_commit_request_topic::offset_commit_request_partition;
 
   const offset_map* offsets_of(const std::string& group_id) const;
-  kafka::error_code add_commit(const std::string& group_id, const std::string& topic, const commit_partition& p,
+  kafka::error_code add_commit(const std::string& group_id, const std::string& topic,
+                               const std::optional<topic_ref>& current, const commit_partition& p,
                                const offset_map* held_offsets, size_t& held, int64_t now_ms,
                                commit_batch& batch) const;
+  // The topic that has `name` now; nullopt when none has, or without a
+  // lookup (tests).
+  std::optional<topic_ref> current_topic(const std::string& name) const;
+  // Whether `v`, an offset of topic `name`, is answered (OffsetFetch,
+  // /metrics): its topic is the one that has the name now `current`, or it
+  // has no id (a record older than ids).
+  bool answered(const offset_value& v, const std::optional<topic_ref>& current) const;
+  // Tombstones for `keys` of deleted or replaced topics, as one write;
+  // once durable each offset goes from memory if `stale` still says so.
+  void write_deletion(const std::string& group_id, std::vector<offset_key> keys, stale_fn stale);
+  // A commit of `k` against topic `id` completed (whatever its outcome).
+  void forget_in_flight(const offset_key& k, const sluice::topic_id& id);
   std::vector<offset_key> keys_of(const std::string& group_id) const;
   protocol::offset_fetch_response::offset_fetch_response_group fetch_group(
       const std::string& group_id,
@@ -134,9 +170,14 @@ class offset_manager {
   offsets_partitions& partitions_;
   membership& members_;
   sluice::clock& clk_;
-  const partition_exists_fn partition_exists_;
+  const topic_lookup_fn topics_;
   offset_observer observer_;
   std::map<std::string, offset_map, std::less<>> offsets_;  // by group
+  // The topic ids of the commits appended and not completed yet, by key
+  // (one entry per commit): a topic's deletion must not write a tombstone
+  // that lands after a commit in flight against the name's current topic.
+  // Bounded by the appends in flight (offsets_partitions times them out).
+  std::map<offset_key, std::vector<sluice::topic_id>> in_flight_;
   int64_t next_expiry_check_ms_ = 0;                         // monotonic
 };
 

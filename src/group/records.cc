@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/endian.h"
+#include "protocol/codec.h"
 
 namespace sluice::group {
 
@@ -10,7 +11,9 @@ namespace {
 
 constexpr int16_t offset_key_version = 1;
 constexpr int16_t group_key_version = 2;
-constexpr int16_t offset_value_version = 3;
+constexpr int16_t offset_value_version = 4;
+// Version 4's tagged field that holds the topic id (Kafka 4.1's tag).
+constexpr uint32_t topic_id_tag = 0;
 constexpr int16_t group_value_version = 3;
 
 class out {
@@ -168,13 +171,23 @@ std::vector<uint8_t> encode_key(const record_key& k) {
 }
 
 std::vector<uint8_t> encode_value(const offset_value& v) {
-  out o;
-  o.num<int16_t>(offset_value_version);
-  o.num<int64_t>(v.offset);
-  o.num<int32_t>(v.leader_epoch);
-  o.str(v.metadata);
-  o.num<int64_t>(v.commit_timestamp_ms);
-  return o.take();
+  // Version 4 is flexible (Kafka's compact string and tagged fields), so
+  // it is written with the protocol's codec.
+  protocol::writer w;
+  w.write_int16(offset_value_version);
+  w.write_int64(v.offset);
+  w.write_int32(v.leader_epoch);
+  w.write_string(v.metadata, true);
+  w.write_int64(v.commit_timestamp_ms);
+  const bool has_id = v.topic_id != sluice::topic_id{};
+  w.write_uvarint(has_id ? 1 : 0);
+  if (has_id) {
+    w.write_uvarint(topic_id_tag);
+    w.write_uvarint(static_cast<uint32_t>(v.topic_id.size()));
+    w.write_uuid(v.topic_id);
+  }
+  const auto b = w.owned_bytes();
+  return std::vector<uint8_t>(b.begin(), b.end());
 }
 
 std::vector<uint8_t> encode_value(const group_value& v) {
@@ -221,16 +234,29 @@ result<record_key> decode_key(std::span<const uint8_t> bytes) {
 }
 
 result<offset_value> decode_offset_value(std::span<const uint8_t> bytes) {
-  in r(bytes);
-  int16_t version = r.num<int16_t>();
+  protocol::reader r(bytes);
+  const int16_t version = r.read_int16();
   if (r.ok() && (version < 0 || version > offset_value_version))
     return error{errc::unsupported_format, "offset value version " + std::to_string(version)};
+  const bool flex = version >= 4;
   offset_value v;
-  v.offset = r.num<int64_t>();
-  if (version >= 3) v.leader_epoch = r.num<int32_t>();
-  v.metadata = r.str();
-  v.commit_timestamp_ms = r.num<int64_t>();
-  if (version == 1) (void)r.num<int64_t>();  // expire timestamp: retention is ours to decide
+  v.offset = r.read_int64();
+  if (version >= 3) v.leader_epoch = r.read_int32();
+  v.metadata = r.read_string(flex);
+  v.commit_timestamp_ms = r.read_int64();
+  if (version == 1) (void)r.read_int64();  // expire timestamp: retention is ours to decide
+  if (flex) {
+    // Tagged fields: the topic id (tag 0) is ours; unknown tags are a
+    // newer writer's and are skipped by their size.
+    const uint32_t count = r.read_uvarint();
+    for (uint32_t i = 0; i < count && r.ok(); ++i) {
+      const uint32_t tag = r.read_uvarint();
+      protocol::reader field = r.tagged_value();
+      if (tag != topic_id_tag) continue;
+      if (field.remaining() != v.topic_id.size()) return error{errc::corrupt_data, "offset value topic id size"};
+      v.topic_id = field.read_uuid();
+    }
+  }
   if (!r.ok()) return error{errc::corrupt_data, "truncated offset value"};
   return v;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/types.h"
 
 namespace sluice::group {
 
@@ -30,6 +31,7 @@ struct offset_key {
   std::string topic;
   int32_t partition = 0;
   bool operator==(const offset_key&) const = default;
+  auto operator<=>(const offset_key&) const = default;
 };
 
 struct group_key {
@@ -44,6 +46,10 @@ struct offset_value {
   int32_t leader_epoch = -1;
   std::string metadata;
   int64_t commit_timestamp_ms = 0;
+  // The topic the offset was committed against (version 4's tagged field
+  // 0); all zero when not known: a record of version 0 to 3, written before
+  // ids were kept (docs/group_records.md, "Topic ids").
+  sluice::topic_id topic_id{};
   bool operator==(const offset_value&) const = default;
 };
 

@@ -87,6 +87,63 @@ TEST(GroupRecords, OlderValueVersionsDecode) {
   EXPECT_EQ(d->leader_epoch, -1);
 }
 
+// Version 4 is Kafka 4.1's OffsetCommitValue v4: flexible, with the topic
+// id as tagged field 0 (docs/group_records.md).
+TEST(GroupRecords, OffsetValueCarriesTheTopicIdInKafkasVersion4) {
+  offset_value ov{42, 3, "m", 7, {}};
+  for (uint8_t i = 0; i < 16; ++i) ov.topic_id[i] = static_cast<uint8_t>(0xa0 + i);
+  const auto bytes = encode_value(ov);
+  std::vector<uint8_t> expected = {0, 4,                       // version
+                                   0, 0, 0, 0, 0, 0, 0, 42,    // offset
+                                   0, 0, 0, 3,                 // leader epoch
+                                   2, 'm',                     // compact string: length + 1
+                                   0, 0, 0, 0, 0, 0, 0, 7,     // commit timestamp
+                                   1, 0, 16};                  // one tagged field: tag 0, 16 bytes
+  expected.insert(expected.end(), ov.topic_id.begin(), ov.topic_id.end());
+  EXPECT_EQ(bytes, expected);
+  auto d = decode_offset_value(bytes);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, ov);
+
+  // Without an id no tagged field is written, and none is read back.
+  offset_value no_id{5, -1, "", 9, {}};
+  auto e = encode_value(no_id);
+  EXPECT_EQ(e.back(), 0);
+  auto dn = decode_offset_value(e);
+  ASSERT_TRUE(dn.ok());
+  EXPECT_EQ(*dn, no_id);
+
+  // A tag this coordinator does not know (a newer writer's) is skipped.
+  std::vector<uint8_t> with_unknown(bytes.begin(), bytes.begin() + 24);
+  with_unknown.insert(with_unknown.end(), {2, 0, 16});
+  with_unknown.insert(with_unknown.end(), ov.topic_id.begin(), ov.topic_id.end());
+  with_unknown.insert(with_unknown.end(), {5, 2, 0xde, 0xad});
+  auto du = decode_offset_value(with_unknown);
+  ASSERT_TRUE(du.ok());
+  EXPECT_EQ(*du, ov);
+
+  // Every truncation fails cleanly; a topic id of the wrong size is corrupt.
+  for (size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_FALSE(decode_offset_value(std::span<const uint8_t>(bytes.data(), n)).ok()) << n;
+  std::vector<uint8_t> short_id(bytes.begin(), bytes.begin() + 24);
+  short_id.insert(short_id.end(), {1, 0, 2, 1, 2});
+  EXPECT_EQ(decode_offset_value(short_id).code(), errc::corrupt_data);
+  EXPECT_EQ(decode_offset_value(std::vector<uint8_t>{0, 5}).code(), errc::unsupported_format);
+}
+
+// Records written before ids were kept (version 3, Kafka's until 4.1)
+// still decode, with no topic id.
+TEST(GroupRecords, Version3OffsetValueHasNoTopicId) {
+  std::vector<uint8_t> v3 = {0, 3, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 2, 0, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 5};
+  auto d = decode_offset_value(v3);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->offset, 9);
+  EXPECT_EQ(d->leader_epoch, 2);
+  EXPECT_EQ(d->metadata, "x");
+  EXPECT_EQ(d->commit_timestamp_ms, 5);
+  EXPECT_EQ(d->topic_id, sluice::topic_id{});
+}
+
 TEST(GroupRecords, BadInputIsAnErrorValue) {
   EXPECT_EQ(decode_key({}).code(), errc::corrupt_data);
   EXPECT_EQ(decode_key(std::vector<uint8_t>{0, 7, 0, 1, 'a'}).code(), errc::unsupported_format);

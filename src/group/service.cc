@@ -129,12 +129,13 @@ service::service(cluster::partition_manager& partitions, sluice::clock& clk, coo
       clk_(clk),
       cfg_(cfg),
       log_(std::make_unique<partition_log>(*this, partitions, clk)) {
-  // A partition exists when its topic has it, wherever it is hosted.
+  // The broker's topic table, wherever the topic's partitions are hosted.
   coord_ = std::make_unique<group::coordinator>(
       cfg_, *log_, clk_, [this](std::function<void()> fn) { post(std::move(fn)); },
-      [&partitions](const std::string& topic, int32_t p) {
+      [&partitions](const std::string& topic) -> std::optional<topic_ref> {
         auto t = partitions.topic(topic);
-        return t && p >= 0 && p < t->partitions;
+        if (!t) return std::nullopt;
+        return topic_ref{t->id, t->partitions};
       });
 }
 

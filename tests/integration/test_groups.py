@@ -274,6 +274,43 @@ def test_two_groups_progress_independently_and_survive_a_restart(gbroker):
     assert sorted(rest) == sorted(str(i).encode() for i in range(30))
 
 
+def test_a_topic_created_again_under_its_name_has_none_of_the_old_offsets(gbroker):
+    """Committed offsets belong to the topic they were committed against (its
+    topic id, docs/group_records.md): once a topic is deleted and created
+    again under its name, the group has no committed offset for the new one
+    (librdkafka's -1001, not the old topic's), and the offsets it commits
+    then are the new topic's and come back after a kill -9 and a restart."""
+    bs = gbroker.bootstrap
+    create_topic(bs, "again", 2)
+    produce(bs, "again", 10, 2)
+    assert len(consume_and_commit(bs, "gr", "again", 10)) == 10
+    assert committed(bs, "gr", "again", 2) == {0: 5, 1: 5}
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.delete_topics(["again"]).values():
+        f.result(timeout=30)
+    wait_until(lambda: "again" not in admin.list_topics(timeout=10).topics, 20, "the topic to be gone")
+    create_topic(bs, "again", 2)
+    assert committed(bs, "gr", "again", 2) == {0: -1001, 1: -1001}
+    # Nor in a fetch of all the group's offsets (OffsetFetch without topics).
+    from kafka.admin import KafkaAdminClient
+    kadmin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        assert kadmin.list_consumer_group_offsets("gr") == {}
+    finally:
+        kadmin.close()
+
+    produce(bs, "again", 4, 2)
+    assert sorted(consume_and_commit(bs, "gr", "again", 4)) == [b"0", b"1", b"2", b"3"]
+    assert committed(bs, "gr", "again", 2) == {0: 2, 1: 2}
+    gbroker.kill()
+    gbroker.start()
+    assert committed(bs, "gr", "again", 2) == {0: 2, 1: 2}
+    assert gbroker.stop() == 0
+    gbroker.start()
+    assert committed(bs, "gr", "again", 2) == {0: 2, 1: 2}
+
+
 def test_kafka_python_group_and_admin(gbroker):
     from kafka import KafkaConsumer, TopicPartition as KTP
     from kafka.admin import KafkaAdminClient
