@@ -45,8 +45,7 @@ class RetentionWatchTest : public ::testing::Test {
     pm_ = std::move(*pm);
     coord_ = std::make_unique<group::coordinator>(
         group::coordinator_config{}, log_, clk_,
-        [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
-        [](const std::string&, int32_t) { return true; });
+        [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); });
     watch_ = std::make_unique<retention_watch>(*pm_, coord_.get(), clk_, 10'000);
     coord_->set_offset_observer(
         [this](const std::string& g, const std::string& t, int32_t p, int64_t prev) {
