@@ -73,7 +73,7 @@ class manual_clock final : public clock {
 // that wait with a bound (tests, command-line tools).
 class deadline {
  public:
-  explicit deadline(int64_t ms_from_now, const clock& c = clock::system())
+  deadline(int64_t ms_from_now, const clock& c)
       : clk_(&c), at_ms_(c.monotonic_ms() + ms_from_now) {}
   bool passed() const { return clk_->monotonic_ms() >= at_ms_; }
   // Milliseconds until the deadline; 0 once it has passed.

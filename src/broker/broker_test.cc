@@ -974,7 +974,7 @@ TEST_F(OneIoThreadTest, LargeCreateTopicsDoesNotHoldUpOtherClients) {
       produce(other, "big", n - 1, last, 1).responses[0].partition_responses[0].error_code;
   EXPECT_TRUE(early == 0 || early == 6) << early;  // NOT_LEADER_OR_FOLLOWER
   // Until every partition has a leader.
-  const deadline until(5 * 60'000);
+  const deadline until(5 * 60'000, sluice::clock::system());
   int32_t led = 0;
   while (!until.passed()) {
     // DescribeTopicPartitions tells a partition without a leader by its
@@ -1710,7 +1710,7 @@ TEST_F(GroupApisTest, DeletedTopicTakesItsCommittedOffsets) {
     return r.groups.at(0).topics.at(0).partitions.at(0).committed_offset;
   };
   // The tombstones are written when the deletion returns; applied once durable.
-  const deadline until(10'000);
+  const deadline until(10'000, sluice::clock::system());
   while (committed("gone") != -1 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(committed("gone"), -1);

@@ -64,7 +64,7 @@ TEST(MeteredEtcdTest, TheControllerShowsItselfActiveAndTheClusterItSees) {
   auto cp = cluster::control_plane::start(etcd, clk, o);
   ASSERT_TRUE(cp.ok()) << cp.err().message;
   ASSERT_TRUE((*cp)->register_broker("127.0.0.1", 9092).ok());
-  const deadline d(10'000);
+  const deadline d(10'000, sluice::clock::system());
   while (!(*cp)->is_controller() && !d.passed()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_TRUE((*cp)->is_controller());
   ASSERT_TRUE((*cp)->submit(

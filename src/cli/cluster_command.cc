@@ -62,7 +62,7 @@ int describe_etcd(const cluster_options& o) {
   // An operator's look: a dead member should not hold the answer up long.
   eo.request_timeout_ms = 2000;
   eo.retry_budget_ms = std::min<int64_t>(o.timeout_ms, 5000);
-  auto client = etcd::grpc_client::create(eo);
+  auto client = etcd::grpc_client::create(eo, sluice::clock::system());
   if (!client) return fail("etcd: " + client.err().message);
   int rc = 0;
   auto st = (*client)->endpoints_status();
@@ -170,7 +170,7 @@ int run_elect_leaders(const cluster_options& o) {
   }
   // The controller may move while we ask: NOT_CONTROLLER means find it
   // again, until the timeout.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeout_ms);
+  const sluice::deadline until(o.timeout_ms, sluice::clock::system());
   for (;;) {
     auto conn = connect_controller(o);
     std::string why;
@@ -200,7 +200,7 @@ int run_elect_leaders(const cluster_options& o) {
     } else {
       why = conn.err().message;
     }
-    if (std::chrono::steady_clock::now() >= until) return fail("elect leaders: " + why);
+    if (until.passed()) return fail("elect leaders: " + why);
     std::this_thread::sleep_for(500ms);
   }
 }

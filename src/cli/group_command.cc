@@ -138,7 +138,7 @@ std::map<std::pair<std::string, int>, int64_t> timestamps_at(const group_options
   partition_list_ptr list(rd_kafka_topic_partition_list_new(static_cast<int>(at.size())));
   for (const auto& [tp, off] : at) rd_kafka_topic_partition_list_add(list.get(), tp.first.c_str(), tp.second)->offset = off;
   if (rd_kafka_assign(rk->get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return out;
-  const sluice::deadline until(5'000);
+  const sluice::deadline until(5'000, sluice::clock::system());
   while (out.size() < at.size() && !until.passed()) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk->get(), 100);
     if (!m) continue;

@@ -30,7 +30,7 @@ result<client_ptr> make_client(rd_kafka_type_t type, conf_ptr conf) {
 
 result<event_ptr> wait_admin_result(rd_kafka_queue_t* queue, rd_kafka_event_type_t type,
                                     std::chrono::milliseconds timeout) {
-  const sluice::deadline until(timeout.count());
+  const sluice::deadline until(timeout.count(), sluice::clock::system());
   while (!until.passed()) {
     event_ptr ev(rd_kafka_queue_poll(queue, 100));
     if (!ev) continue;

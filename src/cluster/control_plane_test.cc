@@ -35,7 +35,7 @@ class ControlPlaneTest : public ::testing::Test {
   // Waits (a bounded while) until `pred` holds.
   template <class F>
   bool eventually(F pred) {
-    const deadline d(10'000);
+    const deadline d(10'000, sluice::clock::system());
     while (!d.passed()) {
       if (pred()) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -666,7 +666,7 @@ TEST_F(ControlPlaneSessionTest, TheSessionIsRenewedAheadOfQueuedIsrChanges) {
   t->etcd_two->on_isr_write = [&](int n) {
     if (n != 1) return;
     EXPECT_TRUE(etcd_.lease_revoke(first_lease).ok());
-    const deadline d(10'000);
+    const deadline d(10'000, sluice::clock::system());
     while ((!two->session_lost() || t->lost_calls.load() == 0) && !d.passed()) {
       clock_.advance_ms(500);  // the keeper's next renewal finds the lease gone
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

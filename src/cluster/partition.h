@@ -98,9 +98,8 @@ class partition : public std::enable_shared_from_this<partition> {
   static result<std::shared_ptr<partition>> open(storage::topic_partition tp,
                                                  std::shared_ptr<storage::log> log,
                                                  config::topic_config cfg, io::filesystem& fs,
-                                                 std::string snapshot_path, sluice::topic_id topic = {},
-                                                 int32_t node_id = 0,
-                                                 const sluice::clock& clk = sluice::clock::system(),
+                                                 std::string snapshot_path, sluice::topic_id topic,
+                                                 int32_t node_id, const sluice::clock& clk,
                                                  bool sole_replica = true,
                                                  std::optional<offset> checkpointed_hw = std::nullopt);
 

@@ -480,7 +480,7 @@ TEST_F(PartitionManagerTest, RollSnapshotsProducersWhenSealed) {
   ASSERT_GT(log.segments().size(), 2u);
   // The flusher seals the last roll and then writes the snapshot, which
   // covers at least everything below the active segment.
-  const deadline until(10'000);
+  const deadline until(10'000, sluice::clock::system());
   std::optional<producer_state::loaded> loaded;
   // Snapshots live in the log directory, one per roll
   // (docs/metadata_format.md); the newest is looked at.

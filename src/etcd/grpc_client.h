@@ -81,7 +81,7 @@ class grpc_client final : public client {
   // Checks the options and parses the endpoints; connects lazily (the first
   // call connects), so it succeeds while etcd is down.
   static result<std::unique_ptr<grpc_client>> create(const grpc_client_options& opts,
-                                                     const clock& clk = clock::system());
+                                                     const clock& clk);
   ~grpc_client() override;
 
   result<range_result> range(const key_range& keys, range_options opts = {}) override;

@@ -37,7 +37,7 @@ void sleep_ms(int64_t ms) {
 // Waits (bounded) for pred; true if it came true.
 template <class Pred>
 bool eventually(int64_t timeout_ms, Pred pred) {
-  deadline d(timeout_ms);
+  deadline d(timeout_ms, sluice::clock::system());
   while (!d.passed()) {
     if (pred()) return true;
     sleep_ms(20);
@@ -51,7 +51,7 @@ bool eventually(int64_t timeout_ms, Pred pred) {
 // tells whether the write landed. Gives up after timeout_ms.
 status write_once(client& c, const std::string& key, const std::string& value,
                   int64_t timeout_ms = 15'000) {
-  deadline d(timeout_ms);
+  deadline d(timeout_ms, sluice::clock::system());
   error last{errc::unavailable, "no attempt"};
   while (!d.passed()) {
     auto r = c.range(key_range::one(key));
@@ -70,7 +70,7 @@ status write_once(client& c, const std::string& key, const std::string& value,
 
 // Deletes `key` (if present) the same way.
 status delete_once(client& c, const std::string& key, int64_t timeout_ms = 15'000) {
-  deadline d(timeout_ms);
+  deadline d(timeout_ms, sluice::clock::system());
   error last{errc::unavailable, "no attempt"};
   while (!d.passed()) {
     auto r = c.range(key_range::one(key));
@@ -107,7 +107,7 @@ class grpc_client_test : public ::testing::Test {
     o.endpoints = std::move(endpoints);
     o.request_timeout_ms = 1'000;
     o.retry_budget_ms = budget_ms;
-    auto c = grpc_client::create(o);
+    auto c = grpc_client::create(o, clock::system());
     EXPECT_TRUE(c.ok()) << c.err().message;
     return std::move(c).value();
   }
@@ -134,7 +134,7 @@ TEST(grpc_client_options_test, endpoints_are_parsed_and_https_refused) {
   grpc_client_options o;
   o.endpoints = "127.0.0.1:1";
   o.backoff_jitter_percent = 101;
-  EXPECT_EQ(grpc_client::create(o).code(), errc::invalid_config);
+  EXPECT_EQ(grpc_client::create(o, clock::system()).code(), errc::invalid_config);
 }
 
 TEST(etcd_cluster_test, single_member_starts_serves_and_restarts) {
@@ -143,7 +143,7 @@ TEST(etcd_cluster_test, single_member_starts_serves_and_restarts) {
   auto& cl = **c;
   grpc_client_options o;
   o.endpoints = cl.endpoints();
-  auto client = grpc_client::create(o);
+  auto client = grpc_client::create(o, clock::system());
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->put("/one", "1").ok());
   ASSERT_TRUE(cl.stop(0).ok());
@@ -202,7 +202,7 @@ TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
   o.endpoints = cl.endpoints();
   o.request_timeout_ms = 1'000;
   o.retry_budget_ms = 2'000;
-  auto c = grpc_client::create(o);
+  auto c = grpc_client::create(o, clock::system());
   ASSERT_TRUE(c.ok()) << c.err().message;
   auto& client = **c;
   ASSERT_TRUE(client.put("/cut/k", "before").ok());
@@ -212,7 +212,7 @@ TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
   silent_listener hole(port_of(cl.endpoint(0)));
   ASSERT_TRUE(hole.ok()) << "cannot listen on the member's port";
   const clock& clk = clock::system();
-  for (deadline cut(8'000); !cut.passed();)
+  for (deadline cut(8'000, sluice::clock::system()); !cut.passed();)
     EXPECT_FALSE(client.range(key_range::one("/cut/k")).ok());
 
   // The heal: the member answers on its port again.
@@ -223,7 +223,7 @@ TEST(grpc_client_reconnect_test, a_member_back_from_a_cut_is_used_again) {
   // Generous for a busy machine: a working client needs a second or two.
   bool back = false;
   std::string last;
-  for (deadline d(45'000); !d.passed() && !back;) {
+  for (deadline d(45'000, sluice::clock::system()); !d.passed() && !back;) {
     auto r = client.range(key_range::one("/cut/k"));
     back = r.ok();
     if (!back) last = r.err().message;
@@ -250,7 +250,7 @@ TEST(grpc_client_reconnect_test, wind_down_ends_calls_after_the_grace) {
   o.endpoints = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   o.request_timeout_ms = 1'000;
   o.retry_budget_ms = 60'000;
-  auto c = grpc_client::create(o);
+  auto c = grpc_client::create(o, clock::system());
   ASSERT_TRUE(c.ok()) << c.err().message;
   auto& client = **c;
   const clock& clk = clock::system();
@@ -376,7 +376,7 @@ TEST_F(grpc_client_test, lease_keeper_keeps_the_lease_past_three_ttls) {
   ASSERT_TRUE(c->put("/it/keeper/k", "v", put_options{.lease = lease->id}).ok());
   std::atomic<int> lost{0};
   {
-    lease_keeper keeper(*c, lease->id, lease->ttl_s, [&](const error&) { lost++; });
+    lease_keeper keeper(*c, lease->id, lease->ttl_s, [&](const error&) { lost++; }, clock::system());
     sleep_ms(lease->ttl_s * 1000 * 3 + 500);
     EXPECT_EQ(lost.load(), 0);
     EXPECT_GE(keeper.renewals(), 6);
@@ -386,7 +386,7 @@ TEST_F(grpc_client_test, lease_keeper_keeps_the_lease_past_three_ttls) {
   }
   // Revoking it makes a new keeper report the loss at its first renewal.
   ASSERT_TRUE(c->lease_revoke(lease->id).ok());
-  lease_keeper after(*c, lease->id, lease->ttl_s, [&](const error&) { lost++; });
+  lease_keeper after(*c, lease->id, lease->ttl_s, [&](const error&) { lost++; }, clock::system());
   EXPECT_TRUE(eventually(3'000, [&] { return lost.load() == 1; }));
   EXPECT_TRUE(c->range(key_range::one("/it/keeper/k"))->kvs.empty());
 }

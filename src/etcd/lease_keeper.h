@@ -53,7 +53,7 @@ class lease_keeper {
 
   // Construct right after granting the lease: its TTL is counted from here.
   lease_keeper(client& c, int64_t lease_id, int64_t ttl_s, lost_callback on_lost,
-               const clock& clk = clock::system(), renewed_callback on_renewed = nullptr);
+               const clock& clk, renewed_callback on_renewed = nullptr);
   ~lease_keeper();
   lease_keeper(const lease_keeper&) = delete;
   lease_keeper& operator=(const lease_keeper&) = delete;

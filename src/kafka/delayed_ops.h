@@ -53,7 +53,7 @@ class delayed_ops {
   };
 
   // `clk` outlives this object.
-  explicit delayed_ops(sluice::clock& clk = sluice::clock::system());
+  explicit delayed_ops(sluice::clock& clk);
   ~delayed_ops();  // stop()s
   delayed_ops(const delayed_ops&) = delete;
   delayed_ops& operator=(const delayed_ops&) = delete;

@@ -170,7 +170,7 @@ void forwarder::disconnect() {
 
 std::optional<std::vector<std::byte>> forwarder::exchange(std::span<const std::byte> frame,
                                                           const std::string& host, int32_t port) {
-  const sluice::deadline until(timeout_ms_);
+  const sluice::deadline until(timeout_ms_, sluice::clock::system());
   if (fd_ >= 0 && (peer_host_ != host || peer_port_ != port)) disconnect();
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (fd_ < 0) {

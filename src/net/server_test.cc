@@ -38,7 +38,7 @@ constexpr auto wait_deadline = 60s;
 
 template <class Pred>
 bool wait_until(Pred pred, std::chrono::milliseconds limit = wait_deadline) {
-  const sluice::deadline end(limit.count());
+  const sluice::deadline end(limit.count(), sluice::clock::system());
   while (!pred()) {
     if (end.passed()) return false;
     std::this_thread::sleep_for(2ms);
@@ -167,7 +167,7 @@ class client {
   // data still arriving is discarded.
   bool wait_closed(std::chrono::milliseconds limit = wait_deadline) {
     char buf[4096];
-    const sluice::deadline end(limit.count());
+    const sluice::deadline end(limit.count(), sluice::clock::system());
     while (!end.passed()) {
       ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
       if (r == 0) return true;

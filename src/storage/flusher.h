@@ -41,7 +41,7 @@ class log;
 class flusher {
  public:
   // `clk` outlives the flusher; threads >= 1.
-  explicit flusher(sluice::clock& clk = sluice::clock::system(), int threads = limits::flusher_threads);
+  explicit flusher(sluice::clock& clk, int threads = limits::flusher_threads);
   ~flusher();  // stop()
   flusher(const flusher&) = delete;
   flusher& operator=(const flusher&) = delete;

@@ -94,7 +94,7 @@ TEST(LogCrash, KilledAppenderLosesNothingReportedDurable) {
   temp_dir tmp;
   const std::string data_dir = tmp.sub("data");
   std::map<int64_t, uint32_t> durable;  // base offset -> tag, over all runs
-  const deadline until(4'000);
+  const deadline until(4'000, sluice::clock::system());
   int kills = 0;
   for (uint32_t run = 0; !until.passed() || kills < 5; ++run) {
     int fds[2];

@@ -650,7 +650,7 @@ TEST(LogDamage, ScrubberThreadFindsDamageAfterCleanShutdown) {
   const size_t victim = 20;
   flip(dir, ws[victim], 80);
   auto m = open_manager(tmp.path(), 1ll << 30);
-  const deadline until(20'000);
+  const deadline until(20'000, sluice::clock::system());
   while (m->scrubbing().passes == 0 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_GE(m->scrubbing().passes, 1u);
@@ -681,7 +681,7 @@ TEST(LogDamage, ScrubberRemovesWhatAReadFound) {
   auto l = m->get({"t", 0});
   EXPECT_EQ(read_content(*l), model(ws, victim));
   EXPECT_EQ(l->damage().ranges_found, 1u);
-  const deadline until(20'000);
+  const deadline until(20'000, sluice::clock::system());
   while (l->damage().bytes_removed == 0 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(l->damage().bytes_removed, ws[victim].bytes.size());
@@ -700,7 +700,7 @@ TEST(LogDamage, ScrubberStopsPromptly) {
     append_n(**l, 20, 3, 100);
   }
   auto m = open_manager(tmp.path(), 1);
-  const deadline until(20'000);
+  const deadline until(20'000, sluice::clock::system());
   while (m->scrubbing().bytes == 0 && !until.passed())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep by now

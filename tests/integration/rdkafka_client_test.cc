@@ -127,7 +127,7 @@ class broker_process {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    const sluice::deadline until(30'000);
+    const sluice::deadline until(30'000, sluice::clock::system());
     while (!until.passed()) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -144,7 +144,7 @@ class broker_process {
   int stop() {
     if (pid_ <= 0) return -1;
     ::kill(pid_, SIGTERM);
-    const sluice::deadline until(30'000);
+    const sluice::deadline until(30'000, sluice::clock::system());
     int status = 0;
     while (!until.passed()) {
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -265,7 +265,7 @@ std::map<int32_t, std::vector<consumed>> consume_all(const std::string& bootstra
   }
   std::set<int32_t> at_eof;
   size_t total = 0;
-  const sluice::deadline until(60'000);
+  const sluice::deadline until(60'000, sluice::clock::system());
   while (!until.passed()) {
     std::unique_ptr<RdKafka::Message> m(c->consume(q.get(), 200));
     if (!m) continue;

@@ -199,7 +199,7 @@ status etcd_cluster::stop(int i, int64_t timeout_ms) {
   member& m = members_.at(i);
   if (m.pid <= 0) return status(errc::invalid_argument, m.name + " is not running");
   ::kill(m.pid, SIGTERM);
-  deadline d(timeout_ms);
+  deadline d(timeout_ms, sluice::clock::system());
   while (!d.passed()) {
     int st = 0;
     if (::waitpid(m.pid, &st, WNOHANG) == m.pid) {
@@ -219,7 +219,7 @@ status etcd_cluster::restart(int i) {
 
 status etcd_cluster::wait_healthy(int i, int64_t timeout_ms) {
   member& m = members_.at(i);
-  deadline d(timeout_ms);
+  deadline d(timeout_ms, sluice::clock::system());
   while (!d.passed()) {
     if (m.pid > 0) {
       int st = 0;
@@ -239,7 +239,7 @@ status etcd_cluster::wait_healthy(int i, int64_t timeout_ms) {
 }
 
 status etcd_cluster::wait_all_healthy(int64_t timeout_ms) {
-  deadline d(timeout_ms);
+  deadline d(timeout_ms, sluice::clock::system());
   for (int i = 0; i < size(); ++i) {
     if (running(i)) SLUICE_TRY(wait_healthy(i, std::max<int64_t>(d.left_ms(), 1)));
   }
