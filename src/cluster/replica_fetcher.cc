@@ -9,7 +9,6 @@
 #include "cluster/truncation.h"
 #include "model/record_batch.h"
 #include "protocol/error_code.h"
-#include "protocol/raw_client.h"
 
 namespace sluice::cluster {
 
@@ -72,8 +71,10 @@ void wait_durable(const std::vector<std::pair<std::shared_ptr<partition>, offset
 
 }  // namespace
 
-replica_fetcher::replica_fetcher(fetcher_options opts, endpoint_lookup endpoints, const sluice::clock& clk)
-    : opts_(opts), endpoints_(std::move(endpoints)), clk_(clk) {
+replica_fetcher::replica_fetcher(fetcher_options opts, link_factory links, const sluice::clock& clk,
+                                 bool own_thread)
+    : opts_(opts), links_(std::move(links)), clk_(clk), own_thread_(own_thread) {
+  if (!own_thread_) return;
   thread_ = std::thread([this] {
     set_thread_name("fetch-from-" + std::to_string(opts_.source));
     run();
@@ -102,6 +103,7 @@ void replica_fetcher::add(const std::shared_ptr<partition>& p) {
                   "a partition was followed again at an older leader epoch");
     if (it != parts_.end() && it->second.part == p && it->second.epoch == epoch) return;
     parts_[k] = entry{p, epoch, phase::truncating, 0};
+    ++changes_;
   }
   cv_.notify_all();
 }
@@ -110,6 +112,7 @@ void replica_fetcher::remove(const std::shared_ptr<partition>& p) {
   std::lock_guard g(mu_);
   auto it = parts_.find({p->id().topic, p->id().partition});
   if (it != parts_.end() && it->second.part == p) parts_.erase(it);
+  ++changes_;
 }
 
 size_t replica_fetcher::size() const {
@@ -142,60 +145,71 @@ void replica_fetcher::drop(const key& k, int32_t epoch) {
 
 void replica_fetcher::lost_connection(const std::string& why) {
   SLUICE_LOG_WARN("replica fetcher from broker {}: {}", opts_.source, why);
-  conn_.reset();
+  link_.reset();
 }
 
 bool replica_fetcher::connect() {
-  if (conn_) return true;
-  auto ep = endpoints_(opts_.source);
-  if (!ep) return false;
-  auto c = protocol::raw_connection::connect(protocol::endpoint_of(ep->first, ep->second),
-                                             std::chrono::milliseconds(opts_.socket_timeout_ms),
-                                             "sluice-replica-" + std::to_string(opts_.node_id));
-  if (!c.ok()) {
-    SLUICE_LOG_DEBUG("replica fetcher from broker {}: {}", opts_.source, c.err().message);
+  if (link_) return true;
+  auto l = links_(opts_.source);
+  if (!l.ok()) {
+    SLUICE_LOG_DEBUG("replica fetcher from broker {}: {}", opts_.source, l.err().message);
     return false;
   }
-  conn_ = std::make_unique<protocol::raw_connection>(std::move(c).value());
+  link_ = std::move(l).value();
   return true;
 }
 
 void replica_fetcher::run() {
-  while (true) {
-    std::vector<std::pair<key, entry>> truncating, fetching;
-    int64_t next_retry = INT64_MAX;
+  for (;;) {
+    uint64_t seen;
     {
-      std::unique_lock g(mu_);
+      std::lock_guard g(mu_);
       if (stopping_) return;
-      const int64_t now = clk_.monotonic_ms();
-      for (const auto& [k, e] : parts_) {
-        if (e.part->closed()) continue;
-        if (e.retry_at_ms > now) {
-          next_retry = std::min(next_retry, e.retry_at_ms);
-          continue;
-        }
-        (e.ph == phase::truncating ? truncating : fetching).emplace_back(k, e);
-      }
-      if (truncating.empty() && fetching.empty()) {
-        // Nothing to do until a partition is added or a backoff ends.
-        const int64_t wait = next_retry == INT64_MAX ? clk_.max_sleep_ms()
-                                                     : clk_.sleep_ms_until(next_retry);
-        cv_.wait_for(g, std::chrono::milliseconds(std::max<int64_t>(wait, 1)));
+      seen = changes_;
+    }
+    const round_outcome o = round();
+    if (o.worked) continue;
+    std::unique_lock g(mu_);
+    // Nothing to do (or no link) until a partition is added or removed, a
+    // backoff ends, or the link's backoff passes.
+    const int64_t wait = o.link_down ? opts_.backoff_ms
+                         : o.next_retry_ms == INT64_MAX ? clk_.max_sleep_ms()
+                                                        : clk_.sleep_ms_until(o.next_retry_ms);
+    cv_.wait_for(g, std::chrono::milliseconds(std::max<int64_t>(wait, 1)),
+                 [&] { return stopping_ || (!o.link_down && changes_ != seen); });
+  }
+}
+
+replica_fetcher::round_outcome replica_fetcher::run_round() {
+  SLUICE_ASSERT(!own_thread_, "run_round on a fetcher with its own thread");
+  return round();
+}
+
+replica_fetcher::round_outcome replica_fetcher::round() {
+  round_outcome out;
+  std::vector<std::pair<key, entry>> truncating, fetching;
+  {
+    std::lock_guard g(mu_);
+    const int64_t now = clk_.monotonic_ms();
+    for (const auto& [k, e] : parts_) {
+      if (e.part->closed()) continue;
+      if (e.retry_at_ms > now) {
+        out.next_retry_ms = std::min(out.next_retry_ms, e.retry_at_ms);
         continue;
       }
-    }
-    if (!connect()) {
-      std::unique_lock g(mu_);
-      cv_.wait_for(g, std::chrono::milliseconds(opts_.backoff_ms), [&] { return stopping_; });
-      continue;
-    }
-    if (!truncating.empty()) truncate_round(truncating);
-    if (!fetching.empty() && conn_) fetch_round(fetching);
-    if (!conn_) {
-      std::unique_lock g(mu_);
-      cv_.wait_for(g, std::chrono::milliseconds(opts_.backoff_ms), [&] { return stopping_; });
+      (e.ph == phase::truncating ? truncating : fetching).emplace_back(k, e);
     }
   }
+  if (truncating.empty() && fetching.empty()) return out;
+  if (!connect()) {
+    out.link_down = true;
+    return out;
+  }
+  if (!truncating.empty()) truncate_round(truncating);
+  if (!fetching.empty() && link_) fetch_round(fetching);
+  out.worked = link_ != nullptr;
+  out.link_down = !link_;
+  return out;
 }
 
 void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
@@ -215,7 +229,7 @@ void replica_fetcher::truncate_round(std::vector<std::pair<key, entry>>& work) {
     asked[k] = &e;
   }
   if (asked.empty()) return;
-  auto resp = conn_->call<protocol::offset_for_leader_epoch_response>(req, offset_for_leader_epoch_version);
+  auto resp = link_->offset_for_leader_epoch(req, offset_for_leader_epoch_version);
   if (!resp.ok()) return lost_connection("OffsetForLeaderEpoch: " + resp.err().message);
   const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
   // As in fetch_round: an answer about a partition removed or re-added
@@ -325,7 +339,7 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
     p.partition_max_bytes = opts_.partition_max_bytes;
     asked[k] = {&e, from};
   }
-  auto resp = conn_->call<protocol::fetch_response>(req, fetch_version);
+  auto resp = link_->fetch(req, fetch_version);
   if (!resp.ok()) return lost_connection("Fetch: " + resp.err().message);
   const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;
   if (code_of(resp->error_code) == error_code::stale_broker_epoch) {

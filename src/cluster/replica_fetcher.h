@@ -33,9 +33,16 @@
 // the replica's last batch, and a leader that answers diverging_epoch gets
 // the tail truncated before the next fetch (KIP-320, KIP-595).
 //
+// The leader is reached through a leader_link (cluster/leader_link.h): a
+// broker's are TCP connections; a test's or a simulation's deliver the
+// requests in-process. A fetcher runs its rounds on a thread of its own, or,
+// built without one, when its owner calls run_round() (a simulation steps
+// every fetcher from one thread, in the order its seed decides).
+//
 // Thread safety: add/remove/size from any thread (remove waits while an
 // answer is being applied, so once it returns the partition is appended to
-// by no fetch sent before); the rest is the fetcher thread's.
+// by no fetch sent before); the rest is the fetcher thread's (or the
+// caller's of run_round).
 
 #include <atomic>
 #include <condition_variable>
@@ -51,11 +58,8 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "cluster/leader_link.h"
 #include "cluster/partition.h"
-
-namespace sluice::protocol {
-class raw_connection;
-}  // namespace sluice::protocol
 
 namespace sluice::cluster {
 
@@ -79,13 +83,11 @@ struct fetcher_options {
   int32_t socket_timeout_ms = 0;
 };
 
-// Where a broker listens ("host", port), or nullopt when it is not known
-// (not registered).
-using endpoint_lookup = std::function<std::optional<std::pair<std::string, int32_t>>(int32_t node_id)>;
-
 class replica_fetcher {
  public:
-  replica_fetcher(fetcher_options opts, endpoint_lookup endpoints, const sluice::clock& clk);
+  // Follows partitions led by opts.source, reached through `links`; with
+  // `own_thread` false nothing runs until run_round() is called.
+  replica_fetcher(fetcher_options opts, link_factory links, const sluice::clock& clk, bool own_thread = true);
   ~replica_fetcher();  // stops the thread
   replica_fetcher(const replica_fetcher&) = delete;
   replica_fetcher& operator=(const replica_fetcher&) = delete;
@@ -100,6 +102,20 @@ class replica_fetcher {
   // Bytes of batches appended from this source (sluice_replication_bytes_in).
   uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
 
+  // What one round did: exchanged with the leader (`worked`); found nothing
+  // due (`next_retry_ms`, monotonic: when a backoff ends, INT64_MAX: none);
+  // or had work but no link (`link_down`: it tries again after
+  // replica.fetch.backoff.ms).
+  struct round_outcome {
+    bool worked = false;
+    bool link_down = false;
+    int64_t next_retry_ms = INT64_MAX;
+  };
+  // One round: truncation for the partitions starting to follow, then one
+  // Fetch for the others, on the caller's thread. Only for a fetcher built
+  // without its own thread.
+  round_outcome run_round();
+
  private:
   enum class phase { truncating, fetching };
   struct entry {
@@ -111,6 +127,7 @@ class replica_fetcher {
   using key = std::pair<std::string, int32_t>;
 
   void run();
+  round_outcome round();
   bool connect();
   // One OffsetForLeaderEpoch exchange for the partitions truncating.
   void truncate_round(std::vector<std::pair<key, entry>>& work);
@@ -141,14 +158,16 @@ class replica_fetcher {
   void apply_cut(const cut& c);
 
   const fetcher_options opts_;
-  const endpoint_lookup endpoints_;
+  const link_factory links_;
   const sluice::clock& clk_;
-  std::unique_ptr<protocol::raw_connection> conn_;  // the fetcher thread's
+  const bool own_thread_;
+  std::unique_ptr<leader_link> link_;  // the fetcher thread's
   std::atomic<uint64_t> bytes_in_{0};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<key, entry> parts_;  // mu_
+  uint64_t changes_ = 0;        // mu_: add and remove count, so a waiting thread misses none
   bool stopping_ = false;       // mu_
   std::thread thread_;
 };

@@ -213,7 +213,9 @@ class ReplicaFetcherTest : public ::testing::Test {
     o.socket_timeout_ms = 30'000;
     const int32_t port = l.port();
     return std::make_unique<replica_fetcher>(
-        o, [port](int32_t) { return std::optional<std::pair<std::string, int32_t>>({"127.0.0.1", port}); },
+        o,
+        tcp_links([port](int32_t) { return std::optional<std::pair<std::string, int32_t>>({"127.0.0.1", port}); },
+                  kMe, o.socket_timeout_ms),
         sluice::clock::system());
   }
   void TearDown() override {
@@ -596,6 +598,105 @@ TEST_F(ReplicaFetcherTest, APartitionLeftAtShutdownNeverLeadsAgain) {
   EXPECT_EQ(p->check_leader(), errc::not_leader);
   auto b = storage::testing::make_batch(1, 10, 1);
   EXPECT_EQ(p->append(b, 0).error, errc::not_leader);
+}
+
+
+// A link of the test's own (cluster/leader_link.h): answers fetches with
+// `answer`, or breaks when `broken` is set.
+class scripted_link final : public leader_link {
+ public:
+  using fetch_fn = std::function<protocol::fetch_response(const protocol::fetch_request&)>;
+  scripted_link(fetch_fn answer, const bool& broken) : answer_(std::move(answer)), broken_(broken) {}
+  result<protocol::fetch_response> fetch(const protocol::fetch_request& req, int16_t) override {
+    if (broken_) return error{errc::unavailable, "the test broke the link"};
+    return answer_(req);
+  }
+  result<protocol::offset_for_leader_epoch_response> offset_for_leader_epoch(
+      const protocol::offset_for_leader_epoch_request&, int16_t) override {
+    return error{errc::unavailable, "not asked in this test"};
+  }
+
+ private:
+  fetch_fn answer_;
+  const bool& broken_;
+};
+
+// The seam a simulation drives: a fetcher built without its own thread
+// does nothing until its owner runs a round, and reaches its leader only
+// through the links its factory hands out. A link that breaks is dropped
+// and the factory asked again at a later round; a factory that cannot give
+// one leaves the round with the link down and nothing changed.
+TEST_F(ReplicaFetcherTest, WithoutItsOwnThreadAFetcherRunsRoundsWhenToldThroughItsLinks) {
+  auto p = open_partition("stepped");
+  follow(*p, kLeader, 1);
+  const auto first = leader_batch(0, 3, 1);
+  const auto second = leader_batch(3, 2, 1);
+  std::vector<int64_t> fetched_from;
+  bool broken = false, refuse = false;
+  int opened = 0;
+  auto answer = [&](const protocol::fetch_request& req) {
+    protocol::fetch_response resp;
+    for (const auto& t : req.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& q : t.partitions) {
+        fetched_from.push_back(q.fetch_offset);
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = q.partition;
+        rp.log_start_offset = 0;
+        const std::vector<std::byte>* b = q.fetch_offset == 0 ? &first : q.fetch_offset == 3 ? &second : nullptr;
+        rp.high_watermark = b ? q.fetch_offset : 5;
+        rp.records = b ? protocol::records_field::of({reinterpret_cast<const uint8_t*>(b->data()), b->size()})
+                       : protocol::records_field::empty();
+      }
+    }
+    return resp;
+  };
+  link_factory links = [&](int32_t source) -> result<std::unique_ptr<leader_link>> {
+    EXPECT_EQ(source, kLeader);
+    if (refuse) return error{errc::unavailable, "the test refuses links"};
+    ++opened;
+    return std::unique_ptr<leader_link>(std::make_unique<scripted_link>(answer, broken));
+  };
+  fetcher_options o;
+  o.node_id = kMe;
+  o.source = kLeader;
+  o.broker_epoch = [] { return int64_t{7}; };
+  o.backoff_ms = 10;
+  o.wait_max_ms = 10;
+  o.partition_max_bytes = 1 << 20;
+  o.response_max_bytes = 10 << 20;
+  o.socket_timeout_ms = 30'000;
+  replica_fetcher f(o, links, env_.clk, /*own_thread=*/false);
+  f.add(p);
+  EXPECT_EQ(opened, 0);  // no thread: nothing ran
+
+  // Round 1: no epoch history to compare, so it goes straight to
+  // fetching; round 2 fetches from 0 and appends the first batch.
+  EXPECT_TRUE(f.run_round().worked);
+  EXPECT_TRUE(f.run_round().worked);
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(p->log_end_offset(), offset(3));
+  // The link breaks: dropped, and the round says so.
+  broken = true;
+  auto r = f.run_round();
+  EXPECT_FALSE(r.worked);
+  EXPECT_TRUE(r.link_down);
+  broken = false;
+  // No link to be had: nothing changes.
+  refuse = true;
+  r = f.run_round();
+  EXPECT_TRUE(r.link_down);
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(p->log_end_offset(), offset(3));
+  // A new link: the fetch goes on from the log end.
+  refuse = false;
+  EXPECT_TRUE(f.run_round().worked);
+  EXPECT_EQ(opened, 2);
+  EXPECT_EQ(p->log_end_offset(), offset(5));
+  EXPECT_EQ(p->high_watermark(), offset(3));  // the leader's, as its answer said
+  EXPECT_EQ(fetched_from, (std::vector<int64_t>{0, 3}));  // the broken link delivered nothing
+  f.remove(p);
 }
 
 }  // namespace

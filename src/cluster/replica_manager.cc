@@ -104,7 +104,8 @@ void replica_manager::follow(const std::shared_ptr<partition>& part) {
     fetcher_options o = rep_->fetch;
     o.node_id = node_id_;
     o.source = leader;
-    f = std::make_unique<replica_fetcher>(o, rep_->endpoints, *clk_);
+    f = std::make_unique<replica_fetcher>(
+        o, rep_->links ? rep_->links : tcp_links(rep_->endpoints, node_id_, o.socket_timeout_ms), *clk_);
   }
   f->add(part);
 }

@@ -50,6 +50,9 @@ class replica_manager {
     fetcher_options fetch;  // node_id and the fetch settings; source is per fetcher
     int64_t lag_max_ms = 0;  // replica.lag.time.max.ms (its default is the schema's)
     endpoint_lookup endpoints;
+    // How fetchers reach their leaders; null: Kafka over TCP to
+    // `endpoints` (tcp_links).
+    link_factory links;
     isr_writer write_isr;
     // Called every limits::high_watermark_checkpoint_interval_ms from the
     // upkeep thread (the partition manager's checkpoint_high_watermarks).
