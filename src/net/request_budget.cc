@@ -67,6 +67,10 @@ void request_budget::cancel_wait(const connection* c) {
 }
 
 void completion_link::deliver(uint64_t seq, completion c, uint64_t frame_bytes) {
+  if (sink_) {
+    sink_(std::move(c));
+    return;
+  }
   // Before the gate: release() takes the gate itself to wake waiters.
   budget_->release(frame_bytes);
   std::shared_lock lock(gate_->mu);

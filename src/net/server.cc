@@ -276,6 +276,20 @@ void responder::close_connection() {
   std::exchange(link_, nullptr)->deliver(seq_, {detail::completion_kind::close, {}}, frame_bytes_);
 }
 
+responder responder::to_function(std::function<void(outcome, response)> done) {
+  auto sink = [done = std::move(done)](detail::completion c) {
+    using k = detail::completion_kind;
+    switch (c.kind) {
+      case k::respond: return done(outcome::responded, std::move(c.resp));
+      case k::respond_then_close: return done(outcome::responded_then_close, std::move(c.resp));
+      case k::none: return done(outcome::no_response, {});
+      case k::close: return done(outcome::closed, {});
+      case k::dropped: return done(outcome::dropped, {});
+    }
+  };
+  return responder(std::make_shared<detail::completion_link>(std::move(sink)), 0, 0);
+}
+
 // ---- server -----------------------------------------------------------------------
 
 server::server(server_config config, request_handler& handler)

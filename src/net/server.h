@@ -72,6 +72,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -155,6 +156,14 @@ class responder {
 
   // True until completed (or moved from).
   bool pending() const { return link_ != nullptr; }
+
+  // What became of a request answered in-process (to_function).
+  enum class outcome { responded, responded_then_close, no_response, closed, dropped };
+  // A responder tied to no connection: its completion goes to `done`, on
+  // the thread that completes it, with the response (empty unless
+  // responded). For running handlers in one process: tests, and the
+  // simulated cluster's links (issue 32).
+  static responder to_function(std::function<void(outcome, response)> done);
   // The request's position on its connection, counting from 0.
   uint64_t sequence() const { return seq_; }
 

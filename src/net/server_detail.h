@@ -156,6 +156,9 @@ class completion_link {
   completion_link(std::shared_ptr<gate> g, std::shared_ptr<request_budget> budget,
                   std::weak_ptr<connection> c)
       : gate_(std::move(g)), budget_(std::move(budget)), conn_(std::move(c)) {}
+  // A link to no connection: every completion goes to `sink`
+  // (responder::to_function).
+  explicit completion_link(std::function<void(completion)> sink) : sink_(std::move(sink)) {}
   // Frees the request's `frame_bytes` from the budget, whatever becomes of
   // the connection, then hands `c` to the connection if it is still there.
   void deliver(uint64_t seq, completion c, uint64_t frame_bytes);
@@ -164,6 +167,7 @@ class completion_link {
   std::shared_ptr<gate> gate_;
   std::shared_ptr<request_budget> budget_;
   std::weak_ptr<connection> conn_;
+  std::function<void(completion)> sink_;
 };
 
 class server_impl;

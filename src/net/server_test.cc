@@ -1156,5 +1156,34 @@ TEST(NetServer, StartRefusesABudgetSmallerThanOneLargestFrame) {
   EXPECT_EQ(srv.start().code(), errc::invalid_argument);
 }
 
+// A responder tied to no connection hands its completion to a function,
+// on the completing thread: what runs handlers in one process (tests, the
+// simulated cluster) sees each outcome, and a responder dropped unanswered
+// says so too.
+TEST(NetResponder, ToFunctionHandsOverEveryOutcome) {
+  std::vector<std::pair<responder::outcome, uint64_t>> seen;
+  auto record = [&](responder::outcome o, response r) { seen.emplace_back(o, r.size_bytes()); };
+  {
+    auto r = responder::to_function(record);
+    EXPECT_TRUE(r.pending());
+    response body;
+    body.append(std::vector<std::byte>(7));
+    r.respond(std::move(body));
+    EXPECT_FALSE(r.pending());
+  }
+  responder::to_function(record).no_response();
+  responder::to_function(record).close_connection();
+  {
+    response body;
+    body.append(std::vector<std::byte>(3));
+    responder::to_function(record).respond_and_close(std::move(body));
+  }
+  { auto dropped = responder::to_function(record); }
+  using o = responder::outcome;
+  EXPECT_EQ(seen, (std::vector<std::pair<o, uint64_t>>{
+                      {o::responded, 7}, {o::no_response, 0}, {o::closed, 0}, {o::responded_then_close, 3},
+                      {o::dropped, 0}}));
+}
+
 }  // namespace
 }  // namespace sluice::net
