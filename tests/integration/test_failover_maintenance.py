@@ -323,6 +323,97 @@ def test_compaction_under_leader_kills_keeps_each_keys_newest_acknowledged_value
             assert other[1:] == (key, value), f"offset {off}: broker {other[0]} holds {other[1:]}, broker {n} {(key, value)}"
 
 
+def produce_keyed(c, topic, records, acks):
+    """(key, value) records, one producer, no compression; returns
+    {offset: (key, value)} of the answered ones."""
+    out, errors = {}, []
+    p = Producer({"bootstrap.servers": c.live_bootstrap(), "acks": acks, "enable.idempotence": acks == "all",
+                  "linger.ms": 5, "batch.size": 1024, "compression.type": "none", "message.timeout.ms": 60000})
+
+    def cb(err, msg):
+        if err is None:
+            out[msg.offset()] = (msg.key(), msg.value())
+        else:
+            errors.append(err)
+    for key, value in records:
+        p.produce(topic, key=key, value=value, partition=0, on_delivery=cb)
+        p.poll(0)
+    assert p.flush(90) == 0 and not errors, errors[:3]
+    return out
+
+
+@pytest.fixture
+def slow_isr_cluster():
+    """Paused followers stay in the ISR for several seconds (a session of
+    10 s, a lag bound of a minute): a leader's tail above the high
+    watermark stays uncommitted while they are paused."""
+    with Cluster(brokers=3, etcd=3, session_timeout_ms=10_000,
+                 extra_settings={**SETTINGS, "replica.lag.time.max.ms": "60000"}) as c:
+        yield c
+
+
+def test_compaction_never_trades_a_committed_value_for_an_uncommitted_one(slow_isr_cluster):
+    """Issue 31 item 2: with both followers paused, the leader takes newer
+    values of every key with acks=1 (never committed) in small segments
+    that close at once; then it dies, a follower without that tail leads,
+    and the old leader truncates the tail when it comes back. Had its
+    cleaner compacted past the high watermark, the committed values would
+    be gone from its log with nothing newer left in their place."""
+    c = slow_isr_cluster
+    topic = "compacted-tail"
+    create(c, topic, {"cleanup.policy": "compact", "segment.bytes": "1024", "segment.ms": "100",
+                      "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "86400000",
+                      "file.delete.delay.ms": "0"})
+    keys = [b"t%d" % i for i in range(20)]
+    committed = produce_keyed(c, topic, [(k, b"%s=committed-%d" % (k, r)) for r in range(5) for k in keys], "all")
+    want = newest_in(sorted((o, k, v) for o, (k, v) in committed.items()))
+    committed_end = max(committed) + 1
+    leader, _, _ = wait_full_isr(c, topic)
+    followers = [n for n in c.node_ids if n != leader]
+    leader_dir = partition_dir(c.broker(leader).data_dir, topic, 0)
+    for n in followers:
+        c.pause(n)
+    try:
+        tail = produce_keyed(c, topic, [(k, b"%s=uncommitted-%d" % (k, r)) for r in range(10) for k in keys], "1")
+        # Time for the leader's cleaner to clean what it may: up to the
+        # high watermark (the end of the committed records), no further.
+        # A cleaner that overreaches gets there at once; the assertions
+        # below hold either way.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and \
+                (read_checkpoint_offset(leader_dir, "cleaner-offset-checkpoint") or 0) < committed_end:
+            time.sleep(0.1)
+        c.kill(leader)
+    finally:
+        for n in followers:
+            c.resume(n)
+    # A follower takes over unless the pause outlasted their sessions on a
+    # slow machine (then the old leader, alone in the ISR, leads again).
+    c.restart(leader)
+    wait_full_isr(c, topic)
+    _, _, lo, hi = leader_offsets(c, topic)
+    # Whatever the election, each key's newest record is its committed
+    # value, or one of the acks=1 values if that tail survived.
+    survivors = {}
+    for o, (k, v) in tail.items():
+        survivors.setdefault(k, set()).add((o, v))
+
+    def check(recs, where):
+        got = newest_in(recs)
+        for k in keys:
+            assert k in got, f"{where}: key {k} vanished (committed {want[k]})"
+            assert got[k] == want[k] or got[k] in survivors[k], \
+                f"{where}: key {k}'s newest record is {got[k]}, neither its committed {want[k]} nor its acks=1 tail"
+    recs = read_range(c, topic, lo, hi, read_committed=True)
+    assert recs is not None
+    check(recs, "the leader's read_committed answer")
+    for n in c.node_ids:
+        assert c.stop(n) == 0, f"broker {n} did not stop cleanly:\n{c.broker(n).log_text()}"
+    for n in c.node_ids:
+        check([r for r in read_records(partition_dir(c.broker(n).data_dir, topic, 0)) if r[0] < hi],
+              f"broker {n}'s segment files")
+
+
 def check_compacted(w, want, recs, where):
     acked_at = {off: (key, value) for off, key, value in w.acked.values()}
     for off, key, value in recs:
