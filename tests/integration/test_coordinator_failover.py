@@ -20,6 +20,8 @@ promises whatever the timing:
   it has not seen (nothing skipped), and whenever it is handed an earlier
   one again (the group rebalanced onto a new coordinator) it is at or
   above the last successful commit of that partition;
+- after each failover the application restarts its consumer: the new
+  one starts every partition exactly at the last successful commit;
 - at the end, OffsetFetch sent to the coordinator that FindCoordinator
   names, through every live broker, answers the last successful commit.
 
@@ -91,8 +93,9 @@ def offsets_isrs_full(c):
 
 
 class Load(threading.Thread):
-    """An idempotent acks=all producer writing to every partition in turn
-    at a modest rate until stopped: the consumer never runs dry."""
+    """An idempotent acks=all producer writing to every partition in turn,
+    about 100 records a second until stopped: the consumer never runs dry,
+    nor far behind (it commits after every few records)."""
 
     def __init__(self, c):
         super().__init__(daemon=True, name="load")
@@ -109,7 +112,8 @@ class Load(threading.Thread):
                 for _ in range(10):
                     p.produce(TOPIC, b"%d" % i, partition=i % PARTITIONS)
                     i += 1
-                p.poll(0.02)
+                p.poll(0)
+                time.sleep(0.1)
             p.flush(120)
         except BaseException as e:  # noqa: B902 - reported by finish()
             self.failure = repr(e)
@@ -126,11 +130,9 @@ class Group:
 
     def __init__(self, c):
         self.c = c
-        self.cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-                              "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                              "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
-                              "enable.partition.eof": False})
-        self.cons.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
+        self.cons = None
+        self.resume_at = {}      # partition -> the offsets a restarted consumer may start at
+        self.resumed = 0
         self.pos = {}            # partition -> next offset, from records handed since the assignment
         self.max_seen = {}       # partition -> the largest offset ever handed
         self.last_ok = {}        # partition -> its last successful commit
@@ -141,6 +143,23 @@ class Group:
         self.redelivered = 0
         self.rebalances = 0
         self.lock = threading.Lock()
+        self.open()
+
+    def open(self):
+        self.cons = Consumer({"bootstrap.servers": self.c.bootstrap, "group.id": GROUP,
+                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                              "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+                              "topic.metadata.refresh.interval.ms": 2000, "enable.partition.eof": False})
+        self.cons.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
+
+    def restart(self):
+        """The application restarts its consumer: the new one must start
+        each partition exactly at the last successful commit (or at a
+        failed commit since, which may have been applied)."""
+        self.cons.close()
+        self.pos = {}
+        self.resume_at = {p: {o} | {a[p] for a in self.ambiguous if p in a} for p, o in self.last_ok.items()}
+        self.open()
 
     def _assigned(self, cons, parts):
         self.rebalances += 1
@@ -166,6 +185,11 @@ class Group:
                 # least the last successful commit.
                 low = self.last_ok.get(p, 0)
                 assert o >= low, f"partition {p}: handed offset {o} again, below its last successful commit {low}"
+            if p in self.resume_at:
+                allowed = self.resume_at.pop(p)
+                assert o in allowed, f"partition {p}: the restarted consumer began at {o}, not at the last " \
+                                     f"successful commit {self.last_ok[p]} (nor a failed one since: {sorted(allowed)})"
+                self.resumed += 1
             self.max_seen[p] = max(hi, o)
             self.pos[p] = o + 1
             handed += 1
@@ -253,11 +277,24 @@ def test_a_group_committing_through_coordinator_failovers_never_loses_or_skips(c
         wait_commits(c, g, COMMITS_BETWEEN, "before the first kill", g.step)
         for _ in range(KILLS):
             coord = c.wait_for(lambda: coordinator(c), DEADLINE_S, f"the coordinator of {GROUP}")
-            c.kill(coord)
+            # Killed while the consumer commits: most likely with a commit
+            # in flight.
+            killer = threading.Thread(target=lambda: (time.sleep(0.02), c.kill(coord)), name="killer")
+            killer.start()
+            while killer.is_alive():
+                g.step()
+            killer.join()
             kills.append(coord)
             print(f"{time.strftime('%T')} killed coordinator {coord} after {g.commits()} commits", flush=True)
             g.check_after_kill()
             wait_commits(c, g, COMMITS_BETWEEN, f"after broker {coord}, the coordinator, was killed", g.step)
+            g.restart()
+            wait_commits(c, g, COMMITS_BETWEEN, f"with a restarted consumer after broker {coord} was killed",
+                         g.step)
+            deadline = time.monotonic() + DEADLINE_S
+            while g.resume_at:
+                assert time.monotonic() < deadline, f"partitions {sorted(g.resume_at)} not resumed"
+                g.step()
             new = c.wait_for(lambda: coordinator(c), DEADLINE_S, f"a new coordinator of {GROUP}")
             assert new != coord
             print(f"{time.strftime('%T')} new coordinator {new} after {g.commits()} commits; failures {len(g.failed)}",
@@ -280,6 +317,7 @@ def test_a_group_committing_through_coordinator_failovers_never_loses_or_skips(c
         g.cons.close()
         load.finish()
     assert sorted(final) == list(range(PARTITIONS))
+    assert g.resumed == KILLS * PARTITIONS
     # OffsetFetch through the coordinator each live broker names.
     topics = {TOPIC: list(range(PARTITIONS))}
     want = {(TOPIC, p): (o, NONE) for p, o in final.items()}
@@ -296,4 +334,4 @@ def test_a_group_committing_through_coordinator_failovers_never_loses_or_skips(c
         node, err, got = c.wait_for(ask, DEADLINE_S, f"OffsetFetch of {GROUP} via broker {via}")
         assert (err, got) == (NONE, want), f"coordinator {node} (named by {via}) answered {err} {got}, not {want}"
     print(f"kills of {kills}: {g.ok} commits, {len(g.failed)} failed ({sorted(set(g.failed))[:3]}), "
-          f"{g.redelivered} records handed again, {g.rebalances} assignments")
+          f"{g.redelivered} records handed again, {g.rebalances} assignments, {g.resumed} partitions resumed")
