@@ -561,13 +561,15 @@ def test_retention_while_a_follower_is_paused_and_leaders_move_loses_nothing_abo
     lo, hi = check_readable(c, w, topic, "at the end")
     assert lo >= max(s[2] for s in watch.samples)
     assert lo > 0, "retention never moved the log start"
-    # The replicas' batches agree where all of them still hold the log.
+    # The replicas' batches agree where all of them still hold the log (a
+    # follower's own retention may have cut further than the leader's:
+    # each rolls its segments at its own times, and the last check before
+    # retention was turned off may have run on it and not on the leader).
     for n in c.node_ids:
         assert c.stop(n) == 0, f"broker {n} did not stop cleanly:\n{c.broker(n).log_text()}"
     logs = {n: [b for b in read_batches(partition_dir(c.broker(n).data_dir, topic, 0)) if b[0] + b[1] < hi]
             for n in c.node_ids}
     common = max(b[0][0] if b else hi for b in logs.values())
-    assert common <= lo, f"a replica's log starts at {common}, past the leader's earliest offset {lo}"
     ref = [b for b in logs[c.node_ids[0]] if b[0] >= common]
     for n in c.node_ids[1:]:
         mine = [b for b in logs[n] if b[0] >= common]
