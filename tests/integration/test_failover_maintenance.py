@@ -9,13 +9,19 @@ min.insync.replicas 2.
   key, its newest acknowledged value at its acknowledged offset, and no
   acknowledged key vanished; every replica's files hold the same newest
   record per key, and the same record wherever two replicas hold an offset.
+- A leader whose followers are paused takes an acks=1 tail of newer values
+  of every key, its cleaner runs, it dies and truncates the tail when it
+  comes back: every replica still holds each key's committed value (a
+  cleaner that compacts past the high watermark loses them).
 - Retention by size and time with small segments while a follower is
   paused (SIGSTOP) past the point the leader's log starts at, then the
   leader is killed and leadership moves again: the earliest offset
   (ListOffsets -2, fenced by the leader epoch of the broker asked) never
   goes back, and every acknowledged record at or above it is readable at
   its offset, after each failover and at the end; the replicas' batches
-  agree where they overlap below the high watermark.
+  agree where they overlap below the high watermark. And, a strict xfail
+  for a known bug: retention at a leader whose followers are paused, then
+  its death, moves the earliest offset back.
 - DeleteRecords, then a leader kill, twice: once to a target past the log
   end of a follower that was down, which then comes back and is made the
   leader. The new leader's earliest offset is at or above the target, and a
