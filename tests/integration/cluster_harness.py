@@ -333,7 +333,11 @@ class ClusterBroker:
 
     def send_signal(self, sig):
         if not self.running():
-            raise RuntimeError(f"broker {self.node_id} is not running")
+            # How it ended (a negative status is the signal that ended it)
+            # and its last words: a broker that died under a test says why.
+            status = self.proc.returncode if self.proc is not None else "never started"
+            raise RuntimeError(f"broker {self.node_id} is not running (exit status {status}):\n"
+                               f"{self.log_text(3000)}")
         os.kill(self.proc.pid, sig)
 
     def stop(self, sig=signal.SIGTERM, timeout=30.0):
