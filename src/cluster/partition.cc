@@ -339,8 +339,13 @@ result<storage::append_result> partition::append_replicated(std::span<const std:
                                                   std::to_string(log_->log_end_offset().value())};
     SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches, headers));
     // A follower's log is a prefix of its leader's: each append continues
-    // it (past a gap compaction left, at most) and ends it.
-    SLUICE_ASSERT(r.base >= fetch_offset && r.last >= r.base, "a replicated append went back");
+    // it (past a gap compaction left, at most) and ends it. Only an empty
+    // log whose start lies inside the leader's first batch takes that
+    // whole batch, from below its end (storage::log::append_replicated).
+    SLUICE_ASSERT(
+        r.last >= r.base && (r.base >= fetch_offset ||
+                             (log_->log_start_offset() == fetch_offset && r.last >= fetch_offset)),
+        "a replicated append went back");
     SLUICE_ASSERT(log_->log_end_offset() == r.last + 1, "a replicated append did not end the log");
     // The producer state follows each batch.
     for (const auto& h : headers) producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());

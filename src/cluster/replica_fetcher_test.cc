@@ -360,6 +360,49 @@ TEST_F(ReplicaFetcherTest, ADivergingEpochTruncatesBeforeTheNextFetch) {
   EXPECT_EQ(p->last_written_epoch(), 1);
 }
 
+TEST_F(ReplicaFetcherTest, AFollowerBehindALogStartInsideABatchRestartsThereAndCatchesUp) {
+  // This replica holds 0-4; the leader's log starts at 103, inside its
+  // batch 100-109 (DeleteRecords), and ends at 112. The follower's fetch
+  // from 5 is out of range: it starts over at 103, and the leader answers
+  // its fetch from 103 with the whole batch 100-109.
+  auto p = open_partition("inside");
+  follow(*p, kLeader, 1);
+  auto first = leader_batch(0, 5, 1);
+  ASSERT_TRUE(p->append_replicated(first, leader_epoch(1), offset(0)).ok());
+  const auto straddling = leader_batch(100, 10, 1), next = leader_batch(110, 2, 1);
+  fake_leader leader([&](const seen_request& s, int32_t corr, int16_t v) -> std::optional<protocol::response_chunks> {
+    if (s.api_key == 23) return epochs_answer(s, corr, v, [](const std::string&) { return std::pair{1, int64_t{112}}; });
+    protocol::fetch_response resp;
+    for (const auto& t : s.fetch.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& fp : t.partitions) {
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = fp.partition;
+        rp.high_watermark = 112;
+        rp.log_start_offset = 103;
+        rp.records = protocol::records_field::empty();
+        const std::vector<std::byte>* b = nullptr;
+        if (fp.fetch_offset < 103)
+          rp.error_code = 1;  // OFFSET_OUT_OF_RANGE
+        else if (fp.fetch_offset < 110)
+          b = &straddling;
+        else if (fp.fetch_offset == 110)
+          b = &next;
+        if (b) rp.records = protocol::records_field::of({reinterpret_cast<const uint8_t*>(b->data()), b->size()});
+      }
+    }
+    return protocol::encode_response(corr, v, resp);
+  });
+  auto f = fetcher_for(leader);
+  f->add(p);
+  for (int i = 0; i < 60'000 && p->log_end_offset() < offset(112); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  f.reset();
+  EXPECT_EQ(p->log_end_offset(), offset(112)) << "the follower never took the batch holding the leader's log start";
+  EXPECT_EQ(p->log_start_offset(), offset(103));
+}
+
 TEST_F(ReplicaFetcherTest, AReplicatedAppendNeedsTheEpochAndLogEndItWasFetchedAt) {
   auto p = open_partition("fenced");
   follow(*p, kLeader, 2);

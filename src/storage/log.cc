@@ -152,6 +152,7 @@ result<append_result> log::append_locked(std::span<const std::byte> batches, std
   // path's own checks).
   SLUICE_ASSERT(!hs.empty(), "an append without batches");
   SLUICE_ASSERT(!epoch || stamp.data() == batches.data(), "a leader's append stamps the bytes it appends");
+  bool rebased = false;  // the empty log moved down to the first batch's base
   offset next(log_end_.load());
   if (epoch) {
     if (!epochs_.empty() && *epoch < epochs_.back().epoch)
@@ -166,6 +167,15 @@ result<append_result> log::append_locked(std::span<const std::byte> batches, std
       pos += h.size_bytes();
     }
   } else {
+    // A follower emptied at its leader's log start (reset_to) fetches from
+    // there; when DeleteRecords put that start inside a batch, the leader
+    // answers the whole batch, which starts below this empty log's end.
+    // The empty log moves down to the batch's base, its log start staying
+    // where it is, so the follower appends it and goes on (Kafka's
+    // follower does the same on an UnexpectedAppendOffsetException). Any
+    // other batch below the log end offset is refused.
+    SLUICE_ASSIGN_OR_RETURN(rebased, rebase_for_straddling_batch_locked(hs.front()));
+    if (rebased) next = hs.front().base_offset;
     for (const auto& h : hs) {
       if (h.base_offset < next)
         return error{errc::invalid_argument, name_ + ": replicated batch at " +
@@ -181,6 +191,9 @@ result<append_result> log::append_locked(std::span<const std::byte> batches, std
     return error{errc::invalid_record, name_ + ": offsets too far from the segment base"};
   for (const auto& h : hs)
     if (note_epoch_in_memory(leader_epoch(h.partition_leader_epoch), h.base_offset)) epochs_dirty_ = true;
+  // After a rebase the first epoch starts at the log start, as after a
+  // log start move.
+  if (rebased && truncate_epochs_from_start(offset(log_start_.load()))) epochs_dirty_ = true;
   files_unchanged_ = false;
   // Appends that run past the prepared tail outpace its preparation, which
   // then only doubles their writes: none for a while.
@@ -463,6 +476,36 @@ status log::truncate_fully_locked(offset o) {
   }
   SLUICE_LOG_INFO("{}: emptied and restarted at offset {}", name_, o.value());
   return {};
+}
+
+result<bool> log::rebase_for_straddling_batch_locked(const batch::header& first) {
+  const offset start(log_start_.load()), end(log_end_.load());
+  if (segments_.size() != 1 || !active().empty() || end != start || first.base_offset >= end ||
+      first.last_offset() < end)
+    return false;
+  // The recovery point first, so that a crash rescans the new segment; a
+  // crash before the batch is in leaves a log ending below its start,
+  // which recovery empties at the start again.
+  if (auto st = write_recovery_point(first.base_offset); !st.ok())
+    return go_offline(st.err()).err();
+  if (auto st = remove_segment_files(*segments_.back()); !st.ok())
+    return go_offline(st.err()).err();
+  segments_.pop_back();
+  auto seg = segment::create(*ctx_.fs, *ctx_.files, dir_, first.base_offset, ctx_.clk->now_ms());
+  if (!seg.ok()) return go_offline(seg.err()).err();
+  segments_.push_back(std::move(seg).value());
+  note_active();
+  if (cfg_.fsync) {
+    if (auto st = ctx_.fs->sync_dir(dir_); !st.ok()) return go_offline(st.err()).err();
+  }
+  files_unchanged_ = false;
+  // The log start and end stay until the append that follows moves the
+  // end past the batch: readers never see an end below the start, and
+  // nothing below the log start is ever read.
+  SLUICE_LOG_INFO(
+      "{}: log start {} lies inside the leader's batch [{}, {}]: the empty log begins there", name_,
+      start.value(), first.base_offset.value(), first.last_offset().value());
+  return true;
 }
 
 status log::advance_log_start(offset o) {

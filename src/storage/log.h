@@ -164,8 +164,10 @@ class log : public std::enable_shared_from_this<log> {
   result<append_result> append_checked(std::span<std::byte> batches, std::vector<model::batch::header>& headers,
                                        leader_epoch epoch);
   // Appends batches as a follower: offsets and epochs are kept as in the
-  // bytes; the first base offset must be >= the log end offset. The bytes
-  // are only read.
+  // bytes; the first base offset must be >= the log end offset, except in
+  // an empty log whose start lies inside the first batch (a leader's log
+  // start that DeleteRecords put mid-batch): the log then begins at that
+  // batch's base, below its unchanged log start. The bytes are only read.
   result<append_result> append_replicated(std::span<const std::byte> batches);
   // The same for batches checked already (check_all or check_whole_prefix
   // at strictness::stored, CRCs included), `headers` one per batch in order.
@@ -437,6 +439,10 @@ class log : public std::enable_shared_from_this<log> {
   // segments or writes the recovery point.
   status truncate_locked(offset o);
   status truncate_fully_locked(offset o);
+  // A replicated append to an empty log whose start lies inside `first`
+  // (the leader's log start, moved mid-batch by DeleteRecords): the empty
+  // segment is replaced by one at the batch's base; true when it was.
+  result<bool> rebase_for_straddling_batch_locked(const model::batch::header& first);
   // Takes mu_ only: a segment being sealed stays until the seal retires it.
   status advance_start_locked(offset o, flush_ask& ask);
   // Retires the segments wholly below the log start offset, from the

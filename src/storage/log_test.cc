@@ -926,6 +926,46 @@ TEST_F(LogTest, ResetToRestartsPastTheEnd) {
   EXPECT_EQ(log_->reset_to(offset(-1)).code(), errc::invalid_argument);
 }
 
+TEST_F(LogTest, ResetInsideABatchTakesThatWholeBatch) {
+  // The leader's log starts at 503 (DeleteRecords, mid-batch), past all a
+  // follower holds: the follower restarts there, and the leader's answer
+  // to its fetch from 503 is the batch [500, 509].
+  open();
+  for (int i = 0; i < 5; ++i) append(2, 100, 4);
+  ASSERT_TRUE(log_->reset_to(offset(503)).ok());
+  auto b = make_batch(10, 10, 5);
+  batch::stamp(b.data(), offset(500), leader_epoch(6));
+  auto r = log_->append_replicated(b);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(log_->log_start_offset(), offset(503));
+  EXPECT_EQ(log_->log_end_offset(), offset(510));
+  EXPECT_EQ(log_->leader_epochs(), (std::vector<epoch_entry>{{leader_epoch(6), offset(503)}}));
+  auto c = make_batch(2, 10, 6);
+  batch::stamp(c.data(), offset(510), leader_epoch(6));
+  ASSERT_TRUE(log_->append_replicated(c).ok());
+  // Below the end of a log that is not empty: refused as before.
+  EXPECT_EQ(log_->append_replicated(b).code(), errc::invalid_argument);
+  for (bool clean : {true, false}) {
+    reopen(clean);
+    EXPECT_EQ(log_->log_start_offset(), offset(503));
+    EXPECT_EQ(log_->log_end_offset(), offset(512));
+    EXPECT_EQ(log_->leader_epochs(), (std::vector<epoch_entry>{{leader_epoch(6), offset(503)}}));
+  }
+  auto first = log_->read(offset(503), 1);  // the batch holding the log start
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->first_offset, offset(500));
+}
+
+TEST_F(LogTest, AnEmptyLogTakesNoBatchFromBelowItsStartThatEndsThere) {
+  open();
+  ASSERT_TRUE(log_->reset_to(offset(503)).ok());
+  auto b = make_batch(3, 10, 5);
+  batch::stamp(b.data(), offset(500), leader_epoch(6));  // [500, 502]: wholly below the start
+  EXPECT_EQ(log_->append_replicated(b).code(), errc::invalid_argument);
+  EXPECT_EQ(log_->log_end_offset(), offset(503));
+  EXPECT_EQ(log_->log_start_offset(), offset(503));
+}
+
 TEST_F(LogTest, RestartCleanAndUnclean) {
   open();
   for (int i = 0; i < 100; ++i) append(1 + i % 5, 60);

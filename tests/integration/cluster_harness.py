@@ -181,6 +181,42 @@ def init_producer_id_request(port, timeout=30.0, host="127.0.0.1"):
     return r.take(">hqh")
 
 
+EARLIEST = -2  # ListOffsets timestamps: the log start offset
+LATEST = -1    # the high watermark (read_uncommitted) or last stable offset (read_committed)
+
+
+def list_offsets_request(port, topic, partition, timestamp, current_leader_epoch=-1, read_committed=False,
+                         timeout=5.0, host="127.0.0.1"):
+    """ListOffsets v4 of one partition asked of broker 127.0.0.1:port as a
+    consumer asks (replica id -1); `current_leader_epoch` fences an answer
+    from a broker at another epoch (FENCED_LEADER_EPOCH or
+    UNKNOWN_LEADER_EPOCH). Returns (error code, offset, leader epoch)."""
+    body = struct.pack(">ib", -1, 1 if read_committed else 0)
+    body += struct.pack(">i", 1) + _kstr(topic) + struct.pack(">i", 1)
+    body += struct.pack(">iiq", partition, current_leader_epoch, timestamp)
+    r = _request(port, 2, 4, body, timeout, host=host)
+    r.take(">i")  # throttle_time_ms
+    assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+    index, err, _ts, off, epoch = r.take(">ihqqi")
+    assert index == partition
+    return err, off, epoch
+
+
+def delete_records_request(port, topic, partition, offset, timeout=30.0, host="127.0.0.1"):
+    """DeleteRecords v1 of one partition up to `offset` sent to broker
+    127.0.0.1:port (the leader takes it); returns (error code, low
+    watermark). The request's own timeout is `timeout`, less a second so
+    that the broker answers before the socket gives up."""
+    body = struct.pack(">i", 1) + _kstr(topic) + struct.pack(">i", 1) + struct.pack(">iq", partition, offset)
+    body += struct.pack(">i", max(int(timeout * 1000) - 1000, 1000))
+    r = _request(port, 21, 1, body, timeout, host=host)
+    r.take(">i")  # throttle_time_ms
+    assert r.take(">i") == 1 and r.string() == topic and r.take(">i") == 1
+    index, low, err = r.take(">iqh")
+    assert index == partition
+    return err, low
+
+
 def create_topics_request(port, topic, partitions, replication_factor, timeout=20.0, host="127.0.0.1"):
     """CreateTopics v2 of one topic sent to broker 127.0.0.1:port, whether or
     not it is the controller; returns (error code, error message)."""
@@ -297,7 +333,11 @@ class ClusterBroker:
 
     def send_signal(self, sig):
         if not self.running():
-            raise RuntimeError(f"broker {self.node_id} is not running")
+            # How it ended (a negative status is the signal that ended it)
+            # and its last words: a broker that died under a test says why.
+            status = self.proc.returncode if self.proc is not None else "never started"
+            raise RuntimeError(f"broker {self.node_id} is not running (exit status {status}):\n"
+                               f"{self.log_text(3000)}")
         os.kill(self.proc.pid, sig)
 
     def stop(self, sig=signal.SIGTERM, timeout=30.0):

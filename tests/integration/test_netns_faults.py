@@ -87,13 +87,13 @@ import struct
 import threading
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_harness import Cluster, _kstr, _request, produce_request
+from log_files import partition_dir, read_batches, read_hw_checkpoint
 from netns_harness import NetnsLab
 
 TOPIC = "netns"
@@ -135,41 +135,6 @@ def list_offsets_latest(host, port, partitions, timeout=5.0):
         for _ in range(r.take(">i")):
             p, err, _ts, off, epoch = r.take(">ihqqi")
             out[p] = (err, off, epoch)
-    return out
-
-
-# ------------------------------------------------------------ the segment files
-
-def read_batches(part_dir):
-    """[(base offset, last offset delta, partition leader epoch, crc)] of
-    every batch of a partition directory's segments, in offset order; a
-    zero-filled prepared tail ends a segment (docs/log_format.md)."""
-    out = []
-    for seg in sorted(Path(part_dir).glob("*.log")):
-        data = seg.read_bytes()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length, ple, magic, crc, _attrs, lod = struct.unpack_from(">qiibIhi", data, pos)
-            if length == 0 and base == 0 and magic == 0:
-                break  # the prepared tail
-            assert magic == 2 and length >= 49 and pos + 12 + length <= len(data), \
-                f"{seg} at {pos}: a bad batch header (magic {magic}, length {length})"
-            out.append((base, lod, ple, crc))
-            pos += 12 + length
-    return out
-
-
-def read_hw_checkpoint(data_dir):
-    """meta/high_watermarks: {(topic, partition): offset}."""
-    out = {}
-    try:
-        text = (Path(data_dir) / "meta" / "high_watermarks").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 3:
-            out[(parts[0], int(parts[1]))] = int(parts[2])
     return out
 
 
@@ -757,11 +722,7 @@ def compare_replicas(c, hws, problems):
         logs = {}
         for n in c.node_ids:
             b = c.broker(n)
-            # Partition directories are under the data directory's logs/.
-            dirs = [d for d in (Path(b.data_dir) / "logs" / f"{TOPIC}-{part}", Path(b.data_dir) / f"{TOPIC}-{part}")
-                    if d.is_dir()]
-            assert dirs, f"broker {n} has no directory for {TOPIC}-{part} under {b.data_dir}"
-            batches = [x for x in read_batches(dirs[0]) if x[0] < hw]
+            batches = [x for x in read_batches(partition_dir(b.data_dir, TOPIC, part)) if x[0] < hw]
             logs[n] = batches
             end = batches[-1][0] + batches[-1][1] + 1 if batches else 0
             if end < hw:
