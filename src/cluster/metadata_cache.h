@@ -10,7 +10,7 @@
 // Topics, assignments and partition states come from the metadata store
 // (through the partition manager); the live brokers and the controller are
 // set by the broker: a single broker sets itself once its listener's port
-// is known, and in a cluster (issue 19) the registrations it follows in
+// is known, and in a cluster the registrations it follows in
 // etcd set them on each change. The handlers stay as they are either way.
 //
 // A partition's description: replicas from the assignment; leader, leader

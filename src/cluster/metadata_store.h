@@ -7,8 +7,8 @@
 // manager read partition states, only through this interface, so the store
 // behind it can change without the rest of the broker noticing:
 //
-//   - a single broker (today): topic_table, files under <data_dir>/meta/;
-//   - a cluster (issue 19): the controller's records in etcd, where a write
+//   - a single broker: topic_table, files under <data_dir>/meta/;
+//   - a cluster: the controller's records in etcd (etcd_store), where a write
 //     is a transaction the controller makes and a broker follows its watch;
 //   - tests: any implementation, such as an in-memory one, driven
 //     deterministically.
@@ -23,7 +23,7 @@
 //     single broker's store holds only itself), and the store's own I/O
 //     errors.
 //   - Partition states are written by whoever elects leaders (the
-//     controller, issue 19), never through this interface; a store without
+//     controller), never through this interface; a store without
 //     a controller has fixed states (see topic_table).
 //   - A topic's id is new each time a topic is created, so a topic deleted
 //     and created again under its name is told apart by its id; never all
@@ -110,7 +110,7 @@ class metadata_store {
   // A partition's replicas and state, or nullopt as state() answers: one
   // partition's worth, where get() copies the whole topic's assignment.
   // Applying a change of each of a topic's N partitions through get() cost
-  // N squared (issue 31, item 9); stores that can, answer it directly.
+  // N squared; stores that can, answer it directly.
   struct placed_partition {
     replica_list replicas;
     partition_state state;

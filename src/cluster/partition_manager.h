@@ -5,8 +5,9 @@
 // configs) and the opening, creation and deletion of the logs of the
 // partitions this broker hosts, which it hands to the replica manager
 // (cluster/replica_manager.h) that serves them. The Kafka handlers go
-// through this class for everything about topics; in a cluster it will
-// follow the controller's decisions instead of deciding alone.
+// through this class for everything about topics; in a cluster it follows
+// the controller's decisions (through the etcd store) instead of deciding
+// alone.
 //
 // Thread safety: every method is thread-safe. Lookups go to the store and
 // the replica manager, neither of which holds a lock across file I/O;

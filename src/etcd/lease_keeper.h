@@ -12,8 +12,8 @@
 // last one was SENT: etcd restarts the TTL when it receives it, never
 // earlier) is not a loss by itself: etcd that lost its quorum expires no
 // lease, and extends them all when it elects a leader again, so the keeper
-// keeps asking (issue 31, item 6: an etcd outage longer than a session must
-// cost no broker its registration). The holder must still assume, from
+// keeps asking (an etcd outage longer than a session must cost no broker
+// its registration). The holder must still assume, from
 // then on, that etcd may have expired the lease and deleted its keys: it
 // knows by on_renewed's "good until" times, on its own clock, and fences
 // itself until a renewal succeeds again (or etcd's verdict comes).

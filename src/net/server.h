@@ -162,7 +162,7 @@ class responder {
   // A responder tied to no connection: its completion goes to `done`, on
   // the thread that completes it, with the response (empty unless
   // responded). For running handlers in one process: tests, and the
-  // simulated cluster's links (issue 32).
+  // links of a cluster simulated in one process.
   static responder to_function(std::function<void(outcome, response)> done);
   // The request's position on its connection, counting from 0.
   uint64_t sequence() const { return seq_; }

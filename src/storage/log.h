@@ -531,7 +531,7 @@ class log : public std::enable_shared_from_this<log> {
   // epochs_ differs from the leader-epoch checkpoint. An append that
   // starts an epoch and a log-start move change the history in memory
   // only: an append runs on the produce path and must not wait for the
-  // checkpoint's fsyncs (issue 31). That is safe because recovery rebuilds
+  // checkpoint's fsyncs. That is safe because recovery rebuilds
   // the history from the batches past the recovery point and cuts it to
   // the log start checkpoint; so the checkpoint is written before the
   // recovery point passes a change (seal_closed) and before a clean close.

@@ -141,9 +141,9 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   bool any_replica = false;  // a consumer that may read from followers (v11+)
   bool incremental = false;
   int32_t response_session_id = 0;
-  // Bytes of records this answer may carry (fetch_answer_max_bytes,
-  // kafka/fetch_sizing.h). (Follower fetches, once replication lands, take
-  // replica.fetch.response.max.bytes instead, as in Kafka.)
+  // Bytes of records this answer may carry: a consumer's by
+  // fetch_answer_max_bytes (kafka/fetch_sizing.h), a follower's by
+  // replica.fetch.response.max.bytes, as in Kafka.
   uint64_t max_total = 0;
   int64_t deadline_ms = 0;  // on req.svc->clk's monotonic time: max_wait_ms from arrival
   // The session's cursor, or without a session the connection's; and the
