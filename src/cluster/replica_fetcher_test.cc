@@ -7,6 +7,7 @@
 // fetch was sent with; the leader's divergence check).
 
 #include "cluster/replica_fetcher.h"
+#include "cluster/replica_manager.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -165,8 +166,10 @@ std::vector<std::byte> leader_batch(int64_t base, int32_t n, int32_t epoch) {
 
 class ReplicaFetcherTest : public ::testing::Test {
  protected:
-  std::shared_ptr<partition> open_partition(const std::string& topic, storage::log_config lcfg = {}) {
-    auto lg = storage::log::open(env_.ctx(), tmp_.sub(topic + "-0"), topic + "-0", lcfg);
+  std::shared_ptr<partition> open_partition(const std::string& topic, storage::log_config lcfg = {},
+                                            int32_t node = kMe) {
+    const std::string dir = node == kMe ? topic + "-0" : "broker-" + std::to_string(node) + "/" + topic + "-0";
+    auto lg = storage::log::open(env_.ctx(), tmp_.sub(dir), topic + "-0", lcfg);
     EXPECT_TRUE(lg.ok());
     sluice::topic_id id{};
     id[0] = static_cast<uint8_t>(topic.size());
@@ -177,7 +180,7 @@ class ReplicaFetcherTest : public ::testing::Test {
     auto bc = config::make_broker_config(std::move(m));
     EXPECT_TRUE(bc.ok());
     const config::topic_config cfg = bc->topic_defaults;
-    auto p = partition::open({topic, 0}, *lg, cfg, env_.fs, tmp_.path() + "/" + topic + ".snap", id, kMe, env_.clk,
+    auto p = partition::open({topic, 0}, *lg, cfg, env_.fs, tmp_.path() + "/" + dir + ".snap", id, node, env_.clk,
                              /*sole_replica=*/false);
     EXPECT_TRUE(p.ok());
     logs_.push_back(*lg);
@@ -740,6 +743,113 @@ TEST_F(ReplicaFetcherTest, WithoutItsOwnThreadAFetcherRunsRoundsWhenToldThroughI
   EXPECT_EQ(p->high_watermark(), offset(3));  // the leader's, as its answer said
   EXPECT_EQ(fetched_from, (std::vector<int64_t>{0, 3}));  // the broken link delivered nothing
   f.remove(p);
+}
+
+// A leader served in-process: what the Fetch handler does for a follower,
+// reduced to the partition's own calls (the simulated cluster runs the
+// real handler instead). `up` false breaks every exchange.
+class in_process_leader final : public leader_link {
+ public:
+  in_process_leader(std::shared_ptr<partition> leader, int32_t follower, const bool& up)
+      : leader_(std::move(leader)), follower_(follower), up_(up) {}
+  result<protocol::fetch_response> fetch(const protocol::fetch_request& req, int16_t) override {
+    if (!up_) return error{errc::unavailable, "cut"};
+    protocol::fetch_response resp;
+    held_.clear();
+    held_.reserve(8);
+    for (const auto& t : req.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& q : t.partitions) {
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = q.partition;
+        leader_->on_follower_fetch(follower_, offset(q.fetch_offset), req.replica_state.replica_epoch);
+        auto bytes = leader_->read_bytes(offset(q.fetch_offset), 1 << 20, leader_->log_end_offset());
+        rp.high_watermark = leader_->high_watermark().value();
+        rp.log_start_offset = leader_->log_start_offset().value();
+        held_.push_back(bytes.ok() ? std::move(bytes).value() : std::vector<std::byte>{});
+        const auto& b = held_.back();
+        rp.records = b.empty() ? protocol::records_field::empty()
+                               : protocol::records_field::of({reinterpret_cast<const uint8_t*>(b.data()), b.size()});
+      }
+    }
+    return resp;
+  }
+  result<protocol::offset_for_leader_epoch_response> offset_for_leader_epoch(
+      const protocol::offset_for_leader_epoch_request&, int16_t) override {
+    return error{errc::unavailable, "not asked in this test"};
+  }
+
+ private:
+  std::shared_ptr<partition> leader_;
+  int32_t follower_;
+  const bool& up_;
+  std::vector<std::vector<std::byte>> held_;  // the answer's bytes, until the next call
+};
+
+// Two brokers' replica managers without threads of their own, as the
+// simulated cluster runs them: the follower fetches only when its rounds
+// are run, the leader proposes ISR changes only in its upkeep rounds, and
+// what they do follows from the rounds run and the clock alone.
+TEST_F(ReplicaFetcherTest, ReplicaManagersWithoutThreadsReplicateWhenTheirRoundsRun) {
+  auto lead = open_partition("stepped", {}, kLeader);
+  auto follower = open_partition("stepped");
+  const replica_list replicas{kLeader, kMe};
+  const partition_state st{kLeader, 1, {kLeader, kMe}, 1};
+  replica_manager on_leader(kLeader), on_follower(kMe);
+  on_leader.add_slots("stepped", 1);
+  on_leader.install("stepped", 0, lead, replicas, st);
+  on_follower.add_slots("stepped", 1);
+  on_follower.install("stepped", 0, follower, replicas, st);
+  ASSERT_TRUE(lead->is_leader());
+
+  bool up = true;
+  std::vector<isr_request> asked;
+  auto options = [&] {
+    replica_manager::replication_options o;
+    o.fetch.broker_epoch = [] { return int64_t{7}; };
+    o.fetch.backoff_ms = 100;
+    o.fetch.partition_max_bytes = 1 << 20;
+    o.fetch.response_max_bytes = 10 << 20;
+    o.fetch.socket_timeout_ms = 30'000;
+    o.lag_max_ms = 10'000;
+    o.own_threads = false;
+    o.links = [&](int32_t) -> result<std::unique_ptr<leader_link>> {
+      return std::unique_ptr<leader_link>(std::make_unique<in_process_leader>(lead, kMe, up));
+    };
+    o.write_isr = [&](const isr_request& r) { asked.push_back(r); };
+    return o;
+  };
+  on_leader.start_replication(options(), env_.clk);
+  on_follower.start_replication(options(), env_.clk);
+
+  for (int i = 0; i < 3; ++i) {
+    auto b = storage::testing::make_batch(4, 10, static_cast<uint32_t>(i + 1));
+    ASSERT_EQ(lead->append(b, 0).error, errc::ok);
+  }
+  EXPECT_EQ(lead->high_watermark(), offset(0));  // nobody fetched yet: no thread ran
+  // Round 1 starts following (no history to compare), round 2 copies the
+  // batches, round 3 tells the leader they are there, round 4 brings the
+  // leader's high watermark back.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(on_follower.run_fetch_rounds());
+  EXPECT_EQ(follower->log_end_offset(), offset(12));
+  EXPECT_EQ(lead->high_watermark(), offset(12));
+  EXPECT_EQ(follower->high_watermark(), offset(12));
+  on_leader.run_upkeep_round();
+  EXPECT_TRUE(asked.empty());  // the follower is in sync
+
+  // Cut: the follower's rounds exchange nothing, and once it lagged past
+  // replica.lag.time.max.ms by the clock the leader asks to drop it.
+  up = false;
+  auto late = storage::testing::make_batch(1, 10, 9);
+  ASSERT_EQ(lead->append(late, 0).error, errc::ok);
+  EXPECT_FALSE(on_follower.run_fetch_rounds());
+  env_.clk.advance_ms(10'001);
+  on_leader.run_upkeep_round();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].isr, (std::vector<int32_t>{kLeader}));
+  on_follower.stop_replication();
+  on_leader.stop_replication();
 }
 
 }  // namespace

@@ -70,7 +70,34 @@ void replica_manager::start_replication(replication_options opts, const sluice::
     clk_ = &clk;
   }
   for (const auto& part : all()) follow(part);
-  upkeep_thread_ = std::thread([this] { upkeep(); });
+  if (rep_->own_threads) upkeep_thread_ = std::thread([this] { upkeep(); });
+}
+
+bool replica_manager::run_fetch_rounds() {
+  std::vector<replica_fetcher*> fs;
+  {
+    std::lock_guard g(rep_mu_);
+    SLUICE_ASSERT(rep_ && !rep_->own_threads, "fetch rounds of a replica manager with threads of its own");
+    for (auto& [_, f] : fetchers_) fs.push_back(f.get());
+  }
+  // Fetchers leave fetchers_ only at stop_replication, on this same thread.
+  bool worked = false;
+  for (auto* f : fs) worked = f->run_round().worked || worked;
+  return worked;
+}
+
+void replica_manager::run_upkeep_round() {
+  int64_t lag_max;
+  isr_writer write;
+  const leadership_gate* gate;
+  {
+    std::lock_guard g(rep_mu_);
+    SLUICE_ASSERT(rep_ && !rep_->own_threads, "an upkeep round of a replica manager with threads of its own");
+    lag_max = rep_->lag_max_ms;
+    write = rep_->write_isr;
+    gate = rep_->gate;
+  }
+  upkeep_round(lag_max, write, gate);
 }
 
 void replica_manager::stop_replication() {
@@ -105,7 +132,8 @@ void replica_manager::follow(const std::shared_ptr<partition>& part) {
     o.node_id = node_id_;
     o.source = leader;
     f = std::make_unique<replica_fetcher>(
-        o, rep_->links ? rep_->links : tcp_links(rep_->endpoints, node_id_, o.socket_timeout_ms), *clk_);
+        o, rep_->links ? rep_->links : tcp_links(rep_->endpoints, node_id_, o.socket_timeout_ms), *clk_,
+        rep_->own_threads);
   }
   f->add(part);
 }
@@ -133,27 +161,31 @@ void replica_manager::upkeep() {
       checkpoint();
       next_checkpoint = clk_->monotonic_ms() + limits::high_watermark_checkpoint_interval_ms;
     }
-    // A proposal stands until etcd shows it, so it comes again every
-    // round: logged one line a partition, a leader of thousands wrote
-    // thousands of lines a second while a restarted follower came back.
-    size_t asked = 0;
-    for (const auto& part : all()) {
-      if (gate && part->is_leader()) {
-        if (auto st = gate->check(*part); !st.ok()) {
-          part->answer_commit_waiters(st);
-          continue;
-        }
-      }
-      if (auto req = part->propose_isr(lag_max)) {
-        SLUICE_LOG_DEBUG("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic,
-                         req->partition, fmt::join(req->isr, ","), req->leader_epoch, req->partition_epoch);
-        if (write) write(*req);
-        ++asked;
-      }
-    }
-    if (asked > 0) SLUICE_LOG_INFO("asking for {} ISR change{}", asked, asked == 1 ? "" : "s");
+    upkeep_round(lag_max, write, gate);
     g.lock();
   }
+}
+
+void replica_manager::upkeep_round(int64_t lag_max, const isr_writer& write, const leadership_gate* gate) {
+  // A proposal stands until etcd shows it, so it comes again every
+  // round: logged one line a partition, a leader of thousands wrote
+  // thousands of lines a second while a restarted follower came back.
+  size_t asked = 0;
+  for (const auto& part : all()) {
+    if (gate && part->is_leader()) {
+      if (auto st = gate->check(*part); !st.ok()) {
+        part->answer_commit_waiters(st);
+        continue;
+      }
+    }
+    if (auto req = part->propose_isr(lag_max)) {
+      SLUICE_LOG_DEBUG("{}-{}: asking for ISR {} (leader epoch {}, partition epoch {})", req->topic, req->partition,
+                       fmt::join(req->isr, ","), req->leader_epoch, req->partition_epoch);
+      if (write) write(*req);
+      ++asked;
+    }
+  }
+  if (asked > 0) SLUICE_LOG_INFO("asking for {} ISR change{}", asked, asked == 1 ? "" : "s");
 }
 
 std::shared_ptr<partition> replica_manager::get(const std::string& topic, int32_t p) const {

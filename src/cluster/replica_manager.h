@@ -63,6 +63,10 @@ class replica_manager {
     // at their timeout, and proposes no ISR change (nobody could write
     // it). Null: always open. Must outlive replication.
     const leadership_gate* gate = nullptr;
+    // False: no thread of its own, for the fetchers or the upkeep; the
+    // owner runs their rounds (run_fetch_rounds, run_upkeep_round), as a
+    // simulation does from one thread in the order its seed decides.
+    bool own_threads = true;
   };
   // Starts following leaders: partitions led by other brokers are fetched
   // from them from now on, and the ISR upkeep runs. Call once, before the
@@ -71,6 +75,13 @@ class replica_manager {
   void start_replication(replication_options opts, const sluice::clock& clk);
   // Stops every fetcher and the upkeep (shutdown; idempotent).
   void stop_replication();
+  // Without threads of its own (replication_options::own_threads false):
+  // one round of every fetcher, in the order of their source brokers;
+  // true when any exchanged with its leader.
+  bool run_fetch_rounds();
+  // Without threads of its own: one round of the leaders' ISR upkeep
+  // (proposals, and waiters of leaderships the gate refuses).
+  void run_upkeep_round();
   // For /metrics: bytes appended from leaders, and the fetchers' partitions.
   uint64_t replication_bytes_in() const;
 
@@ -112,6 +123,7 @@ class replica_manager {
   void follow(const std::shared_ptr<partition>& part);
   void unfollow(const std::shared_ptr<partition>& part);
   void upkeep();
+  void upkeep_round(int64_t lag_max, const isr_writer& write, const leadership_gate* gate);
 
   const int32_t node_id_;
   // Replication (start_replication); guarded by rep_mu_.
