@@ -361,7 +361,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->watch->start();
   i->groups->start();
 
-  i->metadata = std::make_unique<cluster::metadata_cache>(*i->partitions, cfg->node_id, cluster_id);
+  i->metadata = std::make_unique<cluster::metadata_cache>(i->partitions->store(), i->partitions->replicas(),
+                                                               cfg->node_id, cluster_id);
   i->metadata->set_leadership_gate(&i->gate);
   i->svc.leadership = &i->gate;
   i->svc.partitions = i->partitions.get();

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
-#include "cluster/partition_manager.h"
+#include "cluster/partition.h"
+#include "cluster/replica_manager.h"
 
 namespace sluice::cluster {
 
-metadata_cache::metadata_cache(const partition_manager& pm, int32_t node_id, std::string cluster_id)
-    : pm_(pm), node_id_(node_id), cluster_id_(std::move(cluster_id)) {}
+metadata_cache::metadata_cache(const metadata_store& store, const replica_manager& replicas, int32_t node_id,
+                               std::string cluster_id)
+    : store_(store), replicas_(replicas), node_id_(node_id), cluster_id_(std::move(cluster_id)) {}
 
 void metadata_cache::set_brokers(std::vector<broker_endpoint> brokers, int32_t controller_id) {
   std::lock_guard g(mu_);
@@ -40,21 +42,21 @@ int32_t metadata_cache::controller_id() const {
   return controller_id_;
 }
 
-std::optional<topic_info> metadata_cache::topic(const std::string& name) const { return pm_.topic(name); }
+std::optional<topic_info> metadata_cache::topic(const std::string& name) const { return store_.get(name); }
 
-std::optional<topic_info> metadata_cache::topic_by_id(const topic_id& id) const { return pm_.topic_by_id(id); }
+std::optional<topic_info> metadata_cache::topic_by_id(const topic_id& id) const { return store_.get_by_id(id); }
 
-std::vector<topic_info> metadata_cache::topics() const { return pm_.topics(); }
+std::vector<topic_info> metadata_cache::topics() const { return store_.list(); }
 
 partition_leadership metadata_cache::leadership(const std::string& topic, int32_t partition) const {
-  auto t = pm_.store().get(topic);
+  auto t = store_.get(topic);
   return t ? leadership(*t, partition) : partition_leadership{};
 }
 
 partition_leadership metadata_cache::leadership(const topic_info& t, int32_t partition) const {
   partition_leadership l;
   const std::string& topic = t.name;
-  auto st = pm_.store().state(topic, partition);
+  auto st = store_.state(topic, partition);
   if (!st || partition < 0 || partition >= t.partitions) return l;
   l.replicas = t.assignment[static_cast<size_t>(partition)];
   {
@@ -69,11 +71,11 @@ partition_leadership metadata_cache::leadership(const topic_info& t, int32_t par
     }
   }
   // This broker leads but has no log to serve yet (create_mode::background).
-  if (st->leader == node_id_ && pm_.replicas().being_created(topic, partition)) st->leader = -1;
+  if (st->leader == node_id_ && replicas_.being_created(topic, partition)) st->leader = -1;
   // Its session lost (or in doubt, its followers gone), this broker's
   // leadership is being moved elsewhere.
   if (st->leader == node_id_ && gate_) {
-    auto part = pm_.replicas().get(topic, partition);
+    auto part = replicas_.get(topic, partition);
     if (part && !gate_->check(*part).ok()) st->leader = -1;
   }
   l.has_leader = st->leader >= 0;

@@ -8,10 +8,12 @@
 // than assemble these facts themselves.
 //
 // Topics, assignments and partition states come from the metadata store
-// (through the partition manager); the live brokers and the controller are
-// set by the broker: a single broker sets itself once its listener's port
-// is known, and in a cluster the registrations it follows in
-// etcd set them on each change. The handlers stay as they are either way.
+// directly, and which partitions this broker hosts from the replica
+// manager (no arrow up to the partition manager); the live brokers and the
+// controller are set by the broker: a single broker sets itself once its
+// listener's port is known, and in a cluster the registrations it follows
+// in etcd set them on each change. The handlers stay as they are either
+// way.
 //
 // A partition's description: replicas from the assignment; leader, leader
 // epoch and ISR from the store's state; offline replicas are those not
@@ -33,7 +35,7 @@
 
 namespace sluice::cluster {
 
-class partition_manager;
+class replica_manager;
 
 struct broker_endpoint {
   int32_t node_id = -1;
@@ -59,8 +61,11 @@ struct partition_leadership {
 
 class metadata_cache {
  public:
-  // `pm` must outlive the cache. `node_id` is this broker's.
-  metadata_cache(const partition_manager& pm, int32_t node_id, std::string cluster_id);
+  // `store` (the topics and partition states) and `replicas` (which
+  // partitions this broker hosts, and their logs) must outlive the cache.
+  // `node_id` is this broker's.
+  metadata_cache(const metadata_store& store, const replica_manager& replicas, int32_t node_id,
+                 std::string cluster_id);
 
   // Replaces the live brokers and the controller's id (-1: none known).
   void set_brokers(std::vector<broker_endpoint> brokers, int32_t controller_id);
@@ -96,7 +101,8 @@ class metadata_cache {
   partition_leadership leadership(const std::string& topic, int32_t partition) const;
 
  private:
-  const partition_manager& pm_;
+  const metadata_store& store_;
+  const replica_manager& replicas_;
   const int32_t node_id_;
   const std::string cluster_id_;
   mutable std::mutex mu_;

@@ -574,7 +574,7 @@ TEST_F(PartitionManagerTest, TopicsLiveInTheGivenMetadataStore) {
 TEST_F(PartitionManagerTest, MetadataCacheDescribesBrokersAndLeadership) {
   ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}), nullptr);
   ASSERT_FALSE(pm_->create_topic("c", 1, 1, {}, false));
-  metadata_cache md(*pm_, 4, "cid");
+  metadata_cache md(pm_->store(), pm_->replicas(), 4, "cid");
   EXPECT_TRUE(md.brokers().empty());
   EXPECT_EQ(md.controller_id(), -1);
   md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::string("r1")}}, 5);
@@ -604,7 +604,7 @@ TEST_F(PartitionManagerTest, ReplicaStateFollowsTheStore) {
   ASSERT_NE(open(io::filesystem::posix(), {{"node.id", "4"}}, std::move(store)), nullptr);
   ASSERT_FALSE(pm_->create_topic("r", 2, 1, {}, false));
   EXPECT_EQ(s->get("r")->assignment, (std::vector<replica_list>{{4}, {4}}));
-  metadata_cache md(*pm_, 4, "cid");
+  metadata_cache md(pm_->store(), pm_->replicas(), 4, "cid");
   md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::nullopt}}, 4);
   append("r", 0, 2);
 
@@ -807,7 +807,7 @@ TEST_F(PartitionManagerTest, MetadataNamesNoControllerAndNoOwnLeadershipWhileThe
   s->set_state("r", 1, {5, 4}, {5, 2, {5, 4}, 2});
   ASSERT_TRUE(pm_->refresh_state("r", 0));
   ASSERT_TRUE(pm_->refresh_state("r", 1));
-  metadata_cache md(*pm_, 4, "cid");
+  metadata_cache md(pm_->store(), pm_->replicas(), 4, "cid");
   std::atomic<bool> lost{false};
   const leadership_gate gate(
       [&] { return lost.load() ? session_standing::lost : session_standing::live; }, 30'000);
@@ -860,7 +860,7 @@ TEST_F(PartitionManagerTest, InDoubtALeaderLeadsOnlyWhileItsIsrFollows) {
   std::atomic<session_standing> standing{session_standing::live};
   const int64_t lag_max = 10'000;
   const leadership_gate gate([&] { return standing.load(); }, lag_max);
-  metadata_cache md(*pm_, 4, "cid");
+  metadata_cache md(pm_->store(), pm_->replicas(), 4, "cid");
   md.set_leadership_gate(&gate);
   md.set_brokers({{4, "h4", 9094, std::nullopt}, {5, "h5", 9095, std::nullopt}}, 4);
 

@@ -270,7 +270,7 @@ class simulation {
     auto store = std::make_unique<cluster::testing::memory_store>(id, /*follows=*/true);
     b->store = store.get();
     b->m = cluster::testing::open_managers(b->fs, logs, *cfg, std::move(store), clk_);
-    b->md = std::make_unique<cluster::metadata_cache>(*b->m.partitions, id, "sim");
+    b->md = std::make_unique<cluster::metadata_cache>(b->m.partitions->store(), b->m.partitions->replicas(), id, "sim");
     std::vector<cluster::broker_endpoint> eps;
     for (int32_t k = 1; k <= kBrokers; ++k) eps.push_back({k, "b" + std::to_string(k), 9000 + k, std::nullopt, 100 + k});
     b->md->set_brokers(eps, 1);
