@@ -95,7 +95,13 @@ status log::recover() {
   if (bases.empty()) {
     SLUICE_ASSIGN_OR_RETURN(auto s, segment::create(*ctx_.fs, *ctx_.files, dir_, log_start, ctx_.clk->now_ms()));
     segments_.push_back(std::move(s));
-    if (cfg_.fsync) SLUICE_TRY(ctx_.fs->sync_dir(dir_));  // the new file's name must survive a crash
+    // The empty file and its name are made durable by the first sync that
+    // has something to make durable (dir_unsynced_, as after a roll), not
+    // here: creating 20,000 partitions would otherwise cost two syncs each.
+    // A crash before then loses nothing: without a segment file (or with an
+    // empty one) recovery starts the log again at the same log start
+    // offset (its checkpoint's, or 0), and nothing was acknowledged.
+    dir_unsynced_ = cfg_.fsync;
   } else {
     SLUICE_TRY(recover_segments(std::move(bases), rp, clean));
   }
@@ -209,7 +215,8 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
     SLUICE_TRY(truncate_fully_locked(start));
     end = start;
   }
-  if (!clean && cfg_.fsync) SLUICE_TRY(segments_.back()->sync());
+  // A created log's empty segment has nothing to sync (see recover()).
+  if (!clean && !recovery_.created && cfg_.fsync) SLUICE_TRY(segments_.back()->sync());
   log_end_ = end.value();
   durable_ = end.value();
   note_active();
