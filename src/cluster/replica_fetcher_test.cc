@@ -416,6 +416,35 @@ TEST_F(ReplicaFetcherTest, TheFirstFetchCarriesTheBrokerEpoch) {
   f.reset();
 }
 
+// The leader's side of a follower's long poll: an ISR change (the same
+// leader and epoch) wakes waiting consumers but no follower's fetch, which
+// would attempt its whole request again on the metadata thread for every
+// one of thousands of ISR changes; a leadership change wakes both.
+TEST_F(ReplicaFetcherTest, AnIsrChangeWakesNoFollowersFetch) {
+  auto p = open_partition("wake");
+  partition_state st;
+  st.leader = kMe;
+  st.leader_epoch = 1;
+  st.partition_epoch = 1;
+  st.isr = {kMe, kLeader};
+  ASSERT_TRUE(p->apply_state({kMe, kLeader, 3}, st));
+  int follower_woken = 0, consumer_woken = 0;
+  p->add_listener([&] { ++follower_woken; }, partition::wake_on::append);
+  p->add_listener([&] { ++consumer_woken; }, partition::wake_on::high_watermark);
+  st.partition_epoch = 2;
+  st.isr = {kMe, kLeader, 3};
+  ASSERT_TRUE(p->apply_state({kMe, kLeader, 3}, st));
+  EXPECT_EQ(follower_woken, 0);
+  EXPECT_EQ(consumer_woken, 1);
+  p->add_listener([&] { ++consumer_woken; }, partition::wake_on::high_watermark);
+  st.leader = kLeader;
+  st.leader_epoch = 2;
+  st.partition_epoch = 3;
+  ASSERT_TRUE(p->apply_state({kMe, kLeader, 3}, st));
+  EXPECT_EQ(follower_woken, 1);
+  EXPECT_EQ(consumer_woken, 2);
+}
+
 TEST_F(ReplicaFetcherTest, AReplicatedAppendNeedsTheEpochAndLogEndItWasFetchedAt) {
   auto p = open_partition("fenced");
   follow(*p, kLeader, 2);
