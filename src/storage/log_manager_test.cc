@@ -247,6 +247,32 @@ TEST(LogManager, LogsCreatedTogetherShareOneDirectorySync) {
   EXPECT_EQ(syncs.count(tmp.path()), 2u);
 }
 
+// A log created and closed cleanly without data never synced its
+// segment's name: after the next open its first synced data syncs the
+// log's directory too, or a power loss could take the segment (and the
+// acknowledged records in it) with that name.
+TEST(LogManager, TheFirstSyncAfterAnOpenMakesTheSegmentsNameDurable) {
+  temp_dir tmp;
+  sync_log syncs;
+  {
+    auto first = open_manager_on(syncs.fs, tmp.path());
+    ASSERT_TRUE(first->get_or_create({"idle", 0}).ok());
+  }  // shut down cleanly
+  auto m = open_manager_on(syncs.fs, tmp.path());
+  auto l = m->get({"idle", 0});
+  ASSERT_NE(l, nullptr);
+  EXPECT_TRUE(l->recovery().clean_shutdown);
+  EXPECT_EQ(syncs.count(l->dir()), 0u);
+  auto b = make_batch(2, 10, 1);
+  ASSERT_TRUE(l->append(b, leader_epoch(0)).ok());
+  ASSERT_TRUE(l->wait_durable(offset(1)).ok());
+  EXPECT_EQ(syncs.count(l->dir()), 1u);
+  auto more = make_batch(2, 10, 2);
+  ASSERT_TRUE(l->append(more, leader_epoch(0)).ok());
+  ASSERT_TRUE(l->wait_durable(offset(3)).ok());
+  EXPECT_EQ(syncs.count(l->dir()), 1u);  // once per open
+}
+
 // A log is handed out only once its directory's name is durable: when the
 // data directory's sync fails, none of the logs it covered is, and a later
 // call opens them again.

@@ -96,16 +96,22 @@ status log::recover() {
     SLUICE_ASSIGN_OR_RETURN(auto s, segment::create(*ctx_.fs, *ctx_.files, dir_, log_start, ctx_.clk->now_ms()));
     segments_.push_back(std::move(s));
     // The empty file and its name are made durable by the first sync that
-    // has something to make durable (dir_unsynced_, as after a roll), not
-    // here: creating 20,000 partitions would otherwise cost two syncs each.
-    // A crash before then loses nothing: without a segment file (or with an
+    // has something to make durable (dir_unsynced_, below), not here:
+    // creating 20,000 partitions would otherwise cost two syncs each. A
+    // crash before then loses nothing: without a segment file (or with an
     // empty one) recovery starts the log again at the same log start
     // offset (its checkpoint's, or 0), and nothing was acknowledged.
-    dir_unsynced_ = cfg_.fsync;
   } else {
     SLUICE_TRY(recover_segments(std::move(bases), rp, clean));
   }
   SLUICE_TRY(finish_recovery(rp, start, epochs_on_disk, clean));
+  // Whether the names in the directory are durable is not known here: a
+  // created log's segment is not (above), and neither is the one a roll
+  // made before a crash, or before a clean close of a log created and never
+  // synced. The first sync of appended data makes them so, once per open
+  // (one directory sync per written partition), before it calls anything
+  // durable.
+  dir_unsynced_ = cfg_.fsync;
   // Damaged ranges are skipped by reads already; now remove them from the
   // files (log_damage.cc). Nobody else holds the log yet.
   std::vector<offset> damaged;
