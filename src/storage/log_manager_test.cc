@@ -273,6 +273,29 @@ TEST(LogManager, TheFirstSyncAfterAnOpenMakesTheSegmentsNameDurable) {
   EXPECT_EQ(syncs.count(l->dir()), 1u);  // once per open
 }
 
+// Opening empty logs after a crash syncs nothing: an empty segment has no
+// bytes to make durable (its first synced data syncs the file and its name).
+TEST(LogManager, EmptyLogsRecoverWithoutASync) {
+  temp_dir tmp;
+  sync_log syncs;
+  {
+    auto first = open_manager_on(syncs.fs, tmp.path());
+    for (int32_t p = 0; p < 20; ++p) ASSERT_TRUE(first->get_or_create({"empty", p}).ok());
+  }
+  // As after a crash: no record of a clean shutdown.
+  std::filesystem::remove(std::filesystem::path(tmp.path()) / log_manager::kCleanShutdownRecord);
+  const size_t before = syncs.total();
+  auto m = open_manager_on(syncs.fs, tmp.path());
+  auto l = m->get({"empty", 7});
+  ASSERT_NE(l, nullptr);
+  EXPECT_FALSE(l->recovery().clean_shutdown);
+  EXPECT_EQ(syncs.total(), before);
+  auto b = make_batch(2, 10, 1);
+  ASSERT_TRUE(l->append(b, leader_epoch(0)).ok());
+  ASSERT_TRUE(l->wait_durable(offset(1)).ok());
+  EXPECT_EQ(syncs.count(l->dir()), 1u);
+}
+
 // A log is handed out only once its directory's name is durable: when the
 // data directory's sync fails, none of the logs it covered is, and a later
 // call opens them again.

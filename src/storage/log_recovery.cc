@@ -221,8 +221,11 @@ status log::finish_recovery(std::optional<offset> rp_on_disk, std::optional<offs
     SLUICE_TRY(truncate_fully_locked(start));
     end = start;
   }
-  // A created log's empty segment has nothing to sync (see recover()).
-  if (!clean && !recovery_.created && cfg_.fsync) SLUICE_TRY(segments_.back()->sync());
+  // An empty last segment (a created log's, or one a roll made) has no
+  // bytes to sync: the first sync of appended data syncs the file and its
+  // name (dir_unsynced_, recover()). A broker of 20,000 idle partitions
+  // restarted after a crash paid 7 s for these syncs.
+  if (!clean && cfg_.fsync && segments_.back()->size() > 0) SLUICE_TRY(segments_.back()->sync());
   log_end_ = end.value();
   durable_ = end.value();
   note_active();
