@@ -241,6 +241,18 @@ inline constexpr int flusher_threads = 2;
 // syncs of different partitions in the device queue and the file system's
 // journal; a few are enough to keep a device busy.
 inline constexpr size_t shutdown_threads = 8;
+// Logs that log_manager::get_or_create_all creates under its lock before
+// one sync of the data directory makes all their names durable: the lock
+// is held for tens of milliseconds (a log's creation is a
+// few file operations and no sync), and 20,000 new partitions cost 40
+// directory syncs instead of 20,000.
+inline constexpr size_t logs_created_per_directory_sync = 512;
+// A replica fetcher whose broker's own registration is not in its image
+// yet (the moments after a start or a new session) sends no fetch, since
+// the leader would refuse it (STALE_BROKER_EPOCH) and the fetcher would
+// wait replica.fetch.backoff.ms (1 s); it looks for the epoch again after
+// this long instead.
+inline constexpr int64_t replica_fetch_epoch_poll_ms = 20;
 // How often a cluster broker writes its replicas' high watermarks to
 // meta/high_watermarks (Kafka's replica.high.watermark.checkpoint.interval.ms
 // default), so that a restarted replica does not start from its log start.

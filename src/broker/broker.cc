@@ -247,7 +247,6 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
     if (auto s = i.partitions->checkpoint_high_watermarks(); !s.ok())
       SLUICE_LOG_WARN("high watermark checkpoint failed: {}", s.err().message);
   };
-  i.partitions->replicas().start_replication(std::move(ro), i.clk);
   // Producer ids unique over the cluster, not per broker.
   i.partitions->producer_ids().set_block_source(
       [&i](int64_t count) { return i.control->reserve_producer_ids(count); });
@@ -258,6 +257,15 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // topic in line once (it opened what the store listed; states may be newer).
   for (const auto& t : i.partitions->topics()) i.partitions->on_store_change(t.name);
   SLUICE_TRY(i.control->register_broker(self.host, self.port));
+  // Replication starts once the broker is registered: every fetch names
+  // the broker epoch of its registration (KIP-903), and a fetch without one
+  // is refused and waits out replica.fetch.backoff.ms, which every
+  // partition of a restarted broker paid before it counted. Nothing needs
+  // the fetchers earlier: partitions applied before this (the store's
+  // changes, the topics brought in line above) are followed from here, and
+  // a leadership this broker's new registration may get is kept from here
+  // (the ISR upkeep).
+  i.partitions->replicas().start_replication(std::move(ro), i.clk);
   i.control->with_image([&i](const controller::metadata_image& img) {
     publish_brokers(*i.metadata, img);
     return 0;

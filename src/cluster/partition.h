@@ -353,7 +353,8 @@ class partition : public std::enable_shared_from_this<partition> {
 
   // Long-poll support: `fn` is called once, from the thread that made the
   // change, the next time there is more to read for its kind of reader
-  // (or when the partition is closed or its leadership changes): for a
+  // (or when the partition is closed or its leadership or leader epoch
+  // changes; a consumer's also at any other state change): for a
   // consumer (wake_on::high_watermark) when the high watermark moves, for
   // a follower's fetch (wake_on::append) when the log end moves. So a
   // commit wakes no follower and an append that commits nothing yet wakes

@@ -125,6 +125,15 @@ result<std::shared_ptr<partition>> partition_manager::open_partition(const topic
                          broker_config()->node_id, clk_, !table_->follows_controller(), hw);
 }
 
+void partition_manager::create_logs_together(const topic_info& t, const std::vector<int32_t>& partitions) {
+  const auto cfg = to_log_config(config::effective_topic_config(*broker_config(), t.overrides));
+  std::vector<storage::log_manager::log_spec> wanted;
+  wanted.reserve(partitions.size());
+  for (int32_t p : partitions)
+    if (!replicas_->get(t.name, p)) wanted.push_back({{t.name, p}, cfg});
+  logs_.get_or_create_all(wanted);  // each failure is open_partition's to report
+}
+
 std::shared_ptr<const config::broker_config> partition_manager::broker_config() const {
   std::lock_guard g(cfg_mu_);
   return cfg_;
@@ -262,7 +271,9 @@ std::optional<partition_manager::create_error> partition_manager::create_topic(
     SLUICE_LOG_INFO("created topic {} with {} partitions (logs being created)", name, partitions);
     return std::nullopt;
   }
-  for (int32_t p : hosted_from(*t, 0)) {
+  const auto hosted = hosted_from(*t, 0);
+  create_logs_together(*t, hosted);
+  for (int32_t p : hosted) {
     auto part = open_partition(*t, p);
     if (!part.ok()) {
       SLUICE_LOG_ERROR("creating partition {}-{}: {}", name, p, part.err().message);
@@ -376,7 +387,9 @@ std::optional<partition_manager::create_error> partition_manager::add_partitions
     enqueue_creation(name, hosted_from(*t, first));
     return std::nullopt;
   }
-  for (int32_t p : hosted_from(*t, first)) {
+  const auto hosted = hosted_from(*t, first);
+  create_logs_together(*t, hosted);
+  for (int32_t p : hosted) {
     auto part = open_partition(*t, p);
     if (!part.ok()) return create_error{part.code(), part.err().message};
     install(*t, p, std::move(part).value());
@@ -581,7 +594,9 @@ void partition_manager::sync_topic(const std::string& name) {
     if (t) {
       replicas_->add_slots(name, t->partitions);
       const auto eff = config::effective_topic_config(*broker_config(), t->overrides);
-      for (int32_t p : hosted_from(*t, 0)) {
+      const auto hosted = hosted_from(*t, 0);
+      create_logs_together(*t, hosted);
+      for (int32_t p : hosted) {
         if (auto part = replicas_->get(name, p)) {
           if (auto s = part->set_config(eff); !s.ok())
             SLUICE_LOG_ERROR("{}-{}: config not applied: {}", name, p, s.err().message);

@@ -248,6 +248,11 @@ class partition_manager {
 
   status load(std::unique_ptr<metadata_store> store);
   result<std::shared_ptr<partition>> open_partition(const topic_info& t, int32_t p);
+  // Creates the missing logs of `partitions` of `t` together, so that they
+  // share the data directory's syncs (log_manager::get_or_create_all);
+  // open_partition then finds them. A log that could not be created is left
+  // for open_partition to try again and report.
+  void create_logs_together(const topic_info& t, const std::vector<int32_t>& partitions);
   // Publishes a partition whose log now exists, with the store's state;
   // `p` < the topic's partition count.
   void install(const topic_info& t, int32_t p, std::shared_ptr<partition> part);

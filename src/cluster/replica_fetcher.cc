@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/assert.h"
+#include "base/limits.h"
 #include "base/log.h"
 #include "base/thread_name.h"
 #include "cluster/truncation.h"
@@ -313,12 +314,23 @@ void replica_fetcher::sync_before_fetch(std::vector<std::pair<key, entry>>& work
 }
 
 void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
+  const int64_t broker_epoch = opts_.broker_epoch ? opts_.broker_epoch() : -1;
+  if (opts_.broker_epoch && broker_epoch < 0) {
+    // This broker's registration is not in its image yet (just started, or
+    // registering anew): a fetch now would be refused as stale and wait out
+    // the backoff, which a restarted broker of 20,000 partitions paid before
+    // its first fetch counted. Nothing is sent until the epoch is known.
+    const int64_t retry_at = clk_.monotonic_ms() + limits::replica_fetch_epoch_poll_ms;
+    std::lock_guard g(mu_);
+    for (auto& [k, e] : work) update_locked(k, e.epoch, std::nullopt, retry_at);
+    return;
+  }
   sync_before_fetch(work);
   if (work.empty()) return;
   protocol::fetch_request req;
   req.replica_id = opts_.node_id;  // before v15
   req.replica_state.replica_id = opts_.node_id;
-  req.replica_state.replica_epoch = opts_.broker_epoch ? opts_.broker_epoch() : -1;
+  req.replica_state.replica_epoch = broker_epoch;
   req.max_wait_ms = opts_.wait_max_ms;
   req.min_bytes = opts_.min_bytes;
   req.max_bytes = opts_.response_max_bytes;

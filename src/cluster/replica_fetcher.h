@@ -67,8 +67,10 @@ struct fetcher_options {
   int32_t node_id = -1;  // this broker: the replica id of its fetches
   // This broker's current broker epoch (control_plane::broker_epoch), sent
   // with every fetch (Fetch v15's ReplicaState.ReplicaEpoch): the leader
-  // counts a fetch only when it names the registration it knows. Null or
-  // -1: not known yet (the fetches are refused until it is).
+  // counts a fetch only when it names the registration it knows. -1: not
+  // known yet; the fetcher then sends no fetch (OffsetForLeaderEpoch goes
+  // on) and asks again after limits::replica_fetch_epoch_poll_ms. Null:
+  // never known; fetches go with -1 (and are refused).
   std::function<int64_t()> broker_epoch;
   int32_t source = -1;   // the leader broker fetched from
   int32_t min_bytes = 1;

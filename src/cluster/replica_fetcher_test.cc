@@ -28,6 +28,7 @@
 #include "io/fault_fs.h"
 #include "config/topic_config.h"
 #include "model/record_batch.h"
+#include "protocol/error_code.h"
 #include "protocol/frame.h"
 #include "storage/batch_builder.h"
 #include "storage/log.h"
@@ -204,12 +205,14 @@ class ReplicaFetcherTest : public ::testing::Test {
     auto b3 = leader_batch(10, 5, 3);
     ASSERT_TRUE(p.append_replicated(b3, leader_epoch(3), offset(10)).ok());
   }
-  std::unique_ptr<replica_fetcher> fetcher_for(const fake_leader& l) {
+  std::unique_ptr<replica_fetcher> fetcher_for(const fake_leader& l,
+                                                std::function<int64_t()> broker_epoch = [] { return int64_t{7}; },
+                                                int32_t backoff_ms = 10) {
     fetcher_options o;
     o.node_id = kMe;
     o.source = kLeader;
-    o.broker_epoch = [] { return int64_t{7}; };
-    o.backoff_ms = 10;
+    o.broker_epoch = std::move(broker_epoch);
+    o.backoff_ms = backoff_ms;
     o.wait_max_ms = 10;
     o.partition_max_bytes = 1 << 20;
     o.response_max_bytes = 10 << 20;
@@ -361,6 +364,93 @@ TEST_F(ReplicaFetcherTest, ADivergingEpochTruncatesBeforeTheNextFetch) {
   f.reset();
   EXPECT_EQ(p->log_end_offset(), offset(10));
   EXPECT_EQ(p->last_written_epoch(), 1);
+}
+
+// A restarted broker's fetchers started before its registration showed in
+// its image: the first fetches carried broker epoch -1, the leader refused
+// them (STALE_BROKER_EPOCH), and each fetcher waited replica.fetch.backoff.ms
+// before the next. Now no fetch leaves without the epoch: the fetcher waits
+// for it, without the backoff (an hour here, so a fetch that waited it
+// would never arrive within the test).
+TEST_F(ReplicaFetcherTest, TheFirstFetchCarriesTheBrokerEpoch) {
+  auto p = open_partition("epoch");
+  follow(*p, kLeader, 1);
+  std::atomic<int> asked{0};
+  std::atomic<int64_t> epoch{-1};
+  fake_leader leader([&](const seen_request& s, int32_t corr, int16_t v) -> std::optional<protocol::response_chunks> {
+    if (s.api_key == 23) return epochs_answer(s, corr, v, [](const std::string&) { return std::pair{1, int64_t{0}}; });
+    protocol::fetch_response resp;
+    if (s.fetch.replica_state.replica_epoch != 7) {
+      resp.error_code = static_cast<int16_t>(kafka::error_code::stale_broker_epoch);
+      return protocol::encode_response(corr, v, resp);
+    }
+    for (const auto& t : s.fetch.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& fp : t.partitions) {
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = fp.partition;
+        rp.high_watermark = 0;
+        rp.log_start_offset = 0;
+        rp.records = protocol::records_field::empty();
+      }
+    }
+    return protocol::encode_response(corr, v, resp);
+  });
+  auto f = fetcher_for(
+      leader,
+      [&] {
+        ++asked;
+        return epoch.load();
+      },
+      /*backoff_ms=*/3'600'000);
+  f->add(p);
+  // The fetcher looks for its epoch a few times (the registration is on
+  // its way), then it is known.
+  for (int i = 0; i < 600'000 && asked.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_GE(asked.load(), 3);
+  epoch = 7;
+  bool fetched = false;
+  for (size_t n = 1; n < 100 && !fetched; ++n) {
+    ASSERT_TRUE(leader.wait_for_requests(n));
+    fetched = leader.requests()[n - 1].api_key == 1;
+  }
+  ASSERT_TRUE(fetched);
+  for (const auto& r : leader.requests()) {
+    if (r.api_key == 1) {
+      EXPECT_EQ(r.fetch.replica_state.replica_epoch, 7);
+    }
+  }
+  f.reset();
+}
+
+// The leader's side of a follower's long poll: an ISR change (the same
+// leader and epoch) wakes waiting consumers but no follower's fetch, which
+// would attempt its whole request again on the metadata thread for every
+// one of thousands of ISR changes; a leadership change wakes both.
+TEST_F(ReplicaFetcherTest, AnIsrChangeWakesNoFollowersFetch) {
+  auto p = open_partition("wake");
+  partition_state st;
+  st.leader = kMe;
+  st.leader_epoch = 1;
+  st.partition_epoch = 1;
+  st.isr = {kMe, kLeader};
+  ASSERT_TRUE(p->apply_state({kMe, kLeader, 3}, st));
+  int follower_woken = 0, consumer_woken = 0;
+  p->add_listener([&] { ++follower_woken; }, partition::wake_on::append);
+  p->add_listener([&] { ++consumer_woken; }, partition::wake_on::high_watermark);
+  st.partition_epoch = 2;
+  st.isr = {kMe, kLeader, 3};
+  ASSERT_TRUE(p->apply_state({kMe, kLeader, 3}, st));
+  EXPECT_EQ(follower_woken, 0);
+  EXPECT_EQ(consumer_woken, 1);
+  p->add_listener([&] { ++consumer_woken; }, partition::wake_on::high_watermark);
+  st.leader = kLeader;
+  st.leader_epoch = 2;
+  st.partition_epoch = 3;
+  ASSERT_TRUE(p->apply_state({kMe, kLeader, 3}, st));
+  EXPECT_EQ(follower_woken, 1);
+  EXPECT_EQ(consumer_woken, 2);
 }
 
 TEST_F(ReplicaFetcherTest, AFollowerBehindALogStartInsideABatchRestartsThereAndCatchesUp) {

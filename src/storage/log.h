@@ -131,6 +131,10 @@ class log : public std::enable_shared_from_this<log> {
  public:
   // Opens (recovering if needed) or creates the log in `dir`. `name` is used
   // in log lines ("topic-3"). Appends are accepted once this returns.
+  // Creating costs no sync: the new segment's name becomes durable with the
+  // first sync of appended data, and `dir`'s own name in its parent is the
+  // caller's to make durable (log_manager syncs the data directory once for
+  // the many logs it creates together) before it hands the log out.
   // `closed_cleanly` says the caller knows, from a record of its own written
   // after close_without_marker() returned ok (log_manager's clean-shutdown
   // record), that the files are as a clean close left them: the log opens as
@@ -538,7 +542,9 @@ class log : public std::enable_shared_from_this<log> {
   // Truncation, which lowers the recovery point, still writes it at once.
   bool epochs_dirty_ = false;
   offset recovery_point_;  // written with seal_mu_ and mu_ held
-  bool dir_unsynced_ = false;  // a roll created a file the next sync must make durable in the directory
+  // A roll or the log's creation made a file whose name the next sync must
+  // make durable in the log's directory.
+  bool dir_unsynced_ = false;
   // Only a roll makes a segment unsynced and unsealed. Rolls so far, and
   // the count at which a sync (a seal) last found every closed segment
   // synced (sealed): while they are equal the per-sync scan of the

@@ -1,6 +1,7 @@
 #include "storage/log_manager.h"
 #include "storage/log.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string_view>
@@ -172,6 +173,7 @@ status log_manager::write_clean_shutdown_record(const std::vector<std::string>& 
 status log_manager::load_all() {
   SLUICE_ASSIGN_OR_RETURN(const auto clean, take_clean_shutdown_record());
   SLUICE_ASSIGN_OR_RETURN(auto names, fs_.list(cfg_.data_dir));
+  bool created_any = false;
   for (const auto& n : names) {
     const std::string path = io::join(cfg_.data_dir, n);
     if (ends_with(n, kDeleteSuffix)) {
@@ -190,9 +192,14 @@ status log_manager::load_all() {
       SLUICE_LOG_ERROR("partition {} could not be opened and stays offline: {}", n, l.err().message);
       continue;
     }
+    // A directory without a segment was being created when the broker
+    // stopped, and its name may not be durable yet (a process crash keeps
+    // the page cache): synced below before any log is handed out.
+    created_any = created_any || ((*l)->recovery().created && (*l)->config().fsync);
     std::lock_guard g(mu_);
     logs_.emplace(n, std::move(l).value());
   }
+  if (created_any) SLUICE_TRY(fs_.sync_dir(cfg_.data_dir));
   return {};
 }
 
@@ -205,21 +212,64 @@ std::shared_ptr<log> log_manager::get(const topic_partition& tp) const {
 
 result<std::shared_ptr<log>> log_manager::get_or_create(const topic_partition& tp,
                                                         std::optional<log_config> cfg) {
-  if (tp.topic.empty() || tp.topic.find('/') != std::string::npos || tp.topic == "." || tp.topic == ".." ||
-      tp.partition < 0)
-    return error{errc::invalid_argument, "bad topic partition " + tp.dir_name()};
-  // Creation holds the lock so two callers cannot create one log twice;
-  // opening an empty log is a few small file operations.
-  const std::string name = tp.dir_name();
-  std::lock_guard g(mu_);
-  if (shut_down_) return error{errc::shutting_down, "log manager is shut down"};
-  auto it = logs_.find(name);
-  if (it != logs_.end()) return it->second;
-  SLUICE_ASSIGN_OR_RETURN(auto l, log::open(context(), io::join(cfg_.data_dir, name), name,
-                                            cfg.value_or(cfg_.default_log)));
-  if (l->config().fsync) SLUICE_TRY(fs_.sync_dir(cfg_.data_dir));  // the new directory's name
-  logs_.emplace(name, l);
-  return l;
+  const log_spec one{tp, std::move(cfg)};
+  return std::move(get_or_create_all({&one, 1}).front());
+}
+
+std::vector<result<std::shared_ptr<log>>> log_manager::get_or_create_all(std::span<const log_spec> wanted) {
+  std::vector<result<std::shared_ptr<log>>> out;
+  out.reserve(wanted.size());
+  for (size_t from = 0; from < wanted.size(); from += limits::logs_created_per_directory_sync) {
+    const auto chunk = wanted.subspan(from, std::min(limits::logs_created_per_directory_sync, wanted.size() - from));
+    // Creation holds the lock so two callers cannot create one log twice,
+    // and until the directory sync below, so nobody sees a log whose name
+    // is not durable yet. A chunk is a few small file operations per log
+    // (no sync of its own: log::open) and one sync.
+    std::lock_guard g(mu_);
+    std::vector<std::string> made;  // names of the logs this chunk created
+    std::vector<size_t> answered;   // the entries of `out` that hand one of them out
+    bool sync = false;
+    for (const auto& w : chunk) {
+      const topic_partition& tp = w.tp;
+      if (tp.topic.empty() || tp.topic.find('/') != std::string::npos || tp.topic == "." ||
+          tp.topic == ".." || tp.partition < 0) {
+        out.emplace_back(error{errc::invalid_argument, "bad topic partition " + tp.dir_name()});
+        continue;
+      }
+      if (shut_down_) {
+        out.emplace_back(error{errc::shutting_down, "log manager is shut down"});
+        continue;
+      }
+      const std::string name = tp.dir_name();
+      if (auto it = logs_.find(name); it != logs_.end()) {
+        // Made by this chunk when named twice in one call: not durable yet either.
+        if (std::find(made.begin(), made.end(), name) != made.end()) answered.push_back(out.size());
+        out.emplace_back(it->second);
+        continue;
+      }
+      auto l = log::open(context(), io::join(cfg_.data_dir, name), name, w.cfg.value_or(cfg_.default_log));
+      if (!l.ok()) {
+        out.emplace_back(l.err());
+        continue;
+      }
+      sync = sync || (*l)->config().fsync;
+      made.push_back(name);
+      answered.push_back(out.size());
+      // Nobody sees it before the sync below: every reader of logs_ takes mu_.
+      logs_.emplace(name, *l);
+      out.emplace_back(std::move(l).value());
+    }
+    if (made.empty() || !sync) continue;
+    // The new directories' names, once for the chunk (the contract above).
+    if (auto st = fs_.sync_dir(cfg_.data_dir); !st.ok()) {
+      for (const auto& name : made) {
+        logs_[name]->close().ignore();  // empty: nothing of it is lost
+        logs_.erase(name);
+      }
+      for (size_t i : answered) out[i] = st.err();
+    }
+  }
+  return out;
 }
 
 status log_manager::remove(const topic_partition& tp) {

@@ -774,6 +774,21 @@ void create_topics(const std::string& bootstrap, const std::vector<std::string>&
   check_create_topics(admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT).get());
 }
 
+// --keep-logs: copies the brokers' logs out of the temp dir when destroyed.
+struct kept_logs {
+  std::string to, root;
+  ~kept_logs() {
+    if (to.empty()) return;
+    std::error_code ec;
+    fs::create_directories(to, ec);
+    for (int id = 1; id <= kServers; ++id) {
+      const auto from = fs::path(root) / ("broker-" + std::to_string(id) + ".log");
+      fs::copy_file(from, fs::path(to) / from.filename(), fs::copy_options::overwrite_existing, ec);
+      if (ec) std::fprintf(stderr, "--keep-logs: %s: %s\n", from.c_str(), ec.message().c_str());
+    }
+  }
+};
+
 std::string secs(double v) {
   return v >= 0 ? fixed(v, 1) + " s" : "not within the timeout";
 }
@@ -791,6 +806,8 @@ int run_restart(const restart_options& o) {
   co.broker_args = o.broker_args;
   co.session_timeout_ms = o.session_timeout_ms;
   temp_root root(o.dir);
+  // Destroyed after the brokers stopped (their logs complete), before root.
+  const kept_logs keep{o.keep_logs, root.path};
   etcd_cluster etcd(o.etcd_path, root.path);
   check_interrupted();
   sluice_cluster c(co, root.path, etcd.endpoints());

@@ -47,6 +47,7 @@ struct restart_options {
   int session_timeout_ms = 6000;    // sluice.etcd.session.timeout.ms
   double timeout = 300;             // seconds any one phase may take
   bool json = false;
+  std::string keep_logs;  // a directory the brokers' logs are copied to at the end
 };
 
 int run_restart(const restart_options& o);

@@ -229,6 +229,8 @@ int main(int argc, char** argv) {
   rs->add_option("--timeout", ro.timeout, "seconds each phase may take")
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
+  rs->add_option("--keep-logs", ro.keep_logs,
+                 "copy the brokers' logs into this directory at the end (where the time went)");
 
   CLI11_PARSE(app, argc, argv);
   try {
