@@ -43,6 +43,7 @@ std::string_view errc_name(errc e) {
     case errc::eligible_leaders_not_available: return "eligible_leaders_not_available";
     case errc::invalid_producer_epoch: return "invalid_producer_epoch";
     case errc::out_of_order_sequence: return "out_of_order_sequence";
+    case errc::unknown_producer_id: return "unknown_producer_id";
     case errc::invalid_txn_state: return "invalid_txn_state";
   }
   return "unknown";

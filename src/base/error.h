@@ -51,6 +51,7 @@ enum class errc : int16_t {
   // Producers.
   invalid_producer_epoch,  // a producer epoch older than the one known
   out_of_order_sequence,   // a sequence number that does not follow the last
+  unknown_producer_id,     // a producer this leader has no state for, not starting at sequence 0
   invalid_txn_state,       // a transactional batch (no transactions yet)
   // Protocol decoding.
   malformed,          // a request that cannot be decoded

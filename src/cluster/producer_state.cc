@@ -44,8 +44,22 @@ producer_check producer_state::check(const producer_batch& b) const {
   }
   auto it = producers_.find(b.producer_id);
   if (it == producers_.end()) {
-    // An unknown producer: either new, or its state was expired or its
-    // batches removed by retention. Kafka accepts any sequence here.
+    // An unknown producer: new, or its state expired or its batches were
+    // removed by retention, or its first batches never reached this
+    // leader (they were on a leader deposed before they were replicated,
+    // and were truncated away). A new producer starts at sequence 0. Any
+    // other first sequence is refused with UNKNOWN_PRODUCER_ID, as Kafka
+    // did before KIP-360: accepting it (as Kafka 2.5+ does) tells the
+    // client every lower sequence is stored, and an idempotent client
+    // (librdkafka) then reports its uncertain earlier batches delivered
+    // when the last case lost them. The client resets its sequence under
+    // a bumped epoch (KIP-360) or fails those messages; none is lost
+    // silently.
+    if (b.first_sequence != 0) {
+      r.error = errc::unknown_producer_id;
+      r.message = "no state for producer " + std::to_string(b.producer_id) + " here, and sequence " +
+                  std::to_string(b.first_sequence) + " is not a new producer's first";
+    }
     return r;
   }
   const entry& e = it->second;

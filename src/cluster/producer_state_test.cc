@@ -50,6 +50,18 @@ TEST(ProducerState, InOrderDuplicateAndGap) {
   EXPECT_EQ(s.check(pb(7, 0, 15, 1)).error, errc::ok);
 }
 
+// A producer this leader knows nothing of starts at sequence 0; any other
+// first sequence may follow batches lost with a deposed leader, and is
+// refused (UNKNOWN_PRODUCER_ID) rather than taken for proof that they are
+// stored.
+TEST(ProducerState, AnUnknownProducerMustStartAtSequenceZero) {
+  producer_state s;
+  EXPECT_EQ(s.check(pb(9, 0, 55, 3)).error, errc::unknown_producer_id);
+  EXPECT_EQ(s.check(pb(9, 0, 0, 3)).error, errc::ok);
+  s.record(pb(9, 0, 0, 3), offset(0), offset(2));
+  EXPECT_EQ(s.check(pb(9, 0, 3, 1)).error, errc::ok);
+}
+
 TEST(ProducerState, OnlyLastFiveBatchesRemembered) {
   producer_state s;
   for (int i = 0; i < 7; ++i) s.record(pb(1, 0, i, 1), offset(i), offset(i));

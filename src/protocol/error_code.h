@@ -226,6 +226,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::eligible_leaders_not_available: return error_code::eligible_leaders_not_available;
     case errc::invalid_producer_epoch: return error_code::invalid_producer_epoch;
     case errc::out_of_order_sequence: return error_code::out_of_order_sequence_number;
+    case errc::unknown_producer_id: return error_code::unknown_producer_id;
     case errc::invalid_txn_state: return error_code::invalid_txn_state;
   }
   return error_code::unknown_server_error;
