@@ -56,6 +56,10 @@ class leadership_gate {
   // The gate, then the partition's leadership and the client's leader
   // epoch (partition::check_leader).
   errc check_leader(const partition& p, int32_t current_leader_epoch = -1) const;
+  // Whether every leadership the image names holds without looking at the
+  // partition (a single node, or a live session): callers over many
+  // partitions (Metadata) skip their lookups then.
+  bool session_live() const { return !standing_ || standing_() == session_standing::live; }
   // Whether the session is lost (the broker names no controller then).
   bool session_lost() const { return standing_ && standing_() == session_standing::lost; }
 

@@ -74,7 +74,7 @@ partition_leadership metadata_cache::leadership(const topic_info& t, int32_t par
   if (st->leader == node_id_ && replicas_.being_created(topic, partition)) st->leader = -1;
   // Its session lost (or in doubt, its followers gone), this broker's
   // leadership is being moved elsewhere.
-  if (st->leader == node_id_ && gate_) {
+  if (st->leader == node_id_ && gate_ && !gate_->session_live()) {
     auto part = replicas_.get(topic, partition);
     if (part && !gate_->check(*part).ok()) st->leader = -1;
   }

@@ -747,8 +747,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
     }
     // Checked above (the CRC recomputed with the max timestamp, if it
     // changed): the log takes the header as it is.
-    std::vector<batch::header> hs{stored};
-    auto r = log_->append_checked(bytes, hs, epoch());
+    auto r = log_->append_checked(bytes, std::span<batch::header>(&stored, 1), epoch());
     if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);

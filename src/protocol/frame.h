@@ -71,6 +71,22 @@ response_chunks encode_response(int32_t correlation_id, int16_t version, const B
   return std::move(w).finish();
 }
 
+// Decodes a response frame (after its int32 size: header, then body) as
+// Body at `version`; errc::malformed when it answers another correlation
+// id than `correlation_id`. The body's byte views point into `frame`.
+template <class Body>
+result<Body> decode_response(std::span<const uint8_t> frame, int16_t version, int32_t correlation_id) {
+  reader r(frame);
+  response_header h;
+  h.read(r, response_header_version(Body::api_key, version));
+  if (r.ok() && h.correlation_id != correlation_id)
+    return error{errc::malformed, "answer to another request (correlation id " + std::to_string(h.correlation_id) + ")"};
+  Body body;
+  body.read(r, version);
+  SLUICE_TRY(r.to_status());
+  return body;
+}
+
 // Encodes a request frame (int32 size, header, body): for tests, the fuzz
 // corpus and tools that speak to a broker without librdkafka.
 template <class Body>

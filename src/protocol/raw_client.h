@@ -50,17 +50,7 @@ class raw_connection {
     if (!bytes.ok()) return bytes.err();
     SLUICE_TRY(send_all(*bytes));
     SLUICE_TRY(receive_frame());
-    protocol::reader r(std::span<const uint8_t>(frame_.data(), frame_len_));
-    protocol::response_header h;
-    h.read(r, protocol::response_header_version(Resp::api_key, version));
-    if (r.ok() && h.correlation_id != correlation_id_) {
-      return error{errc::malformed, "answer to another request (correlation id " +
-                                        std::to_string(h.correlation_id) + ")"};
-    }
-    Resp resp;
-    resp.read(r, version);
-    SLUICE_TRY(r.to_status());
-    return resp;
+    return decode_response<Resp>(std::span<const uint8_t>(frame_.data(), frame_len_), version, correlation_id_);
   }
 
  private:

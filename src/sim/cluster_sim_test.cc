@@ -446,13 +446,8 @@ result<Resp> sim_link::call(const Req& req, int16_t version) {
         return error{errc::io_error, "reading a file region of the answer"};
     }
   }
-  protocol::reader r(std::span<const uint8_t>(answer_.data(), answer_.size()));
-  protocol::response_header h;
-  h.read(r, protocol::response_header_version(Resp::api_key, version));
-  Resp resp;
-  resp.read(r, version);
-  SLUICE_TRY(r.to_status());
-  return resp;
+  return protocol::decode_response<Resp>(std::span<const uint8_t>(answer_.data(), answer_.size()), version,
+                                         correlation_);
 }
 
 TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) {

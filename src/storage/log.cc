@@ -100,9 +100,9 @@ result<append_result> log::append(std::span<std::byte> batches, leader_epoch epo
   return append_checked(batches, hs, epoch);
 }
 
-result<append_result> log::append_checked(std::span<std::byte> batches, std::vector<batch::header>& headers,
+result<append_result> log::append_checked(std::span<std::byte> batches, std::span<batch::header> headers,
                                           leader_epoch epoch) {
-  return append_and_ask(batches, batches, headers, epoch);
+  return append_and_ask(batches, headers, batches, headers, epoch);
 }
 
 result<append_result> log::append_replicated(std::span<const std::byte> batches) {
@@ -113,17 +113,16 @@ result<append_result> log::append_replicated(std::span<const std::byte> batches)
 
 result<append_result> log::append_replicated(std::span<const std::byte> batches,
                                              std::span<const batch::header> headers) {
-  // Only the leader's path writes into the headers (and the bytes).
-  std::vector<batch::header> hs(headers.begin(), headers.end());
-  return append_and_ask(batches, {}, hs, std::nullopt);
+  return append_and_ask(batches, headers, {}, {}, std::nullopt);
 }
 
-result<append_result> log::append_and_ask(std::span<const std::byte> batches, std::span<std::byte> stamp,
-                                          std::span<batch::header> headers, std::optional<leader_epoch> epoch) {
+result<append_result> log::append_and_ask(std::span<const std::byte> batches, std::span<const batch::header> headers,
+                                          std::span<std::byte> stamp, std::span<batch::header> stamped,
+                                          std::optional<leader_epoch> epoch) {
   flush_ask ask;
   result<append_result> r = [&] {
     std::lock_guard g(mu_);
-    return append_locked(batches, stamp, headers, epoch, ask);
+    return append_locked(batches, headers, stamp, stamped, epoch, ask);
   }();
   answer_waiters();
   ask_flusher(ask);
@@ -144,14 +143,15 @@ void log::flush_on_timer() {
   flush().ignore();
 }
 
-result<append_result> log::append_locked(std::span<const std::byte> batches, std::span<std::byte> stamp,
-                                         std::span<batch::header> hs, std::optional<leader_epoch> epoch,
-                                         flush_ask& ask) {
+result<append_result> log::append_locked(std::span<const std::byte> batches, std::span<const batch::header> hs,
+                                         std::span<std::byte> stamp, std::span<batch::header> stamped,
+                                         std::optional<leader_epoch> epoch, flush_ask& ask) {
   SLUICE_TRY(check_writable());
   // The caller parsed and checked every header (check_all or the produce
   // path's own checks).
   SLUICE_ASSERT(!hs.empty(), "an append without batches");
-  SLUICE_ASSERT(!epoch || stamp.data() == batches.data(), "a leader's append stamps the bytes it appends");
+  SLUICE_ASSERT(!epoch || (stamp.data() == batches.data() && stamped.data() == hs.data()),
+                "a leader's append stamps the bytes and headers it appends");
   bool rebased = false;  // the empty log moved down to the first batch's base
   offset next(log_end_.load());
   if (epoch) {
@@ -159,7 +159,7 @@ result<append_result> log::append_locked(std::span<const std::byte> batches, std
       return error{errc::invalid_argument, name_ + ": append with stale leader epoch " +
                                                std::to_string(epoch->value())};
     size_t pos = 0;
-    for (auto& h : hs) {
+    for (auto& h : stamped) {
       batch::stamp(stamp.data() + pos, next, *epoch);
       h.base_offset = next;
       h.partition_leader_epoch = epoch->value();

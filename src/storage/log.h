@@ -165,7 +165,7 @@ class log : public std::enable_shared_from_this<log> {
   // model::batch::check_all does at strictness::leader, CRCs included):
   // `headers` holds one per batch of `batches`, in order, and is updated
   // with the offsets and epoch written. Nothing is parsed again.
-  result<append_result> append_checked(std::span<std::byte> batches, std::vector<model::batch::header>& headers,
+  result<append_result> append_checked(std::span<std::byte> batches, std::span<model::batch::header> headers,
                                        leader_epoch epoch);
   // Appends batches as a follower: offsets and epochs are kept as in the
   // bytes; the first base offset must be >= the log end offset, except in
@@ -415,16 +415,19 @@ class log : public std::enable_shared_from_this<log> {
     int64_t after_ms = -1;  // arm the flush.ms timer
     bool prepare = false;   // the active segment's prepared tail runs short (prepare_tail)
   };
-  // `stamp`: the batches' bytes to write offsets and the epoch into, for
-  // an append as the leader (`epoch` set); empty for a replicated one.
-  result<append_result> append_and_ask(std::span<const std::byte> batches, std::span<std::byte> stamp,
-                                       std::span<model::batch::header> headers, std::optional<leader_epoch> epoch);
+  // `headers`: one per batch, checked. For an append as the leader
+  // (`epoch` set), `stamp` and `stamped` are the same batches' bytes and
+  // headers, writable, which receive the offsets and the epoch; both empty
+  // for a replicated append, which only reads.
+  result<append_result> append_and_ask(std::span<const std::byte> batches,
+                                       std::span<const model::batch::header> headers, std::span<std::byte> stamp,
+                                       std::span<model::batch::header> stamped, std::optional<leader_epoch> epoch);
   void ask_flusher(const flush_ask& ask);
 
   // Writing, all with mu_ held.
-  result<append_result> append_locked(std::span<const std::byte> batches, std::span<std::byte> stamp,
-                                      std::span<model::batch::header> hs, std::optional<leader_epoch> epoch,
-                                      flush_ask& ask);
+  result<append_result> append_locked(std::span<const std::byte> batches, std::span<const model::batch::header> hs,
+                                      std::span<std::byte> stamp, std::span<model::batch::header> stamped,
+                                      std::optional<leader_epoch> epoch, flush_ask& ask);
   status maybe_roll(size_t incoming_bytes, offset incoming_last, flush_ask& ask);
   // Closes the active segment (unsealed: see seal_closed) and starts the
   // next one at the log end offset. Asks for a flush to seal it.
