@@ -49,9 +49,12 @@ bool replica_tracker::set_isr(const std::vector<int32_t>& replicas, const std::v
   followers_ = std::move(next);
   replicas_ = replicas;
   isr_ = isr;
-  // A pending addition the store now shows is done; one it does not show
-  // stays pending until the next proposal decides again.
-  std::erase_if(pending_, [&](int32_t id) { return contains(isr_, id) || !contains(replicas_, id); });
+  // Every store change moves the partition epoch, and every proposal made
+  // before it names the old one, which the controller refuses from now on:
+  // a pending addition the store now shows is done, one it does not show
+  // can no longer happen. The next proposal adds it again if it is caught
+  // up.
+  pending_.clear();
   return advance(leader_end);
 }
 
@@ -118,8 +121,12 @@ std::optional<std::vector<int32_t>> replica_tracker::propose_isr(int64_t now_ms,
     if (now_ms - f->last_caught_up_ms > lag_max_ms) continue;
     next.push_back(id);
   }
-  // A pending addition that lags again is given up.
-  std::erase_if(pending_, [&](int32_t id) {
+  // A pending addition that lags again is not proposed again, but it stays
+  // counted for the high watermark until the store moves on (set_isr): the
+  // proposal that added it may still be written. Meanwhile the store's ISR
+  // as it is is proposed, a withdrawal, so that the partition epoch moves
+  // and the old proposal is refused if it has not been written yet.
+  const bool withdraw = std::any_of(pending_.begin(), pending_.end(), [&](int32_t id) {
     const follower_progress* f = find(id);
     return !f || now_ms - f->last_caught_up_ms > lag_max_ms;
   });
@@ -137,7 +144,7 @@ std::optional<std::vector<int32_t>> replica_tracker::propose_isr(int64_t now_ms,
   std::vector<int32_t> a = next, b = isr_;
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
-  if (a == b) return std::nullopt;
+  if (a == b && !withdraw) return std::nullopt;
   return next;
 }
 

@@ -127,7 +127,13 @@ class replica_tracker {
   // The ISR the leader should ask the store for now, or nullopt when it
   // is right: the store's ISR without the followers that lagged longer
   // than `lag_max_ms`, with the followers that caught up. Records the
-  // additions as pending (they count for the high watermark at once).
+  // additions as pending: they count for the high watermark at once, and
+  // until the store's next state (set_isr), even if they lag meanwhile,
+  // since the proposal naming them may still be written (a follower added
+  // to the ISR below the high watermark would let a clean election lose
+  // committed records; the simulation found it). A pending addition that
+  // lags makes this propose the store's ISR unchanged, which moves the
+  // partition epoch past the old proposal.
   std::optional<std::vector<int32_t>> propose_isr(int64_t now_ms, int64_t lag_max_ms);
   // Whether every member of the store's ISR but the leader caught up
   // within `lag_max_ms` (none would be proposed for removal): the ISR

@@ -20,9 +20,11 @@
 // leader at its offset with the CRC it had, and every replica holds the
 // same batches (base offset, leader epoch, CRC) below the high watermark.
 //
-// SLUICE_SIM_SEEDS (default 2,000) seeds run from SLUICE_SIM_FIRST_SEED
-// (default 1); a failing seed is named in the failure and replays exactly
-// with SLUICE_SIM_FIRST_SEED=<seed> SLUICE_SIM_SEEDS=1.
+// SLUICE_SIM_SEEDS (default 2,000) seeds of SLUICE_SIM_STEPS (default
+// 1,500) steps run from SLUICE_SIM_FIRST_SEED (default 1); a failing seed
+// is named in the failure and replays exactly with
+// SLUICE_SIM_FIRST_SEED=<seed> SLUICE_SIM_SEEDS=1, SLUICE_SIM_TRACE=1
+// printing every step and the partitions' state after it.
 
 #include <gtest/gtest.h>
 
@@ -150,25 +152,41 @@ class simulation {
   // One step the seed chooses.
   void step() {
     const int r = pick(100);
+    std::string what;
     if (r < 35) {
-      produce(pick(kPartitions));
+      const int32_t p = pick(kPartitions);
+      what = "produce p" + std::to_string(p);
+      produce(p);
     } else if (r < 70) {
-      at(1 + pick(kBrokers)).m.partitions->replicas().run_fetch_rounds();
+      const int32_t b = 1 + pick(kBrokers);
+      what = "fetch round b" + std::to_string(b);
+      at(b).m.partitions->replicas().run_fetch_rounds();
     } else if (r < 78) {
-      at(1 + pick(kBrokers)).m.partitions->replicas().run_upkeep_round();
+      const int32_t b = 1 + pick(kBrokers);
+      what = "upkeep round b" + std::to_string(b);
+      at(b).m.partitions->replicas().run_upkeep_round();
     } else if (r < 86) {
+      what = "controller: ISR requests";
       apply_isr_requests();
     } else if (r < 93) {
-      clk_.advance_ms(pick(1'500));
+      const int ms = pick(1'500);
+      what = "clock +" + std::to_string(ms) + " ms";
+      clk_.advance_ms(ms);
     } else if (r < 96) {
       const int32_t a = 1 + pick(kBrokers), b = 1 + pick(kBrokers);
       if (a != b) {
-        if (connected(a, b)) cuts_.insert({std::min(a, b), std::max(a, b)});
+        const bool cut = connected(a, b);
+        what = std::string(cut ? "cut " : "heal ") + std::to_string(a) + "-" + std::to_string(b);
+        if (cut) cuts_.insert({std::min(a, b), std::max(a, b)});
         else cuts_.erase({std::min(a, b), std::max(a, b)});
       }
     } else {
-      move_leader(pick(kPartitions));
+      const int32_t p = pick(kPartitions);
+      what = "controller: move leader of p" + std::to_string(p);
+      move_leader(p);
     }
+    // SLUICE_SIM_TRACE=1: every step and the state after it, for a replay.
+    if (trace_) std::printf("step %d: %s\n%s", ++steps_, what.c_str(), describe().c_str());
     check_watermarks();
   }
 
@@ -405,6 +423,8 @@ class simulation {
   }
 
   manual_clock clk_;
+  const bool trace_ = env_int("SLUICE_SIM_TRACE", 0) != 0;
+  int steps_ = 0;
   std::mt19937_64 rng_;
   const std::string dir_;
   std::vector<std::unique_ptr<broker>> brokers_;
@@ -453,7 +473,7 @@ result<Resp> sim_link::call(const Req& req, int16_t version) {
 TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) {
   const int64_t first = env_int("SLUICE_SIM_FIRST_SEED", 1);
   const int64_t seeds = env_int("SLUICE_SIM_SEEDS", 2000);
-  const int steps = static_cast<int>(env_int("SLUICE_SIM_STEPS", 300));
+  const int steps = static_cast<int>(env_int("SLUICE_SIM_STEPS", 1500));
   size_t acked = 0;
   for (int64_t seed = first; seed < first + seeds; ++seed) {
     storage::testing::temp_dir tmp;
