@@ -349,13 +349,13 @@ constexpr int64_t min_queued_max_request_bytes(int64_t socket_request_max_bytes,
 // a large frame and sends nothing, from holding its share for longer.
 inline constexpr int64_t default_request_read_timeout_ms = 30'000;
 
-// ---- The log cleaner (cluster/compaction.h) ----------------------------------
+// ---- The log cleaner (maintenance/compaction.h) ----------------------------------
 // Bytes read from a segment per read_segment call.
 inline constexpr size_t cleaner_read_chunk_bytes = 1 << 20;
 // Cleaned bytes gathered before one append to the cleaned copy.
 inline constexpr size_t cleaner_write_chunk_bytes = 1 << 20;
 
-// ---- Idempotent producers (cluster/producer_state.h) ---------------------------
+// ---- Idempotent producers (partition/producer_state.h) ---------------------------
 // Batches remembered per producer for duplicate detection: Kafka's bound on
 // max.in.flight.requests.per.connection with idempotence.
 inline constexpr size_t batches_per_producer = 5;

@@ -14,19 +14,20 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "broker/metrics_view.h"
-#include "cluster/broker_configs.h"
-#include "cluster/control_plane.h"
-#include "cluster/etcd_store.h"
-#include "cluster/log_maintenance.h"
-#include "cluster/metadata_cache.h"
-#include "cluster/partition_manager.h"
+#include "etcd/grpc_client.h"
 #include "group/records.h"
 #include "group/service.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
 #include "kafka/forwarder.h"
-#include "etcd/grpc_client.h"
+#include "maintenance/log_maintenance.h"
+#include "metadata/broker_configs.h"
+#include "metadata/control_plane.h"
+#include "metadata/etcd_store.h"
+#include "metadata/metadata_cache.h"
+#include "metadata/metadata_listener.h"
+#include "metadata/partition_manager.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
@@ -137,6 +138,9 @@ struct broker::impl {
   metrics::request_metrics requests;
   std::unique_ptr<metrics::http_endpoint> metrics_http;
   std::unique_ptr<cluster::metadata_cache> metadata;
+  // A cluster's: applies the control plane's changes (after partitions and
+  // metadata, which it calls).
+  std::unique_ptr<cluster::metadata_listener> listener;
   std::unique_ptr<cluster::log_maintenance> maintenance;  // walks partitions: after them, so it goes first
   kafka::services svc;
   std::unique_ptr<kafka::forwarder> forward;  // a cluster's: controller requests to the controller
@@ -181,18 +185,6 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   return std::move(cp).value();
 }
 
-// The live brokers and the controller, as the metadata cache describes them.
-void publish_brokers(cluster::metadata_cache& md, const controller::metadata_image& img) {
-  std::vector<cluster::broker_endpoint> live;
-  for (const auto& [id, b] : img.brokers())
-    live.push_back({id, b.record.host, b.record.port, b.record.rack, b.mod_revision});
-  md.set_brokers(std::move(live), img.controller() ? img.controller()->record.id : -1);
-}
-
-}  // namespace
-
-namespace {
-
 // Follows the cluster's metadata (logs, states, brokers) and registers
 // this broker, which from then on is live to the others.
 status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
@@ -206,20 +198,9 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
     for (auto& p : i.partitions->replicas().all())
       if (p->is_leader()) p->answer_commit_waiters(why);
   });
+  i.listener = std::make_unique<cluster::metadata_listener>(*i.partitions, *i.metadata);
   i.control->on_change([&i](const controller::metadata_image& img, const std::vector<controller::image_change>& cs) {
-    using kind = controller::key_layout::parsed::kind;
-    bool brokers = false;
-    bool defaults = false;
-    std::set<std::string> topics;
-    for (const auto& c : cs) {
-      if (c.kind == kind::broker || c.kind == kind::controller) brokers = true;
-      if (c.kind == kind::broker_configs) defaults = true;
-      if (c.kind == kind::topic) topics.insert(c.topic);
-      if (c.kind == kind::partition) i.partitions->refresh_state(c.topic, c.id);
-    }
-    for (const auto& t : topics) i.partitions->on_store_change(t);
-    if (defaults) i.partitions->on_broker_defaults_change();
-    if (brokers) publish_brokers(*i.metadata, img);
+    i.listener->apply(img, cs);
   });
   // Follow the leaders of the partitions this broker replicates, and keep
   // the ISR of those it leads (docs/replication.md).
@@ -267,7 +248,7 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // (the ISR upkeep).
   i.partitions->replicas().start_replication(std::move(ro), i.clk);
   i.control->with_image([&i](const controller::metadata_image& img) {
-    publish_brokers(*i.metadata, img);
+    i.listener->publish_brokers(img);
     return 0;
   });
   SLUICE_LOG_INFO("joined the cluster as broker {} (etcd prefix {})", i.control->node_id(),
@@ -313,7 +294,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     SLUICE_ASSIGN_OR_RETURN(cluster_id, load_cluster_id(i->fs, cluster_id_path));
   }
   // Values changed at runtime by AlterConfigs on the broker win over the
-  // file and command line (cluster/broker_configs.h).
+  // file and command line (metadata/broker_configs.h).
   // In a cluster the cluster-wide default level is etcd's (configs/brokers).
   const auto cluster_defaults = store ? store->broker_defaults() : std::nullopt;
   SLUICE_ASSIGN_OR_RETURN(auto with_dynamic, cluster::load_dynamic_broker_config(

@@ -17,8 +17,8 @@
 
 #include "base/clock.h"
 #include "base/endian.h"
-#include "protocol/frame.h"
 #include "kafka/dispatcher.h"
+#include "protocol/frame.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::broker {
@@ -1876,7 +1876,7 @@ TEST_F(BrokerTest, ZstdNeedsProduceV7) {
 // OffsetForLeaderEpoch on a single broker, which leads every partition at
 // epoch 0: the end of epoch 0 is the log end, later epochs are unknown, and
 // the fences and errors are Kafka's. The epoch arithmetic over longer
-// histories is cluster/truncation_test.cc's.
+// histories is partition/truncation_test.cc's.
 TEST_F(BrokerTest, OffsetForLeaderEpochAnswersTheEndOfAnEpoch) {
   client c(b_->port());
   create(c, "ofle", 2);

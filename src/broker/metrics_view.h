@@ -8,8 +8,8 @@
 
 #include "broker/metered_etcd.h"
 #include "broker/retention_watch.h"
-#include "cluster/control_plane.h"
-#include "cluster/partition_manager.h"
+#include "metadata/control_plane.h"
+#include "metadata/partition_manager.h"
 #include "metrics/metrics.h"
 #include "net/server.h"
 #include "storage/log_manager.h"

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "base/limits.h"
-#include "cluster/headroom.h"
+#include "maintenance/headroom.h"
 #include "metrics/metrics.h"
 
 namespace sluice::broker {

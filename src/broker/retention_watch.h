@@ -4,7 +4,7 @@
 // against what retention will hold (docs/operations.md defines each figure):
 //
 // - per group and partition: committed offset, lag in messages and in
-//   seconds, retention headroom (cluster/headroom.h) and its alert flag, and
+//   seconds, retention headroom (maintenance/headroom.h) and its alert flag, and
 //   a counter of messages the group lost to retention;
 // - per partition and in total: the write rate over
 //   sluice.metrics.write.rate.window.ms and the bytes retention will hold at
@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "cluster/partition_manager.h"
 #include "group/coordinator.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::broker {
 

@@ -15,7 +15,7 @@
 #include "base/clock.h"
 #include "cli/commands.h"
 #include "cli/kafka_client.h"
-#include "cluster/headroom.h"
+#include "maintenance/headroom.h"
 
 namespace sluice::cli {
 namespace {
@@ -263,7 +263,7 @@ int run_lag(const group_options& o) {
     total += r.lag;
     auto it = ts.find({r.topic, r.partition});
     std::string lag_ms = r.lag == 0 ? "0" : (it == ts.end() ? "?" : std::to_string(std::max<int64_t>(0, now - it->second)));
-    // Headroom as the broker computes it (cluster/headroom.h). Through the
+    // Headroom as the broker computes it (maintenance/headroom.h). Through the
     // Kafka protocol the tool sees records, not segments: the timestamp of
     // the oldest unconsumed record stands in for its segment's largest
     // timestamp, so this is a lower bound of the broker's figure, and size

@@ -73,7 +73,7 @@ result<config_map> alter_topic_overrides(const broker_config& broker, const conf
 // dynamic values. append and subtract start from the value the resource
 // has: this node's effective value, or for the cluster-wide default the
 // value without the node's own level. The result is a new snapshot whose dynamic_*_values the
-// caller persists (cluster/broker_configs.h) before publishing it.
+// caller persists (metadata/broker_configs.h) before publishing it.
 //
 // Errors, in Kafka's terms:
 //  - errc::invalid_argument (INVALID_REQUEST) when a key names a setting

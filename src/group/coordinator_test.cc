@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
-#include "cluster/compaction.h"
+#include "maintenance/compaction.h"
+#include "metadata/test_managers.h"
 #include "protocol/consumer_protocol.h"
-#include "cluster/test_managers.h"
 #include "storage/test_util.h"
 
 namespace sluice::group {

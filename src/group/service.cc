@@ -4,9 +4,9 @@
 
 #include "base/limits.h"
 #include "base/log.h"
-#include "cluster/partition_manager.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::group {
 

@@ -1,8 +1,8 @@
 #include "kafka/dispatcher.h"
 
-#include "cluster/metadata_cache.h"
 #include "kafka/forwarder.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/metadata_cache.h"
 
 #include <algorithm>
 #include <atomic>

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "cluster/leadership_gate.h"
 #include "kafka/fetch_sessions.h"
 #include "metrics/metrics.h"
 #include "net/response.h"
@@ -26,6 +25,7 @@
 #include "protocol/codec.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
+#include "replication/leadership_gate.h"
 
 namespace sluice::cluster {
 class control_plane;
@@ -66,7 +66,7 @@ struct services {
   cluster::control_plane* control = nullptr;
   // Whether this broker may act as a leader its image names: every
   // handler that answers as a partition's leader asks it
-  // (cluster/leadership_gate.h).
+  // (replication/leadership_gate.h).
   const cluster::leadership_gate* leadership = &single_node_gate;
   // In a cluster: passes controller requests on to the controller (null on
   // a single broker, which is its own controller).

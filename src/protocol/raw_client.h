@@ -2,7 +2,7 @@
 
 // A blocking Kafka connection that speaks through the project's own codec
 // (protocol/messages.h). The broker's follower fetchers use it to fetch
-// from leaders (cluster/replica_fetcher.h); the tools use it for what
+// from leaders (replication/replica_fetcher.h); the tools use it for what
 // Debian's librdkafka (2.0.2) cannot ask:
 // ElectLeaders (rd_kafka_ElectLeaders came in 2.4), and the Metadata
 // fields its metadata API drops (broker racks, the controller id, leader

@@ -14,7 +14,7 @@
 // handler.
 //
 // Checked at every step: no replica's high watermark goes back and none
-// passes its log end (the code asserts more: cluster/partition.cc). At the
+// passes its log end (the code asserts more: partition/partition.cc). At the
 // end, with every link healed and the rounds run until the replicas agree:
 // every batch acknowledged (acks=all: partition::on_committed) is on the
 // leader at its offset with the CRC it had, and every replica holds the
@@ -37,20 +37,20 @@
 #include <unistd.h>
 #include <vector>
 
-#include "cluster/leader_link.h"
-#include "cluster/memory_store.h"
-#include "cluster/metadata_cache.h"
-#include "cluster/partition_manager.h"
-#include "cluster/test_managers.h"
 #include "config/broker_config.h"
 #include "io/fault_fs.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
 #include "kafka/request.h"
+#include "metadata/memory_store.h"
+#include "metadata/metadata_cache.h"
+#include "metadata/partition_manager.h"
+#include "metadata/test_managers.h"
 #include "model/record_batch.h"
 #include "protocol/codec.h"
 #include "protocol/frame.h"
+#include "replication/leader_link.h"
 #include "storage/test_util.h"
 
 namespace sluice::sim {

@@ -69,7 +69,7 @@ three ways, two of them broker bugs since fixed:
 - fixed: in a 1|2 split the minority broker, whose etcd member knows no
   leader, went on leading at its old epoch (it cannot tell that from an
   etcd quorum loss); now each partition it leads decides by its followers
-  (cluster/leadership_gate.h, test_etcd_cut.py's
+  (replication/leadership_gate.h, test_etcd_cut.py's
   test_the_minority_broker_of_a_split_stops_leading);
 - fixed: after an etcd-only cut healed, the broker registered again and
   served produce for partitions it led before, before it had applied the

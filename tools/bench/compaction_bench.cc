@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "cluster/compaction.h"
+#include "maintenance/compaction.h"
 #include "protocol/records/record_batch.h"
 #include "raw_limits.h"
 #include "report.h"

@@ -1,6 +1,6 @@
-#include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

@@ -3,10 +3,10 @@
 #include <mutex>
 #include <set>
 
-#include "cluster/partition_manager.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

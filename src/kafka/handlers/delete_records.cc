@@ -13,11 +13,11 @@
 #include <chrono>
 #include <mutex>
 
-#include "cluster/partition_manager.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
 #include "kafka/pending_answer.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

@@ -7,11 +7,11 @@
 #include <set>
 #include <variant>
 
-#include "cluster/partition_manager.h"
 #include "config/dynamic.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/config_resource.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
-#include "cluster/partition_manager.h"
 #include "io/file.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

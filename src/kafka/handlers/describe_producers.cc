@@ -3,9 +3,9 @@
 // their last batch. Sluice has no transactions, so the coordinator epoch
 // and the current transaction's start offset are always -1.
 
-#include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

@@ -31,9 +31,9 @@
 #include <algorithm>
 #include <set>
 
-#include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

@@ -21,10 +21,10 @@
 #include <algorithm>
 #include <map>
 
-#include "cluster/control_plane.h"
-#include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/control_plane.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

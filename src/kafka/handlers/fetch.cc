@@ -20,7 +20,7 @@
 // epoch of its last batch; when that epoch ends below the fetch offset in
 // this leader's history, or this leader never had it, the partition is
 // answered with diverging_epoch and no records, the follower truncates
-// there (cluster/truncation.h) and its fetch offset is not counted
+// there (partition/truncation.h) and its fetch offset is not counted
 // (KIP-320, KIP-595). A consumer fetching between the high
 // watermark and the log end offset gets no records and no error, as from
 // Kafka: that data is not committed yet.
@@ -38,12 +38,12 @@
 #include <optional>
 
 #include "base/log.h"
-#include "cluster/partition_manager.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
 #include "kafka/fetch_sizing.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

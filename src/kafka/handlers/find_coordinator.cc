@@ -6,12 +6,12 @@
 // adds TRANSACTION_ABORTABLE, which is never answered; v6 (share groups,
 // key_type 2) is not served.
 
-#include "cluster/control_plane.h"
-#include "cluster/metadata_cache.h"
 #include "group/coordinator.h"
 #include "group/records.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/control_plane.h"
+#include "metadata/metadata_cache.h"
 
 namespace sluice::kafka {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cluster/metadata_cache.h"
 #include "kafka/request.h"
+#include "metadata/metadata_cache.h"
 #include "protocol/error_code.h"
 
 namespace sluice::kafka {

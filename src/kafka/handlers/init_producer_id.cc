@@ -1,15 +1,15 @@
 // InitProducerId: a new producer id for an idempotent producer. Ids are
-// unique across restarts (cluster/producer_ids.h); each starts at epoch 0.
+// unique across restarts (metadata/producer_ids.h); each starts at epoch 0.
 // In a cluster, a request that needs the next block of ids from etcd is
 // handed to the forwarding thread (kafka/forwarder.h), so an I/O thread
 // never waits on etcd: while etcd has no quorum, the other connections of
 // that thread are served as usual.
 
 #include "base/log.h"
-#include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/forwarder.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 
 namespace sluice::kafka {
 

@@ -7,9 +7,9 @@
 // reads and is ignored. A special timestamp below the version that defines
 // it is an INVALID_REQUEST.
 
-#include "cluster/partition_manager.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
 #include "model/record_batch.h"
 #include "protocol/records/record_batch.h"
 

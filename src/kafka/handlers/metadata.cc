@@ -1,11 +1,11 @@
 #include "base/limits.h"
 #include "base/log.h"
-#include "cluster/control_plane.h"
-#include "cluster/partition_manager.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/forwarder.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/control_plane.h"
+#include "metadata/partition_manager.h"
 
 // Metadata: brokers, controller, cluster id and the topics asked for.
 // Automatic creation (auto.create.topics.enable and the request's

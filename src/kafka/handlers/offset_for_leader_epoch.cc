@@ -1,6 +1,6 @@
 // OffsetForLeaderEpoch: for each partition, the largest leader epoch <= the
 // one asked that this leader knows and the offset where it ended
-// (cluster/truncation.h, epoch_end_for; -1/-1 when it knows none). A
+// (partition/truncation.h, epoch_end_for; -1/-1 when it knows none). A
 // follower asks before fetching from a new leader, to find where its log
 // diverges (KIP-101, KIP-279); a consumer asks after a leader change, to
 // detect truncation below its position (KIP-320).
@@ -14,10 +14,10 @@
 // versions before v3 carry no replica id and are never treated as debugging
 // although -2 is the field's default there.
 
-#include "cluster/partition_manager.h"
-#include "cluster/truncation.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
+#include "partition/truncation.h"
 
 namespace sluice::kafka {
 
@@ -67,7 +67,7 @@ void handle_offset_for_leader_epoch(request req) {
       }
       // A follower (replica id >= 0) asks the leader its image names
       // whatever the gate says: it may be the one follower whose fetches
-      // keep a leader in doubt leading (cluster/leadership_gate.h).
+      // keep a leader in doubt leading (replication/leadership_gate.h).
       errc e = from_broker ? part->check_leader(pr.current_leader_epoch)
                            : req.svc->leadership->check_leader(*part, pr.current_leader_epoch);
       if (e == errc::not_leader && debugging) e = check_epoch(*part, pr.current_leader_epoch);

@@ -25,12 +25,12 @@
 #include <mutex>
 
 #include "base/log.h"
-#include "cluster/control_plane.h"
-#include "cluster/partition_manager.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
 #include "kafka/pending_answer.h"
+#include "metadata/control_plane.h"
+#include "metadata/partition_manager.h"
 #include "model/record_batch.h"
 
 namespace sluice::kafka {

@@ -1,0 +1,218 @@
+#include "partition/producer_state.h"
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "base/crc32c.h"
+#include "base/endian.h"
+#include "base/limits.h"
+#include "model/record_batch.h"
+
+namespace sluice::cluster {
+namespace {
+
+namespace batch = model::batch;
+
+// The sequence that follows `s` (sequences wrap from INT32_MAX to 0).
+int32_t next_sequence(int32_t s) { return s == INT32_MAX ? 0 : s + 1; }
+
+constexpr uint32_t snapshot_magic = 0x534c5053;  // "SLPS"
+constexpr uint16_t snapshot_version = 1;
+
+}  // namespace
+
+producer_batch producer_batch::from_header(const batch::header& h) {
+  producer_batch b;
+  b.producer_id = h.producer_id;
+  b.producer_epoch = h.producer_epoch;
+  b.first_sequence = h.base_sequence;
+  int64_t last = static_cast<int64_t>(b.first_sequence) + h.last_offset_delta;
+  b.last_sequence = static_cast<int32_t>(last > INT32_MAX ? last - INT32_MAX - 1 : last);
+  b.max_timestamp = h.max_timestamp;
+  b.transactional = h.is_transactional();
+  return b;
+}
+
+producer_check producer_state::check(const producer_batch& b) const {
+  producer_check r;
+  if (!b.idempotent()) return r;
+  if (b.producer_epoch < 0 || b.first_sequence < 0) {
+    r.error = errc::invalid_record;
+    r.message = "idempotent batch without producer epoch or sequence";
+    return r;
+  }
+  auto it = producers_.find(b.producer_id);
+  if (it == producers_.end()) {
+    // An unknown producer: new, or its state expired or its batches were
+    // removed by retention, or its first batches never reached this
+    // leader (they were on a leader deposed before they were replicated,
+    // and were truncated away). A new producer starts at sequence 0. Any
+    // other first sequence is refused with UNKNOWN_PRODUCER_ID, as Kafka
+    // did before KIP-360: accepting it (as Kafka 2.5+ does) tells the
+    // client every lower sequence is stored, and an idempotent client
+    // (librdkafka) then reports its uncertain earlier batches delivered
+    // when the last case lost them. The client resets its sequence under
+    // a bumped epoch (KIP-360) or fails those messages; none is lost
+    // silently.
+    if (b.first_sequence != 0) {
+      r.error = errc::unknown_producer_id;
+      r.message = "no state for producer " + std::to_string(b.producer_id) + " here, and sequence " +
+                  std::to_string(b.first_sequence) + " is not a new producer's first";
+    }
+    return r;
+  }
+  const entry& e = it->second;
+  if (b.producer_epoch < e.epoch) {
+    r.error = errc::invalid_producer_epoch;
+    r.message = "producer " + std::to_string(b.producer_id) + " epoch " + std::to_string(b.producer_epoch) +
+                " is older than the current epoch " + std::to_string(e.epoch);
+    return r;
+  }
+  if (b.producer_epoch > e.epoch) {
+    // A bumped epoch restarts the sequence at 0.
+    if (b.first_sequence != 0) {
+      r.error = errc::out_of_order_sequence;
+      r.message = "new epoch " + std::to_string(b.producer_epoch) + " must start at sequence 0, not " +
+                  std::to_string(b.first_sequence);
+    }
+    return r;
+  }
+  for (const auto& m : e.batches) {
+    if (m.first_sequence == b.first_sequence && m.last_sequence == b.last_sequence) {
+      r.duplicate_base = m.base;
+      r.duplicate_last = m.last;
+      return r;
+    }
+  }
+  if (!e.batches.empty() && b.first_sequence != next_sequence(e.batches.back().last_sequence)) {
+    r.error = errc::out_of_order_sequence;
+    r.message = "producer " + std::to_string(b.producer_id) + " sent sequence " +
+                std::to_string(b.first_sequence) + ", expected " +
+                std::to_string(next_sequence(e.batches.back().last_sequence));
+  }
+  return r;
+}
+
+void producer_state::record(const producer_batch& b, offset base, offset last) {
+  if (!b.idempotent()) return;
+  entry& e = producers_[b.producer_id];
+  if (b.producer_epoch != e.epoch) e.batches.clear();
+  e.epoch = b.producer_epoch;
+  e.last_timestamp = std::max(e.last_timestamp, b.max_timestamp);
+  e.batches.push_back({b.first_sequence, b.last_sequence, base, last});
+  while (e.batches.size() > batches_per_producer) e.batches.pop_front();
+}
+
+std::vector<producer_info> producer_state::producers() const {
+  std::vector<producer_info> out;
+  out.reserve(producers_.size());
+  for (const auto& [id, e] : producers_) {
+    out.push_back(
+        {id, e.epoch, e.batches.empty() ? -1 : e.batches.back().last_sequence, e.last_timestamp});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.producer_id < b.producer_id; });
+  return out;
+}
+
+status producer_state::replay(std::span<const std::byte> batches) {
+  size_t pos = 0;
+  while (pos + batch::header_bytes <= batches.size()) {
+    const std::byte* p = batches.data() + pos;
+    batch::header h = batch::parse(p);
+    SLUICE_TRY(batch::check(h, batches.size() - pos, batch::strictness::stored));
+    record(producer_batch::from_header(h), h.base_offset, h.last_offset());
+    pos += h.size_bytes();
+  }
+  if (pos != batches.size()) return status(errc::corrupt_data, "partial batch in producer state replay");
+  return {};
+}
+
+void producer_state::expire(int64_t min_timestamp_ms, size_t max_producers) {
+  std::erase_if(producers_, [&](const auto& kv) { return kv.second.last_timestamp < min_timestamp_ms; });
+  if (producers_.size() <= max_producers) return;
+  std::vector<std::pair<int64_t, int64_t>> by_age;  // (last timestamp, id)
+  by_age.reserve(producers_.size());
+  for (const auto& [id, e] : producers_) by_age.emplace_back(e.last_timestamp, id);
+  std::sort(by_age.begin(), by_age.end());
+  for (size_t i = 0; i + max_producers < by_age.size(); ++i) producers_.erase(by_age[i].second);
+}
+
+std::vector<std::byte> producer_state::encode_snapshot(offset next_offset) const {
+  std::vector<std::byte> out;
+  auto put = [&](auto v) {
+    size_t at = out.size();
+    out.resize(at + sizeof v);
+    store_be(out.data() + at, v);
+  };
+  put(snapshot_magic);
+  put(snapshot_version);
+  put(next_offset.value());
+  put(static_cast<uint32_t>(producers_.size()));
+  for (const auto& [id, e] : producers_) {
+    put(id);
+    put(e.epoch);
+    put(e.last_timestamp);
+    put(static_cast<uint8_t>(e.batches.size()));
+    for (const auto& m : e.batches) {
+      put(m.first_sequence);
+      put(m.last_sequence);
+      put(m.base.value());
+      put(m.last.value());
+    }
+  }
+  put(crc32c(out.data(), out.size()));
+  return out;
+}
+
+result<producer_state::loaded> producer_state::load_snapshot(io::filesystem& fs, const std::string& path) {
+  SLUICE_ASSIGN_OR_RETURN(auto bytes, fs.read_all(path, limits::max_checkpoint_file_bytes));
+  auto corrupt = [&](const char* why) { return error{errc::corrupt_data, path + ": " + why}; };
+  if (bytes.size() < 4 + 2 + 8 + 4 + 4) return corrupt("too short");
+  size_t body = bytes.size() - 4;
+  if (crc32c(bytes.data(), body) != load_be<uint32_t>(bytes.data() + body)) return corrupt("checksum mismatch");
+  size_t pos = 0;
+  bool short_read = false;
+  auto get = [&]<class T>(T) -> T {
+    if (pos + sizeof(T) > body) {
+      short_read = true;
+      return T{};
+    }
+    T v = load_be<T>(bytes.data() + pos);
+    pos += sizeof(T);
+    return v;
+  };
+  if (get(uint32_t{}) != snapshot_magic) return corrupt("not a producer state snapshot");
+  if (get(uint16_t{}) != snapshot_version) return corrupt("unknown snapshot version");
+  loaded l{producer_state{}, offset(get(int64_t{}))};
+  uint32_t n = get(uint32_t{});
+  for (uint32_t i = 0; i < n && !short_read; ++i) {
+    int64_t id = get(int64_t{});
+    entry e;
+    e.epoch = get(int16_t{});
+    e.last_timestamp = get(int64_t{});
+    uint8_t nb = get(uint8_t{});
+    if (nb > batches_per_producer) return corrupt("too many batches for a producer");
+    for (uint8_t j = 0; j < nb; ++j) {
+      batch_meta m{get(int32_t{}), get(int32_t{}), offset(get(int64_t{})), offset(get(int64_t{}))};
+      e.batches.push_back(m);
+    }
+    l.state.producers_[id] = std::move(e);
+  }
+  if (short_read || pos != body) return corrupt("truncated or trailing bytes");
+  return l;
+}
+
+}  // namespace sluice::cluster
+
+namespace sluice::cluster {
+
+std::vector<offset> producer_state::last_batch_bases() const {
+  std::vector<offset> out;
+  for (const auto& [id, e] : producers_)
+    if (!e.batches.empty()) out.push_back(e.batches.back().base);
+  return out;
+}
+
+}  // namespace sluice::cluster
