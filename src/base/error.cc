@@ -45,6 +45,15 @@ std::string_view errc_name(errc e) {
     case errc::out_of_order_sequence: return "out_of_order_sequence";
     case errc::unknown_producer_id: return "unknown_producer_id";
     case errc::invalid_txn_state: return "invalid_txn_state";
+    case errc::producer_fenced: return "producer_fenced";
+    case errc::invalid_producer_id_mapping: return "invalid_producer_id_mapping";
+    case errc::invalid_transaction_timeout: return "invalid_transaction_timeout";
+    case errc::concurrent_transactions: return "concurrent_transactions";
+    case errc::coordinator_fenced: return "coordinator_fenced";
+    case errc::coordinator_load_in_progress: return "coordinator_load_in_progress";
+    case errc::transactional_id_not_found: return "transactional_id_not_found";
+    case errc::transaction_abortable: return "transaction_abortable";
+    case errc::invalid_txn_marker: return "invalid_txn_marker";
   }
   return "unknown";
 }

@@ -52,7 +52,17 @@ enum class errc : int16_t {
   invalid_producer_epoch,  // a producer epoch older than the one known
   out_of_order_sequence,   // a sequence number that does not follow the last
   unknown_producer_id,     // a producer this leader has no state for, not starting at sequence 0
-  invalid_txn_state,       // a transactional batch (no transactions yet)
+  invalid_txn_state,       // a request or batch the producer's transaction state does not allow
+  // Transactions.
+  producer_fenced,          // a newer producer with the same transactional id took over (an older epoch)
+  invalid_producer_id_mapping,  // the producer id does not belong to the transactional id
+  invalid_transaction_timeout,  // transaction.timeout.ms above transaction.max.timeout.ms, or not positive
+  concurrent_transactions,  // the transaction is completing (markers being written); retriable
+  coordinator_fenced,       // a marker from a coordinator at an older coordinator epoch
+  coordinator_load_in_progress,  // the coordinator is replaying its partition; retriable
+  transactional_id_not_found,    // no such transactional id (DescribeTransactions)
+  transaction_abortable,    // the transaction must abort (a verification that failed, KIP-890)
+  invalid_txn_marker,       // a control batch that is not a well-formed COMMIT or ABORT marker
   // Protocol decoding.
   malformed,          // a request that cannot be decoded
   unsupported_version,

@@ -56,6 +56,8 @@ enum class error_code : int16_t {
   invalid_txn_state = 48,
   invalid_producer_id_mapping = 49,
   invalid_transaction_timeout = 50,
+  concurrent_transactions = 51,
+  transaction_coordinator_fenced = 52,
   transactional_id_authorization_failed = 53,
   kafka_storage_error = 56,
   unknown_producer_id = 59,
@@ -87,6 +89,7 @@ enum class error_code : int16_t {
   ineligible_replica = 107,
   mismatched_endpoint_type = 114,
   unsupported_endpoint_type = 115,
+  transaction_abortable = 120,
 };
 
 constexpr int16_t to_wire(error_code e) { return static_cast<int16_t>(e); }
@@ -144,6 +147,8 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(invalid_txn_state, "INVALID_TXN_STATE")
     SLUICE_NAME(invalid_producer_id_mapping, "INVALID_PRODUCER_ID_MAPPING")
     SLUICE_NAME(invalid_transaction_timeout, "INVALID_TRANSACTION_TIMEOUT")
+    SLUICE_NAME(concurrent_transactions, "CONCURRENT_TRANSACTIONS")
+    SLUICE_NAME(transaction_coordinator_fenced, "TRANSACTION_COORDINATOR_FENCED")
     SLUICE_NAME(transactional_id_authorization_failed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
     SLUICE_NAME(kafka_storage_error, "KAFKA_STORAGE_ERROR")
     SLUICE_NAME(unknown_producer_id, "UNKNOWN_PRODUCER_ID")
@@ -171,6 +176,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(unknown_topic_id, "UNKNOWN_TOPIC_ID")
     SLUICE_NAME(inconsistent_topic_id, "INCONSISTENT_TOPIC_ID")
     SLUICE_NAME(transactional_id_not_found, "TRANSACTIONAL_ID_NOT_FOUND")
+    SLUICE_NAME(transaction_abortable, "TRANSACTION_ABORTABLE")
     SLUICE_NAME(fetch_session_topic_id_error, "FETCH_SESSION_TOPIC_ID_ERROR")
     SLUICE_NAME(ineligible_replica, "INELIGIBLE_REPLICA")
     SLUICE_NAME(mismatched_endpoint_type, "MISMATCHED_ENDPOINT_TYPE")
@@ -228,6 +234,15 @@ inline error_code to_kafka_error(errc e) {
     case errc::out_of_order_sequence: return error_code::out_of_order_sequence_number;
     case errc::unknown_producer_id: return error_code::unknown_producer_id;
     case errc::invalid_txn_state: return error_code::invalid_txn_state;
+    case errc::producer_fenced: return error_code::producer_fenced;
+    case errc::invalid_producer_id_mapping: return error_code::invalid_producer_id_mapping;
+    case errc::invalid_transaction_timeout: return error_code::invalid_transaction_timeout;
+    case errc::concurrent_transactions: return error_code::concurrent_transactions;
+    case errc::coordinator_fenced: return error_code::transaction_coordinator_fenced;
+    case errc::coordinator_load_in_progress: return error_code::coordinator_load_in_progress;
+    case errc::transactional_id_not_found: return error_code::transactional_id_not_found;
+    case errc::transaction_abortable: return error_code::transaction_abortable;
+    case errc::invalid_txn_marker: return error_code::invalid_record;
   }
   return error_code::unknown_server_error;
 }
