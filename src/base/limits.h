@@ -360,6 +360,18 @@ inline constexpr size_t cleaner_write_chunk_bytes = 1 << 20;
 // max.in.flight.requests.per.connection with idempotence.
 inline constexpr size_t batches_per_producer = 5;
 
+// ---- Transactions in a partition (partition/partition.h) -------------------
+// Aborted transactions one read_committed fetch answer names per partition:
+// the client needs those that began below the answer's end; a consumer far
+// behind many aborts gets the first ones and the rest with its next fetches
+// (the answer's records end before what it cannot name: partition::
+// aborted_transactions returns where to stop reading).
+inline constexpr size_t max_aborted_txns_per_fetch = 1'000;
+// How long a leader waits for a transaction marker it appended to commit
+// before it answers the coordinator REQUEST_TIMED_OUT (Kafka's
+// request.timeout.ms default); the coordinator then writes it again.
+inline constexpr int64_t txn_marker_commit_timeout_ms = 30'000;
+
 // ---- Topics (broker/) -----------------------------------------------------
 // Kafka's limit on a topic name's length. "<topic>-<partition>" does not
 // always fit a file name with it (249 + 1 + 10 digits > 255): see

@@ -19,6 +19,7 @@
 #include "base/endian.h"
 #include "kafka/dispatcher.h"
 #include "protocol/frame.h"
+#include "protocol/records/control.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::broker {
@@ -1932,6 +1933,115 @@ TEST_F(BrokerTest, OffsetForLeaderEpochAnswersTheEndOfAnEpoch) {
   auto debug = call({{"ofle", 0, -1, 0}}, 3, -2);
   EXPECT_EQ(debug.topics[0].partitions[0].end_offset, 6);
   EXPECT_EQ(debug.topics[0].partitions[0].leader_epoch, 0);
+}
+
+}  // namespace
+}  // namespace sluice::broker
+
+namespace sluice::broker {
+namespace {
+
+namespace pr = protocol::records;
+
+protocol::write_txn_markers_response write_marker(client& c, const std::string& topic, int64_t pid, int16_t epoch,
+                                                  bool commit, int32_t coordinator_epoch) {
+  protocol::write_txn_markers_request req;
+  auto& m = req.markers.emplace_back();
+  m.producer_id = pid;
+  m.producer_epoch = epoch;
+  m.transaction_result = commit;
+  m.coordinator_epoch = coordinator_epoch;
+  auto& t = m.topics.emplace_back();
+  t.name = topic;
+  t.partition_indexes = {0};
+  return c.call<protocol::write_txn_markers_response>(req, 1);
+}
+
+int16_t marker_error(const protocol::write_txn_markers_response& r) {
+  return r.markers.at(0).topics.at(0).partitions.at(0).error_code;
+}
+
+// The log side of transactions over the wire: a transactional batch is not
+// taken without its coordinator's word, a coordinator's marker is appended
+// and committed (WriteTxnMarkers), an older coordinator is fenced, and a
+// read_committed consumer is told the stable offset and the aborts its
+// records overlap, a read_uncommitted one no aborted list at all.
+TEST_F(BrokerTest, TransactionMarkersAndReadCommittedFetches) {
+  client c(b_->port());
+  create(c, "tx", 1);
+  protocol::init_producer_id_request ip;
+  ip.transaction_timeout_ms = 60000;
+  auto pid = c.call<protocol::init_producer_id_response>(ip, 1);
+  ASSERT_EQ(pid.error_code, 0);
+
+  // A transactional batch without a transactional id: refused, not stored.
+  {
+    std::vector<pr::record_input> recs(1);
+    recs[0].value = std::vector<uint8_t>{1};
+    pr::batch_options o;
+    o.transactional = true;
+    o.producer_id = pid.producer_id;
+    o.producer_epoch = 0;
+    o.base_sequence = 0;
+    auto txn = pr::build_batch(o, recs);
+    ASSERT_TRUE(txn.ok());
+    auto r = produce(c, "tx", 0, *txn);
+    EXPECT_EQ(r.responses[0].partition_responses[0].error_code, 48);  // INVALID_TXN_STATE
+  }
+  auto b = make_batch(3, pid.producer_id, 0, 0);
+  ASSERT_EQ(produce(c, "tx", 0, b).responses[0].partition_responses[0].error_code, 0);  // offsets 0-2
+
+  // An abort from the coordinator at coordinator epoch 2: appended at 3,
+  // ending an empty transaction there.
+  EXPECT_EQ(marker_error(write_marker(c, "tx", pid.producer_id, 0, false, 2)), 0);
+  EXPECT_EQ(marker_error(write_marker(c, "tx", pid.producer_id, 0, true, 1)), 52);  // TRANSACTION_COORDINATOR_FENCED
+  {
+    protocol::write_txn_markers_request req;
+    auto& m = req.markers.emplace_back();
+    m.producer_id = pid.producer_id;
+    m.producer_epoch = 0;
+    m.transaction_result = true;
+    m.coordinator_epoch = 2;
+    auto& t = m.topics.emplace_back();
+    t.name = "nope";
+    t.partition_indexes = {0};
+    auto r = c.call<protocol::write_txn_markers_response>(req, 0);
+    EXPECT_EQ(r.markers.at(0).topics.at(0).partitions.at(0).error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  }
+
+  auto f = fetch_req(0, -1);
+  add_partition(f, "tx", 0, 0);
+  f.isolation_level = 1;
+  auto committed = c.call<protocol::fetch_response>(f, 11);
+  const auto& pc = committed.responses.at(0).partitions.at(0);
+  EXPECT_EQ(pc.error_code, 0);
+  EXPECT_EQ(pc.high_watermark, 4);
+  EXPECT_EQ(pc.last_stable_offset, 4);
+  ASSERT_TRUE(pc.aborted_transactions.has_value());
+  ASSERT_EQ(pc.aborted_transactions->size(), 1u);
+  EXPECT_EQ((*pc.aborted_transactions)[0].producer_id, pid.producer_id);
+  EXPECT_EQ((*pc.aborted_transactions)[0].first_offset, 3);
+  // The marker is in the records: the data batch and the control batch.
+  auto batches = pr::split_batches(pc.records.view());
+  ASSERT_TRUE(batches.ok());
+  ASSERT_EQ(batches->size(), 2u);
+  auto marker = pr::parse_marker((*batches)[1]);
+  ASSERT_TRUE(marker.ok()) << marker.err().message;
+  EXPECT_FALSE(marker->commit);
+  EXPECT_EQ(marker->coordinator_epoch, 2);
+
+  f.isolation_level = 0;
+  auto uncommitted = c.call<protocol::fetch_response>(f, 11);
+  EXPECT_FALSE(uncommitted.responses.at(0).partitions.at(0).aborted_transactions.has_value());
+
+  protocol::list_offsets_request lo;
+  lo.isolation_level = 1;
+  auto& lt = lo.topics.emplace_back();
+  lt.name = "tx";
+  auto& lp = lt.partitions.emplace_back();
+  lp.partition_index = 0;
+  lp.timestamp = -1;
+  EXPECT_EQ(c.call<protocol::list_offsets_response>(lo, 2).topics[0].partitions[0].offset, 4);
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ void offset_map::clear() {
 // ---- one clean ---------------------------------------------------------------------
 
 dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty,
-                            offset high_watermark, int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms) {
+                            offset stable_end, int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms) {
   dirtiness d;
   if (segments.empty()) return d;
   d.cleanable_end = segments.back().base;  // never the active segment
@@ -98,7 +98,7 @@ dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, 
   for (size_t i = 0; i + 1 < segments.size(); ++i) {
     const auto& s = segments[i];
     // Nothing at or past the high watermark is committed yet.
-    if (s.next > high_watermark) {
+    if (s.next > stable_end) {
       d.cleanable_end = s.base;
       break;
     }
@@ -308,7 +308,7 @@ status clean_group(clean_context& c, const std::vector<storage::segment_info>& s
 }  // namespace
 
 result<clean_result> clean_log(storage::log& log, const config::topic_config& cfg, offset_map& map,
-                               const std::vector<offset>& producer_last, offset high_watermark,
+                               const std::vector<offset>& producer_last, offset stable_end,
                                int64_t now_ms, const std::atomic<bool>& stop) {
   clean_result out;
   clean_context c{log, cfg, map, {}, now_ms, log.log_start_offset(), stop, out};
@@ -317,7 +317,7 @@ result<clean_result> clean_log(storage::log& log, const config::topic_config& cf
   const offset first_dirty = log.cleaner_checkpoint();
   out.map_end = first_dirty;
   if (segs.size() < 2) return out;
-  const auto d = measure_dirtiness(segs, first_dirty, high_watermark, now_ms, cfg.min_compaction_lag_ms,
+  const auto d = measure_dirtiness(segs, first_dirty, stable_end, now_ms, cfg.min_compaction_lag_ms,
                                    cfg.max_compaction_lag_ms);
   map.clear();
   SLUICE_ASSIGN_OR_RETURN(out.map_end, build_map(c, segs, first_dirty, d.cleanable_end));
@@ -401,7 +401,7 @@ bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
       if (!cfg.cleanup_compact) continue;
       auto& lg = part->log();
       if (busy_.count(lg.name()) || lg.offline()) continue;
-      const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), part->high_watermark(), now,
+      const auto d = measure_dirtiness(lg.segments(), lg.cleaner_checkpoint(), part->last_stable_offset(), now,
                                        cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms);
       double score = d.ratio;
       const bool dirty_enough = d.dirty_bytes > 0 && d.ratio >= cfg.min_cleanable_dirty_ratio;
@@ -422,7 +422,7 @@ bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
   // The map's memory is taken only once there is something to clean, so a
   // broker without compacted topics never pays for it.
   if (!map) map = std::make_unique<offset_map>(map_bytes_per_thread_);
-  auto r = clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), best->high_watermark(), now,
+  auto r = clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), best->last_stable_offset(), now,
                      stopping_);
   std::lock_guard g(mu_);
   busy_.erase(lg.name());

@@ -121,21 +121,21 @@ struct dirtiness {
   offset cleanable_end;  // base of the first segment the clean may not touch
   bool past_max_lag = false;
 };
-// Only segments wholly below `high_watermark` are cleanable (Kafka bounds
-// the clean by the last stable offset, at most the high watermark): a
-// record not yet committed may be truncated by a leader change, so it must
-// never be what makes a committed record of its key go.
+// Only segments wholly below `stable_end` are cleanable: the partition's
+// last stable offset (at most its high watermark), as Kafka bounds its
+// cleaner. A record not yet committed may be truncated by a leader change,
+// and one of an open transaction may yet be aborted, so neither may be what
+// makes a committed record of its key go.
 dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, offset first_dirty,
-                            offset high_watermark, int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms);
+                            offset stable_end, int64_t now_ms, int64_t min_lag_ms, int64_t max_lag_ms);
 
 // Cleans one log once (steps 1-4 above) with `map`. `producer_last` holds
 // the base offsets of each idempotent producer's last batch. `stop` is
 // checked between batches. errc::not_found when the log changed under the
 // clean (nothing changed then); other errors as they come.
-// `high_watermark`: the partition's (measure_dirtiness); the log end offset
-// of a log that is its partition's only replica.
+// `stable_end`: the partition's last stable offset (measure_dirtiness).
 result<clean_result> clean_log(storage::log& log, const config::topic_config& cfg, offset_map& map,
-                               const std::vector<offset>& producer_last, offset high_watermark, int64_t now_ms,
+                               const std::vector<offset>& producer_last, offset stable_end, int64_t now_ms,
                                const std::atomic<bool>& stop);
 
 class log_cleaner {

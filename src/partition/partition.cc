@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "model/record_batch.h"
 #include "partition/truncation.h"
+#include "protocol/records/control.h"
 #include "protocol/records/validate.h"
 
 namespace sluice::cluster {
@@ -345,6 +346,11 @@ result<storage::append_result> partition::append_replicated(std::span<const std:
       return error{errc::offset_out_of_range, name() + ": fetched from " + std::to_string(fetch_offset.value()) +
                                                   ", the log now ends at " +
                                                   std::to_string(log_->log_end_offset().value())};
+    // Markers are read before anything is appended: a control batch that
+    // holds none is refused whole, not stored and then not understood.
+    for (size_t i = 0, pos = 0; i < headers.size(); pos += headers[i].size_bytes(), ++i) {
+      if (headers[i].is_control()) SLUICE_TRY(protocol::records::parse_marker(batches.subspan(pos)));
+    }
     SLUICE_ASSIGN_OR_RETURN(auto r, log_->append_replicated(batches, headers));
     // A follower's log is a prefix of its leader's: each append continues
     // it (past a gap compaction left, at most) and ends it. Only an empty
@@ -355,8 +361,15 @@ result<storage::append_result> partition::append_replicated(std::span<const std:
                              (log_->log_start_offset() == fetch_offset && r.last >= fetch_offset)),
         "a replicated append went back");
     SLUICE_ASSERT(log_->log_end_offset() == r.last + 1, "a replicated append did not end the log");
-    // The producer state follows each batch.
-    for (const auto& h : headers) producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());
+    // The producer state follows each batch, markers ending transactions.
+    bool txns = false;
+    for (size_t i = 0, pos = 0; i < headers.size(); pos += headers[i].size_bytes(), ++i) {
+      const auto& h = headers[i];
+      txns = txns || h.is_transactional();
+      SLUICE_ASSIGN_OR_RETURN(auto ended, producers_.apply_stored(h, batches.subspan(pos)));
+      if (ended) SLUICE_TRY(note_ended_locked(*ended));
+    }
+    if (txns) publish_open_txns_locked();
     bytes_appended_.fetch_add(batches.size(), std::memory_order_relaxed);
     // Consumers reading from this follower wait for the high watermark
     // (set_leader_high_watermark), not for appends.
@@ -441,6 +454,7 @@ status partition::truncate_to(offset o, std::optional<leader_epoch> decided_at) 
                     tp_.topic, tp_.partition, end.value(), lost, end.value(), hw);
     hw_.store(end.value(), std::memory_order_release);
   }
+  SLUICE_TRY(aborted_->truncate_from(end));
   return rebuild_producers();
 }
 
@@ -453,6 +467,7 @@ status partition::reset_to(offset o, std::optional<leader_epoch> decided_at) {
   SLUICE_TRY(log_->reset_to(o));
   // Nothing below `o` is here any more, and the leader holds it all.
   hw_.store(o.value(), std::memory_order_release);
+  SLUICE_TRY(aborted_->truncate_from(offset(0)));
   return rebuild_producers();
 }
 
@@ -465,6 +480,11 @@ status partition::rebuild_producers() {
   remove_snapshots(prune_snapshots_locked(log_->log_start_offset(), log_->log_end_offset()));
   producers_ = producer_state{};
   snapshot_offset_ = offset(-1);
+  {
+    // Markers past the cut are gone; the replay finds again those below it.
+    std::lock_guard g(state_mu_);
+    unreplicated_txns_.clear();
+  }
   return load_producers();
 }
 
@@ -595,6 +615,17 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
   if (sole_replica) p->hw_.store(p->tracker_.high_watermark().value());
   p->list_snapshots();
   p->legacy_snapshot_ = fs.exists(p->snapshot_path_);
+  {
+    auto idx = storage::aborted_index::open(fs, p->log_->dir() + "/" + storage::aborted_index::file_name);
+    if (!idx.ok()) return error{idx.code(), p->tp_.topic + "-" + std::to_string(p->tp_.partition) +
+                                                ": aborted transaction index: " + idx.err().message};
+    p->aborted_ = std::move(idx).value();
+    if (p->aborted_->cut_entries() > 0)
+      SLUICE_LOG_WARN("{}-{}: cut {} torn aborted-transaction index entries; the log replay restores them",
+                      p->tp_.topic, p->tp_.partition, p->aborted_->cut_entries());
+    // Entries of markers the log no longer holds (a crash cut its tail).
+    SLUICE_TRY(p->aborted_->truncate_from(end));
+  }
   SLUICE_TRY(p->load_producers());
   // A roll's producer snapshot is written where the roll is sealed.
   p->log_->set_seal_hook([w = std::weak_ptr<partition>(p)] {
@@ -643,7 +674,8 @@ status partition::load_producers() {
       auto h = batch::parse(bytes.data() + pos);
       SLUICE_TRY(batch::check(h, bytes.size() - pos, batch::strictness::stored));
       if (h.last_offset() >= from) {
-        producers_.record(producer_batch::from_header(h), h.base_offset, h.last_offset());
+        SLUICE_ASSIGN_OR_RETURN(auto ended, producers_.apply_stored(h, std::span<const std::byte>(bytes).subspan(pos)));
+        if (ended) SLUICE_TRY(note_ended_locked(*ended));
       }
       next = h.last_offset() + 1;
       pos += h.size_bytes();
@@ -651,13 +683,15 @@ status partition::load_producers() {
     if (next <= from) break;
     from = next;
   }
+  publish_open_txns_locked();
   return {};
 }
 
 // Kafka's order (its Log.analyzeAndValidateRecords, then LogValidator): the
 // size limits first, then the header, the CRC, and every record. Each
 // failure stores nothing and names the partition's error.
-produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers, bool zstd_allowed) {
+produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers, bool zstd_allowed,
+                                  bool transaction_verified) {
   produce_outcome out;
   auto fail = [&](errc e, std::string msg) {
     out.error = e;
@@ -689,8 +723,10 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
     return fail(errc::invalid_record, "a produce request must hold exactly one record batch per partition");
   }
   const auto pb = producer_batch::from_header(h);
-  if (pb.transactional) {
-    return fail(errc::invalid_txn_state, "transactions are not supported yet");
+  if (pb.transactional && !transaction_verified) {
+    return fail(errc::invalid_txn_state,
+                "a transactional batch needs its transactional id and the coordinator's word that the partition is "
+                "in the producer's transaction");
   }
   if (h.is_control()) {
     return fail(errc::invalid_record, "producers may not send control batches");
@@ -750,6 +786,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
     auto r = log_->append_checked(bytes, std::span<batch::header>(&stored, 1), epoch());
     if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
+    if (pb.transactional) publish_open_txns_locked();
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
     out.base = r->base;
     out.last = r->last;
@@ -766,6 +803,103 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
   // the high watermark (the leader alone in the ISR).
   if (wake_readers) wake_listeners(hw_moved, true);
   return out;
+}
+
+produce_outcome partition::append_marker(int64_t producer_id, int16_t producer_epoch, bool commit,
+                                         int32_t coordinator_epoch, int64_t now_ms) {
+  produce_outcome out;
+  auto fail = [&](errc e, std::string msg) {
+    out.error = e;
+    out.message = tp_.topic + "-" + std::to_string(tp_.partition) + ": " + std::move(msg);
+    return out;
+  };
+  auto built = protocol::records::build_marker_batch(producer_id, producer_epoch, {commit, coordinator_epoch}, now_ms);
+  std::span<std::byte> bytes(reinterpret_cast<std::byte*>(built.data()), built.size());
+  batch::header h = batch::parse(bytes.data());
+  std::vector<storage::durable_callback> covered;
+  bool hw_moved = false;
+  {
+    std::lock_guard g(append_mu_);
+    if (!is_leader()) return fail(errc::not_leader, "this broker does not lead the partition");
+    auto verdict = producers_.check_marker(producer_id, producer_epoch, coordinator_epoch);
+    if (verdict.error != errc::ok) return fail(verdict.error, verdict.message);
+    auto r = log_->append_checked(bytes, std::span<batch::header>(&h, 1), epoch());
+    if (!r.ok()) return fail(r.code(), r.err().message);
+    const completed_txn ended =
+        producers_.record_marker(producer_id, producer_epoch, coordinator_epoch, commit, r->base, now_ms);
+    out.base = r->base;
+    out.last = r->last;
+    if (auto s = note_ended_locked(ended); !s.ok()) return fail(s.code(), s.err().message);
+    bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
+    std::lock_guard st(state_mu_);
+    if (tracker_.on_leader_end(log_->log_end_offset())) {
+      covered = publish_high_watermark_locked();
+      hw_moved = true;
+    }
+  }
+  answer(std::move(covered), {});
+  out.hw_moved = hw_moved;
+  wake_listeners(hw_moved, true);
+  return out;
+}
+
+status partition::note_ended_locked(const completed_txn& t) {
+  offset last_stable = t.last + 1;
+  {
+    std::lock_guard g(state_mu_);
+    const offset hw = high_watermark();
+    if (auto open = producers_.first_open_txn()) last_stable = std::min(last_stable, *open);
+    if (auto u = first_unreplicated_locked(hw)) last_stable = std::min(last_stable, *u);
+    if (t.last >= hw) unreplicated_txns_.push_back(t);
+    publish_open_txns_locked();
+  }
+  if (!t.aborted) return {};
+  // Replay after a restart meets markers the index already holds.
+  if (auto last = aborted_->last_marker(); last && t.last <= *last) return {};
+  return aborted_->append({t.producer_id, t.first, t.last, last_stable});
+}
+
+void partition::publish_open_txns_locked() {
+  const auto first = producers_.first_open_txn();
+  open_txn_first_.store(first ? first->value() : -1, std::memory_order_release);
+}
+
+std::optional<offset> partition::first_unreplicated_locked(offset hw) const {
+  std::optional<offset> out;
+  for (const auto& t : unreplicated_txns_)
+    if (t.last >= hw && (!out || t.first < *out)) out = t.first;
+  return out;
+}
+
+offset partition::last_stable_offset() const {
+  std::lock_guard g(state_mu_);
+  const offset hw = high_watermark();
+  offset lso = hw;
+  if (const int64_t open = open_txn_first_.load(std::memory_order_acquire); open >= 0)
+    lso = std::min(lso, offset(open));
+  if (auto u = first_unreplicated_locked(hw)) lso = std::min(lso, *u);
+  // Those the high watermark passed are stable for good.
+  std::erase_if(unreplicated_txns_, [&](const completed_txn& t) { return t.last < hw; });
+  return lso;
+}
+
+result<partition::aborted_answer> partition::aborted_transactions(offset from, offset upper) const {
+  aborted_answer a;
+  a.read_upper = upper;
+  SLUICE_ASSIGN_OR_RETURN(a.txns, aborted_->collect(from, upper, limits::max_aborted_txns_per_fetch));
+  if (a.txns.size() == limits::max_aborted_txns_per_fetch) {
+    // Every abort the answer leaves out began at or after the last named
+    // one's last stable offset: reading stops there.
+    const offset cap = a.txns.back().last_stable;
+    if (cap > from && cap < upper) a.read_upper = cap;
+  }
+  std::sort(a.txns.begin(), a.txns.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  return a;
+}
+
+size_t partition::open_transactions() {
+  std::lock_guard g(append_mu_);
+  return producers_.open_txn_count();
 }
 
 void partition::on_durable(offset last, storage::durable_callback cb) { log_->on_durable(last, std::move(cb)); }
@@ -835,7 +969,11 @@ status partition::snapshot_producers() {
     end = log_->log_end_offset();
     bytes = producers_.encode_snapshot(end);
   }
+  // The aborts below the snapshot are never replayed again: durable first.
+  SLUICE_TRY(aborted_->sync());
   SLUICE_TRY(fs_.write_atomic(snapshot_file(end), bytes));
+  if (auto d = aborted_->drop_below(log_->log_start_offset()); !d.ok())
+    SLUICE_LOG_WARN("{}-{}: trimming the aborted-transaction index: {}", tp_.topic, tp_.partition, d.err().message);
   std::vector<offset> gone;
   bool legacy = false;
   {

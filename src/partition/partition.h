@@ -46,6 +46,7 @@
 #include "partition/producer_state.h"
 #include "partition/replica_tracker.h"
 #include "partition/state.h"
+#include "storage/aborted_index.h"
 #include "storage/log_types.h"
 
 namespace sluice::storage {
@@ -104,6 +105,33 @@ class partition : public std::enable_shared_from_this<partition> {
                                                  std::optional<offset> checkpointed_hw = std::nullopt);
 
   const storage::topic_partition& id() const { return tp_; }
+
+  // ---- Transactions (docs/transactions.md) ----------------------------------
+  // Appends a COMMIT or ABORT marker for `producer_id` as leader (the
+  // coordinator's WriteTxnMarkers), ending the producer's transaction here.
+  // Refused, writing nothing: a fenced producer epoch
+  // (INVALID_PRODUCER_EPOCH), an older coordinator epoch
+  // (TRANSACTION_COORDINATOR_FENCED), not leading. An abort goes to the
+  // aborted-transaction index. The caller waits for on_committed(out.last)
+  // before it answers, as for acks=all.
+  produce_outcome append_marker(int64_t producer_id, int16_t producer_epoch, bool commit, int32_t coordinator_epoch,
+                                int64_t now_ms);
+  // The last stable offset: the high watermark, or below it the first
+  // offset of the oldest transaction that is open here or whose marker is
+  // not committed yet. read_committed consumers read below it.
+  offset last_stable_offset() const;
+  // What a read_committed fetch of [from, upper) must name: the aborted
+  // transactions that end at or after `from` and began below `upper`,
+  // sorted by first offset, and where that fetch must stop reading (below
+  // `upper` only when more aborted transactions overlap the range than one
+  // answer names, limits::max_aborted_txns_per_fetch).
+  struct aborted_answer {
+    std::vector<storage::aborted_txn> txns;
+    offset read_upper;
+  };
+  result<aborted_answer> aborted_transactions(offset from, offset upper) const;
+  // Transactions open here (DescribeProducers and /metrics).
+  size_t open_transactions();
   // The id of the topic this partition belongs to: a request naming another
   // id reached it by a name that now belongs to a newer topic.
   const sluice::topic_id& topic_id() const { return topic_id_; }
@@ -118,8 +146,14 @@ class partition : public std::enable_shared_from_this<partition> {
   // false refuses a zstd batch (errc::unsupported_compression): Kafka's
   // answer to a Produce below v7, whose clients cannot read zstd back. The
   // header is parsed here once and handed down to the log.
+  // A transactional batch opens (or continues) its producer's transaction
+  // here (docs/transactions.md); the coordinator ends it with append_marker.
+  // It is taken only with `transaction_verified`: the caller has checked
+  // with the producer's transaction coordinator that the partition is in
+  // its ongoing transaction (a transaction nobody ends would hold the last
+  // stable offset for good); else it is INVALID_TXN_STATE.
   produce_outcome append(std::span<std::byte> batch, int64_t now_ms, bool wake_readers = true,
-                         bool zstd_allowed = true);
+                         bool zstd_allowed = true, bool transaction_verified = false);
   // What append(..., false) left out: wakes the followers' fetches, and the
   // consumers' when the outcome said `hw_moved`.
   void wake_after_append(bool hw_moved) { wake_listeners(hw_moved, true); }
@@ -445,6 +479,17 @@ class partition : public std::enable_shared_from_this<partition> {
   offset low_watermark_locked() const;  // state_mu_ held
   static void answer(std::vector<storage::durable_callback> cbs, const status& s);
   status rebuild_producers();
+  // A marker ended `t` (appended as leader or follower, or replayed):
+  // unstable until the high watermark passes its marker, and an abort goes
+  // to the aborted index unless it is already there (replay after a
+  // restart). Publishes the first open transaction. append_mu_ held.
+  status note_ended_locked(const completed_txn& t);
+  // Publishes producers_' first open transaction for last_stable_offset.
+  // append_mu_ held.
+  void publish_open_txns_locked();
+  // The least first offset of the transactions still unstable below `hw`
+  // besides the open ones, or nullopt. state_mu_ held.
+  std::optional<offset> first_unreplicated_locked(offset hw) const;
 
   const storage::topic_partition tp_;
   sluice::topic_id topic_id_{};  // set once by open()
@@ -493,6 +538,15 @@ class partition : public std::enable_shared_from_this<partition> {
   // The single snapshot earlier versions kept (snapshot_path_) exists; set
   // at open, cleared once a snapshot in the log directory replaces it.
   bool legacy_snapshot_ = false;
+  // Transactions: the first offset of the oldest one open here (-1: none),
+  // written under append_mu_ and state_mu_ both, read under either.
+  std::atomic<int64_t> open_txn_first_{-1};
+  // Transactions a marker ended while its marker was not yet below the high
+  // watermark: still unstable until it is (pruned as the reads pass).
+  // Guarded by state_mu_.
+  mutable std::vector<completed_txn> unreplicated_txns_;
+  // The aborted transactions (storage/aborted_index.h); set once by open().
+  std::unique_ptr<storage::aborted_index> aborted_;
   offset producers_loaded_from_{-1};  // where the last load_producers began its replay (tests)  // next_offset of the snapshot on disk, if this process loaded or wrote it
 
   std::atomic<bool> closed_{false};

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <future>
 
 #include "config/dynamic.h"
 #include "metadata/test_managers.h"
@@ -93,6 +94,115 @@ TEST_F(PartitionAppend, ABatchWithTheRightMaxTimestampKeepsItsBytesAndCrc) {
   ASSERT_EQ(stored.size(), b.size());
   // Only the broker-stamped fields before the CRC differ.
   EXPECT_TRUE(std::equal(stored.begin() + batch::crc_pos, stored.end(), b.begin() + batch::crc_pos));
+}
+
+
+// Transactions in one partition on one broker: transactional batches open
+// transactions, markers end them, the last stable offset stays at the
+// oldest open or uncommitted one, aborts are named to read_committed
+// fetches, and all of it survives a restart.
+class PartitionTxn : public PartitionAppend {
+ protected:
+  produce_outcome txn(int64_t pid, int32_t seq, bool transactional = true) {
+    storage::batch_spec spec;
+    spec.producer_id = pid;
+    spec.producer_epoch = 0;
+    spec.base_sequence = seq;
+    spec.transactional = transactional;
+    auto b = storage::build_batch(spec);
+    auto out = part_->append(b, kBaseTs, true, true, /*transaction_verified=*/true);
+    if (out.error == errc::ok) committed(out.last);
+    return out;
+  }
+  produce_outcome marker(int64_t pid, bool commit, int32_t coordinator_epoch = 0) {
+    auto out = part_->append_marker(pid, 0, commit, coordinator_epoch, kBaseTs);
+    if (out.error == errc::ok) committed(out.last);
+    return out;
+  }
+  void committed(offset last) {
+    std::promise<status> done;
+    part_->on_committed(last, [&](const status& s) { done.set_value(s); });
+    ASSERT_TRUE(done.get_future().get().ok());
+  }
+  std::vector<int64_t> aborted(int64_t from, int64_t upper) {
+    auto a = part_->aborted_transactions(offset(from), offset(upper));
+    EXPECT_TRUE(a.ok());
+    std::vector<int64_t> pids;
+    if (a.ok())
+      for (const auto& t : a->txns) pids.push_back(t.producer_id);
+    return pids;
+  }
+  void restart() {
+    part_.reset();
+    TearDown();
+    config::config_map m;
+    m.set("log.dirs", std::vector<std::string>{tmp_.path()});
+    auto cfg = config::make_broker_config(std::move(m));
+    ASSERT_TRUE(cfg.ok());
+    m_ = testing::open_managers(io::filesystem::posix(), tmp_.sub("logs"), *cfg);
+    ASSERT_NE(m_.partitions, nullptr);
+    part_ = m_.partitions->get("t", 0);
+    ASSERT_NE(part_, nullptr);
+  }
+};
+
+TEST_F(PartitionTxn, TheLastStableOffsetFollowsOpenAndEndedTransactions) {
+  ASSERT_EQ(txn(1, 0).error, errc::ok);                  // offset 0: producer 1 opens
+  ASSERT_EQ(txn(2, 0).error, errc::ok);                  // offset 1: producer 2 opens
+  ASSERT_EQ(txn(3, 0, false).error, errc::ok);           // offset 2: not transactional
+  EXPECT_EQ(part_->high_watermark(), offset(3));
+  EXPECT_EQ(part_->last_stable_offset(), offset(0));
+  EXPECT_EQ(part_->open_transactions(), 2u);
+  EXPECT_EQ(txn(2, 1, false).error, errc::invalid_txn_state) << "a plain write cannot join an open transaction";
+  {
+    storage::batch_spec spec;
+    spec.producer_id = 9;
+    spec.producer_epoch = 0;
+    spec.base_sequence = 0;
+    spec.transactional = true;
+    auto b = storage::build_batch(spec);
+    EXPECT_EQ(part_->append(b, kBaseTs).error, errc::invalid_txn_state) << "not verified with a coordinator";
+  }
+
+  ASSERT_EQ(marker(1, /*commit=*/false).error, errc::ok);  // offset 3
+  EXPECT_EQ(part_->last_stable_offset(), offset(1));
+  EXPECT_EQ(aborted(0, 10), std::vector<int64_t>{1});
+  EXPECT_EQ(marker(1, false, /*coordinator_epoch=*/-1).error, errc::coordinator_fenced);
+
+  ASSERT_EQ(marker(2, /*commit=*/true).error, errc::ok);   // offset 4
+  EXPECT_EQ(part_->last_stable_offset(), offset(5));
+  EXPECT_EQ(part_->last_stable_offset(), part_->high_watermark());
+  EXPECT_TRUE(aborted(4, 10).empty()) << "the abort's marker is below the fetch";
+  EXPECT_TRUE(aborted(0, 1).size() == 1) << "the abort began below 1";
+
+  ASSERT_EQ(txn(1, 1).error, errc::ok);                  // offset 5: producer 1 opens again
+  restart();
+  EXPECT_EQ(part_->last_stable_offset(), offset(5)) << "the open transaction is found again";
+  EXPECT_EQ(aborted(0, 10), std::vector<int64_t>{1}) << "the index is kept";
+  ASSERT_EQ(marker(1, false).error, errc::ok);            // offset 6
+  EXPECT_EQ(aborted(0, 10), (std::vector<int64_t>{1, 1}));
+  auto a = part_->aborted_transactions(offset(0), offset(10));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->txns[1].first, offset(5));
+  EXPECT_EQ(a->txns[1].last, offset(6));
+}
+
+TEST_F(PartitionTxn, AnAbortTheIndexLostInACrashIsFoundAgainInTheLog) {
+  ASSERT_EQ(txn(7, 0).error, errc::ok);
+  ASSERT_EQ(marker(7, false).error, errc::ok);
+  restart();
+  part_.reset();
+  TearDown();
+  // What a crash after the marker's append and before the index's write
+  // reached the disk leaves: the log (synced by the acknowledgement) holds
+  // the marker, the index not, and no producer snapshot covers the marker
+  // (a snapshot syncs the index first).
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp_.sub("logs"))) {
+    if (e.path().filename() == storage::aborted_index::file_name) std::filesystem::resize_file(e.path(), 0);
+    if (e.path().extension() == ".snapshot") std::filesystem::remove(e.path());
+  }
+  restart();
+  EXPECT_EQ(aborted(0, 10), std::vector<int64_t>{7});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "base/endian.h"
 #include "base/limits.h"
 #include "model/record_batch.h"
+#include "protocol/records/control.h"
 
 namespace sluice::cluster {
 namespace {
@@ -18,7 +19,9 @@ namespace batch = model::batch;
 int32_t next_sequence(int32_t s) { return s == INT32_MAX ? 0 : s + 1; }
 
 constexpr uint32_t snapshot_magic = 0x534c5053;  // "SLPS"
-constexpr uint16_t snapshot_version = 1;
+// Version 2 adds each producer's coordinator epoch and open transaction;
+// version 1 (no transactions) still loads.
+constexpr uint16_t snapshot_version = 2;
 
 }  // namespace
 
@@ -31,6 +34,7 @@ producer_batch producer_batch::from_header(const batch::header& h) {
   b.last_sequence = static_cast<int32_t>(last > INT32_MAX ? last - INT32_MAX - 1 : last);
   b.max_timestamp = h.max_timestamp;
   b.transactional = h.is_transactional();
+  b.control = h.is_control();
   return b;
 }
 
@@ -63,6 +67,12 @@ producer_check producer_state::check(const producer_batch& b) const {
     return r;
   }
   const entry& e = it->second;
+  if (!b.transactional && e.txn_first && b.producer_epoch <= e.epoch) {
+    r.error = errc::invalid_txn_state;
+    r.message = "producer " + std::to_string(b.producer_id) + " has a transaction open here since offset " +
+                std::to_string(e.txn_first->value()) + "; a non-transactional batch cannot join it";
+    return r;
+  }
   if (b.producer_epoch < e.epoch) {
     r.error = errc::invalid_producer_epoch;
     r.message = "producer " + std::to_string(b.producer_id) + " epoch " + std::to_string(b.producer_epoch) +
@@ -102,27 +112,83 @@ void producer_state::record(const producer_batch& b, offset base, offset last) {
   e.last_timestamp = std::max(e.last_timestamp, b.max_timestamp);
   e.batches.push_back({b.first_sequence, b.last_sequence, base, last});
   while (e.batches.size() > batches_per_producer) e.batches.pop_front();
+  if (b.transactional && !e.txn_first) {
+    e.txn_first = base;
+    open_[base] = b.producer_id;
+  }
+}
+
+producer_check producer_state::check_marker(int64_t producer_id, int16_t producer_epoch,
+                                            int32_t coordinator_epoch) const {
+  producer_check r;
+  if (producer_id < 0 || producer_epoch < 0) {
+    r.error = errc::invalid_txn_marker;
+    r.message = "a transaction marker needs a producer id and epoch";
+    return r;
+  }
+  auto it = producers_.find(producer_id);
+  if (it == producers_.end()) return r;
+  const entry& e = it->second;
+  if (producer_epoch < e.epoch) {
+    r.error = errc::invalid_producer_epoch;
+    r.message = "marker for producer " + std::to_string(producer_id) + " at epoch " + std::to_string(producer_epoch) +
+                ", older than its current epoch " + std::to_string(e.epoch);
+  } else if (coordinator_epoch < e.coordinator_epoch) {
+    r.error = errc::coordinator_fenced;
+    r.message = "marker from coordinator epoch " + std::to_string(coordinator_epoch) + ", older than " +
+                std::to_string(e.coordinator_epoch);
+  }
+  return r;
+}
+
+completed_txn producer_state::record_marker(int64_t producer_id, int16_t producer_epoch, int32_t coordinator_epoch,
+                                            bool commit, offset at, int64_t timestamp_ms) {
+  entry& e = producers_[producer_id];
+  completed_txn t{producer_id, e.txn_first.value_or(at), at, !commit};
+  if (e.txn_first) open_.erase(*e.txn_first);
+  e.txn_first.reset();
+  // A marker at a newer epoch (a fenced producer's transaction aborted under
+  // the bump, or transaction version 2's bump at every end) starts that
+  // epoch's sequences afresh.
+  if (producer_epoch != e.epoch) e.batches.clear();
+  e.epoch = producer_epoch;
+  e.coordinator_epoch = coordinator_epoch;
+  e.last_timestamp = std::max(e.last_timestamp, timestamp_ms);
+  return t;
+}
+
+result<std::optional<completed_txn>> producer_state::apply_stored(const batch::header& h,
+                                                                  std::span<const std::byte> bytes) {
+  if (!h.is_control()) {
+    record(producer_batch::from_header(h), h.base_offset, h.last_offset());
+    return std::optional<completed_txn>();
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto m, protocol::records::parse_marker(bytes.subspan(0, h.size_bytes())));
+  return std::optional<completed_txn>(record_marker(h.producer_id, h.producer_epoch, m.coordinator_epoch, m.commit,
+                                                    h.base_offset, h.max_timestamp));
 }
 
 std::vector<producer_info> producer_state::producers() const {
   std::vector<producer_info> out;
   out.reserve(producers_.size());
   for (const auto& [id, e] : producers_) {
-    out.push_back(
-        {id, e.epoch, e.batches.empty() ? -1 : e.batches.back().last_sequence, e.last_timestamp});
+    out.push_back({id, e.epoch, e.batches.empty() ? -1 : e.batches.back().last_sequence, e.last_timestamp,
+                   e.coordinator_epoch, e.txn_first ? e.txn_first->value() : -1});
   }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.producer_id < b.producer_id; });
   return out;
 }
 
-status producer_state::replay(std::span<const std::byte> batches) {
+status producer_state::replay(std::span<const std::byte> batches,
+                              const std::function<void(const completed_txn&)>& ended) {
   size_t pos = 0;
   while (pos + batch::header_bytes <= batches.size()) {
     const std::byte* p = batches.data() + pos;
     batch::header h = batch::parse(p);
     SLUICE_TRY(batch::check(h, batches.size() - pos, batch::strictness::stored));
-    record(producer_batch::from_header(h), h.base_offset, h.last_offset());
+    SLUICE_ASSIGN_OR_RETURN(auto t, apply_stored(h, batches.subspan(pos)));
+    if (t && ended) ended(*t);
     pos += h.size_bytes();
   }
   if (pos != batches.size()) return status(errc::corrupt_data, "partial batch in producer state replay");
@@ -130,13 +196,16 @@ status producer_state::replay(std::span<const std::byte> batches) {
 }
 
 void producer_state::expire(int64_t min_timestamp_ms, size_t max_producers) {
-  std::erase_if(producers_, [&](const auto& kv) { return kv.second.last_timestamp < min_timestamp_ms; });
+  std::erase_if(producers_,
+                [&](const auto& kv) { return !kv.second.txn_first && kv.second.last_timestamp < min_timestamp_ms; });
   if (producers_.size() <= max_producers) return;
   std::vector<std::pair<int64_t, int64_t>> by_age;  // (last timestamp, id)
   by_age.reserve(producers_.size());
-  for (const auto& [id, e] : producers_) by_age.emplace_back(e.last_timestamp, id);
+  for (const auto& [id, e] : producers_)
+    if (!e.txn_first) by_age.emplace_back(e.last_timestamp, id);
   std::sort(by_age.begin(), by_age.end());
-  for (size_t i = 0; i + max_producers < by_age.size(); ++i) producers_.erase(by_age[i].second);
+  const size_t excess = producers_.size() - max_producers;
+  for (size_t i = 0; i < excess && i < by_age.size(); ++i) producers_.erase(by_age[i].second);
 }
 
 std::vector<std::byte> producer_state::encode_snapshot(offset next_offset) const {
@@ -161,6 +230,8 @@ std::vector<std::byte> producer_state::encode_snapshot(offset next_offset) const
       put(m.base.value());
       put(m.last.value());
     }
+    put(e.coordinator_epoch);
+    put(e.txn_first ? e.txn_first->value() : int64_t{-1});
   }
   put(crc32c(out.data(), out.size()));
   return out;
@@ -184,7 +255,8 @@ result<producer_state::loaded> producer_state::load_snapshot(io::filesystem& fs,
     return v;
   };
   if (get(uint32_t{}) != snapshot_magic) return corrupt("not a producer state snapshot");
-  if (get(uint16_t{}) != snapshot_version) return corrupt("unknown snapshot version");
+  const uint16_t version = get(uint16_t{});
+  if (version != 1 && version != snapshot_version) return corrupt("unknown snapshot version");
   loaded l{producer_state{}, offset(get(int64_t{}))};
   uint32_t n = get(uint32_t{});
   for (uint32_t i = 0; i < n && !short_read; ++i) {
@@ -197,6 +269,15 @@ result<producer_state::loaded> producer_state::load_snapshot(io::filesystem& fs,
     for (uint8_t j = 0; j < nb; ++j) {
       batch_meta m{get(int32_t{}), get(int32_t{}), offset(get(int64_t{})), offset(get(int64_t{}))};
       e.batches.push_back(m);
+    }
+    if (version >= 2) {
+      e.coordinator_epoch = get(int32_t{});
+      const int64_t first = get(int64_t{});
+      if (first < -1) return corrupt("negative transaction start");
+      if (first >= 0) {
+        e.txn_first = offset(first);
+        l.state.open_[offset(first)] = id;
+      }
     }
     l.state.producers_[id] = std::move(e);
   }

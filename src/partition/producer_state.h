@@ -7,7 +7,15 @@
 // is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and an old epoch is fenced
 // (INVALID_PRODUCER_EPOCH).
 //
-// The state is derived from the log: replay() rebuilds it from batch headers,
+// Transactions (docs/transactions.md): a transactional batch of a producer
+// with no transaction open here starts one at its base offset; the
+// producer's COMMIT or ABORT marker (a control batch) ends it. The first
+// offsets of the open transactions bound the last stable offset, and an
+// ended transaction is handed back (completed_txn) for the partition's
+// aborted-transaction index and its last stable offset.
+//
+// The state is derived from the log: replay() rebuilds it from batch headers
+// (and the marker record of each control batch),
 // and a snapshot (write_snapshot/load_snapshot, format in
 // docs/log_format.md, "Producer state snapshot") saves replaying the whole
 // log at start. The snapshot is taken when the log rolls a segment.
@@ -17,6 +25,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,6 +50,7 @@ struct producer_batch {
   int32_t last_sequence = -1;  // first_sequence + last_offset_delta, wrapping at INT32_MAX
   int64_t max_timestamp = -1;
   bool transactional = false;
+  bool control = false;  // a transaction marker (apply_stored reads its record)
 
   // The fields of a parsed batch header.
   static producer_batch from_header(const model::batch::header& h);
@@ -52,6 +63,8 @@ struct producer_info {
   int16_t producer_epoch = -1;
   int32_t last_sequence = -1;      // of its last batch; -1 when none is remembered
   int64_t last_timestamp_ms = -1;  // largest max_timestamp of its batches
+  int32_t coordinator_epoch = -1;  // of its last marker; -1 when none
+  int64_t current_txn_start_offset = -1;  // first offset of its open transaction; -1 when none
   bool operator==(const producer_info&) const = default;
 };
 
@@ -65,24 +78,61 @@ struct producer_check {
   std::string message;  // why, for the log line / response error message
 };
 
+// A transaction a marker ended in this partition: from its first offset to
+// the marker's (`last`).
+struct completed_txn {
+  int64_t producer_id = -1;
+  offset first;
+  offset last;
+  bool aborted = false;
+  bool operator==(const completed_txn&) const = default;
+};
+
 class producer_state {
  public:
   // How many batches per producer are remembered for duplicate detection
   // (Kafka's max.in.flight.requests.per.connection bound for idempotence).
   static constexpr size_t batches_per_producer = limits::batches_per_producer;
 
-  // Decides whether `b` may be appended. Never changes state.
+  // Decides whether `b` (a data batch) may be appended. Never changes state.
+  // Beyond the idempotent rules: a non-transactional batch of a producer
+  // with a transaction open here is INVALID_TXN_STATE.
   producer_check check(const producer_batch& b) const;
+  // Decides whether a marker of `producer_id` at `producer_epoch` from a
+  // coordinator at `coordinator_epoch` may be appended: an epoch older than
+  // the producer's is INVALID_PRODUCER_EPOCH (a fenced producer's
+  // transaction was ended under a newer epoch), a coordinator epoch older
+  // than the last marker's is TRANSACTION_COORDINATOR_FENCED.
+  producer_check check_marker(int64_t producer_id, int16_t producer_epoch, int32_t coordinator_epoch) const;
   // Records a batch appended at [base, last]. Call after a successful append
   // of a batch that check() accepted (and for every batch during replay).
   void record(const producer_batch& b, offset base, offset last);
+  // Records a marker appended at `at` (after check_marker, and for every
+  // marker during replay) and returns the transaction it ended; a marker of
+  // a producer with nothing open here ends an empty one at `at`.
+  completed_txn record_marker(int64_t producer_id, int16_t producer_epoch, int32_t coordinator_epoch, bool commit,
+                              offset at, int64_t timestamp_ms);
+  // A stored batch (`bytes` the whole batch, `h` its parsed header), as
+  // replay and a follower apply it: a data batch as record(), a control
+  // batch as record_marker() from its marker record, returning what it
+  // ended. errc::invalid_txn_marker for a control batch that holds no marker.
+  result<std::optional<completed_txn>> apply_stored(const model::batch::header& h, std::span<const std::byte> bytes);
+
+  // First offset of the oldest transaction open here, or nullopt.
+  std::optional<offset> first_open_txn() const {
+    return open_.empty() ? std::nullopt : std::optional<offset>(open_.begin()->first);
+  }
+  size_t open_txn_count() const { return open_.size(); }
 
   // Rebuilds state from whole batches (headers only are read), as stored in
   // the log: used at start from the snapshot offset to the log end.
-  status replay(std::span<const std::byte> batches);
+  // Each transaction a marker ended goes to `ended` (when given).
+  status replay(std::span<const std::byte> batches,
+                const std::function<void(const completed_txn&)>& ended = nullptr);
 
   // Forgets producers whose last batch is older than `min_timestamp_ms`
-  // (producer.id.expiration.ms), and the oldest ones beyond `max_producers`.
+  // (producer.id.expiration.ms), and the oldest ones beyond `max_producers`;
+  // never one with a transaction open here (it bounds the last stable offset).
   void expire(int64_t min_timestamp_ms, size_t max_producers);
 
   size_t producer_count() const { return producers_.size(); }
@@ -114,8 +164,12 @@ class producer_state {
     int16_t epoch = -1;
     int64_t last_timestamp = -1;
     std::deque<batch_meta> batches;  // oldest first, at most batches_per_producer
+    int32_t coordinator_epoch = -1;
+    std::optional<offset> txn_first;  // the open transaction's first offset here
   };
   std::unordered_map<int64_t, entry> producers_;
+  // The open transactions: first offset -> producer id (kept with txn_first).
+  std::map<offset, int64_t> open_;
 };
 
 struct producer_state::loaded {

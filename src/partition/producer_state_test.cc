@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "model/record_batch.h"
+#include "protocol/records/control.h"
 #include "storage/batch_builder.h"
 
 namespace sluice::cluster {
@@ -152,6 +153,102 @@ TEST(ProducerState, ProducersListsEachOnceWithItsLatestState) {
   ASSERT_EQ(ps.size(), 2u);
   EXPECT_EQ(ps[0], (producer_info{4, 2, 4, 800}));
   EXPECT_EQ(ps[1], (producer_info{9, 0, 4, 500}));
+}
+
+}  // namespace
+}  // namespace sluice::cluster
+
+namespace sluice::cluster {
+namespace {
+
+producer_batch txn_batch(int64_t pid, int16_t epoch, int32_t first, int32_t count) {
+  auto b = pb(pid, epoch, first, count);
+  b.transactional = true;
+  return b;
+}
+
+// A transactional batch opens a transaction at its base offset; the
+// producer's marker ends it and says where it began; the oldest open one
+// bounds the last stable offset.
+TEST(ProducerStateTxn, MarkersEndWhatTransactionalBatchesOpened) {
+  producer_state s;
+  ASSERT_EQ(s.check(txn_batch(1, 0, 0, 2)).error, errc::ok);
+  s.record(txn_batch(1, 0, 0, 2), offset(10), offset(11));
+  s.record(txn_batch(2, 0, 0, 1), offset(12), offset(12));
+  s.record(txn_batch(1, 0, 2, 1), offset(13), offset(13));  // the same transaction
+  EXPECT_EQ(s.open_txn_count(), 2u);
+  EXPECT_EQ(s.first_open_txn(), offset(10));
+  auto infos = s.producers();
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_EQ(infos[0].current_txn_start_offset, 10);
+
+  ASSERT_EQ(s.check_marker(1, 0, 0).error, errc::ok);
+  auto t = s.record_marker(1, 0, 0, /*commit=*/false, offset(14), 2000);
+  EXPECT_EQ(t, (completed_txn{1, offset(10), offset(14), true}));
+  EXPECT_EQ(s.first_open_txn(), offset(12));
+  auto c = s.record_marker(2, 0, 0, /*commit=*/true, offset(15), 2000);
+  EXPECT_EQ(c, (completed_txn{2, offset(12), offset(15), false}));
+  EXPECT_FALSE(s.first_open_txn().has_value());
+  // A marker for a producer with nothing open here ends an empty transaction.
+  auto empty = s.record_marker(3, 0, 0, true, offset(16), 2000);
+  EXPECT_EQ(empty.first, offset(16));
+}
+
+TEST(ProducerStateTxn, TheRulesOfMarkersAndTransactionalWrites) {
+  producer_state s;
+  s.record(txn_batch(1, 3, 0, 1), offset(0), offset(0));
+  // A non-transactional batch cannot join an open transaction.
+  EXPECT_EQ(s.check(pb(1, 3, 1, 1)).error, errc::invalid_txn_state);
+  // A fenced producer's marker (older epoch) and an older coordinator's are refused.
+  EXPECT_EQ(s.check_marker(1, 2, 0).error, errc::invalid_producer_epoch);
+  s.record_marker(1, 4, 5, false, offset(1), 0);  // aborted under a bumped epoch, coordinator epoch 5
+  EXPECT_EQ(s.check_marker(1, 4, 4).error, errc::coordinator_fenced);
+  EXPECT_EQ(s.check_marker(1, 4, 5).error, errc::ok);
+  // The old epoch's writes are fenced; the bumped epoch starts at sequence 0.
+  EXPECT_EQ(s.check(txn_batch(1, 3, 1, 1)).error, errc::invalid_producer_epoch);
+  EXPECT_EQ(s.check(txn_batch(1, 4, 0, 1)).error, errc::ok);
+  EXPECT_EQ(s.check_marker(-1, 0, 0).error, errc::invalid_txn_marker);
+}
+
+TEST(ProducerStateTxn, OpenTransactionsSurviveReplaySnapshotsAndExpiry) {
+  std::vector<std::byte> log;
+  auto add = [&](std::vector<std::byte> b, int64_t at) {
+    model::batch::stamp(b.data(), offset(at), leader_epoch(0));
+    log.insert(log.end(), b.begin(), b.end());
+  };
+  storage::batch_spec spec;
+  spec.producer_id = 5;
+  spec.producer_epoch = 0;
+  spec.base_sequence = 0;
+  spec.transactional = true;
+  add(storage::build_batch(spec), 0);  // producer 5 opens at 0
+  spec.producer_id = 6;
+  add(storage::build_batch(spec), 1);  // producer 6 opens at 1
+  auto marker = protocol::records::build_marker_batch(5, 0, {false, 2}, 1'700'000'000'000);
+  std::vector<std::byte> m(reinterpret_cast<const std::byte*>(marker.data()),
+                           reinterpret_cast<const std::byte*>(marker.data()) + marker.size());
+  add(m, 2);  // producer 5 aborts at 2
+  producer_state s;
+  std::vector<completed_txn> ended;
+  ASSERT_TRUE(s.replay(log, [&](const completed_txn& t) { ended.push_back(t); }).ok());
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0], (completed_txn{5, offset(0), offset(2), true}));
+  EXPECT_EQ(s.first_open_txn(), offset(1));
+
+  auto dir = std::filesystem::temp_directory_path() / ("producer_state_txn_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "snap").string();
+  ASSERT_TRUE(s.write_snapshot(io::filesystem::posix(), path, offset(3)).ok());
+  auto l = producer_state::load_snapshot(io::filesystem::posix(), path);
+  ASSERT_TRUE(l.ok()) << l.err().message;
+  EXPECT_EQ(l->state.first_open_txn(), offset(1));
+  EXPECT_EQ(l->state.check_marker(5, 0, 1).error, errc::coordinator_fenced) << "the coordinator epoch is kept";
+  std::filesystem::remove_all(dir);
+
+  // Expiry never forgets a producer with an open transaction.
+  s.expire(INT64_MAX, 0);
+  EXPECT_EQ(s.producer_count(), 1u);
+  EXPECT_EQ(s.first_open_txn(), offset(1));
 }
 
 }  // namespace

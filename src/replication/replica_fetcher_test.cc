@@ -30,6 +30,7 @@
 #include "partition/partition.h"
 #include "protocol/error_code.h"
 #include "protocol/frame.h"
+#include "protocol/records/control.h"
 #include "storage/batch_builder.h"
 #include "storage/log.h"
 #include "storage/test_util.h"
@@ -940,6 +941,67 @@ TEST_F(ReplicaFetcherTest, ReplicaManagersWithoutThreadsReplicateWhenTheirRounds
   EXPECT_EQ(asked[0].isr, (std::vector<int32_t>{kLeader}));
   on_follower.stop_replication();
   on_leader.stop_replication();
+}
+
+}  // namespace
+}  // namespace sluice::cluster
+
+namespace sluice::cluster {
+namespace {
+
+// A follower applies the leader's transactions as it appends them: a
+// transactional batch opens one, the replicated marker ends it (an abort
+// goes to its own aborted index), its last stable offset follows its high
+// watermark, and a truncation below a marker opens the transaction again
+// and takes the abort out of the index.
+TEST_F(ReplicaFetcherTest, AFollowerKeepsTheLeadersTransactions) {
+  auto p = open_partition("txnf");
+  follow(*p, kLeader, 1);
+  auto stamped = [](std::vector<std::byte> b, int64_t base) {
+    auto h = model::batch::parse(b.data());
+    h.base_offset = offset(base);
+    h.partition_leader_epoch = 1;
+    model::batch::write(b.data(), h);
+    return b;  // base offset and epoch are outside the CRC
+  };
+  storage::batch_spec spec;
+  spec.producer_id = 8;
+  spec.producer_epoch = 0;
+  spec.base_sequence = 0;
+  spec.transactional = true;
+  auto data = stamped(storage::build_batch(spec), 0);
+  auto m = protocol::records::build_marker_batch(8, 0, {false, 1}, 1'700'000'000'000);
+  auto marker = stamped(std::vector<std::byte>(reinterpret_cast<const std::byte*>(m.data()),
+                                               reinterpret_cast<const std::byte*>(m.data()) + m.size()),
+                        1);
+  ASSERT_TRUE(p->append_replicated(data, leader_epoch(1), offset(0)).ok());
+  p->set_leader_high_watermark(offset(1));
+  EXPECT_EQ(p->last_stable_offset(), offset(0)) << "the transaction is open";
+  ASSERT_TRUE(p->append_replicated(marker, leader_epoch(1), offset(1)).ok());
+  EXPECT_EQ(p->last_stable_offset(), offset(0)) << "ended, but its marker is not committed yet";
+  p->set_leader_high_watermark(offset(2));
+  EXPECT_EQ(p->last_stable_offset(), offset(2));
+  auto a = p->aborted_transactions(offset(0), offset(2));
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->txns.size(), 1u);
+  EXPECT_EQ(a->txns[0].producer_id, 8);
+  EXPECT_EQ(a->txns[0].first, offset(0));
+  EXPECT_EQ(a->txns[0].last, offset(1));
+
+  // A control batch that holds no marker is refused whole.
+  auto bogus = stamped(storage::build_batch(spec), 2);
+  auto h = model::batch::parse(bogus.data());
+  h.attributes = static_cast<int16_t>(h.attributes | model::attr::control);
+  model::batch::write(bogus.data(), h);
+  model::batch::update_crc(bogus);
+  EXPECT_EQ(p->append_replicated(bogus, leader_epoch(1), offset(2)).code(), errc::invalid_txn_marker);
+  EXPECT_EQ(p->log_end_offset(), offset(2));
+
+  // The marker cut away (an unclean election's truncation): open again.
+  ASSERT_TRUE(p->truncate_to(offset(1), leader_epoch(1)).ok());
+  EXPECT_EQ(p->open_transactions(), 1u);
+  EXPECT_EQ(p->last_stable_offset(), offset(0));
+  EXPECT_TRUE(p->aborted_transactions(offset(0), offset(10))->txns.empty());
 }
 
 }  // namespace

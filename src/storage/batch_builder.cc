@@ -55,6 +55,7 @@ std::vector<std::byte> build_batch(const batch_spec& spec) {
   h.producer_id = spec.producer_id;
   h.producer_epoch = spec.producer_epoch;
   h.base_sequence = spec.base_sequence;
+  if (spec.transactional) h.attributes = model::attr::transactional;
   h.records_count = spec.records;
   batch::write(b.data(), h);
   batch::update_crc(b);

@@ -19,6 +19,7 @@ struct batch_spec {
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
   int32_t base_sequence = -1;
+  bool transactional = false;  // the transactional attribute bit
 };
 
 // One batch with base offset 0 and partition leader epoch -1, as a producer

@@ -1,7 +1,8 @@
-// DescribeProducers: the idempotent producers each partition remembers
-// (cluster::producer_state): id, epoch, last sequence and the timestamp of
-// their last batch. Sluice has no transactions, so the coordinator epoch
-// and the current transaction's start offset are always -1.
+// DescribeProducers: the idempotent and transactional producers each
+// partition remembers (cluster::producer_state): id, epoch, last sequence,
+// the timestamp of their last batch, the coordinator epoch of their last
+// transaction marker and the first offset of the transaction they have open
+// there (-1 for none).
 
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
@@ -31,8 +32,8 @@ void handle_describe_producers(request req) {
         out.producer_epoch = p.producer_epoch;
         out.last_sequence = p.last_sequence;
         out.last_timestamp = p.last_timestamp_ms;
-        out.coordinator_epoch = -1;
-        out.current_txn_start_offset = -1;
+        out.coordinator_epoch = p.coordinator_epoch;
+        out.current_txn_start_offset = p.current_txn_start_offset;
       }
     }
   }

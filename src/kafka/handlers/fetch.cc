@@ -185,7 +185,8 @@ bool fetch_op::attempt(bool final) {
   // same ones; the answer lists partitions in the request's order.
   struct partition_read {
     int16_t error = 0;
-    int64_t high_watermark = -1, log_start = -1;
+    int64_t high_watermark = -1, log_start = -1, last_stable = -1;
+    std::vector<storage::aborted_txn> aborted;  // read_committed: the aborts the records overlap
     int32_t preferred_replica = -1;
     std::optional<std::pair<int32_t, int64_t>> diverging;
     uint64_t record_bytes = 0;
@@ -228,10 +229,13 @@ bool fetch_op::attempt(bool final) {
     const offset hw = t.part->high_watermark();
     const offset start = t.part->log_start_offset();
     const offset end = t.part->log_end_offset();
-    // A follower reads all the leader has; a consumer what is committed.
-    const offset upper = replica >= 0 ? end : hw;
+    const offset lso = t.part->last_stable_offset();
+    // A follower reads all the leader has; a consumer what is committed,
+    // and a read_committed one what is stable (docs/transactions.md).
+    offset upper = replica >= 0 ? end : read_committed ? lso : hw;
     rd.high_watermark = hw.value();
     rd.log_start = start.value();
+    rd.last_stable = lso.value();
     const offset at(t.fetch_offset);
     if (t.preferred_replica >= 0) {
       // Read elsewhere: no records, and answered at once.
@@ -253,7 +257,21 @@ bool fetch_op::attempt(bool final) {
       // after that, only batches that fit.
       uint64_t budget = std::min<uint64_t>(static_cast<uint64_t>(t.max_bytes),
                                            max_total > total ? max_total - total : 0);
-      if (total == 0 || budget > 0) {
+      bool readable = total == 0 || budget > 0;
+      if (readable && read_committed && replica < 0) {
+        // The aborts overlapping what may be read, and where reading stops
+        // if there are more than one answer names.
+        auto ab = t.part->aborted_transactions(at, upper);
+        if (!ab.ok()) {
+          rd.error = to_wire(to_kafka_error(ab.code()));
+          any_error = true;
+          readable = false;
+        } else {
+          rd.aborted = std::move(ab->txns);
+          upper = ab->read_upper;
+        }
+      }
+      if (readable) {
         auto region =
             t.part->read(at, total == 0 ? std::max<uint64_t>(budget, 1) : budget, upper);
         if (!region.ok()) {
@@ -263,6 +281,8 @@ bool fetch_op::attempt(bool final) {
           const auto& f = region->file;
           rd.records = protocol::file_region{f, f->native_handle(), region->pos, region->len};
           rd.record_bytes = region->len;
+          // Only the aborts that began within the records returned.
+          std::erase_if(rd.aborted, [&](const storage::aborted_txn& a) { return a.first >= region->next_offset; });
           total += region->len;
           last_served = i;
         }
@@ -275,13 +295,20 @@ bool fetch_op::attempt(bool final) {
     partition_data pd;
     pd.partition_index = t.partition;
     pd.records = protocol::records_field::empty();
-    if (!read_committed)
-      pd.aborted_transactions.reset();
-    else
+    if (!read_committed) {
+      pd.aborted_transactions.reset();  // Kafka names none to read_uncommitted consumers
+    } else {
       pd.aborted_transactions.emplace();
+      if (!rd.records) rd.aborted.clear();
+      for (const auto& a : rd.aborted) {
+        auto& x = pd.aborted_transactions->emplace_back();
+        x.producer_id = a.producer_id;
+        x.first_offset = a.first.value();
+      }
+    }
     pd.error_code = rd.error;
     pd.high_watermark = rd.high_watermark;
-    pd.last_stable_offset = rd.high_watermark;
+    pd.last_stable_offset = rd.last_stable;
     pd.log_start_offset = rd.log_start;
     pd.preferred_read_replica = rd.preferred_replica;
     if (rd.diverging) {

@@ -52,6 +52,7 @@ constexpr api_handler table[] = {
     serve<protocol::describe_producers_request>(handle_describe_producers),
     serve<protocol::describe_topic_partitions_request>(handle_describe_topic_partitions),
     serve<protocol::elect_leaders_request>(handle_elect_leaders),
+    serve<protocol::write_txn_markers_request>(handle_write_txn_markers),
 };
 
 }  // namespace

@@ -5,7 +5,9 @@
 // latest tiered offset (-5, v9+, KIP-1005) is "none" (-1), as Kafka answers
 // for a topic without remote storage; v10's timeout only bounds remote
 // reads and is ignored. A special timestamp below the version that defines
-// it is an INVALID_REQUEST.
+// it is an INVALID_REQUEST. A read_committed request (v2+) sees the
+// partition up to its last stable offset: latest is the last stable offset,
+// and a lookup that finds an offset at or past it finds none.
 
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
@@ -113,6 +115,9 @@ void handle_list_offsets(request req) {
   if (!body) return;
   auto& pm = *req.svc->partitions;
   const int16_t version = req.version();
+  // read_committed (v2+): what such a consumer can read ends at the last
+  // stable offset, not the high watermark (docs/transactions.md).
+  const bool read_committed = body->isolation_level == 1;
   protocol::list_offsets_response resp;
   for (const auto& t : body->topics) {
     auto& tr = resp.topics.emplace_back();
@@ -139,7 +144,7 @@ void handle_list_offsets(request req) {
       found f;
       bool tiered = false;
       if (pr.timestamp == latest_timestamp) {
-        f.offset = part->high_watermark().value();
+        f.offset = (read_committed ? part->last_stable_offset() : part->high_watermark()).value();
       } else if (pr.timestamp == earliest_timestamp ||
                  (pr.timestamp == earliest_local_timestamp && version >= 8)) {
         f.offset = part->log_start_offset().value();
@@ -151,6 +156,10 @@ void handle_list_offsets(request req) {
         f.error = error_code::invalid_request;
       } else {
         f = by_timestamp(*part, pr.timestamp);
+      }
+      const bool by_time = pr.timestamp >= 0 || pr.timestamp == max_timestamp;
+      if (read_committed && by_time && f.offset >= part->last_stable_offset().value()) {
+        f = found{};  // found past what a read_committed consumer may read: none, as Kafka answers
       }
       out.error_code = to_wire(f.error);
       if (version == 0) {

@@ -13,6 +13,7 @@
 #include "protocol/codec.h"
 #include "protocol/consumer_protocol.h"
 #include "protocol/records/compression.h"
+#include "protocol/records/control.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::protocol::records {
@@ -336,6 +337,57 @@ TEST(ConsumerProtocolTest, SubscriptionAndAssignmentRoundTrip) {
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->assigned_partitions.empty());
   EXPECT_FALSE(decode_assignment(bytes{0}).ok());
+}
+
+}  // namespace
+}  // namespace sluice::protocol::records
+
+namespace sluice::protocol::records {
+namespace {
+
+// A marker batch round-trips; its header says control, transactional, the
+// producer's id and epoch, no sequence; anything else is refused as a marker.
+TEST(TxnMarkerTest, RoundTripAndHeader) {
+  for (bool commit : {false, true}) {
+    auto b = build_marker_batch(42, 7, txn_marker{commit, 3}, 1'700'000'000'000);
+    auto h = model::batch::read_header(std::span<const uint8_t>(b));
+    ASSERT_TRUE(h.ok());
+    EXPECT_TRUE(h->is_control());
+    EXPECT_TRUE(h->is_transactional());
+    EXPECT_EQ(h->producer_id, 42);
+    EXPECT_EQ(h->producer_epoch, 7);
+    EXPECT_EQ(h->base_sequence, -1);
+    EXPECT_EQ(h->records_count, 1);
+    auto m = parse_marker(std::span<const uint8_t>(b));
+    ASSERT_TRUE(m.ok()) << m.err().message;
+    EXPECT_EQ(*m, (txn_marker{commit, 3}));
+  }
+}
+
+TEST(TxnMarkerTest, RefusesWhatIsNotAMarker) {
+  // A data batch.
+  record_input r;
+  r.value = std::vector<uint8_t>{1, 2, 3};
+  batch_options o;
+  auto data = build_batch(o, std::span<const record_input>(&r, 1));
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(parse_marker(std::span<const uint8_t>(*data)).code(), errc::invalid_txn_marker);
+  // A control batch of an unknown type (LEADER_CHANGE, 2).
+  o.control = o.transactional = true;
+  r.key = std::vector<uint8_t>{0, 0, 0, 2};
+  r.value = std::vector<uint8_t>{0, 0, 0, 0, 0, 1};
+  auto leader_change = build_batch(o, std::span<const record_input>(&r, 1));
+  ASSERT_TRUE(leader_change.ok());
+  EXPECT_EQ(parse_marker(std::span<const uint8_t>(*leader_change)).code(), errc::invalid_txn_marker);
+  // A short key.
+  r.key = std::vector<uint8_t>{0, 0};
+  auto short_key = build_batch(o, std::span<const record_input>(&r, 1));
+  ASSERT_TRUE(short_key.ok());
+  EXPECT_EQ(parse_marker(std::span<const uint8_t>(*short_key)).code(), errc::invalid_txn_marker);
+  // Truncated bytes.
+  auto b = build_marker_batch(1, 0, txn_marker{true, 0}, 0);
+  b.resize(b.size() - 3);
+  EXPECT_FALSE(parse_marker(std::span<const uint8_t>(b)).ok());
 }
 
 }  // namespace
