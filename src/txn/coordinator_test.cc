@@ -161,6 +161,19 @@ TEST_F(TxnCoordinatorTest, InitRefusesBadInput) {
   EXPECT_EQ(c_->find("other"), nullptr);
 }
 
+TEST_F(TxnCoordinatorTest, NewIdsStopAtTheLimit) {
+  for (size_t i = 0; i < limits::max_transactional_ids; ++i) {
+    decision d = c_->init_producer_id({"id-" + std::to_string(i), 1000, -1, -1, init_v});
+    ASSERT_TRUE(d.to_write.has_value()) << i;
+    ASSERT_EQ(c_->written(d.to_write->ref).reply.error, errc::ok);
+  }
+  EXPECT_EQ(c_->id_count(), limits::max_transactional_ids);
+  EXPECT_EQ(init("one-more").error, errc::policy_violation);
+  EXPECT_EQ(c_->find("one-more"), nullptr);
+  // Ids already held are served as usual.
+  EXPECT_EQ(init("id-7").producer_epoch, 1);
+}
+
 TEST_F(TxnCoordinatorTest, RequestsForPartitionsNotServedHere) {
   const int32_t p = partition_for("tx", 50);
   c_->unload(p);
