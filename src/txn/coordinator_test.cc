@@ -78,6 +78,12 @@ class TxnCoordinatorTest : public ::testing::Test {
     auto done = commit(*w);
     EXPECT_EQ(done.reply.error, errc::ok);
   }
+  // Completes the markers the last request returned.
+  void complete_last() {
+    ASSERT_TRUE(last_markers_.has_value());
+    const markers m = *last_markers_;
+    complete(m);
+  }
   const txn_log_value& state_of(const std::string& id) {
     const txn_metadata* md = c_->find(id);
     EXPECT_NE(md, nullptr) << id;
@@ -228,7 +234,7 @@ TEST_F(TxnCoordinatorTest, Kip360RecoveryBumpsTheEpoch) {
   // An abortable error: the producer aborts, then recovers with its id.
   EXPECT_EQ(end("tx", pid, epoch, false).error, errc::ok);
   ASSERT_TRUE(last_markers_.has_value());
-  complete(*last_markers_);
+  complete_last();
   answer a = init("tx", pid, epoch);
   EXPECT_EQ(a, (answer{errc::ok, pid, static_cast<int16_t>(epoch + 1)}));
   EXPECT_EQ(state_of("tx").last_producer_epoch, epoch);
@@ -281,7 +287,7 @@ TEST_F(TxnCoordinatorTest, InitOnAnOpenTransactionWithVersion1FencesAtTheBumpedE
   EXPECT_EQ(init("tx").error, errc::concurrent_transactions);
   ASSERT_TRUE(last_markers_.has_value());
   EXPECT_EQ(last_markers_->producer_epoch, epoch + 1);
-  complete(*last_markers_);
+  complete_last();
   EXPECT_EQ(init("tx").producer_epoch, epoch + 2);
 }
 
@@ -391,7 +397,7 @@ TEST_F(TxnCoordinatorTest, CommitWritesPrepareThenMarkersThenComplete) {
   // The next transaction at the same epoch.
   EXPECT_EQ(add("tx", pid, epoch, {{"t", 5}}).error, errc::ok);
   EXPECT_EQ(end("tx", pid, epoch, false).error, errc::ok);
-  complete(*last_markers_);
+  complete_last();
   EXPECT_EQ(state_of("tx").state, s::complete_abort);
   EXPECT_EQ(end("tx", pid, epoch, false).error, errc::ok);
   EXPECT_EQ(end("tx", pid, epoch, true).error, errc::invalid_txn_state);
@@ -438,7 +444,7 @@ TEST_F(TxnCoordinatorTest, LoadedPrepareStateWaitsForItsMarkers) {
 TEST_F(TxnCoordinatorTest, Version1CannotTellALateEndTxnFromTheCurrentOne) {
   auto [pid, epoch] = open("tx");
   EXPECT_EQ(end("tx", pid, epoch, true).error, errc::ok);
-  complete(*last_markers_);
+  complete_last();
   EXPECT_EQ(add("tx", pid, epoch, {{"t", 1}}).error, errc::ok);
   // The first EndTxn's duplicate, delayed in the network, arrives now.
   EXPECT_EQ(end("tx", pid, epoch, true).error, errc::ok);
@@ -454,9 +460,10 @@ TEST_F(TxnCoordinatorTest, Version2BumpsTheEpochAtEveryEnd) {
   ASSERT_TRUE(last_markers_.has_value());
   EXPECT_EQ(last_markers_->producer_epoch, epoch + 1);  // markers at the bumped epoch fence the old one
   EXPECT_EQ(last_markers_->version, txn_version::tv2);
+  const markers m = *last_markers_;
   // A retry while the markers are written waits.
   EXPECT_EQ(end("tx", pid, epoch, true, end_v2).error, errc::concurrent_transactions);
-  complete(*last_markers_);
+  complete(m);
   EXPECT_EQ(state_of("tx").producer_epoch, epoch + 1);
   EXPECT_EQ(state_of("tx").last_producer_epoch, epoch);
   // A retry of the commit (the epoch before the bump): success with the
@@ -471,7 +478,7 @@ TEST_F(TxnCoordinatorTest, Version2BumpsTheEpochAtEveryEnd) {
   EXPECT_EQ(b, (answer{errc::ok, pid, static_cast<int16_t>(cur + 1)}));
   ASSERT_TRUE(last_markers_.has_value());
   EXPECT_TRUE(last_markers_->partitions.empty());
-  complete(*last_markers_);
+  complete_last();
   EXPECT_EQ(state_of("tx").state, s::complete_abort);
   // A retried abort answers the same; an epoch older than the retry is fenced.
   EXPECT_EQ(end("tx", pid, cur, false, end_v2), b);
@@ -491,7 +498,7 @@ TEST_F(TxnCoordinatorTest, Version2AbortFromEmpty) {
 TEST_F(TxnCoordinatorTest, Version2RefusesALateEndTxnOfAnEarlierTransaction) {
   auto [pid, epoch] = open("tx", true);
   EXPECT_EQ(end("tx", pid, epoch, false, end_v2).error, errc::ok);  // the first transaction aborts
-  complete(*last_markers_);
+  complete_last();
   const int16_t next = static_cast<int16_t>(epoch + 1);
   EXPECT_EQ(add("tx", pid, next, {{"t", 1}}, 5).error, errc::ok);  // the second transaction is open
   // The first transaction's EndTxn (commit or abort), delayed, arrives now:
@@ -520,9 +527,9 @@ TEST_F(TxnCoordinatorTest, Version2EpochOverflowMovesToANewProducerId) {
   EXPECT_EQ(last_markers_->producer_id, 77);
   EXPECT_EQ(last_markers_->producer_epoch, max_producer_epoch);
   EXPECT_EQ(state_of("tx").next_producer_id, 1000);
+  const markers m = *last_markers_;
   // The new id's next transaction waits for the completion.
   EXPECT_EQ(add("tx", 1000, 0, {{"t", 1}}, 5).error, errc::concurrent_transactions);
-  const markers m = *last_markers_;
   // A crash before the completion: the next coordinator completes it, at the new id.
   reload(1);
   ASSERT_EQ(loaded_markers_.size(), 1u);
@@ -649,6 +656,7 @@ TEST_F(TxnCoordinatorTest, FailedTombstoneKeepsTheId) {
 TEST_F(TxnCoordinatorTest, CrashBetweenPrepareCommitAndCompleteCommitResendsTheMarkers) {
   auto [pid, epoch] = open("tx");
   EXPECT_EQ(end("tx", pid, epoch, true).error, errc::ok);
+  ASSERT_TRUE(last_markers_.has_value());
   const markers before = *last_markers_;
   // The coordinator dies before the markers are all written; another loads
   // the partition at a higher epoch.
@@ -736,6 +744,7 @@ TEST_F(TxnCoordinatorTest, FailedWriteDropsThePendingTransition) {
 TEST_F(TxnCoordinatorTest, FailedCompletionIsRetried) {
   auto [pid, epoch] = open("tx");
   EXPECT_EQ(end("tx", pid, epoch, true).error, errc::ok);
+  ASSERT_TRUE(last_markers_.has_value());
   const markers m = *last_markers_;
   auto w = c_->markers_written(m);
   ASSERT_TRUE(w.ok());
