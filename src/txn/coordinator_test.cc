@@ -291,6 +291,54 @@ TEST_F(TxnCoordinatorTest, InitOnAnOpenTransactionWithVersion1FencesAtTheBumpedE
   EXPECT_EQ(init("tx").producer_epoch, epoch + 2);
 }
 
+TEST_F(TxnCoordinatorTest, Kip360RecoveryOfAnIdThisCoordinatorDoesNotKnow) {
+  // The id expired (or was never here): the producer's old id and epoch
+  // are accepted and it gets a new producer id at epoch 0.
+  answer a = init("tx", 4242, 17);
+  EXPECT_EQ(a, (answer{errc::ok, 1000, 0}));
+  EXPECT_EQ(state_of("tx").last_producer_epoch, no_producer_epoch);
+}
+
+TEST_F(TxnCoordinatorTest, FenceAtTheLastUsableEpochEndsInARotation) {
+  txn_log_value v;
+  v.producer_id = 77;
+  v.producer_epoch = max_producer_epoch - 1;
+  v.timeout_ms = 60'000;
+  v.state = s::ongoing;
+  v.partitions = {{"t", 0}};
+  v.start_ms = clk_.now_ms();
+  seed("tx", v);
+  // The fence takes the largest epoch; no client is ever given it.
+  EXPECT_EQ(init("tx").error, errc::concurrent_transactions);
+  ASSERT_TRUE(last_markers_.has_value());
+  EXPECT_EQ(last_markers_->producer_epoch, max_producer_epoch);
+  complete_last();
+  EXPECT_EQ(state_of("tx").producer_epoch, max_producer_epoch);
+  // The retry finds the epoch exhausted and moves to a new producer id.
+  EXPECT_EQ(init("tx"), (answer{errc::ok, 1000, 0}));
+  // A request claiming the largest epoch cannot push it past the end.
+  EXPECT_EQ(add("tx", 1000, 0, {{"t", 0}}, 5).error, errc::ok);
+  v.producer_id = 1000;
+  v.producer_epoch = max_producer_epoch;
+  v.client_version = txn_version::tv2;
+  seed("tx", v);
+  EXPECT_EQ(end("tx", 1000, max_producer_epoch, false, end_v2), (answer{errc::ok, 1001, 0}));
+  ASSERT_TRUE(last_markers_.has_value());
+  EXPECT_EQ(last_markers_->producer_epoch, max_producer_epoch);
+  complete_last();
+  EXPECT_EQ(state_of("tx").producer_id, 1001);
+  EXPECT_EQ(state_of("tx").producer_epoch, 0);
+}
+
+TEST_F(TxnCoordinatorTest, VerifyAndAddWhileLoading) {
+  c_->begin_load(partition_for("tx", 50), 2);
+  EXPECT_EQ(c_->verify_partitions("tx", 1, 0, {{"t", 0}}).error, errc::coordinator_load_in_progress);
+  EXPECT_EQ(run(c_->add_offsets({"tx", 1, 0, {"__consumer_offsets", 1}, 3})).error,
+            errc::coordinator_load_in_progress);
+  c_->unload(partition_for("tx", 50));
+  EXPECT_EQ(c_->verify_partitions("tx", 1, 0, {{"t", 0}}).partitions.at({"t", 0}), errc::not_coordinator);
+}
+
 // ---- AddPartitionsToTxn, AddOffsetsToTxn, verification -----------------------------------
 
 TEST_F(TxnCoordinatorTest, AddPartitionsErrors) {

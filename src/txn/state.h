@@ -58,7 +58,9 @@ class txn_metadata {
   txn_metadata(std::string transactional_id, txn_log_value durable);
 
   const std::string& transactional_id() const { return id_; }
-  // What the newest applied record says (and, for a new id, its defaults).
+  // What the newest applied record says (for a new id, its defaults; after
+  // a version 0/1 fence whose record failed, with the epoch that fence
+  // bumped in memory, as Kafka keeps it).
   const txn_log_value& durable() const { return v_; }
   txn_state state() const { return v_.state; }
   int64_t producer_id() const { return v_.producer_id; }
