@@ -24,8 +24,12 @@
 //                           of CompleteCommit / CompleteAbort
 //
 // While a write (or the markers of an ending transaction) is in flight the
-// id has a pending transition, and every request for it answers
-// CONCURRENT_TRANSACTIONS (retriable), as Kafka's pendingState does.
+// id has a pending transition, and every request that would change the id
+// answers CONCURRENT_TRANSACTIONS (retriable), as Kafka's pendingState does
+// (a verification, DescribeTransactions and ListTransactions answer from
+// the durable state). An append whose outcome is not known in time (acks=all
+// not reached within the request timeout) is reported as write_failed with
+// errc::unavailable: if the record lands later, the next load replays it.
 //
 // Loading: a partition of __transaction_state is loaded by replay
 // (begin_load, replay of every record in log order, finish_load); until then
@@ -78,9 +82,12 @@ struct coordinator_config {
 };
 
 // The next producer id (metadata/producer_ids.h in a broker), or an error
-// answered as is: errc::coordinator_load_in_progress while a block of ids
-// is being fetched, for instance. May block; called only from
-// init_producer_id and end_txn when a new producer id is due.
+// answered as is. Called with the owner's serialisation held, from
+// init_producer_id and end_txn when a new producer id is due, so it should
+// not block: in a broker, the allocator's try_next, answering
+// errc::coordinator_load_in_progress (retriable) while the next block of
+// ids is fetched elsewhere, as Kafka's coordinator answers when its block
+// runs out.
 using producer_id_source = std::function<result<int64_t>()>;
 
 // A request's answer. producer_id/producer_epoch are set on success of

@@ -485,7 +485,7 @@ TEST_F(TxnCoordinatorTest, LoadedPrepareStateWaitsForItsMarkers) {
   EXPECT_EQ(init("tx").error, errc::concurrent_transactions);
 }
 
-// KAFKA-17754's hazard under transaction versions 0 and 1: a late EndTxn of
+// The late-EndTxn hazard under transaction versions 0 and 1: a late EndTxn of
 // an earlier transaction carries the same producer id and epoch as the open
 // one and cannot be told from it. Kafka 4 commits the open transaction; so
 // does this coordinator. Version 2 (below) refuses it.
