@@ -21,6 +21,8 @@ std::string_view errc_name(errc e) {
     case errc::malformed: return "malformed";
     case errc::unsupported_version: return "unsupported_version";
     case errc::shutting_down: return "shutting_down";
+    case errc::internal_error: return "internal_error";
+    case errc::coordinator_not_available: return "coordinator_not_available";
     case errc::unsupported_compression: return "unsupported_compression";
     case errc::record_list_too_large: return "record_list_too_large";
     case errc::invalid_topic: return "invalid_topic";

@@ -37,6 +37,7 @@ enum class errc : int16_t {
   invalid_replication_factor,  // a replication factor this cluster cannot meet
   policy_violation,   // allowed by Kafka, refused by this broker's limits
   not_coordinator,    // this broker does not (or no longer) coordinate the group's __consumer_offsets partition
+  coordinator_not_available,  // the coordinator cannot write its records now (too few replicas, a write timed out); retriable
   invalid_replica_assignment,  // an explicit replica assignment that names no, unknown or repeated brokers
   not_controller,     // this broker is not the controller, or its view of a partition is older than the requester's
   fenced_leader_epoch,     // a leader epoch older than the current one, or a requester that does not lead
@@ -68,6 +69,10 @@ enum class errc : int16_t {
   unsupported_version,
   // Shutdown.
   shutting_down,
+  // A failure of this broker that no more precise code names (Kafka's
+  // UNKNOWN_SERVER_ERROR), such as a coordinator record the log refuses
+  // as too large.
+  internal_error,
 };
 
 std::string_view errc_name(errc e);

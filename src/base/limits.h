@@ -420,6 +420,44 @@ inline constexpr size_t group_replay_read_bytes = 1 << 20;
 // the initial rebalance delay); timeouts fire up to this late.
 inline constexpr int64_t tick_interval_ms = 50;
 
+// ---- Transactions (txn/) --------------------------------------------------
+// Kafka's defaults for the transaction coordinator's settings, and the fixed
+// bounds on what client input can make it hold in memory and write in one
+// record of __transaction_state.
+// transaction.state.log.num.partitions.
+inline constexpr int32_t default_transaction_state_partitions = 50;
+// transaction.max.timeout.ms: the longest transaction.timeout.ms a producer
+// may ask for (15 minutes).
+inline constexpr int32_t default_transaction_max_timeout_ms = 900'000;
+// transactional.id.expiration.ms: an id idle this long (no transaction open)
+// is removed (7 days).
+inline constexpr int64_t default_transactional_id_expiration_ms = 7ll * 24 * 3600 * 1000;
+// transaction.abort.timed.out.transaction.cleanup.interval.ms: how often
+// transactions past their timeout are looked for and aborted.
+inline constexpr int64_t default_transaction_abort_interval_ms = 10'000;
+// transaction.remove.expired.transaction.cleanup.interval.ms: how often idle
+// transactional ids are looked for and removed.
+inline constexpr int64_t default_transactional_id_removal_interval_ms = 3'600'000;
+// Transactional ids one broker's coordinator holds over all its partitions
+// of __transaction_state (Kafka has no bound). A new id beyond it is refused
+// (POLICY_VIOLATION); ids of replayed records always load.
+inline constexpr size_t max_transactional_ids = 100'000;
+// A transactional id; Kafka has no bound, but ours must fit the int16-length
+// string of the record key with room to spare.
+inline constexpr size_t max_transactional_id_bytes = 2048;
+// Partitions in one transaction (Kafka has no bound). With topic names of
+// at most 249 bytes one transaction record stays under
+// transaction_state_max_message_bytes.
+inline constexpr size_t max_partitions_per_transaction = 10'000;
+// max.message.bytes of __transaction_state: one record of a transaction at
+// max_partitions_per_transaction, every partition in its own topic of the
+// longest name (about 2.6 MB), fits.
+inline constexpr int32_t transaction_state_max_message_bytes = 4 * 1024 * 1024;
+// Tombstones one pass of transactional-id expiry writes (all partitions
+// together); the rest wait for the next pass, so one pass cannot build an
+// unbounded batch.
+inline constexpr size_t max_expired_transactional_ids_per_pass = 10'000;
+
 // ---- Configuration bounds (config/schema.cc) --------------------------------
 // Upper bounds on settings an operator may raise, so that no setting can make
 // a structure grow without limit.

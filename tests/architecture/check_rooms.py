@@ -20,7 +20,7 @@ FLOORS = [
     ["partition"],
     ["replication"],
     ["metadata"],
-    ["maintenance", "group"],
+    ["maintenance", "group", "txn"],
     ["kafka"],
     ["broker"],
     ["cli", "sim"],
