@@ -371,6 +371,12 @@ inline constexpr size_t max_aborted_txns_per_fetch = 1'000;
 // before it answers the coordinator REQUEST_TIMED_OUT (Kafka's
 // request.timeout.ms default); the coordinator then writes it again.
 inline constexpr int64_t txn_marker_commit_timeout_ms = 30'000;
+// How soon a transaction marker that could not be written (its partition's
+// leader moving, not reachable) is tried again.
+inline constexpr int64_t txn_marker_retry_ms = 500;
+// The transaction service thread's wake-up when idle: marker retries and
+// the coordinator's timers are checked this often.
+inline constexpr int64_t txn_service_tick_ms = 100;
 
 // ---- Topics (broker/) -----------------------------------------------------
 // Kafka's limit on a topic name's length. "<topic>-<partition>" does not

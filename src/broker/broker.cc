@@ -30,7 +30,9 @@
 #include "metadata/partition_manager.h"
 #include "metrics/http_endpoint.h"
 #include "net/server.h"
+#include "protocol/raw_client.h"
 #include "storage/log_manager.h"
+#include "txn/service.h"
 
 namespace sluice::broker {
 
@@ -133,6 +135,9 @@ struct broker::impl {
   // Declared before groups so it outlives the coordinator that calls it.
   std::unique_ptr<retention_watch> watch;
   std::unique_ptr<group::service> groups;
+  // The transaction coordinator (after groups: its markers on
+  // __consumer_offsets reach the group coordinator).
+  std::unique_ptr<txn::service> txns;
   kafka::delayed_ops delayed{clk};
   kafka::fetch_session_cache fetch_sessions;
   metrics::request_metrics requests;
@@ -183,6 +188,45 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   auto cp = cluster::control_plane::start(*i.etcd, i.clk, o);
   if (!cp.ok()) return error{cp.code(), "joining the cluster in etcd (" + eo.endpoints + "): " + cp.err().message};
   return std::move(cp).value();
+}
+
+// Writes a transaction's markers at another broker that leads their
+// partitions (WriteTxnMarkers, answered once committed there). A partition
+// whose answer does not come is reported unavailable: the service tries it
+// again.
+txn::service::remote_markers_fn send_markers_to(const cluster::metadata_cache& md) {
+  return [&md](int32_t leader, const txn::markers& m, const std::vector<txn::topic_partition>& tps) {
+    std::map<txn::topic_partition, errc> out;
+    for (const auto& tp : tps) out[tp] = errc::unavailable;
+    auto b = md.broker(leader);
+    if (!b) return out;
+    auto conn = protocol::raw_connection::connect(b->host + ":" + std::to_string(b->port),
+                                                  std::chrono::milliseconds(limits::txn_marker_commit_timeout_ms),
+                                                  "sluice-txn-markers");
+    if (!conn.ok()) return out;
+    protocol::write_txn_markers_request req;
+    auto& wm = req.markers.emplace_back();
+    wm.producer_id = m.producer_id;
+    wm.producer_epoch = m.producer_epoch;
+    wm.transaction_result = m.type == txn::marker_type::commit;
+    wm.coordinator_epoch = m.coordinator_epoch;
+    for (const auto& tp : tps) {
+      if (wm.topics.empty() || wm.topics.back().name != tp.topic) wm.topics.emplace_back().name = tp.topic;
+      wm.topics.back().partition_indexes.push_back(tp.partition);
+    }
+    auto r = conn->call<protocol::write_txn_markers_response>(req, 1);
+    if (!r.ok()) return out;
+    for (const auto& mr : r->markers)
+      for (const auto& t : mr.topics)
+        for (const auto& p : t.partitions) {
+          errc e = errc::unavailable;
+          if (p.error_code == kafka::to_wire(kafka::error_code::none)) e = errc::ok;
+          if (p.error_code == kafka::to_wire(kafka::error_code::invalid_producer_epoch)) e = errc::invalid_producer_epoch;
+          if (p.error_code == kafka::to_wire(kafka::error_code::transaction_coordinator_fenced)) e = errc::coordinator_fenced;
+          out[{t.name, p.partition_index}] = e;
+        }
+    return out;
+  };
 }
 
 // Follows the cluster's metadata (logs, states, brokers) and registers
@@ -349,6 +393,12 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   });
   i->watch->start();
   i->groups->start();
+  // The transaction coordinator replays __transaction_state on its own
+  // thread, as the group coordinator does __consumer_offsets.
+  SLUICE_ASSIGN_OR_RETURN(i->txns, txn::service::open(*i->partitions, i->clk, *cfg));
+  i->partitions->on_role_change([t = i->txns.get()](const std::string& topic, int32_t p, bool leads) {
+    if (topic == txn::transaction_state_topic) t->on_leadership(p, leads);
+  });
 
   i->metadata = std::make_unique<cluster::metadata_cache>(i->partitions->store(), i->partitions->replicas(),
                                                                cfg->node_id, cluster_id);
@@ -361,6 +411,9 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.fetch_sessions = &i->fetch_sessions;
   i->svc.requests = &i->requests;
   i->svc.groups = &i->groups->coordinator();
+  i->svc.txn = i->txns.get();
+  if (i->control) i->txns->set_remote_markers(send_markers_to(*i->metadata));
+  i->txns->start();
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
   i->svc.control = i->control.get();
@@ -448,6 +501,7 @@ status broker::stop() {
     // below: the coordinator must stop answering from what it holds now,
     // before the others elect new leaders and take commits.
     impl_->groups->resign();
+    impl_->txns->resign();
     impl_->control->shutdown().ignore();  // a failure is logged there
     // Leadership has moved on: stop copying from the leaders.
     impl_->partitions->replicas().stop_replication();
@@ -459,6 +513,7 @@ status broker::stop() {
   impl_->groups->coordinator().unload();
   impl_->server->stop();
   impl_->delayed.stop();
+  impl_->txns->stop();
   impl_->groups->stop();
   impl_->watch->stop();
   impl_->maintenance->stop();

@@ -1829,12 +1829,15 @@ TEST_F(BrokerTest, FindCoordinatorV4AnswersEveryKeyOnItsOwn) {
   EXPECT_EQ(resp.coordinators[0].key, "orders-group");
   EXPECT_EQ(resp.coordinators[1].error_code, 24);  // INVALID_GROUP_ID
   EXPECT_EQ(resp.coordinators[1].node_id, -1);
-  // Transaction coordinators are not served yet, per key as well.
+  // Transaction coordinators, per key as well: this broker leads every
+  // partition of __transaction_state; an empty id is refused.
   req.key_type = 1;
-  req.coordinator_keys = {"txn-1"};
+  req.coordinator_keys = {"txn-1", ""};
   auto txn = c.call<protocol::find_coordinator_response>(req, 5);
-  ASSERT_EQ(txn.coordinators.size(), 1u);
-  EXPECT_EQ(txn.coordinators[0].error_code, 53);  // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  ASSERT_EQ(txn.coordinators.size(), 2u);
+  EXPECT_EQ(txn.coordinators[0].error_code, 0);
+  EXPECT_EQ(txn.coordinators[0].port, b_->port());
+  EXPECT_EQ(txn.coordinators[1].error_code, 42);  // INVALID_REQUEST
   // One key, as v3 and older ask.
   protocol::find_coordinator_request one;
   one.key = "orders-group";

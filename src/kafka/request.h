@@ -35,6 +35,9 @@ class partition_manager;
 namespace sluice::group {
 class coordinator;
 }
+namespace sluice::txn {
+class service;
+}
 namespace sluice::io {
 class filesystem;
 }
@@ -59,6 +62,7 @@ struct services {
   fetch_session_cache* fetch_sessions = nullptr;
   metrics::request_metrics* requests = nullptr;  // null: not counted
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
+  txn::service* txn = nullptr;  // null: transactional ids answer COORDINATOR_NOT_AVAILABLE
   io::filesystem* fs = nullptr;          // for disk space (DescribeLogDirs); null: not reported
   int32_t node_id = 0;  // this broker (config resources name it)
   // This broker's part in a cluster's control plane; null on a single

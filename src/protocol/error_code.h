@@ -59,6 +59,7 @@ enum class error_code : int16_t {
   concurrent_transactions = 51,
   transaction_coordinator_fenced = 52,
   transactional_id_authorization_failed = 53,
+  operation_not_attempted = 55,
   kafka_storage_error = 56,
   unknown_producer_id = 59,
   non_empty_group = 68,
@@ -176,6 +177,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(unknown_topic_id, "UNKNOWN_TOPIC_ID")
     SLUICE_NAME(inconsistent_topic_id, "INCONSISTENT_TOPIC_ID")
     SLUICE_NAME(transactional_id_not_found, "TRANSACTIONAL_ID_NOT_FOUND")
+    SLUICE_NAME(operation_not_attempted, "OPERATION_NOT_ATTEMPTED")
     SLUICE_NAME(transaction_abortable, "TRANSACTION_ABORTABLE")
     SLUICE_NAME(fetch_session_topic_id_error, "FETCH_SESSION_TOPIC_ID_ERROR")
     SLUICE_NAME(ineligible_replica, "INELIGIBLE_REPLICA")

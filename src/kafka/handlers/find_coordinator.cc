@@ -2,9 +2,9 @@
 // partition of __consumer_offsets (one broker leads them all on a single
 // node; in a cluster the controller spreads them). v0-3
 // ask for one key; v4+ for several (KIP-699), each answered on its own.
-// Transaction coordinators (key_type 1) come with transactions; v5 only
-// adds TRANSACTION_ABORTABLE, which is never answered; v6 (share groups,
-// key_type 2) is not served.
+// A transactional id's coordinator (key_type 1) is the broker leading its
+// partition of __transaction_state. v5 only adds TRANSACTION_ABORTABLE,
+// which is never answered; v6 (share groups, key_type 2) is not served.
 
 #include "group/coordinator.h"
 #include "group/records.h"
@@ -12,6 +12,7 @@
 #include "kafka/handlers/handlers.h"
 #include "metadata/control_plane.h"
 #include "metadata/metadata_cache.h"
+#include "txn/records.h"
 
 namespace sluice::kafka {
 
@@ -25,12 +26,23 @@ struct lookup {
 
 // The answer for one key: this broker, or why not.
 lookup find(const request& req, int8_t key_type, const std::string& key) {
+  if (key_type != 0 && key_type != 1) return {error_code::invalid_request, "unknown key type"};
   if (key_type == 1) {
-    // Fatal for the client, as InitProducerId answers transactional ids,
-    // rather than a retriable code it would retry until it times out.
-    return {error_code::transactional_id_authorization_failed, "transactions are not supported yet"};
+    // A transactional id's coordinator: the leader of its partition of
+    // __transaction_state.
+    if (key.empty()) return {error_code::invalid_request, "empty transactional id"};
+    if (!req.svc->txn) return {error_code::coordinator_not_available, "no transaction coordinator"};
+    if (req.svc->control && !req.svc->control->view_trusted())
+      return {error_code::coordinator_not_available, "this broker's view of the cluster is not current"};
+    const cluster::metadata_cache& md = *req.svc->metadata;
+    auto state = md.topic(std::string(txn::transaction_state_topic));
+    if (!state) return {error_code::coordinator_not_available, "__transaction_state does not exist yet"};
+    const int32_t p = txn::partition_for(key, state->partitions);
+    const auto l = md.leadership(*state, p);
+    if (!l.has_leader)
+      return {error_code::coordinator_not_available, "__transaction_state-" + std::to_string(p) + " has no leader"};
+    return {error_code::none, {}, l.leader_id};
   }
-  if (key_type != 0) return {error_code::invalid_request, "unknown key type"};
   if (key.empty()) return {error_code::invalid_group_id, "empty group id"};
   if (!req.svc->groups) return {error_code::coordinator_not_available, "no group coordinator"};
   // A broker back from a pause or a cut that outlasted its session would

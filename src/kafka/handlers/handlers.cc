@@ -53,6 +53,9 @@ constexpr api_handler table[] = {
     serve<protocol::describe_topic_partitions_request>(handle_describe_topic_partitions),
     serve<protocol::elect_leaders_request>(handle_elect_leaders),
     serve<protocol::write_txn_markers_request>(handle_write_txn_markers),
+    serve<protocol::add_partitions_to_txn_request>(handle_add_partitions_to_txn),
+    serve<protocol::add_offsets_to_txn_request>(handle_add_offsets_to_txn),
+    serve<protocol::end_txn_request>(handle_end_txn),
 };
 
 }  // namespace

@@ -33,6 +33,9 @@ void handle_describe_cluster(request req);
 void handle_describe_log_dirs(request req);
 void handle_describe_producers(request req);
 void handle_write_txn_markers(request req);
+void handle_add_partitions_to_txn(request req);
+void handle_add_offsets_to_txn(request req);
+void handle_end_txn(request req);
 void handle_describe_topic_partitions(request req);
 void handle_elect_leaders(request req);
 // Consumer groups (group/coordinator.h).

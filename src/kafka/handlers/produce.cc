@@ -31,6 +31,7 @@
 #include "kafka/pending_answer.h"
 #include "metadata/control_plane.h"
 #include "metadata/partition_manager.h"
+#include "txn/service.h"
 #include "model/record_batch.h"
 
 namespace sluice::kafka {
@@ -46,6 +47,41 @@ std::span<std::byte> mutable_view(request& req, std::span<const uint8_t> v) {
   auto* base = reinterpret_cast<const uint8_t*>(req.frame.data());
   size_t off = static_cast<size_t>(v.data() - base);
   return {req.frame.data() + off, v.size()};
+}
+
+}  // namespace
+
+namespace {
+
+// KIP-890 part 1: asks the producer's transaction coordinator whether
+// `topic`-`p` is in the producer's ongoing transaction. NONE when it is (or
+// the batch is not transactional: the partition refuses a transactional
+// one it is not told about). The coordinator's own trouble (not here,
+// loading, completing the last transaction) is NOT_ENOUGH_REPLICAS, which
+// every client retries, as Kafka answers; a partition outside the
+// transaction is TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE
+// before.
+error_code verify_transaction(const services& svc, const std::string& transactional_id, const std::string& topic,
+                              int32_t p, std::span<const uint8_t> records, int16_t version) {
+  auto h = model::batch::read_header(records);
+  if (!h.ok() || !h->is_transactional()) return error_code::none;
+  if (!svc.txn) return error_code::not_enough_replicas;
+  auto v = svc.txn->verify(transactional_id, h->producer_id, h->producer_epoch, {{topic, p}});
+  switch (v.error) {
+    case errc::ok: break;
+    case errc::not_coordinator:
+    case errc::coordinator_load_in_progress:
+    case errc::coordinator_not_available:
+    case errc::concurrent_transactions: return error_code::not_enough_replicas;
+    default: return to_kafka_error(v.error);
+  }
+  for (const auto& [tp, e] : v.partitions) {
+    if (e == errc::ok) continue;
+    if (e == errc::transaction_abortable)
+      return version >= 11 ? error_code::transaction_abortable : error_code::invalid_txn_state;
+    return to_kafka_error(e);
+  }
+  return error_code::none;
 }
 
 }  // namespace
@@ -93,10 +129,6 @@ void handle_produce(request req) {
         set_error(error_code::invalid_required_acks, "acks must be -1, 0 or 1");
         continue;
       }
-      if (body->transactional_id) {
-        set_error(error_code::transactional_id_authorization_failed, "transactions are not supported yet");
-        continue;
-      }
       if (cluster::is_internal_topic(td.name)) {
         // As Kafka: only the broker writes its internal topics.
         set_error(error_code::invalid_topic_exception, "cannot append to internal topic " + td.name);
@@ -123,10 +155,22 @@ void handle_produce(request req) {
           continue;
         }
       }
+      // A transactional batch goes in only once the producer's transaction
+      // coordinator says this partition is in its ongoing transaction
+      // (KIP-890 part 1).
+      bool verified = false;
+      if (body->transactional_id) {
+        auto e = verify_transaction(svc, *body->transactional_id, td.name, pd.index, pd.records.view(), req.version());
+        if (e != error_code::none) {
+          set_error(e, "the transaction coordinator did not confirm this partition in the producer's transaction");
+          continue;
+        }
+        verified = true;
+      }
       // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
       // read it back, so it is refused from them.
       auto out = part->append(mutable_view(req, pd.records.view()), now, /*wake_readers=*/false,
-                              /*zstd_allowed=*/req.version() >= 7);
+                              /*zstd_allowed=*/req.version() >= 7, verified);
       pr.log_start_offset = part->log_start_offset().value();
       if (out.error == errc::ok && !out.duplicate) appended.emplace_back(part, out.hw_moved);
       if (out.error != errc::ok) {

@@ -1,0 +1,140 @@
+// The transactional producer's requests to its transaction coordinator
+// (docs/transactions.md): AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-4 and
+// EndTxn v0-4, each handed to txn::service, which answers once the
+// coordinator's record is durable. InitProducerId with a transactional id
+// is in init_producer_id.cc, FindCoordinator's key type 1 in
+// find_coordinator.cc. Errors are the coordinator's, mapped once
+// (to_kafka_error): NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// CONCURRENT_TRANSACTIONS, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH,
+// INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE.
+
+#include <memory>
+
+#include "group/records.h"
+#include "kafka/dispatcher.h"
+#include "kafka/handlers/handlers.h"
+#include "metadata/partition_manager.h"
+#include "txn/service.h"
+
+namespace sluice::kafka {
+
+namespace {
+
+// A request answered from the transaction service's callback, which may run
+// on another thread.
+template <class Resp>
+struct deferred {
+  request req;
+  Resp resp;
+};
+
+}  // namespace
+
+void handle_add_partitions_to_txn(request req) {
+  auto body = decode_body<protocol::add_partitions_to_txn_request>(req);
+  if (!body) return;
+  auto d = std::make_shared<deferred<protocol::add_partitions_to_txn_response>>();
+  // Kafka's rule: if any partition is unknown, none is added; the unknown
+  // ones say why, the others OPERATION_NOT_ATTEMPTED.
+  txn::partition_set wanted;
+  bool unknown = false;
+  for (const auto& t : body->v3_and_below_topics) {
+    auto topic = req.svc->partitions->topic(t.name);
+    for (int32_t p : t.partitions) {
+      if (!topic || p < 0 || p >= topic->partitions || cluster::is_internal_topic(t.name)) unknown = true;
+      wanted.insert({t.name, p});
+    }
+  }
+  auto fill = [d, &body](auto code_of) {
+    for (const auto& t : body->v3_and_below_topics) {
+      auto& tr = d->resp.results_by_topic_v3_and_below.emplace_back();
+      tr.name = t.name;
+      for (int32_t p : t.partitions) {
+        auto& pr = tr.results_by_partition.emplace_back();
+        pr.partition_index = p;
+        pr.partition_error_code = code_of(t.name, p);
+      }
+    }
+  };
+  if (!req.svc->txn || unknown) {
+    auto& pm = *req.svc->partitions;
+    const bool no_coordinator = !req.svc->txn;
+    fill([&](const std::string& name, int32_t p) {
+      if (no_coordinator) return to_wire(error_code::coordinator_not_available);
+      auto topic = pm.topic(name);
+      if (!topic || p < 0 || p >= topic->partitions) return to_wire(error_code::unknown_topic_or_partition);
+      if (cluster::is_internal_topic(name)) return to_wire(error_code::invalid_topic_exception);
+      return to_wire(error_code::operation_not_attempted);
+    });
+    req.respond(d->resp);
+    return;
+  }
+  txn::add_partitions_request r;
+  r.transactional_id = body->v3_and_below_transactional_id;
+  r.producer_id = body->v3_and_below_producer_id;
+  r.producer_epoch = body->v3_and_below_producer_epoch;
+  r.partitions = std::move(wanted);
+  r.api_version = req.version();
+  auto topics = std::move(body->v3_and_below_topics);
+  d->req = std::move(req);
+  auto* svc = d->req.svc->txn;
+  svc->add_partitions(r, [d, topics = std::move(topics)](const txn::answer& a) {
+    for (const auto& t : topics) {
+      auto& tr = d->resp.results_by_topic_v3_and_below.emplace_back();
+      tr.name = t.name;
+      for (int32_t p : t.partitions) {
+        auto& pr = tr.results_by_partition.emplace_back();
+        pr.partition_index = p;
+        pr.partition_error_code = to_wire(to_kafka_error(a.error));
+      }
+    }
+    d->req.respond(d->resp);
+  });
+}
+
+void handle_add_offsets_to_txn(request req) {
+  auto body = decode_body<protocol::add_offsets_to_txn_request>(req);
+  if (!body) return;
+  auto d = std::make_shared<deferred<protocol::add_offsets_to_txn_response>>();
+  auto offsets = req.svc->partitions->topic(std::string(group::offsets_topic));
+  if (!req.svc->txn || !offsets) {
+    d->resp.error_code = to_wire(error_code::coordinator_not_available);
+    req.respond(d->resp);
+    return;
+  }
+  txn::add_offsets_request r;
+  r.transactional_id = body->transactional_id;
+  r.producer_id = body->producer_id;
+  r.producer_epoch = body->producer_epoch;
+  r.offsets_partition = {std::string(group::offsets_topic), group::partition_for(body->group_id, offsets->partitions)};
+  r.api_version = req.version();
+  d->req = std::move(req);
+  d->req.svc->txn->add_offsets(r, [d](const txn::answer& a) {
+    d->resp.error_code = to_wire(to_kafka_error(a.error));
+    d->req.respond(d->resp);
+  });
+}
+
+void handle_end_txn(request req) {
+  auto body = decode_body<protocol::end_txn_request>(req);
+  if (!body) return;
+  auto d = std::make_shared<deferred<protocol::end_txn_response>>();
+  if (!req.svc->txn) {
+    d->resp.error_code = to_wire(error_code::coordinator_not_available);
+    req.respond(d->resp);
+    return;
+  }
+  txn::end_txn_request r;
+  r.transactional_id = body->transactional_id;
+  r.producer_id = body->producer_id;
+  r.producer_epoch = body->producer_epoch;
+  r.commit = body->committed;
+  r.api_version = req.version();
+  d->req = std::move(req);
+  d->req.svc->txn->end_txn(r, [d](const txn::answer& a) {
+    d->resp.error_code = to_wire(to_kafka_error(a.error));
+    d->req.respond(d->resp);
+  });
+}
+
+}  // namespace sluice::kafka

@@ -1,0 +1,401 @@
+#include "txn/service.h"
+
+#include <chrono>
+#include <future>
+
+#include "base/limits.h"
+#include "base/log.h"
+#include "config/broker_config.h"
+#include "metadata/partition_manager.h"
+#include "protocol/records/record_batch.h"
+
+namespace sluice::txn {
+
+namespace {
+
+const std::string kTopic(transaction_state_topic);
+constexpr std::string_view kOffsetsTopic = "__consumer_offsets";
+
+}  // namespace
+
+// Writes the coordinator's records to __transaction_state with acks=all, one
+// batch per write, and reads a partition's records back for a load.
+class service::state_log {
+ public:
+  state_log(cluster::partition_manager& partitions, sluice::clock& clk) : partitions_(partitions), clk_(clk) {}
+
+  // `done` runs once: at once on a refused append, else when the acks=all
+  // rule has answered (on whichever thread that is).
+  void append(const write& w, std::function<void(status)> done) {
+    auto part = partitions_.get(kTopic, w.ref.partition);
+    if (!part) {
+      done(status(errc::not_coordinator, kTopic + "-" + std::to_string(w.ref.partition) + " is not here"));
+      return;
+    }
+    if (const errc e = part->check_min_insync(); e != errc::ok) {
+      done(status(e, kTopic + "-" + std::to_string(w.ref.partition) + " has too few in-sync replicas"));
+      return;
+    }
+    protocol::records::record_input r;
+    r.key = w.key;
+    r.value = w.value;
+    r.timestamp_ms = clk_.now_ms();
+    auto batch = protocol::records::build_batch({}, std::span<const protocol::records::record_input>(&r, 1));
+    if (!batch.ok()) {
+      done(batch.err());
+      return;
+    }
+    auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
+    auto outcome = part->append(bytes, clk_.now_ms());
+    if (outcome.error != errc::ok) {
+      done(status(outcome.error, "appending to " + kTopic + "-" + std::to_string(w.ref.partition) + ": " +
+                                     outcome.message));
+      return;
+    }
+    part->on_committed(outcome.last,
+                       [part, done = std::move(done)](const status& s) { done(part->acks_all_outcome(s)); });
+  }
+
+  // Every record of partition `p` in log order, to `fn(key, value)`.
+  status read(int32_t p, const std::function<void(std::span<const uint8_t>, std::optional<std::span<const uint8_t>>)>& fn,
+              const std::function<bool()>& stopping) {
+    auto part = partitions_.get(kTopic, p);
+    if (!part) return {};
+    offset o = part->log_start_offset();
+    const offset end = part->log_end_offset();
+    while (o < end) {
+      if (stopping()) return status(errc::shutting_down, "the transaction service is stopping");
+      SLUICE_ASSIGN_OR_RETURN(auto bytes, part->read_bytes(o, limits::group_replay_read_bytes));
+      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      auto batches = protocol::records::split_batches(data);
+      if (!batches.ok() || batches->empty()) return status(errc::corrupt_data, "unreadable batches at " + std::to_string(o.value()));
+      for (const auto& b : *batches) {
+        SLUICE_ASSIGN_OR_RETURN(auto decoded, protocol::records::decode_batch(b));
+        o = offset(decoded.header.last_offset() + 1);
+        if (decoded.header.is_control()) continue;
+        for (const auto& r : decoded.records)
+          if (r.key) fn(*r.key, r.value);
+      }
+    }
+    return {};
+  }
+
+ private:
+  cluster::partition_manager& partitions_;
+  sluice::clock& clk_;
+};
+
+result<std::unique_ptr<service>> service::open(cluster::partition_manager& partitions, sluice::clock& clk,
+                                               const config::broker_config& /*cfg*/) {
+  coordinator_config ccfg;
+  if (auto t = partitions.topic(kTopic)) {
+    ccfg.num_partitions = t->partitions;
+  } else if (partitions.store().follows_controller()) {
+    SLUICE_LOG_INFO("{} does not exist yet: transactional ids are answered COORDINATOR_NOT_AVAILABLE", kTopic);
+  } else {
+    std::vector<config::config_entry> configs = {
+        {"cleanup.policy", "compact"},
+        {"max.message.bytes", std::to_string(limits::transaction_state_max_message_bytes)},
+    };
+    if (auto e = partitions.create_topic(kTopic, ccfg.num_partitions, 1, configs, false)) {
+      if (e->code != errc::already_exists) return error{errc::io_error, "creating " + kTopic + ": " + e->message};
+    }
+  }
+  return std::unique_ptr<service>(new service(partitions, clk, ccfg));
+}
+
+service::service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg)
+    : partitions_(partitions),
+      cluster_(partitions.store().follows_controller()),
+      clk_(clk),
+      cfg_(cfg),
+      log_(std::make_unique<state_log>(partitions, clk)) {
+  coord_ = std::make_unique<coordinator>(cfg_, clk_, [&partitions]() -> result<int64_t> {
+    auto& ids = partitions.producer_ids();
+    if (auto id = ids.try_next()) return *id;
+    return ids.next();
+  });
+}
+
+service::~service() { stop(); }
+
+int32_t service::partition_for(std::string_view transactional_id) const {
+  return coord_->partition_for(transactional_id);
+}
+int32_t service::num_partitions() const { return cfg_.num_partitions; }
+
+void service::start() { thread_ = std::thread([this] { run(); }); }
+
+void service::stop() {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard g(mu_);
+  queue_.clear();
+}
+
+bool service::stopping() {
+  std::lock_guard g(mu_);
+  return stopping_;
+}
+
+void service::post(std::function<void()> fn) {
+  {
+    std::lock_guard g(mu_);
+    if (stopping_) return;
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void service::on_leadership(int32_t p, bool leads) {
+  if (!cluster_ || p < 0 || p >= cfg_.num_partitions) return;
+  if (!leads) {
+    std::lock_guard g(coord_mu_);
+    coord_->unload(p);
+    return;
+  }
+  post([this, p] { load_partition(p); });
+}
+
+void service::resign() {
+  if (!cluster_) return;
+  std::lock_guard g(coord_mu_);
+  for (int32_t p = 0; p < cfg_.num_partitions; ++p) coord_->unload(p);
+}
+
+void service::load_partition(int32_t p) {
+  auto part = partitions_.get(kTopic, p);
+  if (!part || !part->is_leader()) return;
+  {
+    std::lock_guard g(coord_mu_);
+    coord_->begin_load(p, part->epoch().value());
+  }
+  size_t records = 0;
+  auto s = log_->read(
+      p,
+      [&](std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value) {
+        std::lock_guard g(coord_mu_);
+        ++records;
+        if (auto r = coord_->replay(p, key, value); !r.ok())
+          SLUICE_LOG_WARN("transaction coordinator: {}-{}: record skipped: {}", kTopic, p, r.err().message);
+      },
+      [this] { return stopping(); });
+  if (!s.ok()) {
+    SLUICE_LOG_ERROR("transaction coordinator: loading {}-{}: {}", kTopic, p, s.err().message);
+    std::lock_guard g(coord_mu_);
+    coord_->unload(p);
+    return;
+  }
+  std::lock_guard g(coord_mu_);
+  auto pending = coord_->finish_load(p);
+  for (auto& m : pending) start_markers_locked(std::move(m));
+  if (records > 0 || !pending.empty())
+    SLUICE_LOG_INFO("transaction coordinator: loaded {}-{} ({} records, {} transactions completing)", kTopic, p,
+                    records, pending.size());
+}
+
+void service::init_producer_id(const init_producer_id_request& req, reply_fn reply) {
+  std::lock_guard g(coord_mu_);
+  apply_locked(coord_->init_producer_id(req), std::move(reply));
+}
+
+void service::add_partitions(const add_partitions_request& req, reply_fn reply) {
+  std::lock_guard g(coord_mu_);
+  apply_locked(coord_->add_partitions(req), std::move(reply));
+}
+
+void service::add_offsets(const add_offsets_request& req, reply_fn reply) {
+  std::lock_guard g(coord_mu_);
+  apply_locked(coord_->add_offsets(req), std::move(reply));
+}
+
+void service::end_txn(const end_txn_request& req, reply_fn reply) {
+  std::lock_guard g(coord_mu_);
+  apply_locked(coord_->end_txn(req), std::move(reply));
+}
+
+verify_answer service::verify(const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
+                              const partition_set& partitions) {
+  std::lock_guard g(coord_mu_);
+  return coord_->verify_partitions(transactional_id, producer_id, producer_epoch, partitions);
+}
+
+describe_answer service::describe(const std::string& transactional_id) {
+  std::lock_guard g(coord_mu_);
+  return coord_->describe(transactional_id);
+}
+
+list_answer service::list(const list_filter& filter) {
+  std::lock_guard g(coord_mu_);
+  return coord_->list(filter);
+}
+
+void service::apply_locked(decision d, reply_fn reply) {
+  if (!d.to_write) {
+    if (reply) reply(d.now);
+    return;
+  }
+  append_locked(std::move(*d.to_write), std::move(reply));
+}
+
+void service::append_locked(write w, reply_fn reply) {
+  const write_ref ref = w.ref;
+  log_->append(w, [this, ref, reply = std::move(reply)](status s) mutable {
+    post([this, ref, s = std::move(s), reply = std::move(reply)] { on_written(ref, s, reply); });
+  });
+}
+
+void service::on_written(const write_ref& ref, const status& s, const reply_fn& reply) {
+  std::lock_guard g(coord_mu_);
+  const auto completing = completions_.find(ref.id);
+  std::optional<markers> completed;
+  if (completing != completions_.end()) {
+    completed = std::move(completing->second);
+    completions_.erase(completing);
+  }
+  if (s.ok()) {
+    auto done = coord_->written(ref);
+    if (reply) reply(done.reply);
+    if (done.to_send) start_markers_locked(std::move(*done.to_send));
+    return;
+  }
+  SLUICE_LOG_WARN("transaction coordinator: writing {}'s record to {}-{}: {}", ref.transactional_id, kTopic,
+                  ref.partition, s.err().message);
+  auto failed = coord_->write_failed(ref, s.code());
+  if (reply) reply(failed.reply);
+  if (failed.retry_completion && completed) {
+    // The markers are written; the completion record is tried again later.
+    marker_job job;
+    job.m = std::move(*completed);
+    job.due_ms = clk_.monotonic_ms() + limits::txn_marker_retry_ms;
+    jobs_.push_back(std::move(job));
+  }
+}
+
+void service::start_markers_locked(markers m) {
+  marker_job job;
+  job.left.insert(m.partitions.begin(), m.partitions.end());
+  job.m = std::move(m);
+  job.due_ms = 0;
+  jobs_.push_back(std::move(job));
+  post([this] { run_markers(); });
+}
+
+void service::run_markers() {
+  std::deque<marker_job> due;
+  {
+    std::lock_guard g(coord_mu_);
+    const int64_t now = clk_.monotonic_ms();
+    std::deque<marker_job> later;
+    for (auto& j : jobs_) (j.due_ms <= now ? due : later).push_back(std::move(j));
+    jobs_.swap(later);
+  }
+  if (due.empty()) return;
+  for (auto& job : due) {
+    const bool commit = job.m.type == marker_type::commit;
+    // Local leaders first: append every marker, then wait for them together.
+    struct waiting {
+      topic_partition tp;
+      std::shared_ptr<std::promise<status>> done;
+    };
+    std::vector<waiting> waits;
+    std::map<int32_t, std::vector<topic_partition>> remote;
+    for (const auto& tp : job.left) {
+      auto part = partitions_.get(tp.topic, tp.partition);
+      if (!part) {
+        // Gone with its topic: nothing to end there.
+        if (!partitions_.topic(tp.topic)) waits.push_back({tp, nullptr});
+        continue;
+      }
+      if (!part->is_leader()) {
+        if (auto st = partitions_.store().state(tp.topic, tp.partition); st && st->leader >= 0)
+          remote[st->leader].push_back(tp);
+        continue;
+      }
+      auto out = part->append_marker(job.m.producer_id, job.m.producer_epoch, commit, job.m.coordinator_epoch,
+                                     clk_.now_ms());
+      if (out.error == errc::invalid_producer_epoch || out.error == errc::coordinator_fenced) {
+        // A newer epoch or coordinator ended it there already: nothing to do.
+        SLUICE_LOG_WARN("transaction coordinator: marker for {} on {}-{} refused: {}", job.m.transactional_id,
+                        tp.topic, tp.partition, out.message);
+        waits.push_back({tp, nullptr});
+        continue;
+      }
+      if (out.error != errc::ok) continue;  // tried again later
+      auto p = std::make_shared<std::promise<status>>();
+      part->on_committed(out.last, [p](const status& s) { p->set_value(s); });
+      waits.push_back({tp, p});
+    }
+    for (auto& w : waits) {
+      bool ok = true;
+      if (w.done) {
+        auto f = w.done->get_future();
+        ok = f.wait_for(std::chrono::milliseconds(limits::txn_marker_commit_timeout_ms)) ==
+                 std::future_status::ready &&
+             f.get().ok();
+      }
+      if (!ok) continue;
+      job.left.erase(w.tp);
+      if (w.done && w.tp.topic == kOffsetsTopic && offsets_marker_)
+        offsets_marker_(w.tp.partition, job.m.producer_id, commit);
+    }
+    if (send_remote_) {
+      for (const auto& [leader, tps] : remote) {
+        for (const auto& [tp, e] : send_remote_(leader, job.m, tps)) {
+          if (e == errc::ok || e == errc::invalid_producer_epoch || e == errc::coordinator_fenced) job.left.erase(tp);
+        }
+      }
+    }
+    std::lock_guard g(coord_mu_);
+    if (!job.left.empty()) {
+      job.due_ms = clk_.monotonic_ms() + limits::txn_marker_retry_ms;
+      jobs_.push_back(std::move(job));
+      continue;
+    }
+    auto w = coord_->markers_written(job.m);
+    if (!w.ok()) {
+      SLUICE_LOG_WARN("transaction coordinator: completing {}: {}", job.m.transactional_id, w.err().message);
+      continue;
+    }
+    completions_[w->ref.id] = std::move(job.m);
+    append_locked(std::move(*w), nullptr);
+  }
+}
+
+void service::run() {
+  if (!cluster_) {
+    for (int32_t p = 0; p < cfg_.num_partitions && !stopping(); ++p) load_partition(p);
+  }
+  int64_t next_abort = clk_.monotonic_ms() + limits::default_transaction_abort_interval_ms;
+  int64_t next_expiry = clk_.monotonic_ms() + limits::default_transactional_id_removal_interval_ms;
+  while (true) {
+    std::deque<std::function<void()>> work;
+    {
+      std::unique_lock g(mu_);
+      cv_.wait_for(g, std::chrono::milliseconds(limits::txn_service_tick_ms),
+                   [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      work.swap(queue_);
+    }
+    for (auto& fn : work) fn();
+    run_markers();
+    const int64_t now = clk_.monotonic_ms();
+    if (now >= next_abort) {
+      next_abort = now + limits::default_transaction_abort_interval_ms;
+      std::lock_guard g(coord_mu_);
+      for (auto& w : coord_->expire_timed_out()) append_locked(std::move(w), nullptr);
+    }
+    if (now >= next_expiry) {
+      next_expiry = now + limits::default_transactional_id_removal_interval_ms;
+      std::lock_guard g(coord_mu_);
+      for (auto& w : coord_->expire_ids()) append_locked(std::move(w), nullptr);
+    }
+  }
+}
+
+}  // namespace sluice::txn

@@ -1,0 +1,138 @@
+#pragma once
+
+// The transaction coordinator as the broker runs it (docs/transactions.md,
+// "Handlers and wiring"): the coordinator's decisions (txn/coordinator.h),
+// their records written to and replayed from __transaction_state through the
+// broker's partitions, the markers it has the partitions of an ending
+// transaction write, and the one thread that runs completions, marker
+// retries and the coordinator's timers.
+//
+// Lifecycle: open() (creates __transaction_state when missing on a single
+// broker), start() (the thread loads every partition this broker leads,
+// then ticks; requests for a partition still loading answer
+// COORDINATOR_LOAD_IN_PROGRESS), stop() (joins the thread; requests still
+// waiting are dropped with their callbacks; the network server must be
+// stopped first).
+//
+// Markers: a marker for a partition this broker leads is appended here
+// (cluster::partition::append_marker) and counts once committed; one
+// another broker leads is sent to it as WriteTxnMarkers through
+// `send_remote` (set by the broker in a cluster). A marker that fails is
+// tried again every limits::txn_marker_retry_ms until it lands or its
+// partition is gone; then the transaction's completion record is written.
+//
+// Thread safety: every public method may be called from any thread between
+// start() and stop(); one mutex serialises the coordinator. Replies run on
+// the calling thread (answers at once) or on the service thread.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "txn/coordinator.h"
+
+namespace sluice::cluster {
+class partition_manager;
+}
+namespace sluice::config {
+struct broker_config;
+}
+
+namespace sluice::txn {
+
+class service {
+ public:
+  using reply_fn = std::function<void(const answer&)>;
+  // Writes the markers of `m` for `partitions` at their leader `leader`
+  // (WriteTxnMarkers); returns each partition's outcome (errc::ok when
+  // written and committed there). Blocking; called on the service thread.
+  using remote_markers_fn =
+      std::function<std::map<topic_partition, errc>(int32_t leader, const markers& m,
+                                                    const std::vector<topic_partition>& partitions)>;
+  // A marker was committed on a partition of __consumer_offsets: the group
+  // coordinator materializes or drops the producer's pending offsets there.
+  using offsets_marker_fn = std::function<void(int32_t partition, int64_t producer_id, bool commit)>;
+
+  static result<std::unique_ptr<service>> open(cluster::partition_manager& partitions, sluice::clock& clk,
+                                               const config::broker_config& cfg);
+  ~service();  // stop()s
+
+  // Set before start().
+  void set_remote_markers(remote_markers_fn fn) { send_remote_ = std::move(fn); }
+  void set_offsets_marker_listener(offsets_marker_fn fn) { offsets_marker_ = std::move(fn); }
+
+  void start();
+  void stop();  // idempotent
+  // In a cluster: this broker started or stopped leading partition `p` of
+  // __transaction_state (as group::service::on_leadership).
+  void on_leadership(int32_t p, bool leads);
+  // In a cluster: this broker stops leading everything.
+  void resign();
+
+  int32_t partition_for(std::string_view transactional_id) const;
+  int32_t num_partitions() const;
+
+  // The requests (txn/coordinator.h's); `reply` runs exactly once.
+  void init_producer_id(const init_producer_id_request& req, reply_fn reply);
+  void add_partitions(const add_partitions_request& req, reply_fn reply);
+  void add_offsets(const add_offsets_request& req, reply_fn reply);
+  void end_txn(const end_txn_request& req, reply_fn reply);
+  // KIP-890's check before a leader appends a transactional batch.
+  verify_answer verify(const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
+                       const partition_set& partitions);
+  describe_answer describe(const std::string& transactional_id);
+  list_answer list(const list_filter& filter);
+
+ private:
+  class state_log;
+  struct marker_job {
+    markers m;
+    std::set<topic_partition> left;  // not yet written
+    int64_t due_ms = 0;              // next try (monotonic)
+  };
+  service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg);
+  // Runs a decision: answers now, or appends its write and answers once
+  // it is durable. mu_ held.
+  void apply_locked(decision d, reply_fn reply);
+  void append_locked(write w, reply_fn reply);
+  // The write's outcome, on the service thread.
+  void on_written(const write_ref& ref, const status& s, const reply_fn& reply);
+  void start_markers_locked(markers m);
+  // Tries every marker job that is due; service thread.
+  void run_markers();
+  void load_partition(int32_t p);
+  void post(std::function<void()> fn);
+  void run();
+  bool stopping();
+
+  cluster::partition_manager& partitions_;
+  const bool cluster_;
+  sluice::clock& clk_;
+  const coordinator_config cfg_;
+  remote_markers_fn send_remote_;
+  offsets_marker_fn offsets_marker_;
+
+  std::unique_ptr<state_log> log_;
+  std::mutex coord_mu_;  // serialises coord_, jobs_, completions_
+  std::unique_ptr<coordinator> coord_;
+  std::deque<marker_job> jobs_;
+  // Completion records in flight, by write id: their markers, to try the
+  // record again if it fails (coordinator::write_failure::retry_completion).
+  std::map<uint64_t, markers> completions_;
+
+  std::mutex mu_;  // guards queue_, stopping_
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sluice::txn

@@ -1,0 +1,121 @@
+"""Transactions with a real client (confluent-kafka-python from Debian, over
+librdkafka 2.0.2) on a single broker: a committed transaction is read by a
+read_committed consumer, an aborted one never is (a read_uncommitted one
+sees both), a zombie is fenced by a newer producer with the same
+transactional id, and what a transaction left open when its producer died
+is aborted by the coordinator once its timeout passes."""
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create(bootstrap, topic, partitions=2):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    fut[topic].result(30)
+
+
+def txn_producer(bootstrap, tid, **extra):
+    conf = {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5}
+    conf.update(extra)
+    p = Producer(conf)
+    p.init_transactions(30)
+    return p
+
+
+def read_all(bootstrap, topic, isolation, expect_at_least=0, timeout=30):
+    """Values read from the start of `topic` until `expect_at_least` arrived
+    and nothing more came for a while (or `timeout`)."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "reader-" + uuid.uuid4().hex,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": isolation,
+    })
+    c.subscribe([topic])
+    got = []
+    deadline = time.time() + timeout
+    quiet_since = time.time()
+    try:
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                if len(got) >= expect_at_least and time.time() - quiet_since > 3:
+                    break
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(m.error())
+            got.append(m.value().decode())
+            quiet_since = time.time()
+    finally:
+        c.close()
+    return got
+
+
+def test_committed_seen_aborted_never(broker):
+    bs = broker.bootstrap
+    create(bs, "txn-out")
+    p = txn_producer(bs, "tid-" + uuid.uuid4().hex)
+    p.begin_transaction()
+    for i in range(20):
+        p.produce("txn-out", value=f"c{i}", partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("txn-out", value=f"a{i}", partition=i % 2)
+    p.flush(30)  # the aborted records are in the log before the abort
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("txn-out", value=f"d{i}", partition=i % 2)
+    p.commit_transaction(30)
+
+    committed = read_all(bs, "txn-out", "read_committed", expect_at_least=25)
+    assert sorted(committed) == sorted([f"c{i}" for i in range(20)] + [f"d{i}" for i in range(5)])
+    everything = read_all(bs, "txn-out", "read_uncommitted", expect_at_least=35)
+    assert sorted(everything) == sorted(
+        [f"c{i}" for i in range(20)] + [f"a{i}" for i in range(10)] + [f"d{i}" for i in range(5)])
+
+
+def test_a_zombie_is_fenced(broker):
+    bs = broker.bootstrap
+    create(bs, "txn-fence", partitions=1)
+    tid = "tid-" + uuid.uuid4().hex
+    old = txn_producer(bs, tid)
+    old.begin_transaction()
+    old.produce("txn-fence", value="zombie")
+    old.flush(30)
+    new = txn_producer(bs, tid)  # bumps the epoch: the old one's transaction is aborted
+    new.begin_transaction()
+    new.produce("txn-fence", value="fresh")
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as e:
+        old.produce("txn-fence", value="late")
+        old.commit_transaction(30)
+    err = e.value.args[0]
+    assert err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                         KafkaError.INVALID_PRODUCER_EPOCH), err
+    assert read_all(bs, "txn-fence", "read_committed", expect_at_least=1) == ["fresh"]
+
+
+def test_an_abandoned_transaction_is_aborted_at_its_timeout(broker):
+    bs = broker.bootstrap
+    create(bs, "txn-timeout", partitions=1)
+    p = txn_producer(bs, "tid-" + uuid.uuid4().hex, **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce("txn-timeout", value="left-open")
+    p.flush(30)
+    # The producer goes away without ending it; a plain write after it is
+    # held back from read_committed readers until the coordinator aborts.
+    del p
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce("txn-timeout", value="after")
+    plain.flush(30)
+    got = read_all(bs, "txn-timeout", "read_committed", expect_at_least=1, timeout=60)
+    assert got == ["after"]
