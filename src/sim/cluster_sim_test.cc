@@ -28,7 +28,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -73,14 +75,20 @@ class simulation;
 
 // One broker: its storage and partitions, the metadata it is shown, and the
 // services and dispatcher its Kafka requests go through.
+// Its storage (fs) outlives its processes: a crash ends the process (every
+// member below fs), a restart opens a new one on what the disk kept.
 struct broker {
   int32_t id = 0;
   io::fault_fs fs{io::filesystem::posix()};
+  bool up = true;         // a process runs
+  bool fenced = false;    // its session expired: the controller took it out of every ISR
+  int incarnation = 0;    // processes started before this one; a link belongs to one
+  int64_t broker_epoch = 0;  // of the current registration (KIP-903)
   cluster::testing::memory_store* store = nullptr;  // owned by the partition manager
   cluster::testing::managers m;
   std::unique_ptr<cluster::metadata_cache> md;
   std::unique_ptr<kafka::delayed_ops> delayed;
-  kafka::fetch_session_cache sessions;
+  std::unique_ptr<kafka::fetch_session_cache> sessions;
   kafka::services svc;
   std::unique_ptr<kafka::dispatcher> dispatch;
 };
@@ -90,7 +98,8 @@ struct broker {
 // answer decoded; a cut link (either way) fails the call, as a timeout.
 class sim_link final : public cluster::leader_link {
  public:
-  sim_link(simulation& s, int32_t from, int32_t to) : sim_(s), from_(from), to_(to) {}
+  sim_link(simulation& s, int32_t from, int32_t to, int to_incarnation)
+      : sim_(s), from_(from), to_(to), to_incarnation_(to_incarnation) {}
   result<protocol::fetch_response> fetch(const protocol::fetch_request& req, int16_t version) override {
     return call<protocol::fetch_response>(req, version);
   }
@@ -105,6 +114,7 @@ class sim_link final : public cluster::leader_link {
 
   simulation& sim_;
   const int32_t from_, to_;
+  const int to_incarnation_;  // a restart of the leader breaks the connection
   int32_t correlation_ = 0;
   std::vector<uint8_t> answer_;  // the last answer's bytes: its records point here
 };
@@ -112,7 +122,14 @@ class sim_link final : public cluster::leader_link {
 class simulation {
  public:
   simulation(uint64_t seed, const std::string& dir) : rng_(seed), dir_(dir) {
-    for (int32_t id = 1; id <= kBrokers; ++id) open_broker(id);
+    for (int32_t id = 1; id <= kBrokers; ++id) {
+      brokers_.push_back(std::make_unique<broker>());
+      broker& b = *brokers_.back();
+      b.id = id;
+      b.broker_epoch = next_broker_epoch_++;
+      b.fs.simulate_syncs(true);
+    }
+    for (auto& b : brokers_) start_process(*b, /*restart=*/false);
     // The topic, on every store alike: partition p led by its first replica.
     for (auto& b : brokers_) {
       cluster::partition_request req;
@@ -136,43 +153,54 @@ class simulation {
   }
 
   ~simulation() {
-    for (auto& b : brokers_) b->m.partitions->replicas().stop_replication();
-    for (auto& b : brokers_) {
-      b->dispatch.reset();
-      b->delayed.reset();
-      b->m.partitions->shutdown();
-      b->m.partitions.reset();
-      b->m.logs->shutdown().ignore();
-    }
+    for (auto& b : brokers_)
+      if (b->up) b->m.partitions->replicas().stop_replication();
+    for (auto& b : brokers_)
+      if (b->up) stop_process(*b);
   }
 
   bool connected(int32_t a, int32_t b) const { return !cuts_.count({std::min(a, b), std::max(a, b)}); }
   broker& at(int32_t id) { return *brokers_[static_cast<size_t>(id - 1)]; }
+  // Whether a call from `from` reaches `to`'s process `incarnation`.
+  bool reaches(int32_t from, int32_t to, int incarnation) {
+    return connected(from, to) && at(from).up && at(to).up && at(to).incarnation == incarnation;
+  }
 
   // One step the seed chooses.
   void step() {
-    const int r = pick(100);
+    const int r = pick(1000);
     std::string what;
-    if (r < 35) {
+    if (r < 330) {
       const int32_t p = pick(kPartitions);
       what = "produce p" + std::to_string(p);
       produce(p);
-    } else if (r < 70) {
+    } else if (r < 660) {
       const int32_t b = 1 + pick(kBrokers);
       what = "fetch round b" + std::to_string(b);
-      at(b).m.partitions->replicas().run_fetch_rounds();
-    } else if (r < 78) {
+      if (at(b).up) at(b).m.partitions->replicas().run_fetch_rounds();
+      else what += " (down)";
+    } else if (r < 730) {
       const int32_t b = 1 + pick(kBrokers);
       what = "upkeep round b" + std::to_string(b);
-      at(b).m.partitions->replicas().run_upkeep_round();
-    } else if (r < 86) {
+      if (at(b).up) at(b).m.partitions->replicas().run_upkeep_round();
+      else what += " (down)";
+    } else if (r < 745) {
+      // What the upkeep thread of a real broker does every few seconds.
+      const int32_t b = 1 + pick(kBrokers);
+      what = "high watermark checkpoint b" + std::to_string(b);
+      if (at(b).up) at(b).m.partitions->checkpoint_high_watermarks().ignore();
+      else what += " (down)";
+    } else if (r < 770) {
+      const int32_t b = 1 + pick(kBrokers);
+      what = "writeback b" + std::to_string(b) + writeback(b);
+    } else if (r < 840) {
       what = "controller: ISR requests";
       apply_isr_requests();
-    } else if (r < 93) {
+    } else if (r < 900) {
       const int ms = pick(1'500);
       what = "clock +" + std::to_string(ms) + " ms";
       clk_.advance_ms(ms);
-    } else if (r < 96) {
+    } else if (r < 930) {
       const int32_t a = 1 + pick(kBrokers), b = 1 + pick(kBrokers);
       if (a != b) {
         const bool cut = connected(a, b);
@@ -180,25 +208,53 @@ class simulation {
         if (cut) cuts_.insert({std::min(a, b), std::max(a, b)});
         else cuts_.erase({std::min(a, b), std::max(a, b)});
       }
-    } else {
+    } else if (r < 960) {
       const int32_t p = pick(kPartitions);
       what = "controller: move leader of p" + std::to_string(p);
       move_leader(p);
+    } else if (r < 968) {
+      const int32_t b = 1 + pick(kBrokers);
+      const bool power_loss = pick(2) == 0;
+      what = std::string(power_loss ? "power loss" : "crash") + " of b" + std::to_string(b);
+      if (!may_crash(b)) what += " (not now)";
+      else crash(b, power_loss);
+    } else if (r < 984) {
+      what = "controller: sessions expire";
+      for (int32_t id = 1; id <= kBrokers; ++id)
+        if (!at(id).up && !at(id).fenced) {
+          what += " b" + std::to_string(id);
+          expire(id);
+        }
+    } else {
+      what = "restart";
+      for (int32_t id = 1; id <= kBrokers; ++id)
+        if (at(id).fenced) {
+          what += " b" + std::to_string(id);
+          restart(id);
+        }
     }
+    quiesce();
     // SLUICE_SIM_TRACE=1: every step and the state after it, for a replay.
     if (trace_) std::printf("step %d: %s\n%s", ++steps_, what.c_str(), describe().c_str());
     check_watermarks();
   }
 
-  // Heals every link and runs rounds until every replica holds what its
-  // leader holds, up to its high watermark; false when they never agree.
+  // Restarts every broker down, heals every link and runs rounds until
+  // every replica holds what its leader holds, up to its high watermark;
+  // false when they never agree.
   bool settle() {
+    for (int32_t id = 1; id <= kBrokers; ++id) {
+      if (at(id).up) continue;
+      if (!at(id).fenced) expire(id);
+      restart(id);
+    }
     cuts_.clear();
     for (int i = 0; i < 400; ++i) {
       for (int32_t id = 1; id <= kBrokers; ++id) at(id).m.partitions->replicas().run_fetch_rounds();
       for (int32_t id = 1; id <= kBrokers; ++id) at(id).m.partitions->replicas().run_upkeep_round();
       apply_isr_requests();
       clk_.advance_ms(200);
+      quiesce();
       check_watermarks();
       if (agreed()) return true;
     }
@@ -240,6 +296,10 @@ class simulation {
              std::to_string(st.leader_epoch) + " isr";
       for (int32_t id : st.isr) out += " " + std::to_string(id);
       for (int32_t id = 1; id <= kBrokers; ++id) {
+        if (!at(id).up) {
+          out += "; b" + std::to_string(id) + (at(id).fenced ? " down, fenced" : " down");
+          continue;
+        }
         auto rep = at(id).m.partitions->get(kTopic, p);
         if (!rep) {
           out += "; b" + std::to_string(id) + " none";
@@ -259,6 +319,7 @@ class simulation {
     for (const auto& [_, a] : acked_) n += a.size();
     return n;
   }
+  int crashes() const { return crashes_; }
 
  private:
   friend class sim_link;
@@ -271,41 +332,90 @@ class simulation {
     return a;
   }
 
-  void open_broker(int32_t id) {
-    auto b = std::make_unique<broker>();
-    b->id = id;
-    b->fs.simulate_syncs(true);
-    const std::string logs = dir_ + "/broker-" + std::to_string(id);
+  // The brokers the controller counts live (not fenced), with their
+  // current registrations: what every broker's metadata shows.
+  std::vector<cluster::broker_endpoint> live_brokers() {
+    std::vector<cluster::broker_endpoint> eps;
+    for (int32_t k = 1; k <= kBrokers; ++k)
+      if (!at(k).fenced) eps.push_back({k, "b" + std::to_string(k), 9000 + k, std::nullopt, at(k).broker_epoch});
+    return eps;
+  }
+  void publish_brokers() {
+    const auto eps = live_brokers();
+    for (auto& b : brokers_)
+      if (b->up) b->md->set_brokers(eps, 1);
+  }
+
+  // A process of broker `b` on what its disk holds. At a restart its store
+  // shows what the controller holds now (the topic and each partition's
+  // state), and the partition manager opens the logs as a broker does at
+  // start-up (the log manager's recovery, the high watermark checkpoint,
+  // the producer state).
+  void start_process(broker& b, bool restart) {
+    const std::string logs = dir_ + "/broker-" + std::to_string(b.id);
     config::config_map cm;
     cm.set("log.dirs", std::vector<std::string>{logs});
-    cm.set("node.id", int64_t{id});
+    cm.set("node.id", int64_t{b.id});
     // Durable at once (no flusher thread in the way of acknowledgements):
-    // what happens follows from the seed alone. fault_fs's simulated
-    // syncs would be the seam for power loss.
+    // what happens follows from the seed alone. Unsynced bytes are what a
+    // power loss takes (fault_fs::drop_unsynced): acks=all then relies on
+    // the other in-sync replicas, as in Kafka.
     cm.set("sluice.log.fsync.enable", false);
+    // Small segments and a dense index: rolls, sealed segments and index
+    // entries on every replica, for recovery to find after a crash.
+    cm.set("log.segment.bytes", int64_t{4096});
+    cm.set("log.index.interval.bytes", int64_t{256});
     auto cfg = config::make_broker_config(std::move(cm));
     EXPECT_TRUE(cfg.ok()) << cfg.err().message;
-    auto store = std::make_unique<cluster::testing::memory_store>(id, /*follows=*/true);
-    b->store = store.get();
-    b->m = cluster::testing::open_managers(b->fs, logs, *cfg, std::move(store), clk_);
-    b->md = std::make_unique<cluster::metadata_cache>(b->m.partitions->store(), b->m.partitions->replicas(), id, "sim");
-    std::vector<cluster::broker_endpoint> eps;
-    for (int32_t k = 1; k <= kBrokers; ++k) eps.push_back({k, "b" + std::to_string(k), 9000 + k, std::nullopt, 100 + k});
-    b->md->set_brokers(eps, 1);
-    b->delayed = std::make_unique<kafka::delayed_ops>(clk_);
-    b->svc.partitions = b->m.partitions.get();
-    b->svc.metadata = b->md.get();
-    b->svc.clk = &clk_;
-    b->svc.delayed = b->delayed.get();
-    b->svc.fetch_sessions = &b->sessions;
-    b->svc.node_id = id;
-    b->dispatch = std::make_unique<kafka::dispatcher>(b->svc);
-    brokers_.push_back(std::move(b));
+    auto store = std::make_unique<cluster::testing::memory_store>(b.id, /*follows=*/true);
+    b.store = store.get();
+    if (restart) {
+      cluster::partition_request req;
+      req.count = kPartitions;
+      req.replication_factor = kBrokers;
+      for (int32_t p = 0; p < kPartitions; ++p) req.assignment.push_back(assignment(p));
+      EXPECT_TRUE(store->create(kTopic, req, {}).ok());
+      for (int32_t p = 0; p < kPartitions; ++p) store->set_state(kTopic, p, assignment(p), state_[p]);
+    }
+    b.m = cluster::testing::open_managers(b.fs, logs, *cfg, std::move(store), clk_);
+    ASSERT_NE(b.m.partitions, nullptr) << "broker " << b.id << " did not open";
+    b.md = std::make_unique<cluster::metadata_cache>(b.m.partitions->store(), b.m.partitions->replicas(), b.id,
+                                                     "sim");
+    b.md->set_brokers(live_brokers(), 1);
+    b.delayed = std::make_unique<kafka::delayed_ops>(clk_);
+    b.sessions = std::make_unique<kafka::fetch_session_cache>();
+    b.svc = {};
+    b.svc.partitions = b.m.partitions.get();
+    b.svc.metadata = b.md.get();
+    b.svc.clk = &clk_;
+    b.svc.delayed = b.delayed.get();
+    b.svc.fetch_sessions = b.sessions.get();
+    b.svc.node_id = b.id;
+    b.dispatch = std::make_unique<kafka::dispatcher>(b.svc);
+    if (!restart) return;
+    b.m.partitions->wait_for_creations();
+    start_replication(b);
+  }
+
+  // Ends a process without a word to anyone. Nothing it does from the
+  // crash on reaches the disk (fault_fs counts the machine crashed while
+  // its objects are torn down); a power loss also takes every byte no sync
+  // covered.
+  void stop_process(broker& b) {
+    b.m.partitions->replicas().stop_replication();
+    b.dispatch.reset();
+    b.delayed.reset();
+    b.sessions.reset();
+    b.md.reset();
+    b.m.partitions->shutdown();
+    b.m.partitions.reset();
+    b.m.logs->shutdown().ignore();
+    b.m.logs.reset();
   }
 
   void start_replication(broker& b) {
     cluster::replica_manager::replication_options o;
-    o.fetch.broker_epoch = [id = b.id] { return int64_t{100 + id}; };
+    o.fetch.broker_epoch = [this, id = b.id] { return at(id).broker_epoch; };
     o.fetch.wait_max_ms = 0;  // answered at once: nothing parks
     o.fetch.backoff_ms = 100;
     o.fetch.partition_max_bytes = 64 << 10;
@@ -314,30 +424,140 @@ class simulation {
     o.lag_max_ms = kLagMaxMs;
     o.own_threads = false;
     o.links = [this, id = b.id](int32_t source) -> result<std::unique_ptr<cluster::leader_link>> {
-      if (!connected(id, source)) return error{errc::unavailable, "cut"};
-      return std::unique_ptr<cluster::leader_link>(std::make_unique<sim_link>(*this, id, source));
+      if (!reaches(id, source, at(source).incarnation)) return error{errc::unavailable, "cut"};
+      return std::unique_ptr<cluster::leader_link>(std::make_unique<sim_link>(*this, id, source, at(source).incarnation));
     };
-    o.write_isr = [this](const cluster::isr_request& r) { isr_requests_.push_back(r); };
+    o.write_isr = [this, id = b.id](const cluster::isr_request& r) { isr_requests_.push_back({id, r}); };
     b.m.partitions->replicas().start_replication(std::move(o), clk_);
   }
 
-  // What the controller writes, every broker's store alike.
+  // The work a step asked of the flushers (seals: index files, checkpoints,
+  // producer snapshots) is done before the next step, so the files on disk
+  // follow from the seed alone.
+  void quiesce() {
+    for (auto& b : brokers_)
+      if (b->up) b->m.logs->wait_idle();
+  }
+
+  // The kernel writes one of a running broker's files back to the disk,
+  // as it does with dirty pages on its own: after a power loss each file
+  // holds what it held at its last sync or writeback, so files come back
+  // from different moments (a segment and its index, a checkpoint and the
+  // log it describes). Returns what it wrote back, for the trace.
+  std::string writeback(int32_t id) {
+    broker& b = at(id);
+    if (!b.up) return " (down)";
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir_ + "/broker-" + std::to_string(id), ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      // A retired file (".deleted") goes on the deleter's thread, at a time
+      // no seed decides; recovery removes what is left of them anyway.
+      if (it->is_regular_file() && it->path().extension() != ".deleted") files.push_back(it->path().string());
+    if (files.empty()) return " (nothing)";
+    std::sort(files.begin(), files.end());
+    const std::string path = files[static_cast<size_t>(pick(static_cast<int>(files.size())))];
+    auto f = b.fs.open(path, io::open_mode::read_write);
+    if (f.ok()) (*f)->sync().ignore();
+    return " " + path.substr(dir_.size());
+  }
+
+  // A crash keeps acknowledged records only while another in-sync replica
+  // holds them (fsync off: what a replica acknowledged may be lost with its
+  // power): one broker down at a time, and never the last of an ISR.
+  bool may_crash(int32_t id) {
+    for (int32_t k = 1; k <= kBrokers; ++k)
+      if (!at(k).up || at(k).fenced) return false;
+    for (const auto& [p, st] : state_)
+      if (st.isr.size() < 2 && std::find(st.isr.begin(), st.isr.end(), id) != st.isr.end()) return false;
+    return true;
+  }
+
+  void crash(int32_t id, bool power_loss) {
+    broker& b = at(id);
+    b.m.logs->wait_idle();  // the crash comes at an instant: no seal or sync runs after it
+    b.fs.crash_after_ops(0);
+    stop_process(b);
+    if (power_loss) {
+      EXPECT_TRUE(b.fs.drop_unsynced().ok());
+    }
+    b.fs.crash_after_ops(std::nullopt);
+    b.up = false;
+    ++crashes_;
+    // Its ISR requests not yet written die with it.
+    std::erase_if(isr_requests_, [&](const auto& r) { return r.first == id; });
+    for (int32_t p = 0; p < kPartitions; ++p) hw_seen_.erase({id, p});
+  }
+
+  // Its session expired: the controller fences the broker and takes it out
+  // of every ISR, electing another ISR member where it led, at the next
+  // leader epoch (Kafka's controller does the same when a broker's session
+  // ends; a broker that restarts registers anew only after this).
+  void expire(int32_t id) {
+    at(id).fenced = true;
+    publish_brokers();
+    for (int32_t p = 0; p < kPartitions; ++p) {
+      partition_state st = state_[p];
+      auto it = std::find(st.isr.begin(), st.isr.end(), id);
+      if (it == st.isr.end()) {
+        ASSERT_NE(st.leader, id) << "a leader outside its ISR";
+        continue;
+      }
+      st.isr.erase(it);
+      ASSERT_FALSE(st.isr.empty()) << "partition " << p << ": the crashed broker " << id
+                                   << " was its last in-sync replica";
+      st.partition_epoch += 1;
+      const bool elect = st.leader == id;
+      if (elect) {
+        st.leader = st.isr[static_cast<size_t>(pick(static_cast<int>(st.isr.size())))];
+        st.leader_epoch += 1;
+      }
+      publish(p, st);
+      apply_everywhere(p);
+      if (elect) check_leader_holds_acked(p);
+    }
+  }
+
+  // A new process, registered with a new broker epoch, after its session
+  // expired; it follows the controller's current states.
+  void restart(int32_t id) {
+    broker& b = at(id);
+    b.incarnation += 1;
+    b.broker_epoch = next_broker_epoch_++;
+    b.fenced = false;
+    b.up = true;
+    start_process(b, /*restart=*/true);
+    publish_brokers();
+  }
+
+  // What the controller writes, every running broker's store alike.
   void publish(int32_t p, const partition_state& st) {
     state_[p] = st;
-    for (auto& b : brokers_) b->store->set_state(kTopic, p, assignment(p), st);
+    for (auto& b : brokers_)
+      if (b->up) b->store->set_state(kTopic, p, assignment(p), st);
   }
   void apply_everywhere(int32_t p) {
-    for (auto& b : brokers_) b->m.partitions->refresh_state(kTopic, p);
+    for (auto& b : brokers_)
+      if (b->up) b->m.partitions->refresh_state(kTopic, p);
   }
 
   // AlterPartition: a leader's ISR change holds at the leader epoch and
-  // partition epoch it was asked at, and names only assigned replicas.
+  // partition epoch it was asked at, names only assigned replicas, and adds
+  // a replica only with the broker epoch of its live registration (KIP-903:
+  // not a fenced broker, nor a restarted one on its earlier process's word).
   void apply_isr_requests() {
     auto reqs = std::move(isr_requests_);
     isr_requests_.clear();
-    for (const auto& r : reqs) {
+    for (const auto& [from, r] : reqs) {
       partition_state& st = state_[r.partition];
       if (r.leader_epoch != st.leader_epoch || r.partition_epoch != st.partition_epoch || r.isr.empty()) continue;
+      bool eligible = true;
+      for (int32_t id : r.isr) {
+        if (std::find(st.isr.begin(), st.isr.end(), id) != st.isr.end()) continue;
+        auto e = r.added_broker_epochs.find(id);
+        if (e == r.added_broker_epochs.end() || at(id).fenced || e->second != at(id).broker_epoch) eligible = false;
+      }
+      if (!eligible) continue;
       partition_state next = st;
       next.isr = r.isr;
       next.partition_epoch += 1;
@@ -348,7 +568,8 @@ class simulation {
 
   // A clean election within the ISR (as a controlled shutdown or a
   // preferred-leader election makes): another ISR member leads at the next
-  // leader epoch.
+  // leader epoch. The controller may pick a broker that crashed and whose
+  // session has not expired yet: it does not know.
   void move_leader(int32_t p) {
     partition_state st = state_[p];
     std::vector<int32_t> others;
@@ -360,9 +581,30 @@ class simulation {
     st.partition_epoch += 1;
     publish(p, st);
     apply_everywhere(p);
+    check_leader_holds_acked(p);
+  }
+
+  // At an election to an ISR member: the new leader's log holds every
+  // batch acknowledged so far, as it was acknowledged (a member of the ISR
+  // holds everything below the high watermark).
+  void check_leader_holds_acked(int32_t p) {
+    const int32_t leader = state_[p].leader;
+    if (!at(leader).up) return;  // crashed, its session not expired yet: elected again then
+    auto lead = at(leader).m.partitions->get(kTopic, p);
+    ASSERT_NE(lead, nullptr);
+    const auto held = batches(*lead, lead->log_end_offset());
+    for (const auto& [base, crc] : acked_[p]) {
+      auto it = held.find(base);
+      ASSERT_TRUE(it != held.end() && it->second.second == crc)
+          << "partition " << p << ": broker " << leader << ", elected at leader epoch " << state_[p].leader_epoch
+          << ", lacks the acknowledged batch at " << base << " (its log ends at " << lead->log_end_offset().value()
+          << ")\n"
+          << describe() << "its batches: " << list(held);
+    }
   }
 
   void produce(int32_t p) {
+    if (!at(state_[p].leader).up) return;
     auto lead = at(state_[p].leader).m.partitions->get(kTopic, p);
     if (!lead || !lead->is_leader()) return;
     auto b = storage::testing::make_batch(1 + pick(3), 20, static_cast<uint32_t>(++produced_));
@@ -377,11 +619,13 @@ class simulation {
 
   void check_watermarks() {
     for (int32_t id = 1; id <= kBrokers; ++id) {
+      if (!at(id).up) continue;
       for (int32_t p = 0; p < kPartitions; ++p) {
         auto part = at(id).m.partitions->get(kTopic, p);
         if (!part) continue;
         const int64_t hw = part->high_watermark().value();
         ASSERT_LE(hw, part->log_end_offset().value()) << "broker " << id << " partition " << p;
+        // Within one process: a restarted replica starts from its checkpoint.
         auto& last = hw_seen_[{id, p}];
         ASSERT_GE(hw, last) << "broker " << id << " partition " << p << ": high watermark went back";
         last = hw;
@@ -401,6 +645,12 @@ class simulation {
       }
     }
     return true;
+  }
+
+  static std::string list(const std::map<int64_t, std::pair<int32_t, uint32_t>>& bs) {
+    std::string out;
+    for (const auto& [base, e] : bs) out += std::to_string(base) + "@" + std::to_string(e.first) + " ";
+    return out;
   }
 
   // A replica's batches below `upper`: base offset -> (leader epoch, CRC).
@@ -428,9 +678,11 @@ class simulation {
   std::mt19937_64 rng_;
   const std::string dir_;
   std::vector<std::unique_ptr<broker>> brokers_;
+  int64_t next_broker_epoch_ = 100;
+  int crashes_ = 0;
   std::set<std::pair<int32_t, int32_t>> cuts_;
   std::map<int32_t, partition_state> state_;
-  std::vector<cluster::isr_request> isr_requests_;
+  std::vector<std::pair<int32_t, cluster::isr_request>> isr_requests_;  // (asking broker, request)
   std::map<int32_t, std::map<int64_t, uint32_t>> acked_;  // partition -> base -> CRC
   std::map<std::pair<int32_t, int32_t>, int64_t> hw_seen_;
   uint32_t produced_ = 0;
@@ -438,7 +690,7 @@ class simulation {
 
 template <class Resp, class Req>
 result<Resp> sim_link::call(const Req& req, int16_t version) {
-  if (!sim_.connected(from_, to_)) return error{errc::unavailable, "cut"};
+  if (!sim_.reaches(from_, to_, to_incarnation_)) return error{errc::unavailable, "cut"};
   auto encoded = protocol::encode_request(++correlation_, version, req, "sim-" + std::to_string(from_)).flatten();
   if (!encoded.ok()) return encoded.err();
   // The server hands a handler the frame without its length prefix.
@@ -475,6 +727,7 @@ TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) 
   const int64_t seeds = env_int("SLUICE_SIM_SEEDS", 2000);
   const int steps = static_cast<int>(env_int("SLUICE_SIM_STEPS", 1500));
   size_t acked = 0;
+  int crashes = 0;
   for (int64_t seed = first; seed < first + seeds; ++seed) {
     storage::testing::temp_dir tmp;
     simulation sim(static_cast<uint64_t>(seed), tmp.path());
@@ -485,10 +738,12 @@ TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) 
     sim.check_history(static_cast<uint64_t>(seed));
     ASSERT_FALSE(::testing::Test::HasFailure()) << "replay: SLUICE_SIM_FIRST_SEED=" << seed << " SLUICE_SIM_SEEDS=1";
     acked += sim.acknowledged();
+    crashes += sim.crashes();
   }
   EXPECT_GT(acked, 0u);
-  std::printf("simulated %lld seeds of %d steps: %zu batches acknowledged\n", static_cast<long long>(seeds), steps,
-              acked);
+  EXPECT_GT(crashes, 0);
+  std::printf("simulated %lld seeds of %d steps: %zu batches acknowledged, %d crashes\n",
+              static_cast<long long>(seeds), steps, acked, crashes);
 }
 
 }  // namespace
