@@ -53,7 +53,9 @@
 #include "model/record_batch.h"
 #include "protocol/codec.h"
 #include "protocol/frame.h"
+#include "storage/batch_builder.h"
 #include "storage/test_util.h"
+#include "protocol/error_code.h"
 
 namespace sluice::sim {
 namespace {
@@ -64,6 +66,8 @@ using cluster::replica_list;
 constexpr int32_t kBrokers = 3;
 constexpr int32_t kPartitions = 2;
 constexpr int64_t kLagMaxMs = 3'000;
+constexpr int kProducers = 3;
+constexpr int16_t kProduceVersion = 9;
 const std::string kTopic = "sim";
 
 int64_t env_int(const char* name, int64_t fallback) {
@@ -119,6 +123,54 @@ class sim_link final : public cluster::leader_link {
   std::vector<uint8_t> answer_;  // the last answer's bytes: its records point here
 };
 
+// A response's bytes in one buffer (its file regions read now).
+result<std::vector<uint8_t>> flatten(const net::response& r) {
+  std::vector<uint8_t> bytes;
+  for (const auto& c : r.chunks) {
+    if (const auto* b = std::get_if<std::vector<std::byte>>(&c)) {
+      const auto* u = reinterpret_cast<const uint8_t*>(b->data());
+      bytes.insert(bytes.end(), u, u + b->size());
+    } else {
+      const auto& f = std::get<net::file_region>(c);
+      const size_t at = bytes.size();
+      bytes.resize(at + f.len);
+      if (::pread(f.fd, bytes.data() + at, f.len, static_cast<off_t>(f.pos)) != static_cast<ssize_t>(f.len))
+        return error{errc::io_error, "reading a file region of the answer"};
+    }
+  }
+  return bytes;
+}
+
+// The frame a server hands a handler: the request encoded as a client
+// sends it, without its length prefix.
+template <class Req>
+result<std::vector<std::byte>> request_frame(int32_t correlation, int16_t version, const Req& req,
+                                             const std::string& client) {
+  auto encoded = protocol::encode_request(correlation, version, req, client).flatten();
+  if (!encoded.ok()) return encoded.err();
+  std::vector<std::byte> frame(encoded->size() - 4);
+  std::memcpy(frame.data(), encoded->data() + 4, frame.size());
+  return frame;
+}
+
+// An idempotent producer (acks=all, one batch in flight per partition, as
+// max.in.flight.requests.per.connection=1): its id and epoch, as
+// InitProducerId would give them, and per partition the next sequence and
+// the batch it sends until one answer acknowledges it.
+struct producer {
+  struct batch {
+    std::vector<std::byte> bytes;  // what every attempt sends
+    int32_t base_seq = 0, count = 0;
+    uint32_t crc = 0;
+    int attempt = 0;       // the answer of an earlier attempt the client gave up on is ignored
+    bool waiting = false;  // the current attempt's answer is still to come
+  };
+  int64_t id = 0;
+  int16_t epoch = 0;
+  std::map<int32_t, int32_t> next_seq;
+  std::map<int32_t, std::optional<batch>> sending;
+};
+
 class simulation {
  public:
   simulation(uint64_t seed, const std::string& dir) : rng_(seed), dir_(dir) {
@@ -130,6 +182,7 @@ class simulation {
       b.fs.simulate_syncs(true);
     }
     for (auto& b : brokers_) start_process(*b, /*restart=*/false);
+    for (int k = 0; k < kProducers; ++k) producers_.push_back({1000 + k, 0, {}, {}});
     // The topic, on every store alike: partition p led by its first replica.
     for (auto& b : brokers_) {
       cluster::partition_request req;
@@ -170,10 +223,14 @@ class simulation {
   void step() {
     const int r = pick(1000);
     std::string what;
-    if (r < 330) {
+    if (r < 130) {
       const int32_t p = pick(kPartitions);
-      what = "produce p" + std::to_string(p);
+      what = "append to p" + std::to_string(p);
       produce(p);
+    } else if (r < 330) {
+      const int k = pick(kProducers);
+      const int32_t p = pick(kPartitions);
+      what = "producer " + std::to_string(k) + " to p" + std::to_string(p) + ": " + send(k, p);
     } else if (r < 660) {
       const int32_t b = 1 + pick(kBrokers);
       what = "fetch round b" + std::to_string(b);
@@ -291,6 +348,25 @@ class simulation {
     }
   }
 
+  // Every idempotent producer's batches on each leader, below its high
+  // watermark, in offset order: their sequences follow one another from 0
+  // (none twice, none missing before one that is there).
+  void check_producers(uint64_t seed) {
+    for (int32_t p = 0; p < kPartitions; ++p) {
+      auto lead = at(state_[p].leader).m.partitions->get(kTopic, p);
+      ASSERT_NE(lead, nullptr);
+      std::map<int64_t, int32_t> next;  // producer id -> the sequence expected next
+      for (const auto& h : headers(*lead, lead->high_watermark())) {
+        if (h.producer_id < 0) continue;
+        auto& want = next[h.producer_id];
+        EXPECT_EQ(h.base_sequence, want) << "seed " << seed << ": partition " << p << ", producer " << h.producer_id
+                                         << ": the batch at " << h.base_offset.value() << " has sequence "
+                                         << h.base_sequence << (h.base_sequence < want ? " (a duplicate)" : " (a gap)");
+        want = h.base_sequence + h.records_count;
+      }
+    }
+  }
+
   // Each partition's state and every replica's log end and high watermark.
   std::string describe() {
     std::string out;
@@ -325,6 +401,7 @@ class simulation {
   }
   int crashes() const { return crashes_; }
   int delays() const { return delays_; }
+  int idempotent_acks() const { return idempotent_acks_; }
 
   // A message from `from` to `to` is held here, at the seed's word, while
   // some steps run (the other brokers, the controller, the clock, even
@@ -660,6 +737,107 @@ class simulation {
     });
   }
 
+  // Producer k's batch to partition p: a new one once the last was
+  // acknowledged; else the same again (a retry) when its last attempt
+  // failed, or when the client gives up waiting for an answer (its
+  // request timeout). Sent through the Produce handler of the broker the
+  // producer takes for the leader (now and then a stale one). Returns what
+  // it did, for the trace.
+  std::string send(int k, int32_t p) {
+    producer& pr = producers_[static_cast<size_t>(k)];
+    auto& sending = pr.sending[p];
+    std::string what;
+    if (!sending) {
+      producer::batch b;
+      b.base_seq = pr.next_seq[p];
+      b.count = 1 + pick(3);
+      storage::batch_spec spec;
+      spec.records = b.count;
+      spec.value_bytes = 20;
+      spec.seed = ++produced_;
+      spec.base_timestamp = clk_.now_ms();
+      spec.producer_id = pr.id;
+      spec.producer_epoch = pr.epoch;
+      spec.base_sequence = b.base_seq;
+      b.bytes = storage::build_batch(spec);
+      b.crc = model::batch::parse(b.bytes.data()).crc;
+      sending = std::move(b);
+      what = "sequence " + std::to_string(sending->base_seq);
+    } else if (sending->waiting) {
+      if (pick(4) != 0) return "waiting for sequence " + std::to_string(sending->base_seq);
+      what = "gave up waiting; retry of sequence " + std::to_string(sending->base_seq);
+    } else {
+      what = "retry of sequence " + std::to_string(sending->base_seq);
+    }
+    const int attempt = ++sending->attempt;
+    sending->waiting = true;
+    const int32_t to = pick(8) == 0 ? 1 + pick(kBrokers) : state_[p].leader;
+    what += " to b" + std::to_string(to);
+    if (!at(to).up) {
+      sending->waiting = false;
+      return what + " (down)";
+    }
+    protocol::produce_request req;
+    req.acks = -1;
+    // Never timed out on the broker: the delayed-ops thread would answer at
+    // a time no seed decides. The client gives up instead (above).
+    req.timeout_ms = INT32_MAX;
+    auto& t = req.topic_data.emplace_back();
+    t.name = kTopic;
+    auto& pd = t.partition_data.emplace_back();
+    pd.index = p;
+    const auto* u = reinterpret_cast<const uint8_t*>(sending->bytes.data());
+    pd.records = protocol::records_field::of(std::span<const uint8_t>(u, sending->bytes.size()));
+    const int32_t correlation = ++correlation_;
+    auto frame = request_frame(correlation, kProduceVersion, req, "producer-" + std::to_string(k));
+    EXPECT_TRUE(frame.ok());
+    if (!frame.ok()) return what;
+    net::connection_context ctx;
+    ctx.id = static_cast<uint64_t>(100 + k);
+    ctx.peer = "producer-" + std::to_string(k);
+    at(to).dispatch->on_request(
+        ctx, std::move(*frame),
+        net::responder::to_function([this, k, p, attempt, correlation](net::responder::outcome o, net::response r) {
+          answered(k, p, attempt, correlation, o, r);
+        }));
+    return what;
+  }
+
+  // An answer to attempt `attempt` of producer k's batch to partition p.
+  void answered(int k, int32_t p, int attempt, int32_t correlation, net::responder::outcome o,
+                const net::response& r) {
+    producer& pr = producers_[static_cast<size_t>(k)];
+    auto& sending = pr.sending[p];
+    if (!sending || sending->attempt != attempt) return;  // the client gave up on it
+    sending->waiting = false;
+    if (o != net::responder::outcome::responded) return;  // the connection went: retry
+    auto bytes = flatten(r);
+    ASSERT_TRUE(bytes.ok());
+    auto resp = protocol::decode_response<protocol::produce_response>(
+        std::span<const uint8_t>(bytes->data(), bytes->size()), kProduceVersion, correlation);
+    ASSERT_TRUE(resp.ok()) << resp.err().message;
+    ASSERT_EQ(resp->responses.size(), 1u);
+    ASSERT_EQ(resp->responses[0].partition_responses.size(), 1u);
+    const auto& part = resp->responses[0].partition_responses[0];
+    const auto err = static_cast<kafka::error_code>(part.error_code);
+    using kafka::error_code;
+    if (err == error_code::none) {
+      acked_[p][part.base_offset] = sending->crc;
+      ++idempotent_acks_;
+      pr.next_seq[p] = sending->base_seq + sending->count;
+      sending.reset();
+      return;
+    }
+    // What a producer retries; anything else fails an idempotent producer
+    // whose every batch was sent in order and retried until acknowledged.
+    ASSERT_TRUE(err == error_code::not_leader_or_follower || err == error_code::not_enough_replicas ||
+                err == error_code::not_enough_replicas_after_append || err == error_code::request_timed_out ||
+                err == error_code::leader_not_available || err == error_code::unknown_topic_or_partition)
+        << "producer " << pr.id << ", partition " << p << ", sequence " << sending->base_seq << ": error "
+        << part.error_code << " (" << part.error_message.value_or("") << ")\n"
+        << describe();
+  }
+
   void check_watermarks() {
     for (int32_t id = 1; id <= kBrokers; ++id) {
       if (!at(id).up) continue;
@@ -699,6 +877,13 @@ class simulation {
   // A replica's batches below `upper`: base offset -> (leader epoch, CRC).
   static std::map<int64_t, std::pair<int32_t, uint32_t>> batches(cluster::partition& part, offset upper) {
     std::map<int64_t, std::pair<int32_t, uint32_t>> out;
+    for (const auto& h : headers(part, upper)) out[h.base_offset.value()] = {h.partition_leader_epoch, h.crc};
+    return out;
+  }
+
+  // The headers of a replica's batches below `upper`, in offset order.
+  static std::vector<model::batch::header> headers(cluster::partition& part, offset upper) {
+    std::vector<model::batch::header> out;
     offset at = part.log_start_offset();
     while (at < upper) {
       auto bytes = part.read_bytes(at, 1 << 20, upper);
@@ -707,7 +892,7 @@ class simulation {
       while (pos + model::batch::header_bytes <= bytes->size()) {
         const auto h = model::batch::parse(bytes->data() + pos);
         if (h.base_offset >= upper) break;
-        out[h.base_offset.value()] = {h.partition_leader_epoch, h.crc};
+        out.push_back(h);
         at = h.last_offset() + 1;
         pos += h.size_bytes();
       }
@@ -732,46 +917,35 @@ class simulation {
   std::map<int32_t, std::map<int64_t, uint32_t>> acked_;  // partition -> base -> CRC
   std::map<std::pair<int32_t, int32_t>, int64_t> hw_seen_;
   uint32_t produced_ = 0;
+  std::vector<producer> producers_;
+  int32_t correlation_ = 0;
+  int idempotent_acks_ = 0;
 };
 
 template <class Resp, class Req>
 result<Resp> sim_link::call(const Req& req, int16_t version) {
   if (!sim_.reaches(from_, to_, to_incarnation_)) return error{errc::unavailable, "cut"};
-  auto encoded = protocol::encode_request(++correlation_, version, req, "sim-" + std::to_string(from_)).flatten();
-  if (!encoded.ok()) return encoded.err();
+  auto frame = request_frame(++correlation_, version, req, "sim-" + std::to_string(from_));
+  if (!frame.ok()) return frame.err();
   sim_.maybe_hold(from_, to_, "request");
   if (!sim_.reaches(from_, to_, to_incarnation_)) return error{errc::unavailable, "cut while the request was held"};
-  // The server hands a handler the frame without its length prefix.
-  std::vector<std::byte> frame(encoded->size() - 4);
-  std::memcpy(frame.data(), encoded->data() + 4, frame.size());
   std::optional<net::response> answer;
   net::connection_context ctx;
   ctx.id = static_cast<uint64_t>(from_);
   ctx.peer = "b" + std::to_string(from_);
   sim_.at(to_).dispatch->on_request(
-      ctx, std::move(frame), net::responder::to_function([&](net::responder::outcome o, net::response r) {
+      ctx, std::move(*frame), net::responder::to_function([&](net::responder::outcome o, net::response r) {
         if (o == net::responder::outcome::responded) answer = std::move(r);
       }));
   if (!answer) return error{errc::unavailable, "no answer in the same step"};
   // The answer's bytes as they left the leader (its file regions read now:
   // the leader's log may change while the answer is held).
-  std::vector<uint8_t> bytes;
-  for (const auto& c : answer->chunks) {
-    if (const auto* b = std::get_if<std::vector<std::byte>>(&c)) {
-      const auto* u = reinterpret_cast<const uint8_t*>(b->data());
-      bytes.insert(bytes.end(), u, u + b->size());
-    } else {
-      const auto& f = std::get<net::file_region>(c);
-      const size_t at = bytes.size();
-      bytes.resize(at + f.len);
-      if (::pread(f.fd, bytes.data() + at, f.len, static_cast<off_t>(f.pos)) != static_cast<ssize_t>(f.len))
-        return error{errc::io_error, "reading a file region of the answer"};
-    }
-  }
+  auto bytes = flatten(*answer);
+  if (!bytes.ok()) return bytes.err();
   answer.reset();
   sim_.maybe_hold(from_, to_, "answer");
   if (!sim_.reaches(from_, to_, to_incarnation_)) return error{errc::unavailable, "cut while the answer was held"};
-  answer_ = std::move(bytes);
+  answer_ = std::move(*bytes);
   return protocol::decode_response<Resp>(std::span<const uint8_t>(answer_.data(), answer_.size()), version,
                                          correlation_);
 }
@@ -805,7 +979,7 @@ TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) 
   const int64_t seeds = env_int("SLUICE_SIM_SEEDS", 2000);
   const int steps = static_cast<int>(env_int("SLUICE_SIM_STEPS", 1500));
   size_t acked = 0;
-  int crashes = 0, delays = 0;
+  int crashes = 0, delays = 0, idempotent = 0;
   for (int64_t seed = first; seed < first + seeds; ++seed) {
     sim_dir tmp;
     simulation sim(static_cast<uint64_t>(seed), tmp.path());
@@ -814,16 +988,21 @@ TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) 
     ASSERT_TRUE(sim.settle()) << "seed " << seed << ": the replicas never agreed after every link healed\n"
                               << sim.describe();
     sim.check_history(static_cast<uint64_t>(seed));
+    sim.check_producers(static_cast<uint64_t>(seed));
     ASSERT_FALSE(::testing::Test::HasFailure()) << "replay: SLUICE_SIM_FIRST_SEED=" << seed << " SLUICE_SIM_SEEDS=1";
     acked += sim.acknowledged();
     crashes += sim.crashes();
     delays += sim.delays();
+    idempotent += sim.idempotent_acks();
   }
   EXPECT_GT(acked, 0u);
   EXPECT_GT(crashes, 0);
   EXPECT_GT(delays, 0);
-  std::printf("simulated %lld seeds of %d steps: %zu batches acknowledged, %d crashes, %d messages held\n",
-              static_cast<long long>(seeds), steps, acked, crashes, delays);
+  EXPECT_GT(idempotent, 0);
+  std::printf(
+      "simulated %lld seeds of %d steps: %zu batches acknowledged (%d from idempotent producers), %d crashes, %d "
+      "messages held\n",
+      static_cast<long long>(seeds), steps, acked, idempotent, crashes, delays);
 }
 
 }  // namespace
