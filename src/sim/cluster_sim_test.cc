@@ -821,6 +821,10 @@ class simulation {
     const auto& part = resp->responses[0].partition_responses[0];
     const auto err = static_cast<kafka::error_code>(part.error_code);
     using kafka::error_code;
+    if (trace_)
+      std::printf("%*sproducer %d to p%d: attempt %d of sequence %d answered: error %d, base offset %lld\n",
+                  2 * static_cast<int>(in_flight_.size()), "", k, p, attempt, sending->base_seq, part.error_code,
+                  static_cast<long long>(part.base_offset));
     if (err == error_code::none) {
       acked_[p][part.base_offset] = sending->crc;
       ++idempotent_acks_;
