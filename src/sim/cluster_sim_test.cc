@@ -1,24 +1,34 @@
 // The cluster simulated in one process, as FoundationDB and TigerBeetle test
-// theirs: three brokers, each with its partition manager, replica manager
-// and the real Kafka request dispatcher, over in-memory metadata stores,
-// one manual clock, fault_fs with simulated syncs and a simulated network
-// between them. Nothing runs on a thread of its own (replica managers
+// theirs (docs/simulation.md): three brokers, each with its partition
+// manager, replica manager and the real Kafka request dispatcher, over
+// in-memory metadata stores, one manual clock, fault_fs with simulated
+// syncs and a simulated network between them. Nothing runs on a thread of
+// its own but the flushers, which every step waits for (replica managers
 // without threads: replication_options::own_threads false); one seed
 // decides every step: which broker runs a fetch round or an ISR upkeep
-// round, what is produced where, when the clock moves, which links are
-// cut and healed, and when the controller (this file: it applies ISR
-// changes by their partition epoch, as AlterPartition does, and moves
-// leaderships within the ISR) acts. A follower's Fetch travels through a
-// simulated leader_link into the leader's dispatcher (responder::
+// round, what is produced where (straight to a leader's partition, or by
+// idempotent producers through the Produce handler), when the clock moves,
+// which links are cut and healed, which message is held while other steps
+// run, which broker crashes (its process, or its power: fault_fs drops what
+// no sync covered) and restarts on what its disk kept, which file the
+// kernel writes back, and when the controller (this file: it applies ISR
+// changes by their partition epoch and the broker epochs they name, as
+// AlterPartition does, moves leaderships within the ISR, and fences a
+// crashed broker when its session expires) acts. A follower's Fetch travels
+// through a simulated leader_link into the leader's dispatcher (responder::
 // to_function) and back, so the leader's side is the broker's own Fetch
 // handler.
 //
-// Checked at every step: no replica's high watermark goes back and none
-// passes its log end (the code asserts more: cluster/partition.cc). At the
-// end, with every link healed and the rounds run until the replicas agree:
-// every batch acknowledged (acks=all: partition::on_committed) is on the
-// leader at its offset with the CRC it had, and every replica holds the
-// same batches (base offset, leader epoch, CRC) below the high watermark.
+// Checked at every step: no replica's high watermark goes back within a
+// process and none passes its log end (the code asserts more:
+// cluster/partition.cc); at every election, the new leader holds every
+// batch acknowledged so far; every answer to an idempotent producer is a
+// success or an error it retries. At the end, with every broker restarted,
+// every link healed and the rounds run until the replicas agree: every
+// batch acknowledged (acks=all) is on the leader at its offset with the
+// CRC it had, every replica holds the same batches (base offset, leader
+// epoch, CRC) below the high watermark, and each idempotent producer's
+// sequences are there once each, in order.
 //
 // SLUICE_SIM_SEEDS (default 2,000) seeds of SLUICE_SIM_STEPS (default
 // 1,500) steps run from SLUICE_SIM_FIRST_SEED (default 1); a failing seed
