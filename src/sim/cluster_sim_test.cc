@@ -30,7 +30,7 @@
 // epoch, CRC) below the high watermark, and each idempotent producer's
 // sequences are there once each, in order.
 //
-// SLUICE_SIM_SEEDS (default 2,000) seeds of SLUICE_SIM_STEPS (default
+// SLUICE_SIM_SEEDS (default 1,500) seeds of SLUICE_SIM_STEPS (default
 // 1,500) steps run from SLUICE_SIM_FIRST_SEED (default 1); a failing seed
 // is named in the failure and replays exactly with
 // SLUICE_SIM_FIRST_SEED=<seed> SLUICE_SIM_SEEDS=1, SLUICE_SIM_TRACE=1
@@ -990,7 +990,7 @@ class sim_dir {
 
 TEST(ClusterSimulation, ReplicationKeepsEveryAcknowledgedBatchAndReplicasAgree) {
   const int64_t first = env_int("SLUICE_SIM_FIRST_SEED", 1);
-  const int64_t seeds = env_int("SLUICE_SIM_SEEDS", 2000);
+  const int64_t seeds = env_int("SLUICE_SIM_SEEDS", 1500);
   const int steps = static_cast<int>(env_int("SLUICE_SIM_STEPS", 1500));
   size_t acked = 0;
   int crashes = 0, delays = 0, idempotent = 0;
