@@ -98,6 +98,7 @@ struct broker {
   bool fenced = false;    // its session expired: the controller took it out of every ISR
   int incarnation = 0;    // processes started before this one; a link belongs to one
   int64_t broker_epoch = 0;  // of the current registration (KIP-903)
+  std::set<int32_t> lagging;  // partitions whose latest state this process has not applied yet
   cluster::testing::memory_store* store = nullptr;  // owned by the partition manager
   cluster::testing::managers m;
   std::unique_ptr<cluster::metadata_cache> md;
@@ -115,6 +116,14 @@ class sim_link final : public cluster::leader_link {
   sim_link(simulation& s, int32_t from, int32_t to, int to_incarnation)
       : sim_(s), from_(from), to_(to), to_incarnation_(to_incarnation) {}
   result<protocol::fetch_response> fetch(const protocol::fetch_request& req, int16_t version) override {
+    if (trace()) {
+      std::string what;
+      for (const auto& t : req.topics)
+        for (const auto& p : t.partitions)
+          what += " p" + std::to_string(p.partition) + "@" + std::to_string(p.fetch_offset) + " epoch " +
+                  std::to_string(p.current_leader_epoch) + " last " + std::to_string(p.last_fetched_epoch);
+      std::printf("fetch b%d->b%d:%s\n", from_, to_, what.c_str());
+    }
     return call<protocol::fetch_response>(req, version);
   }
   result<protocol::offset_for_leader_epoch_response> offset_for_leader_epoch(
@@ -125,6 +134,7 @@ class sim_link final : public cluster::leader_link {
  private:
   template <class Resp, class Req>
   result<Resp> call(const Req& req, int16_t version);
+  bool trace() const;
 
   simulation& sim_;
   const int32_t from_, to_;
@@ -241,10 +251,15 @@ class simulation {
       const int k = pick(kProducers);
       const int32_t p = pick(kPartitions);
       what = "producer " + std::to_string(k) + " to p" + std::to_string(p) + ": " + send(k, p);
-    } else if (r < 660) {
+    } else if (r < 630) {
       const int32_t b = 1 + pick(kBrokers);
       what = "fetch round b" + std::to_string(b);
       if (at(b).up) fetch_round(b, what);
+      else what += " (down)";
+    } else if (r < 660) {
+      const int32_t b = 1 + pick(kBrokers);
+      what = "metadata reaches b" + std::to_string(b);
+      if (at(b).up) catch_up(at(b));
       else what += " (down)";
     } else if (r < 730) {
       const int32_t b = 1 + pick(kBrokers);
@@ -313,7 +328,9 @@ class simulation {
   // every replica holds what its leader holds, up to its high watermark;
   // false when they never agree.
   bool settle() {
-    settling_ = true;  // nothing held from here: the network delivers at once
+    settling_ = true;  // nothing held from here: the network and the metadata deliver at once
+    for (auto& b : brokers_)
+      if (b->up) catch_up(*b);
     for (int32_t id = 1; id <= kBrokers; ++id) {
       if (at(id).up) continue;
       if (!at(id).fenced) expire(id);
@@ -411,6 +428,7 @@ class simulation {
   }
   int crashes() const { return crashes_; }
   int delays() const { return delays_; }
+  bool tracing() const { return trace_; }
   int idempotent_acks() const { return idempotent_acks_; }
 
   // A message from `from` to `to` is held here, at the seed's word, while
@@ -512,6 +530,7 @@ class simulation {
   // its objects are torn down); a power loss also takes every byte no sync
   // covered.
   void stop_process(broker& b) {
+    b.lagging.clear();  // a new process reads the store at open
     b.m.partitions->replicas().stop_replication();
     b.dispatch.reset();
     b.delayed.reset();
@@ -666,9 +685,24 @@ class simulation {
     for (auto& b : brokers_)
       if (b->up) b->store->set_state(kTopic, p, assignment(p), st);
   }
+  // Each running broker applies the controller's new state of p now or, at
+  // the seed's word, at a later step (its metadata lags): meanwhile it acts
+  // on the state before, a deposed leader leading on.
   void apply_everywhere(int32_t p) {
-    for (auto& b : brokers_)
-      if (b->up) b->m.partitions->refresh_state(kTopic, p);
+    for (auto& b : brokers_) {
+      if (!b->up) continue;
+      if (!settling_ && pick(100) < 30) {
+        b->lagging.insert(p);
+        continue;
+      }
+      b->lagging.erase(p);
+      b->m.partitions->refresh_state(kTopic, p);
+    }
+  }
+  // A lagging broker's metadata catches up: the store's current states.
+  void catch_up(broker& b) {
+    for (int32_t p : b.lagging) b.m.partitions->refresh_state(kTopic, p);
+    b.lagging.clear();
   }
 
   // AlterPartition: a leader's ISR change holds at the leader epoch and
@@ -733,9 +767,13 @@ class simulation {
     }
   }
 
+  // A batch appended straight to the partition of the broker the
+  // controller names, or now and then of another (one whose metadata lags
+  // may still lead).
   void produce(int32_t p) {
-    if (!at(state_[p].leader).up) return;
-    auto lead = at(state_[p].leader).m.partitions->get(kTopic, p);
+    const int32_t to = pick(6) == 0 ? 1 + pick(kBrokers) : state_[p].leader;
+    if (!at(to).up) return;
+    auto lead = at(to).m.partitions->get(kTopic, p);
     if (!lead || !lead->is_leader()) return;
     auto b = storage::testing::make_batch(1 + pick(3), 20, static_cast<uint32_t>(++produced_));
     auto out = lead->append(b, clk_.now_ms());
@@ -805,16 +843,21 @@ class simulation {
     net::connection_context ctx;
     ctx.id = static_cast<uint64_t>(100 + k);
     ctx.peer = "producer-" + std::to_string(k);
+    // The leader the controller names, applying its latest state: its
+    // producer state is the partition's. Another broker (one that led, its
+    // metadata lagging) may lack batches acknowledged since.
+    const bool current = to == state_[p].leader && !at(to).lagging.count(p);
     at(to).dispatch->on_request(
         ctx, std::move(*frame),
-        net::responder::to_function([this, k, p, attempt, correlation](net::responder::outcome o, net::response r) {
-          answered(k, p, attempt, correlation, o, r);
-        }));
+        net::responder::to_function(
+            [this, k, p, attempt, correlation, current](net::responder::outcome o, net::response r) {
+              answered(k, p, attempt, correlation, current, o, r);
+            }));
     return what;
   }
 
   // An answer to attempt `attempt` of producer k's batch to partition p.
-  void answered(int k, int32_t p, int attempt, int32_t correlation, net::responder::outcome o,
+  void answered(int k, int32_t p, int attempt, int32_t correlation, bool current, net::responder::outcome o,
                 const net::response& r) {
     producer& pr = producers_[static_cast<size_t>(k)];
     auto& sending = pr.sending[p];
@@ -843,7 +886,11 @@ class simulation {
       return;
     }
     // What a producer retries; anything else fails an idempotent producer
-    // whose every batch was sent in order and retried until acknowledged.
+    // whose every batch was sent in order and retried until acknowledged,
+    // but a sequence refused by a deposed leader that does not know it yet
+    // (the producer finds the leader and retries there).
+    if (!current && (err == error_code::out_of_order_sequence_number || err == error_code::unknown_producer_id))
+      return;
     ASSERT_TRUE(err == error_code::not_leader_or_follower || err == error_code::not_enough_replicas ||
                 err == error_code::not_enough_replicas_after_append || err == error_code::request_timed_out ||
                 err == error_code::leader_not_available || err == error_code::unknown_topic_or_partition)
@@ -935,6 +982,8 @@ class simulation {
   int32_t correlation_ = 0;
   int idempotent_acks_ = 0;
 };
+
+bool sim_link::trace() const { return sim_.tracing(); }
 
 template <class Resp, class Req>
 result<Resp> sim_link::call(const Req& req, int16_t version) {
