@@ -110,7 +110,10 @@ struct broker {
 
 // A follower's link to a leader across the simulated network: each call
 // is encoded as a client would, handed to the leader's dispatcher, and the
-// answer decoded; a cut link (either way) fails the call, as a timeout.
+// answer decoded; a cut link (either way), a crashed end or a restarted
+// leader fails the call, as a timeout. The simulation may hold the request
+// before the leader sees it, or the answer before the follower does, while
+// other steps run (simulation::maybe_hold).
 class sim_link final : public cluster::leader_link {
  public:
   sim_link(simulation& s, int32_t from, int32_t to, int to_incarnation)
