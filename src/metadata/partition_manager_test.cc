@@ -503,6 +503,81 @@ TEST_F(PartitionManagerTest, RollSnapshotsProducersWhenSealed) {
   EXPECT_EQ(loaded->state.producer_count(), 1u);
 }
 
+// A producer-state snapshot the seal wrote past the active segment's base
+// (appends that followed the roll) describes offsets a power loss takes
+// with that segment's unsynced tail. Recovery removes it: kept, it would
+// be loaded once the log grew past its offset with other batches (the next
+// truncation's rebuild takes the newest snapshot at or below the new end),
+// and its producers would be those of the lost history. The cluster
+// simulation found this: a leader answered a producer's retry as a
+// duplicate at an offset holding another batch.
+TEST_F(PartitionManagerTest, PowerLossRemovesProducerSnapshotsPastTheRecoveredEnd) {
+  io::fault_fs ffs(io::filesystem::posix());
+  ffs.simulate_syncs(true);
+  const std::vector<std::pair<std::string, std::string>> settings{{"sluice.log.fsync.enable", "false"}};
+  ASSERT_NE(open(ffs, settings), nullptr);
+  const std::vector<config::config_entry> cfg{{"segment.bytes", std::string("2048")}};
+  ASSERT_FALSE(pm_->create_topic("idem", 1, 1, cfg, false));
+  auto batch = [](int64_t producer, int32_t seq) {
+    storage::batch_spec spec;
+    spec.records = 1;
+    spec.value_bytes = 300;
+    spec.seed = static_cast<uint32_t>(producer * 1000 + seq);
+    spec.producer_id = producer;
+    spec.producer_epoch = 0;
+    spec.base_sequence = seq;
+    return storage::build_batch(spec);
+  };
+  auto append = [&](int64_t producer, int32_t seq) {
+    auto b = batch(producer, seq);
+    auto out = pm_->get("idem", 0)->append(b, 1'700'000'000'000);
+    EXPECT_EQ(out.error, errc::ok) << out.message;
+    return out;
+  };
+  // Producer 42 until a roll: its last batch opens the new segment, and the
+  // seal's snapshot, written after that append, covers it.
+  int32_t seq = 0;
+  auto& log = partition_test_access::log(*pm_->get("idem", 0));
+  while (log.segments().size() < 2) append(42, seq++);
+  logs_->wait_idle();
+  const offset active = log.active_segment_base();
+  ASSERT_EQ(log.log_end_offset(), active + 1);
+  auto newest_snapshot = [&](const std::string& dir) {
+    int64_t newest = -1;
+    for (const auto& n : names_in(dir))
+      if (n.size() > 9 && n.substr(n.size() - 9) == ".snapshot") newest = std::max<int64_t>(newest, std::stoll(n.substr(0, 20)));
+    return newest;
+  };
+  ASSERT_GT(newest_snapshot(log.dir()), active.value());
+
+  ffs.crash_after_ops(0);  // the power goes: nothing more reaches the disk
+  close();
+  ASSERT_TRUE(ffs.drop_unsynced().ok());
+  ffs.crash_after_ops(std::nullopt);
+  ASSERT_NE(open(ffs, settings), nullptr);
+  auto part = pm_->get("idem", 0);
+  auto& relog = partition_test_access::log(*part);
+  ASSERT_EQ(part->log_end_offset(), active) << "the sealed segments were synced, the active one's tail lost";
+  EXPECT_LE(newest_snapshot(relog.dir()), active.value()) << "a snapshot describes offsets the power loss took";
+
+  // Another history past that offset: producer 43 first, then 42's lost
+  // batch again; a cut then rebuilds the producer state from the newest
+  // snapshot at or below the new end, and the log after it.
+  EXPECT_FALSE(append(43, 0).duplicate);
+  EXPECT_FALSE(append(42, seq - 1).duplicate);
+  EXPECT_FALSE(append(43, 1).duplicate);
+  // The cut a follower makes (broker 1 leads for a moment), then this
+  // broker leads again.
+  ASSERT_TRUE(part->apply_state({0, 1}, partition_state{1, 1, {0, 1}, 1}));
+  ASSERT_TRUE(part->truncate_to(active + 2).ok());
+  ASSERT_TRUE(part->apply_state({0, 1}, partition_state{0, 2, {0, 1}, 2}));
+  // Producer 43's first batch is at `active`: its retry is that batch.
+  auto again = append(43, 0);
+  EXPECT_TRUE(again.duplicate) << "producer 43's batch at " << active.value() << " was taken for new";
+  EXPECT_EQ(again.base, active);
+  close();  // before `ffs` goes
+}
+
 using testing::memory_store;
 
 // A store that keeps the cluster-wide broker defaults (a cluster's etcd):

@@ -614,6 +614,12 @@ result<std::shared_ptr<partition>> partition::open(storage::topic_partition tp, 
   }
   if (sole_replica) p->hw_.store(p->tracker_.high_watermark().value());
   p->list_snapshots();
+  // A snapshot past the log end recovery found describes offsets a crash
+  // took (a seal writes it after appends that followed the roll, and it
+  // is synced where they were not): it goes before the log grows past its
+  // offset again with other batches, as a truncation removes those past
+  // its cut (rebuild_producers).
+  p->remove_snapshots(p->prune_snapshots_locked(p->log_->log_start_offset(), end));
   p->legacy_snapshot_ = fs.exists(p->snapshot_path_);
   {
     auto idx = storage::aborted_index::open(fs, p->log_->dir() + "/" + storage::aborted_index::file_name);

@@ -326,6 +326,12 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
     return;
   }
   sync_before_fetch(work);
+  // The round's truncation exchange may have taken long: only entries still
+  // current are fetched (Kafka builds each fetch from its partition map).
+  {
+    std::lock_guard g(mu_);
+    std::erase_if(work, [&](const auto& w) { return !current_locked(w.first, w.second, phase::fetching); });
+  }
   if (work.empty()) return;
   protocol::fetch_request req;
   req.replica_id = opts_.node_id;  // before v15
@@ -341,16 +347,24 @@ void replica_fetcher::fetch_round(std::vector<std::pair<key, entry>>& work) {
   std::map<key, std::pair<const entry*, offset>> asked;
   std::map<sluice::topic_id, std::string> names;  // the answer names topics by id
   for (auto& [k, e] : work) {
+    const offset from = e.part->log_end_offset();
+    const int32_t last_epoch = e.part->last_written_epoch();
+    // A fetch offset says: all below it was copied from leaders, up to the
+    // epoch fetched at. A partition that started leading (apply_state moves
+    // its epoch before it takes a leader's append) may hold its own batches
+    // there: it is not fetched. Checked after the reads, so they saw no
+    // leader's batch.
+    if (e.part->is_leader() || e.part->epoch().value() != e.epoch) continue;
     auto& p = add_partition(req, k, e.epoch);
     req.topics.back().topic_id = e.part->topic_id();
     names[e.part->topic_id()] = k.first;
-    const offset from = e.part->log_end_offset();
     p.fetch_offset = from.value();
-    p.last_fetched_epoch = e.part->last_written_epoch();
+    p.last_fetched_epoch = last_epoch;
     p.log_start_offset = e.part->log_start_offset().value();
     p.partition_max_bytes = opts_.partition_max_bytes;
     asked[k] = {&e, from};
   }
+  if (asked.empty()) return;
   auto resp = link_->fetch(req, fetch_version);
   if (!resp.ok()) return lost_connection("Fetch: " + resp.err().message);
   const int64_t retry_at = clk_.monotonic_ms() + opts_.backoff_ms;

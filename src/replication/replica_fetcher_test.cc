@@ -836,6 +836,103 @@ TEST_F(ReplicaFetcherTest, WithoutItsOwnThreadAFetcherRunsRoundsWhenToldThroughI
   f.remove(p);
 }
 
+// A link whose OffsetForLeaderEpoch runs `meanwhile` before it answers (the
+// broker's metadata thread acting while the fetcher waits for the answer),
+// and which records the partitions each Fetch names.
+class waiting_link final : public leader_link {
+ public:
+  waiting_link(std::function<void()> meanwhile, std::vector<std::pair<int32_t, int64_t>>& fetched)
+      : meanwhile_(std::move(meanwhile)), fetched_(fetched) {}
+  result<protocol::fetch_response> fetch(const protocol::fetch_request& req, int16_t) override {
+    protocol::fetch_response resp;
+    for (const auto& t : req.topics) {
+      auto& rt = resp.responses.emplace_back();
+      rt.topic_id = t.topic_id;
+      for (const auto& q : t.partitions) {
+        fetched_.push_back({t.topic_id[0], q.fetch_offset});
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition_index = q.partition;
+        rp.log_start_offset = 0;
+        rp.high_watermark = 0;
+        rp.records = protocol::records_field::empty();
+      }
+    }
+    return resp;
+  }
+  result<protocol::offset_for_leader_epoch_response> offset_for_leader_epoch(
+      const protocol::offset_for_leader_epoch_request& req, int16_t) override {
+    if (meanwhile_) std::exchange(meanwhile_, nullptr)();
+    protocol::offset_for_leader_epoch_response resp;
+    for (const auto& t : req.topics) {
+      auto& rt = resp.topics.emplace_back();
+      rt.topic = t.topic;
+      for (const auto& q : t.partitions) {
+        auto& rp = rt.partitions.emplace_back();
+        rp.partition = q.partition;
+        rp.leader_epoch = 3;
+        rp.end_offset = 15;
+      }
+    }
+    return resp;
+  }
+
+ private:
+  std::function<void()> meanwhile_;
+  std::vector<std::pair<int32_t, int64_t>>& fetched_;
+};
+
+// One round truncates some partitions, then fetches the others: a
+// partition that started leading while the truncation's answer was awaited
+// is not in that fetch. Sent, it named this broker's log end as a leader's
+// (its own new batches) at the old leader epoch, and a deposed leader whose
+// metadata lagged counted it: its high watermark passed batches this broker
+// never had (the cluster simulation found it: seed 115 with lagging
+// metadata, an acknowledged batch lost).
+TEST_F(ReplicaFetcherTest, APartitionThatStartedLeadingDuringTheRoundIsNotFetched) {
+  auto leads = open_partition("lead");  // topic id byte 0: 4
+  follow(*leads, kLeader, 1);
+  auto trunc = open_partition("trunc");  // topic id byte 0: 5
+  epochs_1_and_3(*trunc);
+  std::vector<std::pair<int32_t, int64_t>> fetched;
+  replica_fetcher* fp = nullptr;
+  auto meanwhile = [&] {
+    // The controller makes this broker lead "lead" at epoch 2; the broker
+    // applies it, takes it off the fetcher and appends a producer's batch.
+    partition_state st;
+    st.leader = kMe;
+    st.leader_epoch = 2;
+    st.isr = {kMe, kLeader};
+    st.partition_epoch = 2;
+    ASSERT_TRUE(leads->apply_state({kLeader, kMe, 3}, st));
+    fp->remove(leads);
+    auto b = storage::testing::make_batch(2, 10, 1);
+    ASSERT_EQ(leads->append(b, 1'700'000'000'000).error, errc::ok);
+  };
+  link_factory links = [&](int32_t) -> result<std::unique_ptr<leader_link>> {
+    return std::unique_ptr<leader_link>(std::make_unique<waiting_link>(meanwhile, fetched));
+  };
+  fetcher_options o;
+  o.node_id = kMe;
+  o.source = kLeader;
+  o.broker_epoch = [] { return int64_t{7}; };
+  o.backoff_ms = 10;
+  o.partition_max_bytes = 1 << 20;
+  o.response_max_bytes = 10 << 20;
+  o.socket_timeout_ms = 30'000;
+  replica_fetcher f(o, links, env_.clk, /*own_thread=*/false);
+  fp = &f;
+  // Round 1: "lead" has no epoch history: it goes to fetching at once.
+  f.add(leads);
+  f.run_round();
+  // Round 2: "trunc" asks where epoch 3 ends; meanwhile "lead" leads.
+  f.add(trunc);
+  f.run_round();
+  ASSERT_TRUE(leads->is_leader());
+  for (const auto& [topic, from] : fetched)
+    EXPECT_NE(topic, 4) << "a fetch named the partition this broker leads, from its log end " << from;
+  f.remove(trunc);
+}
+
 // A leader served in-process: what the Fetch handler does for a follower,
 // reduced to the partition's own calls (the simulated cluster runs the
 // real handler instead). `up` false breaks every exchange.

@@ -87,6 +87,18 @@ bool replica_manager::run_fetch_rounds() {
   return worked;
 }
 
+bool replica_manager::run_fetch_round(int32_t source) {
+  replica_fetcher* f = nullptr;
+  {
+    std::lock_guard g(rep_mu_);
+    SLUICE_ASSERT(rep_ && !rep_->own_threads, "fetch rounds of a replica manager with threads of its own");
+    auto it = fetchers_.find(source);
+    if (it == fetchers_.end()) return false;
+    f = it->second.get();
+  }
+  return f->run_round().worked;
+}
+
 void replica_manager::run_upkeep_round() {
   int64_t lag_max;
   isr_writer write;

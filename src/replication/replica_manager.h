@@ -79,6 +79,10 @@ class replica_manager {
   // one round of every fetcher, in the order of their source brokers;
   // true when any exchanged with its leader.
   bool run_fetch_rounds();
+  // The same for the fetcher from `source` alone (false when there is
+  // none): a simulation runs one while another of this broker's fetchers
+  // waits for its answer, as their threads would.
+  bool run_fetch_round(int32_t source);
   // Without threads of its own: one round of the leaders' ISR upkeep
   // (proposals, and waiters of leaderships the gate refuses).
   void run_upkeep_round();

@@ -290,7 +290,14 @@ result<bool> log::seal_closed() {
       segment& s = *segments_[i];
       if (s.sealed()) continue;
       job j{&s, s.index_files_now(), nullptr};
-      if (fsync && !s.synced()) {
+      // Its bytes are synced whatever `fsync` says (Kafka flushes the
+      // segment a roll closed too): the recovery point that moves past it
+      // next is durable, and recovery trusts what lies below it unscanned.
+      // Without this a power loss after the move left the segment's
+      // unsynced tail missing in the middle of the log, unseen by
+      // recovery: a restarted replica fetched on from its end with a hole
+      // below it, and lost acknowledged records once it led.
+      if (!s.synced()) {
         auto f = s.file();
         if (!f.ok()) return go_offline(f.err()).err();
         j.unsynced = std::move(f).value();
@@ -824,7 +831,9 @@ status log::close_files(bool write_marker) {
         active().release_reserve();
         for (auto& seg : segments_) {
           if (seg->sealed() && seg != segments_.back()) continue;
-          if (st.ok() && cfg_.fsync) st = seg->sync();
+          // A closed segment's bytes are synced before it counts as sealed,
+          // fsync or not (seal_closed); the active one's only with fsync.
+          if (st.ok() && (cfg_.fsync || seg != segments_.back())) st = seg->sync();
           if (st.ok()) st = seg->write_indexes(cfg_.fsync);
           if (st.ok()) seg->mark_sealed();
         }

@@ -107,6 +107,8 @@ log_manager::log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_con
 
 log_manager::~log_manager() { shutdown().ignore(); }
 
+void log_manager::wait_idle() { flusher_->wait_idle(); }
+
 log_context log_manager::context() {
   return log_context{&fs_, &clk_, files_.get(), flusher_.get(), deleter_.get(), scrubber_.get(),
                      cfg_.follower_cache_drop_behind_bytes};

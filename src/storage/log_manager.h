@@ -113,6 +113,11 @@ class log_manager {
 
   file_cache& files() { return *files_; }
   file_deleter& deleter() { return *deleter_; }
+  // Returns once the flusher has no job queued or running (flusher::
+  // wait_idle): a simulation that steps a broker from one thread waits so
+  // that the seals and syncs an append asked for land at a point its seed
+  // decides, not when a thread gets to them.
+  void wait_idle();
 
  private:
   log_manager(io::filesystem& fs, sluice::clock& clk, log_manager_config cfg);

@@ -565,6 +565,37 @@ TEST_F(LogTest, RollsSyncNothingOnTheAppendingThread) {
   }
 }
 
+// Without fsync nothing an append wrote is synced, but a segment a roll
+// closed is, before its seal moves the recovery point past it (Kafka
+// flushes a rolled segment too): a power loss then takes only the active
+// segment's tail, and never leaves a hole below the log end that recovery,
+// trusting the segments below the recovery point, would not see.
+TEST_F(LogTest, WithoutFsyncPowerLossAfterSealLeavesNoHole) {
+  io::fault_fs ffs(io::filesystem::posix());
+  ffs.simulate_syncs(true);
+  env_guard guard{this, {}};
+  crash();
+  env_ = std::make_unique<log_env>(ffs);
+  log_config cfg = small_config();
+  cfg.fsync = false;
+  open(cfg);
+  for (int i = 0; i < 30; ++i) append(1, 500);  // several rolls
+  env_->flush.wait_idle();  // the seals ran: the recovery point passed the closed segments
+  const offset sealed_end = log_->active_segment_base();
+  ASSERT_GT(sealed_end, offset(0));
+  crash();
+  ASSERT_TRUE(ffs.drop_unsynced().ok());  // the power goes
+  open(cfg);
+  EXPECT_GE(log_->log_end_offset(), sealed_end);
+  std::vector<std::byte> expect;
+  for (const auto& a : all_)
+    if (a.last < log_->log_end_offset()) expect.insert(expect.end(), a.bytes.begin(), a.bytes.end());
+  const auto got = read_all_from(offset(0));
+  ASSERT_EQ(got.size(), expect.size()) << "the recovered log has a hole below its end "
+                                       << log_->log_end_offset().value();
+  EXPECT_TRUE(got == expect);
+}
+
 // Power lost while the flusher is still sealing what rolls closed: the
 // recovery point had not passed those segments, so recovery rescans them
 // and keeps everything that was durable.
