@@ -56,6 +56,8 @@ constexpr api_handler table[] = {
     serve<protocol::add_partitions_to_txn_request>(handle_add_partitions_to_txn),
     serve<protocol::add_offsets_to_txn_request>(handle_add_offsets_to_txn),
     serve<protocol::end_txn_request>(handle_end_txn),
+    serve<protocol::describe_transactions_request>(handle_describe_transactions),
+    serve<protocol::list_transactions_request>(handle_list_transactions),
 };
 
 }  // namespace

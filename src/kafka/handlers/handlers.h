@@ -36,6 +36,8 @@ void handle_write_txn_markers(request req);
 void handle_add_partitions_to_txn(request req);
 void handle_add_offsets_to_txn(request req);
 void handle_end_txn(request req);
+void handle_describe_transactions(request req);
+void handle_list_transactions(request req);
 void handle_describe_topic_partitions(request req);
 void handle_elect_leaders(request req);
 // Consumer groups (group/coordinator.h).

@@ -138,3 +138,69 @@ void handle_end_txn(request req) {
 }
 
 }  // namespace sluice::kafka
+
+namespace sluice::kafka {
+
+// DescribeTransactions v0 (KIP-664): each id as its coordinator holds it;
+// an id coordinated elsewhere is NOT_COORDINATOR, one unknown here
+// TRANSACTIONAL_ID_NOT_FOUND.
+void handle_describe_transactions(request req) {
+  auto body = decode_body<protocol::describe_transactions_request>(req);
+  if (!body) return;
+  protocol::describe_transactions_response resp;
+  for (const auto& id : body->transactional_ids) {
+    auto& out = resp.transaction_states.emplace_back();
+    out.transactional_id = id;
+    out.producer_id = -1;
+    out.producer_epoch = -1;
+    out.transaction_start_time_ms = -1;
+    if (!req.svc->txn) {
+      out.error_code = to_wire(error_code::coordinator_not_available);
+      continue;
+    }
+    const auto d = req.svc->txn->describe(id);
+    out.error_code = to_wire(to_kafka_error(d.error));
+    if (d.error != errc::ok) continue;
+    out.transaction_state = std::string(txn::state_name(d.state));
+    out.transaction_timeout_ms = d.timeout_ms;
+    out.transaction_start_time_ms = d.start_ms;
+    out.producer_id = d.producer_id;
+    out.producer_epoch = d.producer_epoch;
+    for (const auto& [topic, parts] : d.topics) {
+      auto& t = out.topics.emplace_back();
+      t.topic = topic;
+      t.partitions = parts;
+    }
+  }
+  req.respond(resp);
+}
+
+// ListTransactions v0-1: the transactions this broker coordinates, filtered
+// by state, producer id and (v1) how long they have run; an admin client
+// asks every broker.
+void handle_list_transactions(request req) {
+  auto body = decode_body<protocol::list_transactions_request>(req);
+  if (!body) return;
+  protocol::list_transactions_response resp;
+  if (!req.svc->txn) {
+    resp.error_code = to_wire(error_code::coordinator_not_available);
+    req.respond(resp);
+    return;
+  }
+  txn::list_filter f;
+  f.states = body->state_filters;
+  f.producer_ids = body->producer_id_filters;
+  f.min_duration_ms = body->duration_filter;
+  const auto l = req.svc->txn->list(f);
+  resp.error_code = to_wire(to_kafka_error(l.error));
+  resp.unknown_state_filters = l.unknown_state_filters;
+  for (const auto& e : l.transactions) {
+    auto& out = resp.transaction_states.emplace_back();
+    out.transactional_id = e.transactional_id;
+    out.producer_id = e.producer_id;
+    out.transaction_state = std::string(txn::state_name(e.state));
+  }
+  req.respond(resp);
+}
+
+}  // namespace sluice::kafka
