@@ -53,6 +53,7 @@ constexpr api_handler table[] = {
     serve<protocol::describe_topic_partitions_request>(handle_describe_topic_partitions),
     serve<protocol::elect_leaders_request>(handle_elect_leaders),
     serve<protocol::write_txn_markers_request>(handle_write_txn_markers),
+    serve<protocol::txn_offset_commit_request>(handle_txn_offset_commit),
 };
 
 }  // namespace
