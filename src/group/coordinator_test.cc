@@ -1741,6 +1741,31 @@ TEST_F(txn_offsets_test, TheCoordinatorsGatesAndWriteErrors) {
   EXPECT_EQ(txn_commit(bad), to_wire(error_code::invalid_producer_id_mapping));
 }
 
+TEST_F(txn_offsets_test, PendingOffsetsCountTowardTheGroupsBound) {
+  // One transaction fills the group to the bound with pending offsets.
+  proto::txn_offset_commit_request r = txn_req("g", 7, "t0", 0, 1);
+  r.topics.clear();
+  for (size_t n = 0; n < limits::max_offsets_per_group; ++n) {
+    if (n % 100 == 0) r.topics.emplace_back().name = "t" + std::to_string(n / 100);
+    auto& p = r.topics.back().partitions.emplace_back();
+    p.partition_index = static_cast<int32_t>(n % 100);
+    p.committed_offset = 1;
+    p.committed_metadata = "";
+  }
+  slot<proto::txn_offset_commit_response> s;
+  c_->txn_offset_commit(r, 3, s.cb());
+  run();
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(s->topics.back().partitions.back().error_code, 0);
+  const int16_t too_many = to_wire(error_code::invalid_commit_offset_size);
+  EXPECT_EQ(commit_error(commit("g", "", -1, "other", 0, 1)), too_many) << "a plain commit of a new partition";
+  EXPECT_EQ(txn_commit("g", 8, "other", 0, 1), too_many) << "another producer's";
+  EXPECT_EQ(txn_commit("g", 7, "t0", 0, 2), 0) << "the producer's own pending offset is replaced";
+  EXPECT_EQ(commit_error(commit("g", "", -1, "t0", 1, 1)), too_many) << "pending elsewhere: a new committed one";
+  end_txn("g", 7, false);
+  EXPECT_EQ(commit_error(commit("g", "", -1, "other", 0, 1)), 0) << "the abort freed them";
+}
+
 TEST_F(txn_offsets_test, DeletingAGroupDropsItsPendingOffsets) {
   EXPECT_EQ(txn_commit("solo", 7, "t", 0, 10), 0);  // a group with pending offsets only
   ASSERT_EQ(commit_error(commit("both", "", -1, "t", 0, 5)), 0);
