@@ -432,33 +432,37 @@ void offset_manager::txn_commit(const proto::txn_offset_commit_request& req, int
       [this, resp, part, pid, wire, applied = std::move(batch.applied), written = std::move(batch.written),
        cb = std::move(cb)](status s, int64_t base_offset, outbox& out) mutable {
         for (const auto& [k, v] : applied) forget_in_flight(k, v.topic_id);
-        auto in_flight = txn_in_flight_.find({part, pid});
-        SLUICE_ASSERT(in_flight != txn_in_flight_.end(), "a completing transactional commit was in flight");
-        if (--in_flight->second == 0) txn_in_flight_.erase(in_flight);
         if (s.ok()) {
           for (const auto& [k, v] : applied) apply_txn(k, v, pid, base_offset);
-          // A marker of the producer reported while this batch was in
-          // flight, written after it, ends it now.
-          if (auto h = heard_.find(part); h != heard_.end()) {
-            auto markers = h->second;
-            std::sort(markers.begin(), markers.end(),
-                      [](const heard_marker& a, const heard_marker& b) { return a.offset < b.offset; });
-            for (const auto& m : markers)
-              if (m.producer_id == pid && m.offset > base_offset) complete_txn(part, pid, m.commit, m.offset);
-          }
         } else {
           const auto e = kafka::to_group_write_error(s.code(), kafka::group_write::txn_offset_commit);
           for (int16_t* ec : written) *ec = wire(e);
         }
-        // Kept for a load still running (finish_load), else no longer needed.
-        if (!txn_in_flight_.count({part, pid}) && partitions_.state(part) == partition_state::loaded) {
-          if (auto h = heard_.find(part); h != heard_.end()) {
-            std::erase_if(h->second, [pid](const heard_marker& m) { return m.producer_id == pid; });
-            if (h->second.empty()) heard_.erase(h);
-          }
-        }
+        txn_append_done(part, pid, s.ok() ? base_offset : -1);
         answer(cb, *resp, out);
       });
+}
+
+void offset_manager::txn_append_done(int32_t p, int64_t producer_id, int64_t base_offset) {
+  auto in_flight = txn_in_flight_.find({p, producer_id});
+  SLUICE_ASSERT(in_flight != txn_in_flight_.end(), "a completing transactional commit was in flight");
+  if (--in_flight->second == 0) txn_in_flight_.erase(in_flight);
+  auto h = heard_.find(p);
+  if (h == heard_.end()) return;
+  if (base_offset >= 0) {
+    // A marker of the producer reported while this batch was in flight,
+    // and written after it, ends it now.
+    auto markers = h->second;
+    std::sort(markers.begin(), markers.end(),
+              [](const heard_marker& a, const heard_marker& b) { return a.offset < b.offset; });
+    for (const auto& m : markers)
+      if (m.producer_id == producer_id && m.offset > base_offset) complete_txn(p, producer_id, m.commit, m.offset);
+  }
+  // Kept for a load still running (finish_load), else no longer needed.
+  if (!txn_in_flight_.count({p, producer_id}) && partitions_.state(p) == partition_state::loaded) {
+    std::erase_if(h->second, [producer_id](const heard_marker& m) { return m.producer_id == producer_id; });
+    if (h->second.empty()) heard_.erase(h);
+  }
 }
 
 // ---- OffsetFetch --------------------------------------------------------------------

@@ -204,6 +204,10 @@ class offset_manager {
   bool pending_for(const std::string& group_id, const topic_partition& tp) const;
   // The keys that hold pending offsets and no committed one.
   std::vector<offset_key> pending_only_keys(const std::string& group_id) const;
+  // A transactional commit of `producer_id` to partition `p` completed,
+  // its batch at `base_offset` (-1: it failed; its offsets were made
+  // pending already): markers heard while it was in flight are applied.
+  void txn_append_done(int32_t p, int64_t producer_id, int64_t base_offset);
   // The topic that has `name` now; nullopt when none has, or without a
   // lookup (tests).
   std::optional<topic_ref> current_topic(const std::string& name) const;
