@@ -55,6 +55,7 @@ std::string_view errc_name(errc e) {
     case errc::coordinator_load_in_progress: return "coordinator_load_in_progress";
     case errc::transactional_id_not_found: return "transactional_id_not_found";
     case errc::transaction_abortable: return "transaction_abortable";
+    case errc::unstable_offset_commit: return "unstable_offset_commit";
     case errc::invalid_txn_marker: return "invalid_txn_marker";
   }
   return "unknown";

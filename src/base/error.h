@@ -64,6 +64,7 @@ enum class errc : int16_t {
   transactional_id_not_found,    // no such transactional id (DescribeTransactions)
   transaction_abortable,    // the transaction must abort (a verification that failed, KIP-890)
   invalid_txn_marker,       // a control batch that is not a well-formed COMMIT or ABORT marker
+  unstable_offset_commit,   // a committed offset a transaction may still replace (OffsetFetch require_stable); retriable
   // Protocol decoding.
   malformed,          // a request that cannot be decoded
   unsupported_version,

@@ -415,7 +415,9 @@ inline constexpr size_t max_assignment_bytes = 256 * 1024;
 // Kafka's offset.metadata.max.bytes default: the metadata string of one
 // committed offset.
 inline constexpr size_t max_offset_metadata_bytes = 4096;
-// Committed partitions one group may hold.
+// Committed partitions one group may hold, its pending transactional
+// offsets (TxnOffsetCommit, one per producer and partition until the
+// producer's marker) counted with them.
 inline constexpr size_t max_offsets_per_group = 100'000;
 // max.message.bytes of __consumer_offsets: one group record of a large group
 // must fit.

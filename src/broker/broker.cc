@@ -391,14 +391,32 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->partitions->on_role_change([g = i->groups.get()](const std::string& topic, int32_t p, bool leads) {
     if (topic == group::offsets_topic) g->on_leadership(p, leads);
   });
-  i->watch->start();
-  i->groups->start();
   // The transaction coordinator replays __transaction_state on its own
   // thread, as the group coordinator does __consumer_offsets.
   SLUICE_ASSIGN_OR_RETURN(i->txns, txn::service::open(*i->partitions, i->clk, *cfg));
   i->partitions->on_role_change([t = i->txns.get()](const std::string& topic, int32_t p, bool leads) {
     if (topic == txn::transaction_state_topic) t->on_leadership(p, leads);
   });
+  // A marker on __consumer_offsets ends the producer's pending offsets
+  // there; a TxnOffsetCommit is written only for a partition the producer's
+  // transaction holds (KIP-890).
+  i->txns->set_offsets_marker_listener([c = &i->groups->coordinator()](int32_t p, int64_t producer_id, bool commit,
+                                                                         int64_t marker_offset) {
+    c->on_transaction_completed(p, producer_id, commit, marker_offset);
+  });
+  i->groups->set_txn_verifier([t = i->txns.get()](const group::txn_producer& tp, int32_t p) {
+    auto v = t->verify(tp.transactional_id, tp.producer_id, tp.producer_epoch,
+                       {{std::string(group::offsets_topic), p}});
+    if (v.error == errc::not_coordinator || v.error == errc::coordinator_load_in_progress ||
+        v.error == errc::concurrent_transactions)
+      return errc::coordinator_not_available;
+    if (v.error != errc::ok) return v.error;
+    for (const auto& [_, e] : v.partitions)
+      if (e != errc::ok) return e;
+    return errc::ok;
+  });
+  i->watch->start();
+  i->groups->start();
 
   i->metadata = std::make_unique<cluster::metadata_cache>(i->partitions->store(), i->partitions->replicas(),
                                                                cfg->node_id, cluster_id);

@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/endian.h"
+#include "base/java_hash.h"
 #include "kafka/dispatcher.h"
 #include "protocol/frame.h"
 #include "protocol/records/control.h"
@@ -2045,6 +2046,105 @@ TEST_F(BrokerTest, TransactionMarkersAndReadCommittedFetches) {
   lp.partition_index = 0;
   lp.timestamp = -1;
   EXPECT_EQ(c.call<protocol::list_offsets_response>(lo, 2).topics[0].partitions[0].offset, 4);
+}
+
+// Offsets in a transaction over the wire: TxnOffsetCommit writes them as
+// the producer's transactional batch to the group's partition of
+// __consumer_offsets; a COMMIT marker there (WriteTxnMarkers) makes them the
+// group's committed offsets before it is answered, an ABORT drops them, and
+// meanwhile OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT.
+// The partition fences the producer's older epoch, and a restart replays
+// the same state.
+TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {
+  client c(b_->port());
+  create(c, "src", 1);
+  protocol::init_producer_id_request ip;
+  ip.transaction_timeout_ms = 60000;
+  const auto pid = c.call<protocol::init_producer_id_response>(ip, 1);
+  ASSERT_EQ(pid.error_code, 0);
+  // offsets.topic.num.partitions is 50 by default.
+  auto partition_of = [](const std::string& group) { return java_hash_partition(group, 50); };
+
+  auto txn_commit = [&](const std::string& group, int16_t epoch, int64_t offset) -> int16_t {
+    protocol::txn_offset_commit_request r;
+    r.transactional_id = "tid";
+    r.group_id = group;
+    r.producer_id = pid.producer_id;
+    r.producer_epoch = epoch;
+    auto& t = r.topics.emplace_back();
+    t.name = "src";
+    auto& p = t.partitions.emplace_back();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    p.committed_metadata = "m";
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      const auto resp = c.call<protocol::txn_offset_commit_response>(r, 3);
+      const int16_t e = resp.topics.at(0).partitions.at(0).error_code;
+      if (e != 14 || until.passed()) return e;  // COORDINATOR_LOAD_IN_PROGRESS: the load runs at start
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  auto marker = [&](const std::string& group, int16_t epoch, bool commit) -> int16_t {
+    protocol::write_txn_markers_request req;
+    auto& m = req.markers.emplace_back();
+    m.producer_id = pid.producer_id;
+    m.producer_epoch = epoch;
+    m.transaction_result = commit;
+    m.coordinator_epoch = 0;
+    auto& t = m.topics.emplace_back();
+    t.name = "__consumer_offsets";
+    t.partition_indexes = {partition_of(group)};
+    return marker_error(c.call<protocol::write_txn_markers_response>(req, 1));
+  };
+  // OffsetFetch v8 of one group's src/0: (error, offset).
+  auto fetch = [&](client& cl, const std::string& group, bool require_stable) {
+    protocol::offset_fetch_request of;
+    auto& g = of.groups.emplace_back();
+    g.group_id = group;
+    g.topics.emplace();
+    g.topics->push_back({"src", {0}});
+    of.require_stable = require_stable;
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      const auto r = cl.call<protocol::offset_fetch_response>(of, 8);
+      if (r.groups.at(0).error_code == 14 && !until.passed()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      EXPECT_EQ(r.groups.at(0).error_code, 0);
+      const auto& p = r.groups.at(0).topics.at(0).partitions.at(0);
+      return std::make_pair(p.error_code, p.committed_offset);
+    }
+  };
+  using answer = std::pair<int16_t, int64_t>;
+
+  ASSERT_EQ(txn_commit("eos-commit", 0, 10), 0);
+  EXPECT_EQ(fetch(c, "eos-commit", false), (answer{0, -1})) << "pending until the marker";
+  EXPECT_EQ(fetch(c, "eos-commit", true), (answer{88, -1}));  // UNSTABLE_OFFSET_COMMIT
+  ASSERT_EQ(marker("eos-commit", 0, true), 0);
+  EXPECT_EQ(fetch(c, "eos-commit", true), (answer{0, 10})) << "committed once the marker is answered";
+
+  ASSERT_EQ(txn_commit("eos-abort", 0, 20), 0);
+  EXPECT_EQ(fetch(c, "eos-abort", true), (answer{88, -1}));
+  ASSERT_EQ(marker("eos-abort", 0, false), 0);
+  EXPECT_EQ(fetch(c, "eos-abort", true), (answer{0, -1})) << "an abort drops them";
+
+  // The transaction coordinator fences the producer (an abort at a bumped
+  // epoch): its later commits at the old epoch are refused by the partition.
+  ASSERT_EQ(txn_commit("eos-fenced", 0, 30), 0);
+  ASSERT_EQ(marker("eos-fenced", 1, false), 0);
+  EXPECT_EQ(txn_commit("eos-fenced", 0, 31), 47);  // INVALID_PRODUCER_EPOCH
+  EXPECT_EQ(fetch(c, "eos-fenced", true), (answer{0, -1}));
+
+  // One more pending at the restart: the replay finds it pending.
+  ASSERT_EQ(txn_commit("eos-open", 1, 40), 0);
+  restart();
+  client again(b_->port());
+  EXPECT_EQ(fetch(again, "eos-commit", true), (answer{0, 10}));
+  EXPECT_EQ(fetch(again, "eos-abort", true), (answer{0, -1}));
+  EXPECT_EQ(fetch(again, "eos-fenced", true), (answer{0, -1}));
+  EXPECT_EQ(fetch(again, "eos-open", true), (answer{88, -1}));
 }
 
 }  // namespace

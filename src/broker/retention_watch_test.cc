@@ -20,11 +20,16 @@ namespace {
 // Appends are durable at once; completions run when the test drains them.
 class instant_log final : public group::record_log {
  public:
-  void append(int32_t, std::vector<protocol::records::record_input>,
-              std::function<void(status)> done) override {
-    done({});
+  void append(int32_t, std::vector<protocol::records::record_input> records, const group::txn_producer*,
+              append_done done) override {
+    const int64_t base = next_;
+    next_ += static_cast<int64_t>(records.size());
+    done({}, base);
   }
-  status read(int32_t, const record_fn&) override { return {}; }  // nothing was written before
+  status read(int32_t, const entry_fn&) override { return {}; }  // nothing was written before
+
+ private:
+  int64_t next_ = 0;
 };
 
 class RetentionWatchTest : public ::testing::Test {

@@ -29,7 +29,10 @@ bool coordinator::set_loaded() {
   if (partitions_.closed()) return false;
   for (int32_t p = 0; p < partitions_.count(); ++p) {
     // Members brought back by replay get a full session timeout from now.
-    if (partitions_.finish_load(p, partitions_.epoch(p))) members_.restart_sessions(p);
+    if (partitions_.finish_load(p, partitions_.epoch(p))) {
+      offsets_.finish_load(p);
+      members_.restart_sessions(p);
+    }
   }
   offsets_.schedule_expiry();
   return true;
@@ -52,8 +55,33 @@ status coordinator::replay(std::span<const uint8_t> key, std::optional<std::span
   return apply_locked(key, value);
 }
 
+status coordinator::replay(int32_t p, const log_entry& e) {
+  std::lock_guard g(mu_);
+  return apply_entry_locked(p, e);
+}
+
+status coordinator::apply_entry_locked(int32_t p, const log_entry& e) {
+  if (e.marker) {
+    offsets_.complete_txn(p, e.producer_id, *e.marker, e.batch_offset);
+    return {};
+  }
+  if (!e.transactional) return apply_locked(e.key, e.value, p, e.batch_offset);
+  auto k = decode_key(e.key);
+  if (!k.ok()) return k.err();
+  const auto* ok = std::get_if<offset_key>(&*k);
+  if (!ok || !e.value) return status(errc::corrupt_data, "a transactional batch holds only offsets (no group record, no tombstone)");
+  if (partitions_.partition_of(ok->group) != p) {
+    return status(errc::corrupt_data,
+                  "a record of group " + ok->group + " in partition " + std::to_string(p) + ", not its own");
+  }
+  auto v = decode_offset_value(*e.value);
+  if (!v.ok()) return v.err();
+  offsets_.apply_txn(*ok, *v, e.producer_id, e.batch_offset);
+  return {};
+}
+
 status coordinator::apply_locked(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value,
-                                 std::optional<int32_t> partition) {
+                                 std::optional<int32_t> partition, int64_t log_offset) {
   auto k = decode_key(key);
   if (!k.ok()) return k.err();
   const std::string& group_id = std::holds_alternative<offset_key>(*k) ? std::get<offset_key>(*k).group
@@ -64,12 +92,12 @@ status coordinator::apply_locked(std::span<const uint8_t> key, std::optional<std
   }
   if (const auto* ok = std::get_if<offset_key>(&*k)) {
     if (!value) {
-      offsets_.apply(*ok, std::nullopt);
+      offsets_.apply(*ok, std::nullopt, log_offset);
       return {};
     }
     auto v = decode_offset_value(*value);
     if (!v.ok()) return v.err();
-    offsets_.apply(*ok, *v);
+    offsets_.apply(*ok, *v, log_offset);
     return {};
   }
   const auto& gk = std::get<group_key>(*k);
@@ -96,13 +124,13 @@ coordinator::load_result coordinator::load_partition(int32_t p) {
     partitions_.begin_load(p);
     epoch = partitions_.epoch(p);
   }
-  r.read = log_.read(p, [&](std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value) {
+  r.read = log_.read(p, [&](const log_entry& e) {
     status s;
     {
       std::lock_guard g(mu_);
       // Shut down or unloaded meanwhile: the rest is not wanted.
       if (partitions_.closed() || partitions_.epoch(p) != epoch) return false;
-      s = apply_locked(key, value, p);
+      s = apply_entry_locked(p, e);
     }
     ++r.records;
     if (!s.ok()) {
@@ -117,6 +145,8 @@ coordinator::load_result coordinator::load_partition(int32_t p) {
   if (r.read.code() == errc::shutting_down) return r;
   std::lock_guard g(mu_);
   if (partitions_.closed() || !partitions_.finish_load(p, epoch)) return r;
+  // Markers committed while the replay ran, perhaps past where it read.
+  offsets_.finish_load(p);
   // Members brought back by replay get a full session timeout from now.
   members_.restart_sessions(p);
   // Topics deleted while this partition loaded, or while another broker
@@ -170,6 +200,19 @@ void coordinator::offset_commit(const protocol::offset_commit_request& req, int1
   outbox out;
   std::lock_guard lock(mu_);
   offsets_.commit(req, version, std::move(cb), out);
+}
+
+void coordinator::txn_offset_commit(const protocol::txn_offset_commit_request& req, int16_t version,
+                                    reply<protocol::txn_offset_commit_response> cb) {
+  outbox out;
+  std::lock_guard lock(mu_);
+  offsets_.txn_commit(req, version, std::move(cb), out);
+}
+
+void coordinator::on_transaction_completed(int32_t p, int64_t producer_id, bool commit, int64_t marker_offset) {
+  std::lock_guard lock(mu_);
+  if (partitions_.closed()) return;
+  offsets_.on_marker(p, producer_id, commit, marker_offset);
 }
 
 protocol::offset_fetch_response coordinator::offset_fetch(const protocol::offset_fetch_request& req, int16_t version) {

@@ -115,6 +115,10 @@ class coordinator {
   // the record_log itself). Undecodable records are skipped with an
   // error value for the caller to log.
   status replay(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value);
+  // The same for one entry of partition `p` as record_log::read gives it
+  // (a record with where it lies in the log, or a marker): tests of
+  // transactional offsets.
+  status replay(int32_t p, const log_entry& e);
 
   // ---- Requests --------------------------------------------------------------
   // Each answers through its callback exactly once.
@@ -125,6 +129,17 @@ class coordinator {
   protocol::leave_group_response leave_group(const protocol::leave_group_request& req, int16_t version);
   void offset_commit(const protocol::offset_commit_request& req, int16_t version,
                      reply<protocol::offset_commit_response> cb);
+  // TxnOffsetCommit: the offsets are written as one transactional batch of
+  // the producer (its id and epoch) to the group's partition with acks=all,
+  // answered once durable, and pending until the producer's marker there
+  // (offsets.h has the rules). Checked as Kafka checks it: the group must
+  // be coordinated here, and from v3 the generation and member (a
+  // generation of -1 without a member id is not checked); unknown topic
+  // partitions and oversized metadata are refused per partition. Nothing
+  // is asked of the transaction coordinator here: record_log::append is
+  // where that verification goes.
+  void txn_offset_commit(const protocol::txn_offset_commit_request& req, int16_t version,
+                         reply<protocol::txn_offset_commit_response> cb);
   protocol::offset_fetch_response offset_fetch(const protocol::offset_fetch_request& req, int16_t version);
   void offset_delete(const protocol::offset_delete_request& req, reply<protocol::offset_delete_response> cb);
   protocol::describe_groups_response describe_groups(const protocol::describe_groups_request& req);
@@ -145,6 +160,18 @@ class coordinator {
   // tombstones for the offsets of topic partitions that no longer exist or
   // whose topic was replaced. Until then a fetch does not answer them.
   void delete_topic_offsets(const std::string& topic, const sluice::topic_id& id);
+
+  // ---- Transactions -------------------------------------------------------------
+  // The marker of `producer_id` (COMMIT when `commit`) at `marker_offset` in
+  // partition `p` of __consumer_offsets is committed (Kafka's
+  // GroupCoordinator.onTransactionCompleted): the producer's pending
+  // offsets in the groups of `p` written below it are committed or
+  // dropped. The WriteTxnMarkers path calls it for every marker it wrote to
+  // a partition of __consumer_offsets, once the marker is committed and
+  // before it answers. A partition still loading applies it when its load
+  // ends; one not owned here ignores it (its coordinator replays the
+  // marker). Any thread, not under a partition's lock.
+  void on_transaction_completed(int32_t p, int64_t producer_id, bool commit, int64_t marker_offset);
 
   // ---- Timers -----------------------------------------------------------------
   // Session and rebalance timeouts, the initial rebalance delay, pending
@@ -179,7 +206,11 @@ class coordinator {
   // Applies one record read back; with `partition`, a record of a group
   // that hashes elsewhere is refused as foreign.
   status apply_locked(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value,
-                      std::optional<int32_t> partition = std::nullopt);
+                      std::optional<int32_t> partition = std::nullopt, int64_t log_offset = -1);
+  // The same for an entry of partition `p` read back with its place in the
+  // log: a marker resolves pending offsets; a record of a transactional
+  // batch becomes pending (a group record or tombstone there is foreign).
+  status apply_entry_locked(int32_t p, const log_entry& e);
 
   // num_partitions and the expiry interval never change; the fields
   // update_config() replaces are read and written under mu_.

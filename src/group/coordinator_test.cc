@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include "base/limits.h"
 #include "maintenance/compaction.h"
 #include "metadata/test_managers.h"
 #include "protocol/consumer_protocol.h"
@@ -20,48 +21,70 @@ using kafka::to_wire;
 namespace proto = protocol;
 
 // __consumer_offsets in memory. By default an append is durable at once;
-// with hold = true it waits until complete_all() (or fail_all()).
+// with hold = true it waits until complete_all() (or fail_all()). Each
+// append is one batch at the partition's next offset (one offset per
+// record); marker() writes a transaction marker after them.
 class mem_log final : public record_log {
  public:
   struct rec {
     int32_t partition;
     std::vector<uint8_t> key;
     std::optional<std::vector<uint8_t>> value;
+    int64_t batch_offset = -1;
+    int64_t producer_id = -1;
+    bool transactional = false;
+    std::optional<bool> marker;
   };
-  void append(int32_t p, std::vector<proto::records::record_input> records,
-              std::function<void(status)> done) override {
+  void append(int32_t p, std::vector<proto::records::record_input> records, const txn_producer* txn,
+              append_done done) override {
     ++appends;
-    held.push_back({p, std::move(records), std::move(done)});
+    held.push_back({p, std::move(records), txn ? std::optional<txn_producer>(*txn) : std::nullopt, std::move(done)});
     if (!hold) complete_all();
   }
   void complete_all() {
     auto h = std::move(held);
     held.clear();
     for (auto& e : h) {
+      int64_t& next = next_offset[e.p];
+      const int64_t base = next;
+      next += static_cast<int64_t>(e.records.size());
       if (keep)
-        for (auto& r : e.records) durable.push_back({e.p, *r.key, r.value});
-      e.done({});
+        for (auto& r : e.records)
+          durable.push_back({e.p, *r.key, r.value, base, e.txn ? e.txn->producer_id : -1, e.txn.has_value(), {}});
+      e.done({}, base);
     }
   }
-  status read(int32_t p, const record_fn& fn) override {
+  // Writes a COMMIT or ABORT marker of `pid` to partition `p`; returns its offset.
+  int64_t marker(int32_t p, int64_t pid, bool commit) {
+    const int64_t at = next_offset[p]++;
+    durable.push_back({p, {}, std::nullopt, at, pid, false, commit});
+    return at;
+  }
+  status read(int32_t p, const entry_fn& fn) override {
     ++reads;
     for (const auto& r : durable) {
       if (r.partition != p) continue;
-      std::optional<std::span<const uint8_t>> v;
-      if (r.value) v = std::span<const uint8_t>(*r.value);
-      if (!fn(r.key, v)) break;
+      log_entry e;
+      e.batch_offset = r.batch_offset;
+      e.producer_id = r.producer_id;
+      e.transactional = r.transactional;
+      e.marker = r.marker;
+      e.key = r.key;
+      if (r.value) e.value = std::span<const uint8_t>(*r.value);
+      if (!fn(e)) break;
     }
     return {};
   }
   void fail_all(errc code = errc::not_enough_replicas) {
     auto h = std::move(held);
     held.clear();
-    for (auto& e : h) e.done(status(code, "the append failed"));
+    for (auto& e : h) e.done(status(code, "the append failed"), -1);
   }
   struct entry {
     int32_t p;
     std::vector<proto::records::record_input> records;
-    std::function<void(status)> done;
+    std::optional<txn_producer> txn;
+    append_done done;
   };
   bool hold = false;
   bool keep = true;
@@ -69,6 +92,7 @@ class mem_log final : public record_log {
   size_t reads = 0;
   std::vector<entry> held;
   std::vector<rec> durable;
+  std::map<int32_t, int64_t> next_offset;
 };
 
 template <class T>
@@ -1438,6 +1462,341 @@ TEST_F(coordinator_test, TenThousandGroupsCreatedAndDeletedKeepMemoryBounded) {
   round();
   const size_t after_third = mallinfo2().uordblks;
   EXPECT_LT(after_third, after_first + (1u << 20)) << "memory grew by " << (after_third - after_first);
+}
+
+// ---- Offsets in a transaction (TxnOffsetCommit) ----------------------------------
+
+class txn_offsets_test : public coordinator_test {
+ protected:
+  proto::txn_offset_commit_request txn_req(const std::string& group, int64_t pid, const std::string& topic,
+                                           int32_t partition, int64_t offset) {
+    proto::txn_offset_commit_request r;
+    r.transactional_id = "txn-" + std::to_string(pid);
+    r.group_id = group;
+    r.producer_id = pid;
+    r.producer_epoch = 0;
+    auto& t = r.topics.emplace_back();
+    t.name = topic;
+    auto& p = t.partitions.emplace_back();
+    p.partition_index = partition;
+    p.committed_offset = offset;
+    p.committed_metadata = "";
+    return r;
+  }
+  // The error of the request's only partition, once answered.
+  int16_t txn_commit(const proto::txn_offset_commit_request& r, int16_t version = 3) {
+    slot<proto::txn_offset_commit_response> s;
+    c_->txn_offset_commit(r, version, s.cb());
+    run();
+    EXPECT_TRUE(s.done());
+    if (!s.done()) return -2;
+    return s->topics.at(0).partitions.at(0).error_code;
+  }
+  int16_t txn_commit(const std::string& group, int64_t pid, const std::string& topic, int32_t partition,
+                     int64_t offset) {
+    return txn_commit(txn_req(group, pid, topic, partition, offset));
+  }
+  // The producer's marker written to the group's partition and reported
+  // committed, as WriteTxnMarkers does it.
+  void end_txn(const std::string& group, int64_t pid, bool commit) {
+    const int32_t p = partition_for(group, cfg_.num_partitions);
+    c_->on_transaction_completed(p, pid, commit, log_.marker(p, pid, commit));
+    run();
+  }
+  // OffsetFetch v7 with require_stable: the partition's error and offset.
+  std::pair<int16_t, int64_t> fetch_stable(const std::string& group, const std::string& topic, int32_t partition) {
+    proto::offset_fetch_request r;
+    r.group_id = group;
+    r.topics.emplace();
+    r.topics->push_back({topic, {partition}});
+    r.require_stable = true;
+    const auto resp = c_->offset_fetch(r, 7);
+    const auto& p = resp.topics.at(0).partitions.at(0);
+    return {p.error_code, p.committed_offset};
+  }
+  // A restart: a new coordinator loads every partition from the log.
+  void restart() {
+    c_ = std::make_unique<coordinator>(
+        cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
+        [this](const std::string& topic) { return lookup(topic); });
+    for (int32_t p = 0; p < cfg_.num_partitions; ++p) ASSERT_TRUE(c_->load_partition(p).loaded);
+    ASSERT_TRUE(c_->loaded());
+    run();
+  }
+  static constexpr int16_t unstable = to_wire(error_code::unstable_offset_commit);
+};
+
+TEST_F(txn_offsets_test, PendingOffsetsBecomeCommittedWithTheCommitMarker) {
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 5)), 0);
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 10), 0);
+  // The batch is transactional, for the producer.
+  ASSERT_FALSE(log_.durable.empty());
+  EXPECT_TRUE(log_.durable.back().transactional);
+  EXPECT_EQ(log_.durable.back().producer_id, 7);
+  EXPECT_EQ(fetch("g", "t", 0), 5) << "a pending offset is not answered";
+  EXPECT_EQ(fetch_stable("g", "t", 0), std::make_pair(unstable, int64_t{-1}));
+  EXPECT_EQ(fetch_stable("g", "t", 1), std::make_pair(int16_t{0}, int64_t{-1})) << "only the pending partition";
+  end_txn("g", 8, true);  // another producer's marker changes nothing
+  EXPECT_EQ(fetch_stable("g", "t", 0).first, unstable);
+  end_txn("g", 7, true);
+  EXPECT_EQ(fetch("g", "t", 0), 10);
+  EXPECT_EQ(fetch_stable("g", "t", 0), std::make_pair(int16_t{0}, int64_t{10}));
+  // The marker heard again (a retried WriteTxnMarkers) changes nothing.
+  EXPECT_EQ(commit_error(commit("g", "", -1, "t", 0, 11)), 0);
+  end_txn("g", 7, true);
+  EXPECT_EQ(fetch("g", "t", 0), 11);
+}
+
+TEST_F(txn_offsets_test, AnAbortDropsPendingOffsets) {
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 5)), 0);
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 10), 0);
+  EXPECT_EQ(txn_commit("g", 7, "t", 1, 20), 0);
+  end_txn("g", 7, false);
+  EXPECT_EQ(fetch_stable("g", "t", 0), std::make_pair(int16_t{0}, int64_t{5}));
+  EXPECT_EQ(fetch_stable("g", "t", 1), std::make_pair(int16_t{0}, int64_t{-1}));
+  // The producer's next transaction starts afresh.
+  EXPECT_EQ(txn_commit("g", 7, "t", 1, 30), 0);
+  end_txn("g", 7, true);
+  EXPECT_EQ(fetch("g", "t", 1), 30);
+  EXPECT_EQ(fetch("g", "t", 0), 5);
+}
+
+TEST_F(txn_offsets_test, TheCommitWrittenLastInTheLogWins) {
+  // A plain commit written after the transactional one holds the
+  // partition: the transaction's commit does not replace it.
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 10), 0);
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 20)), 0);
+  EXPECT_EQ(fetch("g", "t", 0), 20);
+  end_txn("g", 7, true);
+  EXPECT_EQ(fetch("g", "t", 0), 20);
+  // Written before it, the plain commit is replaced.
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 1, 20)), 0);
+  EXPECT_EQ(txn_commit("g", 7, "t", 1, 10), 0);
+  end_txn("g", 7, true);
+  EXPECT_EQ(fetch("g", "t", 1), 10);
+  // A later transactional commit of the same producer replaces its own.
+  EXPECT_EQ(txn_commit("g", 7, "t", 2, 1), 0);
+  EXPECT_EQ(txn_commit("g", 7, "t", 2, 2), 0);
+  end_txn("g", 7, true);
+  EXPECT_EQ(fetch("g", "t", 2), 2);
+}
+
+TEST_F(txn_offsets_test, ALoadRebuildsPendingAndResolvedOffsetsFromBatchesAndMarkers) {
+  ASSERT_NE(partition_for("g", cfg_.num_partitions), partition_for("h", cfg_.num_partitions));
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 5)), 0);
+  EXPECT_EQ(txn_commit("g", 1, "t", 0, 10), 0);  // committed below
+  EXPECT_EQ(txn_commit("g", 2, "t", 1, 20), 0);  // aborted below
+  EXPECT_EQ(txn_commit("g", 3, "t", 2, 30), 0);  // overtaken by a plain commit, then committed
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 2, 31)), 0);
+  EXPECT_EQ(txn_commit("g", 4, "t", 3, 40), 0);  // still pending
+  EXPECT_EQ(txn_commit("h", 4, "t", 0, 50), 0);  // the same producer in another group: pending
+  end_txn("g", 1, true);
+  end_txn("g", 2, false);
+  end_txn("g", 3, true);
+  EXPECT_EQ(txn_commit("g", 1, "t", 0, 11), 0);  // producer 1's next transaction: pending
+  auto state = [&] {
+    std::vector<std::pair<int16_t, int64_t>> out;
+    for (int32_t p = 0; p < 4; ++p) out.push_back(fetch_stable("g", "t", p));
+    for (int32_t p = 0; p < 4; ++p) out.push_back({0, fetch("g", "t", p)});
+    out.push_back(fetch_stable("h", "t", 0));
+    return out;
+  };
+  const auto before = state();
+  const std::vector<std::pair<int16_t, int64_t>> expected = {
+      {unstable, -1}, {0, -1}, {0, 31}, {unstable, -1}, {0, 10}, {0, -1}, {0, 31}, {0, -1}, {unstable, -1}};
+  EXPECT_EQ(before, expected);
+  restart();
+  EXPECT_EQ(state(), before);
+  restart();
+  EXPECT_EQ(state(), before) << "a second load gives the same state";
+  // The pending transactions end after the restart as before it.
+  end_txn("g", 4, true);
+  end_txn("g", 1, false);
+  EXPECT_EQ(fetch_stable("g", "t", 3), std::make_pair(int16_t{0}, int64_t{40}));
+  EXPECT_EQ(fetch_stable("g", "t", 0), std::make_pair(int16_t{0}, int64_t{10}));
+  EXPECT_EQ(fetch_stable("h", "t", 0).first, unstable) << "its marker goes to h's own partition";
+  end_txn("h", 4, true);
+  EXPECT_EQ(fetch("h", "t", 0), 50);
+}
+
+TEST_F(txn_offsets_test, AMarkerHeardWhileTheBatchIsInFlightEndsItOnceDurable) {
+  log_.hold = true;
+  slot<proto::txn_offset_commit_response> s;
+  c_->txn_offset_commit(txn_req("g", 7, "t", 0, 10), 3, s.cb());
+  run();
+  EXPECT_FALSE(s.done());
+  // The batch reaches the log, the producer's marker is written after it
+  // and reported before the batch's completion runs.
+  log_.complete_all();
+  const int32_t p = partition_for("g", cfg_.num_partitions);
+  c_->on_transaction_completed(p, 7, true, log_.marker(p, 7, true));
+  EXPECT_EQ(fetch("g", "t", 0), -1);
+  EXPECT_FALSE(s.done()) << "the batch's completion has not run yet";
+  run();
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(s->topics[0].partitions[0].error_code, 0);
+  EXPECT_EQ(fetch_stable("g", "t", 0), std::make_pair(int16_t{0}, int64_t{10}));
+  // A marker heard while nothing is in flight is not kept for later batches.
+  end_txn("g", 7, false);
+  log_.hold = false;
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 20), 0);
+  EXPECT_EQ(fetch_stable("g", "t", 0).first, unstable);
+}
+
+TEST_F(txn_offsets_test, AMarkerCommittedDuringALoadIsAppliedWhenItEnds) {
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 10), 0);
+  const int32_t p = partition_for("g", cfg_.num_partitions);
+  // The replay has read the batch; the marker comes after what it read.
+  c_ = std::make_unique<coordinator>(
+      cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(std::move(fn)); },
+      [this](const std::string& topic) { return lookup(topic); });
+  const auto durable = log_.durable;
+  int64_t marker_at = -1;
+  for (const auto& r : durable) {
+    if (r.partition != p) continue;
+    log_entry e;
+    e.batch_offset = r.batch_offset;
+    e.producer_id = r.producer_id;
+    e.transactional = r.transactional;
+    e.key = r.key;
+    if (r.value) e.value = std::span<const uint8_t>(*r.value);
+    ASSERT_TRUE(c_->replay(p, e).ok());
+    marker_at = r.batch_offset + 1;
+  }
+  c_->on_transaction_completed(p, 7, true, marker_at);
+  EXPECT_EQ(fetch("g", "t", 0), -1) << "still loading: COORDINATOR_LOAD_IN_PROGRESS";
+  ASSERT_TRUE(c_->set_loaded());
+  EXPECT_EQ(fetch_stable("g", "t", 0), std::make_pair(int16_t{0}, int64_t{10}));
+}
+
+TEST_F(txn_offsets_test, GenerationMemberAndInstanceAreCheckedFromVersion3) {
+  int32_t gen = 0;
+  auto ids = stable_group("g", 1, &gen);
+  auto with = [&](int32_t generation, const std::string& member, std::optional<std::string> instance) {
+    auto r = txn_req("g", 7, "t", 0, 10);
+    r.generation_id = generation;
+    r.member_id = member;
+    r.group_instance_id = std::move(instance);
+    return r;
+  };
+  EXPECT_EQ(txn_commit(with(gen, ids[0], std::nullopt)), 0);
+  EXPECT_EQ(txn_commit(with(gen + 1, ids[0], std::nullopt)), to_wire(error_code::illegal_generation));
+  EXPECT_EQ(txn_commit(with(gen, "stranger", std::nullopt)), to_wire(error_code::unknown_member_id));
+  EXPECT_EQ(txn_commit(with(-1, "stranger", std::nullopt)), to_wire(error_code::unknown_member_id));
+  // No generation and no member: not checked, in any state (Kafka).
+  EXPECT_EQ(txn_commit(with(-1, "", std::nullopt)), 0);
+  // A group that does not exist, named with a generation.
+  auto none = txn_req("nobody", 7, "t", 0, 1);
+  none.generation_id = 3;
+  none.member_id = "m";
+  EXPECT_EQ(txn_commit(none), to_wire(error_code::illegal_generation));
+  none.generation_id = -1;
+  none.member_id = "";
+  EXPECT_EQ(txn_commit(none), 0) << "a producer that commits for a group of its own";
+  // Before v3 the request carries no member: never checked.
+  EXPECT_EQ(txn_commit(with(-1, "", std::nullopt), 2), 0);
+  // Per partition: unknown topics, oversized metadata.
+  EXPECT_EQ(txn_commit("g", 7, "missing", 0, 1), to_wire(error_code::unknown_topic_or_partition));
+  EXPECT_EQ(txn_commit("g", 7, "t", 100, 1), to_wire(error_code::unknown_topic_or_partition));
+  auto big = txn_req("g", 7, "t", 0, 1);
+  big.topics[0].partitions[0].committed_metadata = std::string(limits::max_offset_metadata_bytes + 1, 'x');
+  EXPECT_EQ(txn_commit(big), to_wire(error_code::offset_metadata_too_large));
+
+  // A static member fenced by its instance id.
+  auto a = join(join_req("s", "", "instance-a"));
+  ASSERT_TRUE(a.done());
+  auto fenced = txn_req("s", 7, "t", 0, 1);
+  fenced.generation_id = a->generation_id;
+  fenced.member_id = "another";
+  fenced.group_instance_id = "instance-a";
+  EXPECT_EQ(txn_commit(fenced), to_wire(error_code::fenced_instance_id));
+}
+
+TEST_F(txn_offsets_test, TheCoordinatorsGatesAndWriteErrors) {
+  const int32_t p = partition_for("g", cfg_.num_partitions);
+  c_->unload_partition(p);
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 1), to_wire(error_code::not_coordinator));
+  c_ = std::make_unique<coordinator>(cfg_, log_, clk_, [this](std::function<void()> fn) { tasks_.push_back(fn); });
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 1), to_wire(error_code::coordinator_load_in_progress));
+  ASSERT_TRUE(c_->set_loaded());
+  // The partition fences the producer's older epoch: that is the answer,
+  // by version (TRANSACTION_ABORTABLE is v4's).
+  log_.hold = true;
+  for (auto [code, version, expected] :
+       {std::tuple{errc::invalid_producer_epoch, int16_t{3}, error_code::invalid_producer_epoch},
+        std::tuple{errc::transaction_abortable, int16_t{4}, error_code::transaction_abortable},
+        std::tuple{errc::transaction_abortable, int16_t{3}, error_code::invalid_txn_state},
+        std::tuple{errc::not_leader, int16_t{3}, error_code::not_coordinator},
+        std::tuple{errc::not_enough_replicas, int16_t{3}, error_code::coordinator_not_available}}) {
+    slot<proto::txn_offset_commit_response> s;
+    c_->txn_offset_commit(txn_req("g", 7, "t", 0, 1), version, s.cb());
+    run();
+    log_.fail_all(code);
+    run();
+    ASSERT_TRUE(s.done());
+    EXPECT_EQ(s->topics[0].partitions[0].error_code, to_wire(expected)) << errc_name(code);
+  }
+  EXPECT_EQ(fetch_stable("g", "t", 0).first, 0) << "a failed write leaves nothing pending";
+  auto bad = txn_req("g", -1, "t", 0, 1);
+  EXPECT_EQ(txn_commit(bad), to_wire(error_code::invalid_producer_id_mapping));
+}
+
+TEST_F(txn_offsets_test, PendingOffsetsCountTowardTheGroupsBound) {
+  // One transaction fills the group to the bound with pending offsets.
+  proto::txn_offset_commit_request r = txn_req("g", 7, "t0", 0, 1);
+  r.topics.clear();
+  for (size_t n = 0; n < limits::max_offsets_per_group; ++n) {
+    if (n % 100 == 0) r.topics.emplace_back().name = "t" + std::to_string(n / 100);
+    auto& p = r.topics.back().partitions.emplace_back();
+    p.partition_index = static_cast<int32_t>(n % 100);
+    p.committed_offset = 1;
+    p.committed_metadata = "";
+  }
+  slot<proto::txn_offset_commit_response> s;
+  c_->txn_offset_commit(r, 3, s.cb());
+  run();
+  ASSERT_TRUE(s.done());
+  EXPECT_EQ(s->topics.back().partitions.back().error_code, 0);
+  const int16_t too_many = to_wire(error_code::invalid_commit_offset_size);
+  EXPECT_EQ(commit_error(commit("g", "", -1, "other", 0, 1)), too_many) << "a plain commit of a new partition";
+  EXPECT_EQ(txn_commit("g", 8, "other", 0, 1), too_many) << "another producer's";
+  EXPECT_EQ(txn_commit("g", 7, "t0", 0, 2), 0) << "the producer's own pending offset is replaced";
+  EXPECT_EQ(commit_error(commit("g", "", -1, "t0", 1, 1)), too_many) << "pending elsewhere: a new committed one";
+  end_txn("g", 7, false);
+  EXPECT_EQ(commit_error(commit("g", "", -1, "other", 0, 1)), 0) << "the abort freed them";
+}
+
+TEST_F(txn_offsets_test, DeletingAGroupDropsItsPendingOffsets) {
+  EXPECT_EQ(txn_commit("solo", 7, "t", 0, 10), 0);  // a group with pending offsets only
+  ASSERT_EQ(commit_error(commit("both", "", -1, "t", 0, 5)), 0);
+  EXPECT_EQ(txn_commit("both", 7, "t", 1, 10), 0);
+  EXPECT_EQ(delete_groups({"solo", "both"}), (std::vector<int16_t>{0, 0}));
+  EXPECT_EQ(fetch_stable("solo", "t", 0), std::make_pair(int16_t{0}, int64_t{-1}));
+  EXPECT_EQ(fetch_stable("both", "t", 1), std::make_pair(int16_t{0}, int64_t{-1}));
+  end_txn("solo", 7, true);
+  end_txn("both", 7, true);
+  EXPECT_EQ(fetch("solo", "t", 0), -1) << "the commit finds nothing pending";
+  EXPECT_EQ(fetch("both", "t", 1), -1);
+  restart();
+  EXPECT_EQ(fetch("solo", "t", 0), -1) << "the deletion's tombstones drop them at replay too";
+  EXPECT_EQ(fetch("both", "t", 1), -1);
+  EXPECT_EQ(describe("solo").group_state, "Dead");
+}
+
+TEST_F(txn_offsets_test, PendingOffsetsNeitherExpireNorLetTheirGroupExpire) {
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 0, 5)), 0);
+  ASSERT_EQ(commit_error(commit("g", "", -1, "t", 1, 5)), 0);
+  EXPECT_EQ(txn_commit("g", 7, "t", 0, 10), 0);
+  EXPECT_EQ(txn_commit("p", 7, "t", 0, 10), 0);  // pending only
+  advance(cfg_.offsets_retention_ms + 2 * cfg_.offsets_retention_check_interval_ms);
+  EXPECT_EQ(fetch("g", "t", 1), -1) << "the offset without a transaction expired";
+  EXPECT_EQ(fetch("g", "t", 0), 5) << "the one a transaction may replace stays";
+  EXPECT_EQ(describe("g").group_state, "Empty");
+  EXPECT_EQ(describe("p").group_state, "Empty") << "a group with an open transaction stays";
+  end_txn("g", 7, true);
+  end_txn("p", 7, true);
+  EXPECT_EQ(fetch("g", "t", 0), 10);
+  EXPECT_EQ(fetch("p", "t", 0), 10);
 }
 
 }  // namespace

@@ -842,6 +842,25 @@ error_code membership::may_commit(const std::string& group_id, int32_t generatio
   return error_code::none;
 }
 
+error_code membership::may_commit_txn(const std::string& group_id, int32_t generation, const std::string& member_id,
+                                      const std::optional<std::string>& instance_id) const {
+  const group* g = find(group_id);
+  if (!g) {
+    if (generation >= 0) return error_code::illegal_generation;
+    if (groups_.size() >= limits::max_groups) return error_code::coordinator_not_available;
+    return error_code::none;
+  }
+  if (g->state == group_state::dead) return error_code::coordinator_not_available;
+  if (generation < 0 && g->state == group_state::empty) return error_code::none;
+  // Versions before 3 carry no member: a producer that commits for a
+  // group it does not belong to (Kafka's "simple" transactional commit).
+  if (generation < 0 && member_id.empty() && !instance_id) return error_code::none;
+  if (fenced(*g, instance_id, member_id)) return error_code::fenced_instance_id;
+  if (!g->members.count(member_id)) return error_code::unknown_member_id;
+  if (generation != g->generation) return error_code::illegal_generation;
+  return error_code::none;
+}
+
 error_code membership::subscribed_topics(const std::string& group_id, std::set<std::string>& topics) const {
   const group* g = find(group_id);
   if (!g || g->state == group_state::dead) return error_code::group_id_not_found;

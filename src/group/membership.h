@@ -99,6 +99,16 @@ class membership {
   // otherwise.
   kafka::error_code may_commit(const std::string& group_id, int32_t generation, const std::string& member_id,
                                const std::optional<std::string>& instance_id, int16_t version);
+  // The same for a transactional commit (TxnOffsetCommit), by Kafka's rules
+  // for a classic group: a generation of -1 with no member id and no
+  // instance id (every request below v3) is not checked, whatever the
+  // group's state; otherwise the member must be the group's (or its static
+  // instance: FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID) and the generation the
+  // current one (ILLEGAL_GENERATION, also for a group that does not exist).
+  // A rebalance in progress does not refuse it, and no session is
+  // refreshed. A Dead group (being deleted) is COORDINATOR_NOT_AVAILABLE.
+  kafka::error_code may_commit_txn(const std::string& group_id, int32_t generation, const std::string& member_id,
+                                   const std::optional<std::string>& instance_id) const;
   // The topics the members of a live consumer group subscribe to, whose
   // offsets OffsetDelete must keep. GROUP_ID_NOT_FOUND for a missing or
   // Dead group, NON_EMPTY_GROUP for a live group of another protocol type.

@@ -116,7 +116,7 @@ std::vector<offset_key> offset_manager::keys_of(const std::string& group_id) con
 
 // ---- Records ----------------------------------------------------------------------
 
-void offset_manager::apply(const offset_key& k, const std::optional<offset_value>& v) {
+void offset_manager::apply(const offset_key& k, const std::optional<offset_value>& v, int64_t log_offset) {
   const topic_partition tp{k.topic, k.partition};
   auto g = offsets_.find(k.group);
   if (observer_ && g != offsets_.end() && partitions_.holds(k.group)) {
@@ -125,11 +125,21 @@ void offset_manager::apply(const offset_key& k, const std::optional<offset_value
     // under the name replaces nothing of that topic: not observed.
     auto it = g->second.find(tp);
     const bool same_topic = it != g->second.end() &&
-                            (!v || it->second.topic_id == sluice::topic_id{} ||
-                             v->topic_id == sluice::topic_id{} || it->second.topic_id == v->topic_id);
-    if (same_topic) observer_(k.group, k.topic, k.partition, it->second.offset);
+                            (!v || it->second.value.topic_id == sluice::topic_id{} ||
+                             v->topic_id == sluice::topic_id{} || it->second.value.topic_id == v->topic_id);
+    if (same_topic) observer_(k.group, k.topic, k.partition, it->second.value.offset);
   }
   if (!v) {
+    // Kafka's replay of an offset tombstone: the pending transactional
+    // offsets of the key go with it (DeleteGroups writes one for a key that
+    // is only pending).
+    if (auto pg = pending_.find(k.group); pg != pending_.end()) {
+      for (auto it = pg->second.begin(); it != pg->second.end();) {
+        it->second.erase(tp);
+        it = it->second.empty() ? pg->second.erase(it) : std::next(it);
+      }
+      if (pg->second.empty()) pending_.erase(pg);
+    }
     if (g == offsets_.end()) return;
     g->second.erase(tp);
     if (g->second.empty()) offsets_.erase(g);
@@ -138,21 +148,79 @@ void offset_manager::apply(const offset_key& k, const std::optional<offset_value
   // A group that only holds offsets: its offsets expire by their commit
   // time alone (docs/group_records.md).
   members_.ensure(k.group);
-  offsets_[k.group][tp] = *v;
+  offsets_[k.group][tp] = stored_offset{*v, log_offset};
+}
+
+void offset_manager::apply_txn(const offset_key& k, const offset_value& v, int64_t producer_id, int64_t log_offset) {
+  members_.ensure(k.group);
+  pending_[k.group][producer_id][{k.topic, k.partition}] = stored_offset{v, log_offset};
+}
+
+void offset_manager::complete_txn(int32_t p, int64_t producer_id, bool commit, int64_t marker_offset) {
+  for (auto g = pending_.begin(); g != pending_.end();) {
+    if (partitions_.partition_of(g->first) != p) {
+      ++g;
+      continue;
+    }
+    const std::string group_id = g->first;
+    auto prod = g->second.find(producer_id);
+    if (prod != g->second.end()) {
+      auto& tps = prod->second;
+      for (auto it = tps.begin(); it != tps.end();) {
+        // A batch after the marker belongs to the producer's next
+        // transaction here.
+        if (it->second.log_offset >= marker_offset) {
+          ++it;
+          continue;
+        }
+        if (commit) {
+          // Kafka's rule: the transaction's offset wins unless the key's
+          // committed offset was written after it.
+          const offset_map* offs = offsets_of(group_id);
+          const auto cur = offs ? offs->find(it->first) : offset_map::const_iterator{};
+          if (!offs || cur == offs->end() || cur->second.log_offset < it->second.log_offset)
+            apply({group_id, it->first.first, it->first.second}, it->second.value, it->second.log_offset);
+        }
+        it = tps.erase(it);
+      }
+      if (tps.empty()) g->second.erase(prod);
+    }
+    g = g->second.empty() ? pending_.erase(g) : std::next(g);
+  }
+}
+
+void offset_manager::on_marker(int32_t p, int64_t producer_id, bool commit, int64_t marker_offset) {
+  if (p < 0 || p >= partitions_.count()) return;
+  const partition_state st = partitions_.state(p);
+  if (st == partition_state::not_owned) return;
+  if (st == partition_state::loaded) complete_txn(p, producer_id, commit, marker_offset);
+  if (st == partition_state::loading || txn_in_flight_.count({p, producer_id}))
+    heard_[p].push_back({producer_id, commit, marker_offset});
+}
+
+void offset_manager::finish_load(int32_t p) {
+  auto it = heard_.find(p);
+  if (it == heard_.end()) return;
+  for (const auto& m : it->second) complete_txn(p, m.producer_id, m.commit, m.offset);
+  std::erase_if(it->second, [&](const heard_marker& m) { return !txn_in_flight_.count({p, m.producer_id}); });
+  if (it->second.empty()) heard_.erase(it);
 }
 
 void offset_manager::remove_group(const std::string& id) {
   if (auto g = offsets_.find(id); g != offsets_.end()) {
     if (observer_ && partitions_.holds(id)) {
-      for (const auto& [tp, v] : g->second) observer_(id, tp.first, tp.second, v.offset);
+      for (const auto& [tp, v] : g->second) observer_(id, tp.first, tp.second, v.value.offset);
     }
     offsets_.erase(g);
   }
+  pending_.erase(id);
   members_.erase(id);
 }
 
 void offset_manager::drop_partition(int32_t p) {
   std::erase_if(offsets_, [&](const auto& kv) { return partitions_.partition_of(kv.first) == p; });
+  std::erase_if(pending_, [&](const auto& kv) { return partitions_.partition_of(kv.first) == p; });
+  heard_.erase(p);
   for (const auto& id : members_.groups_of(p)) members_.erase(id);
 }
 
@@ -160,10 +228,10 @@ std::vector<committed_offset> offset_manager::committed_offsets() const {
   std::vector<committed_offset> out;
   std::map<std::string, std::optional<topic_ref>, std::less<>> current;  // looked up once per name
   for (const auto& [id, offs] : offsets_) {
-    for (const auto& [tp, v] : offs) {
+    for (const auto& [tp, s] : offs) {
       auto c = current.find(tp.first);
       if (c == current.end()) c = current.emplace(tp.first, current_topic(tp.first)).first;
-      if (answered(v, c->second)) out.push_back({id, tp.first, tp.second, v.offset});
+      if (answered(s.value, c->second)) out.push_back({id, tp.first, tp.second, s.value.offset});
     }
   }
   return out;
@@ -188,15 +256,13 @@ void offset_manager::write_tombstones(const std::string& group_id, const std::ve
 // or the error that refuses it is returned. `held` counts the group's
 // offsets with those the batch adds.
 error_code offset_manager::add_commit(const std::string& group_id, const std::string& topic,
-                                      const std::optional<topic_ref>& current, const commit_partition& p,
-                                      const offset_map* held_offsets, size_t& held, int64_t now_ms,
-                                      commit_batch& batch) const {
+                                      const std::optional<topic_ref>& current, const commit_fields& p, bool known,
+                                      size_t& held, int64_t now_ms, commit_batch& batch) const {
   if (p.committed_metadata && p.committed_metadata->size() > limits::max_offset_metadata_bytes)
     return error_code::offset_metadata_too_large;
   if (topic.empty() || topic.size() > limits::max_name_bytes || p.partition_index < 0 ||
       (topics_ && (!current || p.partition_index >= current->partitions)))
     return error_code::unknown_topic_or_partition;
-  const bool known = held_offsets && held_offsets->count({topic, p.partition_index});
   if (!known && ++held > limits::max_offsets_per_group) return error_code::invalid_commit_offset_size;
   offset_key k{group_id, topic, p.partition_index};
   offset_value v;
@@ -238,14 +304,18 @@ void offset_manager::commit(const proto::offset_commit_request& req, int16_t ver
 
   const int64_t now = clk_.now_ms();
   const offset_map* held_offsets = offsets_of(req.group_id);
-  size_t held = held_offsets ? held_offsets->size() : 0;
+  size_t held = held_count(req.group_id);
   commit_batch batch;
   for (size_t ti = 0; ti < req.topics.size(); ++ti) {
     const auto& t = req.topics[ti];
     const auto current = current_topic(t.name);
     for (size_t pi = 0; pi < t.partitions.size(); ++pi) {
       int16_t& ec = resp->topics[ti].partitions[pi].error_code;
-      const auto e = add_commit(req.group_id, t.name, current, t.partitions[pi], held_offsets, held, now, batch);
+      const auto& p = t.partitions[pi];
+      const bool known = held_offsets && held_offsets->count({t.name, p.partition_index});
+      const auto e = add_commit(req.group_id, t.name, current,
+                                {p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata},
+                                known, held, now, batch);
       if (e != error_code::none) {
         ec = to_wire(e);
       } else {
@@ -255,12 +325,12 @@ void offset_manager::commit(const proto::offset_commit_request& req, int16_t ver
   }
   if (batch.records.empty()) return answer(cb, *resp, out);
   for (const auto& [k, v] : batch.applied) in_flight_[k].push_back(v.topic_id);
-  partitions_.append(req.group_id, std::move(batch.records),
-                     [this, resp, applied = std::move(batch.applied), written = std::move(batch.written),
-                      cb = std::move(cb)](status s, outbox& out) mutable {
+  partitions_.append_at(req.group_id, std::move(batch.records), std::nullopt,
+                        [this, resp, applied = std::move(batch.applied), written = std::move(batch.written),
+                         cb = std::move(cb)](status s, int64_t base_offset, outbox& out) mutable {
                        for (const auto& [k, v] : applied) forget_in_flight(k, v.topic_id);
                        if (s.ok()) {
-                         for (const auto& [k, v] : applied) apply(k, v);
+                         for (const auto& [k, v] : applied) apply(k, v, base_offset);
                        } else {
                          const auto e = kafka::to_group_write_error(s.code(), kafka::group_write::offset_commit);
                          for (int16_t* ec : written) *ec = to_wire(e);
@@ -269,10 +339,137 @@ void offset_manager::commit(const proto::offset_commit_request& req, int16_t ver
                      });
 }
 
+size_t offset_manager::held_count(const std::string& group_id) const {
+  size_t n = 0;
+  if (const auto* offs = offsets_of(group_id)) n += offs->size();
+  if (auto g = pending_.find(group_id); g != pending_.end())
+    for (const auto& [_, tps] : g->second) n += tps.size();
+  return n;
+}
+
+bool offset_manager::pending_for(const std::string& group_id, const topic_partition& tp) const {
+  auto g = pending_.find(group_id);
+  if (g == pending_.end()) return false;
+  for (const auto& [_, tps] : g->second)
+    if (tps.count(tp)) return true;
+  return false;
+}
+
+std::vector<offset_key> offset_manager::pending_only_keys(const std::string& group_id) const {
+  std::set<topic_partition> tps;
+  if (auto g = pending_.find(group_id); g != pending_.end())
+    for (const auto& [_, m] : g->second)
+      for (const auto& [tp, _2] : m) tps.insert(tp);
+  const offset_map* offs = offsets_of(group_id);
+  std::vector<offset_key> keys;
+  for (const auto& tp : tps)
+    if (!offs || !offs->count(tp)) keys.push_back({group_id, tp.first, tp.second});
+  return keys;
+}
+
+// ---- TxnOffsetCommit ----------------------------------------------------------------
+
+void offset_manager::txn_commit(const proto::txn_offset_commit_request& req, int16_t version,
+                                reply<proto::txn_offset_commit_response> cb, outbox& out) {
+  auto resp = std::make_shared<proto::txn_offset_commit_response>();
+  for (const auto& t : req.topics) {
+    auto& rt = resp->topics.emplace_back();
+    rt.name = t.name;
+    for (const auto& p : t.partitions) rt.partitions.emplace_back().partition_index = p.partition_index;
+  }
+  // TRANSACTION_ABORTABLE is v4's; a client before it learns that its
+  // transaction must abort from INVALID_TXN_STATE.
+  auto wire = [version](error_code e) {
+    if (e == error_code::transaction_abortable && version < 4) e = error_code::invalid_txn_state;
+    return to_wire(e);
+  };
+  auto fail_all = [&](error_code e) {
+    for (auto& t : resp->topics)
+      for (auto& p : t.partitions) p.error_code = wire(e);
+    answer(cb, *resp, out);
+  };
+  if (auto e = partitions_.gate(req.group_id); e != error_code::none) return fail_all(e);
+  if (!valid_group_id(req.group_id)) return fail_all(error_code::invalid_group_id);
+  if (auto e = members_.may_commit_txn(req.group_id, req.generation_id, req.member_id, req.group_instance_id);
+      e != error_code::none)
+    return fail_all(e);
+  // The partition fences epochs; an id or epoch that no producer can hold
+  // is refused before anything is written.
+  if (req.producer_id < 0) return fail_all(error_code::invalid_producer_id_mapping);
+  if (req.producer_epoch < 0) return fail_all(error_code::invalid_producer_epoch);
+
+  const int64_t now = clk_.now_ms();
+  size_t held = held_count(req.group_id);
+  const std::map<topic_partition, stored_offset>* mine = nullptr;  // this producer's pending offsets
+  if (auto g = pending_.find(req.group_id); g != pending_.end())
+    if (auto prod = g->second.find(req.producer_id); prod != g->second.end()) mine = &prod->second;
+  commit_batch batch;
+  for (size_t ti = 0; ti < req.topics.size(); ++ti) {
+    const auto& t = req.topics[ti];
+    const auto current = current_topic(t.name);
+    for (size_t pi = 0; pi < t.partitions.size(); ++pi) {
+      int16_t& ec = resp->topics[ti].partitions[pi].error_code;
+      const auto& p = t.partitions[pi];
+      const bool known = mine && mine->count({t.name, p.partition_index});
+      const auto e = add_commit(req.group_id, t.name, current,
+                                {p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata},
+                                known, held, now, batch);
+      if (e != error_code::none) {
+        ec = wire(e);
+      } else {
+        batch.written.push_back(&ec);
+      }
+    }
+  }
+  if (batch.records.empty()) return answer(cb, *resp, out);
+  const int32_t part = partitions_.partition_of(req.group_id);
+  const int64_t pid = req.producer_id;
+  for (const auto& [k, v] : batch.applied) in_flight_[k].push_back(v.topic_id);
+  ++txn_in_flight_[{part, pid}];
+  txn_producer producer{req.transactional_id, pid, req.producer_epoch};
+  partitions_.append_at(
+      req.group_id, std::move(batch.records), std::move(producer),
+      [this, resp, part, pid, wire, applied = std::move(batch.applied), written = std::move(batch.written),
+       cb = std::move(cb)](status s, int64_t base_offset, outbox& out) mutable {
+        for (const auto& [k, v] : applied) forget_in_flight(k, v.topic_id);
+        if (s.ok()) {
+          for (const auto& [k, v] : applied) apply_txn(k, v, pid, base_offset);
+        } else {
+          const auto e = kafka::to_group_write_error(s.code(), kafka::group_write::txn_offset_commit);
+          for (int16_t* ec : written) *ec = wire(e);
+        }
+        txn_append_done(part, pid, s.ok() ? base_offset : -1);
+        answer(cb, *resp, out);
+      });
+}
+
+void offset_manager::txn_append_done(int32_t p, int64_t producer_id, int64_t base_offset) {
+  auto in_flight = txn_in_flight_.find({p, producer_id});
+  SLUICE_ASSERT(in_flight != txn_in_flight_.end(), "a completing transactional commit was in flight");
+  if (--in_flight->second == 0) txn_in_flight_.erase(in_flight);
+  auto h = heard_.find(p);
+  if (h == heard_.end()) return;
+  if (base_offset >= 0) {
+    // A marker of the producer reported while this batch was in flight,
+    // and written after it, ends it now.
+    auto markers = h->second;
+    std::sort(markers.begin(), markers.end(),
+              [](const heard_marker& a, const heard_marker& b) { return a.offset < b.offset; });
+    for (const auto& m : markers)
+      if (m.producer_id == producer_id && m.offset > base_offset) complete_txn(p, producer_id, m.commit, m.offset);
+  }
+  // Kept for a load still running (finish_load), else no longer needed.
+  if (!txn_in_flight_.count({p, producer_id}) && partitions_.state(p) == partition_state::loaded) {
+    std::erase_if(h->second, [producer_id](const heard_marker& m) { return m.producer_id == producer_id; });
+    if (h->second.empty()) heard_.erase(h);
+  }
+}
+
 // ---- OffsetFetch --------------------------------------------------------------------
 
 fetch_group_response offset_manager::fetch_group(const std::string& group_id,
-                                                 const std::optional<std::vector<fetch_topics>>& topics) const {
+                                                 const std::optional<std::vector<fetch_topics>>& topics,
+                                                 bool require_stable) const {
   fetch_group_response out;
   out.group_id = group_id;
   if (auto e = partitions_.gate(group_id); e != error_code::none) {
@@ -290,12 +487,16 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
     r.committed_offset = -1;
     r.metadata = "";
     r.error_code = out.error_code;
-    if (offs) {
-      auto it = offs->find({topic, p});
-      if (it != offs->end() && answered(it->second, current)) {
-        r.committed_offset = it->second.offset;
-        r.committed_leader_epoch = it->second.leader_epoch;
-        r.metadata = it->second.metadata;
+    if (out.error_code == 0) {
+      const auto it = offs ? offs->find({topic, p}) : offset_map::const_iterator{};
+      if (require_stable && pending_for(group_id, {topic, p})) {
+        // A transaction may still replace it (Kafka's UNSTABLE_OFFSET_COMMIT,
+        // retriable): the consumer asks again once the transaction ends.
+        r.error_code = to_wire(error_code::unstable_offset_commit);
+      } else if (offs && it != offs->end() && answered(it->second.value, current)) {
+        r.committed_offset = it->second.value.offset;
+        r.committed_leader_epoch = it->second.value.leader_epoch;
+        r.metadata = it->second.value.metadata;
       }
     }
     return r;
@@ -309,7 +510,7 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
           looked_up = &tp.first;
           current = current_topic(tp.first);
         }
-        if (!answered(v, current)) continue;
+        if (!answered(v.value, current)) continue;
         if (out.topics.empty() || out.topics.back().name != tp.first) out.topics.emplace_back().name = tp.first;
         out.topics.back().partitions.push_back(partition_of(tp.first, tp.second, current));
       }
@@ -328,7 +529,8 @@ fetch_group_response offset_manager::fetch_group(const std::string& group_id,
 proto::offset_fetch_response offset_manager::fetch(const proto::offset_fetch_request& req, int16_t version) const {
   if (version >= 8) {
     proto::offset_fetch_response resp;
-    for (const auto& grp : req.groups) resp.groups.push_back(fetch_group(grp.group_id, grp.topics));
+    for (const auto& grp : req.groups)
+      resp.groups.push_back(fetch_group(grp.group_id, grp.topics, req.require_stable));
     return resp;
   }
   std::optional<std::vector<fetch_topics>> topics;
@@ -336,7 +538,7 @@ proto::offset_fetch_response offset_manager::fetch(const proto::offset_fetch_req
     topics.emplace();
     for (const auto& t : *req.topics) topics->push_back({t.name, t.partition_indexes});
   }
-  return to_single_group(fetch_group(req.group_id, topics));
+  return to_single_group(fetch_group(req.group_id, topics, version >= 7 && req.require_stable));
 }
 
 // ---- OffsetDelete, DeleteGroups, deleted topics ----------------------------------------
@@ -424,7 +626,11 @@ void offset_manager::delete_groups(const proto::delete_groups_request& req, repl
       continue;
     }
     ++op->waiting;
-    remove_whole_group(id, keys_of(id), [op, i, id, finish](status s, outbox& out) {
+    // Kafka's deletion writes a tombstone for a key only pending too, so
+    // that a replay drops the pending offsets with the group.
+    auto keys = keys_of(id);
+    for (auto& k : pending_only_keys(id)) keys.push_back(std::move(k));
+    remove_whole_group(id, std::move(keys), [op, i, id, finish](status s, outbox& out) {
       if (s.ok()) {
         SLUICE_LOG_DEBUG("group {} deleted", id);
       } else {
@@ -445,7 +651,7 @@ void offset_manager::write_deletion(const std::string& group_id, std::vector<off
       const offset_map* offs = offsets_of(k.group);
       if (!offs) continue;
       auto it = offs->find({k.topic, k.partition});
-      if (it != offs->end() && stale(k, it->second)) apply(k, std::nullopt);
+      if (it != offs->end() && stale(k, it->second.value)) apply(k, std::nullopt);
     }
   });
 }
@@ -474,7 +680,7 @@ void offset_manager::delete_topic(const std::string& topic, const sluice::topic_
     for (const auto& [tp, v] : offs) {
       if (tp.first != topic) continue;
       offset_key k{group_id, tp.first, tp.second};
-      if (stale(k, v) && !current_in_flight(k)) gone[group_id].push_back(std::move(k));
+      if (stale(k, v.value) && !current_in_flight(k)) gone[group_id].push_back(std::move(k));
     }
   }
   // A commit in flight against a stale topic (none against the current
@@ -511,7 +717,7 @@ void offset_manager::delete_missing_topics(int32_t p) {
     std::vector<offset_key> gone;
     for (const auto& [tp, v] : offs) {
       offset_key k{group_id, tp.first, tp.second};
-      if (gone_now(k, v)) gone.push_back(std::move(k));
+      if (gone_now(k, v.value)) gone.push_back(std::move(k));
     }
     if (gone.empty()) continue;
     SLUICE_LOG_INFO("group {}: {} committed offsets of deleted or replaced topics removed after loading {}-{}",
@@ -540,12 +746,15 @@ void offset_manager::expire(int64_t now_ms) {
     const offset_map* offs = offsets_of(id);
     if (offs) {
       for (const auto& [tp, v] : *offs) {
-        const int64_t since = std::max(v.commit_timestamp_ms, state_ts);
+        // An offset a pending transaction may still replace stays (Kafka).
+        if (pending_for(id, tp)) continue;
+        const int64_t since = std::max(v.value.commit_timestamp_ms, state_ts);
         if (now_ms - since >= cfg_.offsets_retention_ms) expired.push_back({id, tp.first, tp.second});
       }
     }
-    const bool whole_group =
-        expired.size() == (offs ? offs->size() : 0) && now_ms - state_ts >= cfg_.offsets_retention_ms;
+    // A group with an open transaction stays for its marker.
+    const bool whole_group = expired.size() == (offs ? offs->size() : 0) && !has_pending(id) &&
+                             now_ms - state_ts >= cfg_.offsets_retention_ms;
     if (expired.empty() && !whole_group) continue;
     SLUICE_LOG_INFO("group {}: {} committed offsets expired{}", id, expired.size(),
                     whole_group ? "; the group is removed" : "");

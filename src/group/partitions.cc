@@ -78,15 +78,23 @@ void offsets_partitions::unload(int32_t p) {
 
 void offsets_partitions::append(std::string_view group_id, std::vector<protocol::records::record_input> records,
                                 then_fn then) {
+  append_at(group_id, std::move(records), std::nullopt,
+            [then = std::move(then)](status s, int64_t, outbox& out) { then(std::move(s), out); });
+}
+
+void offsets_partitions::append_at(std::string_view group_id, std::vector<protocol::records::record_input> records,
+                                   std::optional<txn_producer> txn, at_then_fn then) {
   const int32_t p = partition_of(group_id);
   const uint64_t id = next_append_id_++;
   pending_.emplace(id, pending{p, epoch(p), clk_.monotonic_ms() + commit_timeout_ms_, std::move(then)});
   // The completion may come on any thread, even inside append(); it is
   // posted to the executor so it never runs under the mutex.
-  log_.append(p, std::move(records), [this, id](status s) { post_([this, id, s] { complete(id, s); }); });
+  log_.append(p, std::move(records), txn ? &*txn : nullptr, [this, id](status s, int64_t base_offset) {
+    post_([this, id, s, base_offset] { complete(id, s, base_offset); });
+  });
 }
 
-void offsets_partitions::complete(uint64_t id, status s) {
+void offsets_partitions::complete(uint64_t id, status s, int64_t base_offset) {
   outbox out;
   std::lock_guard g(mu_);
   auto it = pending_.find(id);
@@ -94,10 +102,10 @@ void offsets_partitions::complete(uint64_t id, status s) {
   pending op = std::move(it->second);
   pending_.erase(it);
   if (epoch(op.p) != op.epoch) {
-    op.then(status(errc::not_coordinator, "__consumer_offsets-" + std::to_string(op.p) + " changed hands"), out);
+    op.then(status(errc::not_coordinator, "__consumer_offsets-" + std::to_string(op.p) + " changed hands"), -1, out);
     return;
   }
-  op.then(s, out);
+  op.then(s, s.ok() ? base_offset : -1, out);
 }
 
 void offsets_partitions::expire_appends(outbox& out) {
@@ -106,12 +114,13 @@ void offsets_partitions::expire_appends(outbox& out) {
     pending op = std::move(pending_.begin()->second);
     pending_.erase(pending_.begin());
     if (epoch(op.p) != op.epoch) {
-      op.then(status(errc::not_coordinator, "__consumer_offsets-" + std::to_string(op.p) + " changed hands"), out);
+      op.then(status(errc::not_coordinator, "__consumer_offsets-" + std::to_string(op.p) + " changed hands"), -1,
+              out);
       continue;
     }
     op.then(status(errc::unavailable, "__consumer_offsets-" + std::to_string(op.p) + ": not committed within " +
                                           std::to_string(commit_timeout_ms_) + " ms (offsets.commit.timeout.ms)"),
-            out);
+            -1, out);
   }
 }
 

@@ -51,26 +51,54 @@
 
 namespace sluice::group {
 
+// The producer a transactional batch of the coordinator is written for
+// (TxnOffsetCommit): its records are pending until that producer's marker.
+struct txn_producer {
+  std::string transactional_id;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+};
+
+// One entry read back from a partition of __consumer_offsets, in log order:
+// a keyed record, or a transaction marker.
+struct log_entry {
+  int64_t batch_offset = -1;    // base offset of the batch holding it (a marker: its own offset)
+  int64_t producer_id = -1;     // of a transactional batch or a marker; -1 otherwise
+  bool transactional = false;   // a record of a transactional batch
+  std::optional<bool> marker;   // a control batch: true COMMIT, false ABORT (key and value empty)
+  std::span<const uint8_t> key;
+  std::optional<std::span<const uint8_t>> value;  // nullopt: a tombstone
+};
+
 // Where the coordinator's records go and come back from: partition `p` of
 // __consumer_offsets.
 class record_log {
  public:
   virtual ~record_log() = default;
+  // The outcome of an append: ok with the log offset of the batch's first
+  // record, or the error (base_offset -1).
+  using append_done = std::function<void(status, int64_t base_offset)>;
   // Appends `records` as one batch and calls `done` once it is durable (or
   // failed). `done` may run on any thread, even before append returns.
-  virtual void append(int32_t p, std::vector<protocol::records::record_input> records,
-                      std::function<void(status)> done) = 0;
-  // One record read back: its key and value (nullopt: a tombstone). Returns
-  // false to stop the read.
-  using record_fn =
-      std::function<bool(std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value)>;
+  // With `txn` the batch is transactional: it carries the producer's id and
+  // epoch and no sequence, is written as the coordinator's
+  // (cluster::append_origin::coordinator), opens the producer's transaction
+  // in the partition, and is refused when the partition knows a newer
+  // epoch of the producer (errc::invalid_producer_epoch). This is where a
+  // verification with the producer's transaction coordinator (KIP-890)
+  // belongs, as Kafka verifies in its append path: a refusal is an errc
+  // the caller maps (kafka::group_write::txn_offset_commit).
+  virtual void append(int32_t p, std::vector<protocol::records::record_input> records, const txn_producer* txn,
+                      append_done done) = 0;
+  // One entry read back. Returns false to stop the read.
+  using entry_fn = std::function<bool(const log_entry&)>;
   // Reads partition `p` from its log start offset to its end, calling `fn`
-  // with every keyed record in offset order, on the calling thread. An
-  // error when the rest of the partition cannot be read (the records before
-  // it were passed), errc::shutting_down when the owner stops (the
-  // partition then stays loading); a partition that does not exist holds
-  // no records.
-  virtual status read(int32_t p, const record_fn& fn) = 0;
+  // with every keyed record and every marker in offset order, on the
+  // calling thread. An error when the rest of the partition cannot be read
+  // (the entries before it were passed), errc::shutting_down when the
+  // owner stops (the partition then stays loading); a partition that does
+  // not exist holds no records.
+  virtual status read(int32_t p, const entry_fn& fn) = 0;
 };
 
 // Responses gathered under the coordinator's mutex and sent after it is
@@ -155,6 +183,12 @@ class offsets_partitions {
   // Appends `records` to the partition of `group_id`; `then` runs on the
   // executor with the mutex held (see the header comment).
   void append(std::string_view group_id, std::vector<protocol::records::record_input> records, then_fn then);
+  // The same, for a write whose completion needs the log offset of its
+  // batch (-1 on failure), and transactional for `txn` when given
+  // (record_log::append).
+  using at_then_fn = std::function<void(status, int64_t base_offset, outbox&)>;
+  void append_at(std::string_view group_id, std::vector<protocol::records::record_input> records,
+                 std::optional<txn_producer> txn, at_then_fn then);
   // Completes every append issued commit_timeout_ms or longer ago and not
   // completed yet with errc::unavailable (its answers go to `out`). The
   // owner calls it periodically (coordinator::tick).
@@ -176,11 +210,11 @@ class offsets_partitions {
     int32_t p = 0;
     uint64_t epoch = 0;
     int64_t deadline_ms = 0;  // monotonic
-    then_fn then;
+    at_then_fn then;
   };
   // Runs the completion of append `id` with `s`, unless it has completed
   // (timed out) already.
-  void complete(uint64_t id, status s);
+  void complete(uint64_t id, status s, int64_t base_offset);
 
   record_log& log_;
   const post_fn post_;

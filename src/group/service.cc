@@ -7,6 +7,7 @@
 #include "config/broker_config.h"
 #include "config/dynamic.h"
 #include "metadata/partition_manager.h"
+#include "protocol/records/control.h"
 
 namespace sluice::group {
 
@@ -17,43 +18,64 @@ class service::partition_log final : public record_log {
   partition_log(service& svc, cluster::partition_manager& partitions, sluice::clock& clk)
       : svc_(svc), partitions_(partitions), clk_(clk) {}
 
-  void append(int32_t p, std::vector<protocol::records::record_input> records,
-              std::function<void(status)> done) override {
+  void append(int32_t p, std::vector<protocol::records::record_input> records, const txn_producer* txn,
+              append_done done) override {
     auto part = partitions_.get(std::string(offsets_topic), p);
     if (!part) {
-      done(status(errc::not_found, "__consumer_offsets partition " + std::to_string(p) + " is missing"));
+      done(status(errc::not_found, "__consumer_offsets partition " + std::to_string(p) + " is missing"), -1);
       return;
     }
     // Written with acks=all, as Kafka writes it: refused before the append
     // when the ISR is below the topic's min.insync.replicas.
     if (const errc e = part->check_min_insync(); e != errc::ok) {
-      done(status(e, "__consumer_offsets-" + std::to_string(p) + " has too few in-sync replicas"));
+      done(status(e, "__consumer_offsets-" + std::to_string(p) + " has too few in-sync replicas"), -1);
       return;
     }
+    if (txn && svc_.verify_txn_) {
+      if (const errc e = svc_.verify_txn_(*txn, p); e != errc::ok) {
+        done(status(e, "the transaction coordinator did not confirm __consumer_offsets-" + std::to_string(p) +
+                           " in the producer's transaction"),
+             -1);
+        return;
+      }
+    }
     protocol::records::batch_options opts;
+    if (txn) {
+      // The producer's transactional batch, written by this coordinator:
+      // its id and epoch, no sequence (Kafka's AppendOrigin.COORDINATOR).
+      opts.transactional = true;
+      opts.producer_id = txn->producer_id;
+      opts.producer_epoch = txn->producer_epoch;
+      opts.base_sequence = -1;
+    }
     auto batch = protocol::records::build_batch(opts, records);
     if (!batch.ok()) {
-      done(batch.err());
+      done(batch.err(), -1);
       return;
     }
     auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
-    auto outcome = part->append(bytes, clk_.now_ms());
+    auto outcome = part->append(bytes, clk_.now_ms(), true, true, false,
+                                txn ? cluster::append_origin::coordinator : cluster::append_origin::client);
     if (outcome.error != errc::ok) {
       // The append's own error (not_leader, message_too_large, a storage
-      // error...): to_group_write_error maps each as Kafka does.
-      done(status(outcome.error, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message));
+      // error, a fenced producer epoch...): to_group_write_error maps each
+      // as Kafka does.
+      done(status(outcome.error, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message),
+           -1);
       return;
     }
     // Committed: on the disk of every in-sync replica, so the offsets
     // survive the loss of this coordinator's broker. If that never happens
     // (followers gone, the ISR not shrunk), the coordinator answers after
     // offsets.commit.timeout.ms (offsets_partitions::expire_appends).
-    part->on_committed(outcome.last,
-                       [part, done = std::move(done)](const status& s) { done(part->acks_all_outcome(s)); });
+    part->on_committed(outcome.last, [part, base = outcome.base.value(), done = std::move(done)](const status& s) {
+      const status out = part->acks_all_outcome(s);
+      done(out, out.ok() ? base : -1);
+    });
   }
 
   // Errors are logged here, where the offset is known.
-  status read(int32_t p, const record_fn& fn) override {
+  status read(int32_t p, const entry_fn& fn) override {
     auto part = partitions_.get(std::string(offsets_topic), p);
     if (!part) return {};
     offset o = part->log_start_offset();
@@ -80,9 +102,30 @@ class service::partition_log final : public record_log {
           return decoded.err();
         }
         o = offset(decoded->header.last_offset() + 1);
-        if (decoded->header.is_control()) continue;
+        log_entry e;
+        e.batch_offset = decoded->header.base_offset.value();
+        if (decoded->header.is_control()) {
+          // A transaction marker: it resolves its producer's pending
+          // offsets. A control batch that is not a marker was refused
+          // before it was stored; one that does not parse is skipped.
+          auto m = protocol::records::parse_marker(b);
+          if (!m.ok()) {
+            SLUICE_LOG_WARN("replaying {}-{}: control batch at {} skipped: {}", offsets_topic, p, e.batch_offset,
+                            m.err().message);
+            continue;
+          }
+          e.producer_id = decoded->header.producer_id;
+          e.marker = m->commit;
+          if (!fn(e)) return {};
+          continue;
+        }
+        e.transactional = decoded->header.is_transactional();
+        if (e.transactional) e.producer_id = decoded->header.producer_id;
         for (const auto& r : decoded->records) {
-          if (r.key && !fn(*r.key, r.value)) return {};
+          if (!r.key) continue;
+          e.key = *r.key;
+          e.value = r.value;
+          if (!fn(e)) return {};
         }
       }
     }

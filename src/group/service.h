@@ -42,6 +42,16 @@ class service {
                                                const config::broker_config& cfg);
   ~service();  // stop()s
 
+  // KIP-890 for TxnOffsetCommit: before the coordinator writes a
+  // producer's transactional offsets to partition `p` of
+  // __consumer_offsets, the producer's transaction coordinator confirms
+  // that partition is in its ongoing transaction; an error refuses the
+  // write (errc::transaction_abortable: not in it; others: the
+  // coordinator could not tell, retriable). Set before start(); unset, the
+  // write is not verified.
+  using txn_verifier = std::function<errc(const txn_producer& producer, int32_t p)>;
+  void set_txn_verifier(txn_verifier v) { verify_txn_ = std::move(v); }
+
   void start();
   void stop();  // idempotent
   group::coordinator& coordinator() { return *coord_; }
@@ -71,6 +81,7 @@ class service {
   sluice::clock& clk_;
   const coordinator_config cfg_;
   std::unique_ptr<partition_log> log_;
+  txn_verifier verify_txn_;
   std::unique_ptr<group::coordinator> coord_;
 
   std::mutex mu_;  // guards queue_, stopping_

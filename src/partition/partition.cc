@@ -697,7 +697,7 @@ status partition::load_producers() {
 // size limits first, then the header, the CRC, and every record. Each
 // failure stores nothing and names the partition's error.
 produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers, bool zstd_allowed,
-                                  bool transaction_verified) {
+                                  bool transaction_verified, append_origin origin) {
   produce_outcome out;
   auto fail = [&](errc e, std::string msg) {
     out.error = e;
@@ -729,7 +729,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
     return fail(errc::invalid_record, "a produce request must hold exactly one record batch per partition");
   }
   const auto pb = producer_batch::from_header(h);
-  if (pb.transactional && !transaction_verified) {
+  if (pb.transactional && !transaction_verified && origin != append_origin::coordinator) {
     return fail(errc::invalid_txn_state,
                 "a transactional batch needs its transactional id and the coordinator's word that the partition is "
                 "in the producer's transaction");
@@ -779,7 +779,7 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
     if (!is_leader()) {
       return fail(errc::not_leader, "this broker no longer leads " + tp_.topic + "-" + std::to_string(tp_.partition));
     }
-    auto verdict = producers_.check(pb);
+    auto verdict = producers_.check(pb, origin);
     if (verdict.error != errc::ok) return fail(verdict.error, verdict.message);
     if (verdict.duplicate_base) {
       out.base = *verdict.duplicate_base;

@@ -152,8 +152,13 @@ class partition : public std::enable_shared_from_this<partition> {
   // with the producer's transaction coordinator that the partition is in
   // its ongoing transaction (a transaction nobody ends would hold the last
   // stable offset for good); else it is INVALID_TXN_STATE.
+  // `origin` append_origin::coordinator: a batch the broker's own
+  // coordinator wrote for a producer (producer_state.h has the rules it
+  // keeps); the coordinator answers for the transaction it writes into, so
+  // `transaction_verified` is not asked of it.
   produce_outcome append(std::span<std::byte> batch, int64_t now_ms, bool wake_readers = true,
-                         bool zstd_allowed = true, bool transaction_verified = false);
+                         bool zstd_allowed = true, bool transaction_verified = false,
+                         append_origin origin = append_origin::client);
   // What append(..., false) left out: wakes the followers' fetches, and the
   // consumers' when the outcome said `hw_moved`.
   void wake_after_append(bool hw_moved) { wake_listeners(hw_moved, true); }

@@ -187,6 +187,62 @@ TEST_F(PartitionTxn, TheLastStableOffsetFollowsOpenAndEndedTransactions) {
   EXPECT_EQ(a->txns[1].last, offset(6));
 }
 
+// The group coordinator writes a producer's transactional offsets as its
+// own batch (TxnOffsetCommit): no sequence, the producer's id and epoch.
+// Kafka's AppendOrigin.COORDINATOR: the sequence checks are skipped, the
+// transaction opens, an older epoch is fenced, and a replay after a
+// restart rebuilds the same state.
+TEST_F(PartitionTxn, ACoordinatorsBatchOpensTheTransactionWithoutASequence) {
+  auto coordinator_batch = [](int16_t epoch) {
+    storage::batch_spec spec;
+    spec.producer_id = 4;
+    spec.producer_epoch = epoch;
+    spec.base_sequence = -1;
+    spec.transactional = true;
+    return storage::build_batch(spec);
+  };
+  auto as_coordinator = [&](int16_t epoch) {
+    auto b = coordinator_batch(epoch);
+    auto out = part_->append(b, kBaseTs, true, true, false, append_origin::coordinator);
+    if (out.error == errc::ok) committed(out.last);
+    return out;
+  };
+  {
+    auto b = coordinator_batch(1);
+    EXPECT_EQ(part_->append(b, kBaseTs, true, true, /*transaction_verified=*/true).error, errc::invalid_record)
+        << "a client's batch needs a sequence";
+  }
+  const auto first = as_coordinator(1);
+  ASSERT_EQ(first.error, errc::ok) << first.message;
+  EXPECT_EQ(part_->open_transactions(), 1u);
+  EXPECT_EQ(part_->last_stable_offset(), first.base) << "the batch opened producer 4's transaction";
+  // A second commit of the same transaction: no sequence to match, so no
+  // duplicate; it is appended and the transaction stays where it began.
+  const auto second = as_coordinator(1);
+  ASSERT_EQ(second.error, errc::ok) << second.message;
+  EXPECT_FALSE(second.duplicate);
+  EXPECT_EQ(second.base, first.last + 1);
+  EXPECT_EQ(part_->last_stable_offset(), first.base);
+  EXPECT_EQ(as_coordinator(0).error, errc::invalid_producer_epoch) << "an older epoch is fenced";
+  const auto producers = part_->producers();
+  ASSERT_EQ(producers.size(), 1u);
+  EXPECT_EQ(producers[0].producer_epoch, 1);
+  EXPECT_EQ(producers[0].last_sequence, -1) << "no sequence is remembered";
+
+  auto m = part_->append_marker(4, 1, /*commit=*/true, 0, kBaseTs);
+  ASSERT_EQ(m.error, errc::ok);
+  committed(m.last);
+  EXPECT_EQ(part_->open_transactions(), 0u);
+  EXPECT_EQ(part_->last_stable_offset(), part_->high_watermark());
+
+  const auto reopened = as_coordinator(1);  // the producer's next transaction
+  ASSERT_EQ(reopened.error, errc::ok);
+  restart();
+  EXPECT_EQ(part_->open_transactions(), 1u) << "the replay finds the coordinator's batch open";
+  EXPECT_EQ(part_->last_stable_offset(), reopened.base);
+  EXPECT_EQ(as_coordinator(0).error, errc::invalid_producer_epoch) << "still fenced after the replay";
+}
+
 TEST_F(PartitionTxn, AnAbortTheIndexLostInACrashIsFoundAgainInTheLog) {
   ASSERT_EQ(txn(7, 0).error, errc::ok);
   ASSERT_EQ(marker(7, false).error, errc::ok);

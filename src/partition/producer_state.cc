@@ -38,9 +38,25 @@ producer_batch producer_batch::from_header(const batch::header& h) {
   return b;
 }
 
-producer_check producer_state::check(const producer_batch& b) const {
+producer_check producer_state::check(const producer_batch& b, append_origin origin) const {
   producer_check r;
   if (!b.idempotent()) return r;
+  if (origin == append_origin::coordinator) {
+    // Kafka's ProducerAppendInfo with AppendOrigin.COORDINATOR: the epoch
+    // check alone (no sequences to check).
+    if (b.producer_epoch < 0) {
+      r.error = errc::invalid_record;
+      r.message = "a coordinator's batch for producer " + std::to_string(b.producer_id) + " without an epoch";
+      return r;
+    }
+    auto it = producers_.find(b.producer_id);
+    if (it != producers_.end() && b.producer_epoch < it->second.epoch) {
+      r.error = errc::invalid_producer_epoch;
+      r.message = "producer " + std::to_string(b.producer_id) + " epoch " + std::to_string(b.producer_epoch) +
+                  " is older than the current epoch " + std::to_string(it->second.epoch);
+    }
+    return r;
+  }
   if (b.producer_epoch < 0 || b.first_sequence < 0) {
     r.error = errc::invalid_record;
     r.message = "idempotent batch without producer epoch or sequence";
@@ -110,8 +126,11 @@ void producer_state::record(const producer_batch& b, offset base, offset last) {
   if (b.producer_epoch != e.epoch) e.batches.clear();
   e.epoch = b.producer_epoch;
   e.last_timestamp = std::max(e.last_timestamp, b.max_timestamp);
-  e.batches.push_back({b.first_sequence, b.last_sequence, base, last});
-  while (e.batches.size() > batches_per_producer) e.batches.pop_front();
+  // A coordinator's batch has no sequence: nothing for a retry to match.
+  if (b.first_sequence >= 0) {
+    e.batches.push_back({b.first_sequence, b.last_sequence, base, last});
+    while (e.batches.size() > batches_per_producer) e.batches.pop_front();
+  }
   if (b.transactional && !e.txn_first) {
     e.txn_first = base;
     open_[base] = b.producer_id;

@@ -68,6 +68,19 @@ struct producer_info {
   bool operator==(const producer_info&) const = default;
 };
 
+// Who wrote a batch a leader appends (Kafka's AppendOrigin).
+enum class append_origin {
+  // A producer's Produce: every idempotent rule applies (sequences,
+  // duplicates, epochs, the transaction's state).
+  client,
+  // The broker's own coordinator writing on a producer's behalf (the group
+  // coordinator's TxnOffsetCommit): the batch carries the producer's id and
+  // epoch but no sequence (-1), so no sequence is checked or remembered; an
+  // epoch older than the producer's is still fenced (INVALID_PRODUCER_EPOCH)
+  // and a transactional batch still opens the producer's transaction.
+  coordinator,
+};
+
 // What check() decided for a batch about to be appended.
 struct producer_check {
   errc error = errc::ok;
@@ -96,8 +109,9 @@ class producer_state {
 
   // Decides whether `b` (a data batch) may be appended. Never changes state.
   // Beyond the idempotent rules: a non-transactional batch of a producer
-  // with a transaction open here is INVALID_TXN_STATE.
-  producer_check check(const producer_batch& b) const;
+  // with a transaction open here is INVALID_TXN_STATE. A coordinator's
+  // batch is checked only for a fenced epoch (append_origin).
+  producer_check check(const producer_batch& b, append_origin origin = append_origin::client) const;
   // Decides whether a marker of `producer_id` at `producer_epoch` from a
   // coordinator at `coordinator_epoch` may be appended: an epoch older than
   // the producer's is INVALID_PRODUCER_EPOCH (a fenced producer's
@@ -105,7 +119,9 @@ class producer_state {
   // than the last marker's is TRANSACTION_COORDINATOR_FENCED.
   producer_check check_marker(int64_t producer_id, int16_t producer_epoch, int32_t coordinator_epoch) const;
   // Records a batch appended at [base, last]. Call after a successful append
-  // of a batch that check() accepted (and for every batch during replay).
+  // of a batch that check() accepted (and for every batch during replay). A
+  // batch without a sequence (a coordinator's) moves the epoch and opens a
+  // transaction but leaves the remembered sequences alone.
   void record(const producer_batch& b, offset base, offset last);
   // Records a marker appended at `at` (after check_marker, and for every
   // marker during replay) and returns the transaction it ended; a marker of

@@ -80,6 +80,7 @@ enum class error_code : int16_t {
   election_not_needed = 84,
   group_subscribed_to_topic = 86,
   invalid_record = 87,
+  unstable_offset_commit = 88,
   producer_fenced = 90,
   resource_not_found = 91,
   invalid_update_version = 95,
@@ -171,6 +172,7 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(election_not_needed, "ELECTION_NOT_NEEDED")
     SLUICE_NAME(group_subscribed_to_topic, "GROUP_SUBSCRIBED_TO_TOPIC")
     SLUICE_NAME(invalid_record, "INVALID_RECORD")
+    SLUICE_NAME(unstable_offset_commit, "UNSTABLE_OFFSET_COMMIT")
     SLUICE_NAME(producer_fenced, "PRODUCER_FENCED")
     SLUICE_NAME(resource_not_found, "RESOURCE_NOT_FOUND")
     SLUICE_NAME(invalid_update_version, "INVALID_UPDATE_VERSION")
@@ -247,6 +249,7 @@ inline error_code to_kafka_error(errc e) {
     case errc::transactional_id_not_found: return error_code::transactional_id_not_found;
     case errc::transaction_abortable: return error_code::transaction_abortable;
     case errc::invalid_txn_marker: return error_code::invalid_record;
+    case errc::unstable_offset_commit: return error_code::unstable_offset_commit;
   }
   return error_code::unknown_server_error;
 }
@@ -264,11 +267,27 @@ inline error_code to_kafka_error(errc e) {
 //   group's record;
 // - a record too large: the commit's fault (INVALID_COMMIT_OFFSET_SIZE) or,
 //   for a group's own record, the broker's (UNKNOWN_SERVER_ERROR);
+// - a transactional commit (TxnOffsetCommit) the partition refuses for its
+//   producer (an epoch older than the partition knows: the producer was
+//   fenced; or the transaction's state, once verified) answers that
+//   producer error, as Kafka passes it through, and is otherwise answered
+//   as a commit;
 // - anything else (too few in-sync replicas, before or after the append; a
 //   partition missing here) means the coordinator cannot write now:
 //   COORDINATOR_NOT_AVAILABLE, retriable.
-enum class group_write { group_metadata, offset_commit };
+enum class group_write { group_metadata, offset_commit, txn_offset_commit };
 inline error_code to_group_write_error(errc e, group_write w) {
+  if (w == group_write::txn_offset_commit) {
+    switch (e) {
+      case errc::invalid_producer_epoch:
+      case errc::producer_fenced:
+      case errc::invalid_txn_state:
+      case errc::invalid_producer_id_mapping:
+      case errc::concurrent_transactions:
+      case errc::transaction_abortable: return to_kafka_error(e);
+      default: w = group_write::offset_commit;
+    }
+  }
   switch (e) {
     case errc::not_coordinator:
     case errc::not_leader:

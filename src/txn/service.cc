@@ -302,6 +302,7 @@ void service::run_markers() {
     struct waiting {
       topic_partition tp;
       std::shared_ptr<std::promise<status>> done;
+      int64_t marker_offset = -1;
     };
     std::vector<waiting> waits;
     std::map<int32_t, std::vector<topic_partition>> remote;
@@ -309,7 +310,7 @@ void service::run_markers() {
       auto part = partitions_.get(tp.topic, tp.partition);
       if (!part) {
         // Gone with its topic: nothing to end there.
-        if (!partitions_.topic(tp.topic)) waits.push_back({tp, nullptr});
+        if (!partitions_.topic(tp.topic)) waits.push_back({tp, nullptr, -1});
         continue;
       }
       if (!part->is_leader()) {
@@ -323,13 +324,13 @@ void service::run_markers() {
         // A newer epoch or coordinator ended it there already: nothing to do.
         SLUICE_LOG_WARN("transaction coordinator: marker for {} on {}-{} refused: {}", job.m.transactional_id,
                         tp.topic, tp.partition, out.message);
-        waits.push_back({tp, nullptr});
+        waits.push_back({tp, nullptr, -1});
         continue;
       }
       if (out.error != errc::ok) continue;  // tried again later
       auto p = std::make_shared<std::promise<status>>();
       part->on_committed(out.last, [p](const status& s) { p->set_value(s); });
-      waits.push_back({tp, p});
+      waits.push_back({tp, p, out.last.value()});
     }
     for (auto& w : waits) {
       bool ok = true;
@@ -342,7 +343,7 @@ void service::run_markers() {
       if (!ok) continue;
       job.left.erase(w.tp);
       if (w.done && w.tp.topic == kOffsetsTopic && offsets_marker_)
-        offsets_marker_(w.tp.partition, job.m.producer_id, commit);
+        offsets_marker_(w.tp.partition, job.m.producer_id, commit, w.marker_offset);
     }
     if (send_remote_) {
       for (const auto& [leader, tps] : remote) {

@@ -59,7 +59,8 @@ class service {
                                                     const std::vector<topic_partition>& partitions)>;
   // A marker was committed on a partition of __consumer_offsets: the group
   // coordinator materializes or drops the producer's pending offsets there.
-  using offsets_marker_fn = std::function<void(int32_t partition, int64_t producer_id, bool commit)>;
+  using offsets_marker_fn =
+      std::function<void(int32_t partition, int64_t producer_id, bool commit, int64_t marker_offset)>;
 
   static result<std::unique_ptr<service>> open(cluster::partition_manager& partitions, sluice::clock& clk,
                                                const config::broker_config& cfg);

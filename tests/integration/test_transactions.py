@@ -164,3 +164,50 @@ def test_the_operator_sees_open_transactions(broker):
     p.commit_transaction(30)
     wait_until(lambda: b"CompleteCommit" in call(65, 0, b"\x02" + compact_string(tid) + b"\x00"), 30,
                "the transaction to be CompleteCommit")
+
+
+def test_read_process_write_commits_output_and_input_offsets_together(broker):
+    """The brief's pipeline inside the queue: consume, produce the results
+    and send the consumer's offsets in one transaction. A committed one
+    moves the group's offset with its output; an aborted one moves neither."""
+    from confluent_kafka import TopicPartition
+    bs = broker.bootstrap
+    create(bs, "rpw-in", partitions=1)
+    create(bs, "rpw-out", partitions=1)
+    plain = Producer({"bootstrap.servers": bs})
+    for i in range(15):
+        plain.produce("rpw-in", value=f"in{i}")
+    plain.flush(30)
+
+    group = "rpw-" + uuid.uuid4().hex
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.subscribe(["rpw-in"])
+    p = txn_producer(bs, "rpw-" + uuid.uuid4().hex)
+
+    def process(n, commit):
+        got = 0
+        p.begin_transaction()
+        deadline = time.time() + 30
+        while got < n and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            p.produce("rpw-out", value="out-" + m.value().decode())
+            got += 1
+        assert got == n
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+
+    process(10, commit=True)
+    committed = c.committed([TopicPartition("rpw-in", 0)], 30)
+    assert committed[0].offset == 10
+    process(5, commit=False)
+    committed = c.committed([TopicPartition("rpw-in", 0)], 30)
+    assert committed[0].offset == 10, "an aborted transaction's offsets are not committed"
+    c.close()
+    out = read_all(bs, "rpw-out", "read_committed", expect_at_least=10)
+    assert sorted(out) == sorted(f"out-in{i}" for i in range(10))

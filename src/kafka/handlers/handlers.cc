@@ -58,6 +58,7 @@ constexpr api_handler table[] = {
     serve<protocol::end_txn_request>(handle_end_txn),
     serve<protocol::describe_transactions_request>(handle_describe_transactions),
     serve<protocol::list_transactions_request>(handle_list_transactions),
+    serve<protocol::txn_offset_commit_request>(handle_txn_offset_commit),
 };
 
 }  // namespace

@@ -47,6 +47,7 @@ void handle_sync_group(request req);
 void handle_heartbeat(request req);
 void handle_leave_group(request req);
 void handle_offset_commit(request req);
+void handle_txn_offset_commit(request req);
 void handle_offset_fetch(request req);
 void handle_offset_delete(request req);
 void handle_describe_groups(request req);

@@ -8,10 +8,18 @@
 // REQUEST_TIMED_OUT after limits::txn_marker_commit_timeout_ms. The
 // coordinator retries what failed; a marker appended twice ends an empty
 // transaction the second time.
+//
+// A marker in a partition of __consumer_offsets also ends the producer's
+// pending transactional offsets there (TxnOffsetCommit): once it is
+// committed, and before the answer, the group coordinator is told
+// (group::coordinator::on_transaction_completed), as Kafka's
+// WriteTxnMarkers tells its GroupCoordinator.
 
 #include <chrono>
 
 #include "base/limits.h"
+#include "group/coordinator.h"
+#include "group/records.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
 #include "kafka/pending_answer.h"
@@ -48,6 +56,11 @@ void handle_write_txn_markers(request req) {
     size_t marker, topic, index;  // where its result is in the response
     partition_result* pr = nullptr;
     offset last;
+    // For the group coordinator, when the partition is one of
+    // __consumer_offsets.
+    bool group_offsets = false;
+    int64_t producer_id = -1;
+    bool commit = false;
   };
   std::vector<work> todo;
   const int64_t now = req.svc->clk->now_ms();
@@ -76,7 +89,7 @@ void handle_write_txn_markers(request req) {
           continue;
         }
         todo.push_back({part, op->resp.markers.size() - 1, mr.topics.size() - 1, tr.partitions.size() - 1, nullptr,
-                        appended.last});
+                        appended.last, t.name == group::offsets_topic, m.producer_id, m.transaction_result});
       }
     }
   }
@@ -91,7 +104,15 @@ void handle_write_txn_markers(request req) {
   op->arm_timeout(std::chrono::milliseconds(limits::txn_marker_commit_timeout_ms), [](partition_result& pr) {
     pr.error_code = to_wire(error_code::request_timed_out);
   });
-  for (auto& w : todo) w.part->on_committed(w.last, [op, pr = w.pr](const status& s) { op->finish(pr, s); });
+  auto* groups = op->req.svc->groups;
+  for (auto& w : todo) {
+    w.part->on_committed(w.last, [op, groups, w](const status& s) {
+      // A marker is one record: its last offset is its offset.
+      if (s.ok() && w.group_offsets && groups)
+        groups->on_transaction_completed(w.part->id().partition, w.producer_id, w.commit, w.last.value());
+      op->finish(w.pr, s);
+    });
+  }
   op->done();
 }
 
