@@ -367,6 +367,10 @@ inline constexpr size_t batches_per_producer = 5;
 // (the answer's records end before what it cannot name: partition::
 // aborted_transactions returns where to stop reading).
 inline constexpr size_t max_aborted_txns_per_fetch = 1'000;
+// Aborted transactions the log cleaner holds while it cleans one partition
+// (16 bytes each): a partition with more is not cleaned (logged), rather
+// than cleaned past aborted records that could hide committed ones.
+inline constexpr size_t max_aborted_txns_per_clean = 1'000'000;
 // How long a leader waits for a transaction marker it appended to commit
 // before it answers the coordinator REQUEST_TIMED_OUT (Kafka's
 // request.timeout.ms default); the coordinator then writes it again.

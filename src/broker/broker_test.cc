@@ -2048,29 +2048,65 @@ TEST_F(BrokerTest, TransactionMarkersAndReadCommittedFetches) {
   EXPECT_EQ(c.call<protocol::list_offsets_response>(lo, 2).topics[0].partitions[0].offset, 4);
 }
 
-// Offsets in a transaction over the wire: TxnOffsetCommit writes them as
-// the producer's transactional batch to the group's partition of
-// __consumer_offsets; a COMMIT marker there (WriteTxnMarkers) makes them the
-// group's committed offsets before it is answered, an ABORT drops them, and
-// meanwhile OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT.
-// The partition fences the producer's older epoch, and a restart replays
-// the same state.
+// Offsets in a transaction over the wire, as a transactional producer
+// drives them: InitProducerId and AddOffsetsToTxn with the transaction
+// coordinator, then TxnOffsetCommit writes the offsets as the producer's
+// transactional batch to the group's partition of __consumer_offsets once
+// the coordinator confirms that partition is in the transaction (KIP-890);
+// EndTxn has the coordinator write the marker there: COMMIT makes them the
+// group's committed offsets, ABORT drops them, and meanwhile OffsetFetch
+// with require_stable answers UNSTABLE_OFFSET_COMMIT. A producer fenced by
+// a newer one with its id cannot commit offsets; a restart replays the same
+// state. A TxnOffsetCommit outside any transaction the coordinator knows is
+// refused.
 TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {
   client c(b_->port());
   create(c, "src", 1);
-  protocol::init_producer_id_request ip;
-  ip.transaction_timeout_ms = 60000;
-  const auto pid = c.call<protocol::init_producer_id_response>(ip, 1);
-  ASSERT_EQ(pid.error_code, 0);
-  // offsets.topic.num.partitions is 50 by default.
-  auto partition_of = [](const std::string& group) { return java_hash_partition(group, 50); };
-
-  auto txn_commit = [&](const std::string& group, int16_t epoch, int64_t offset) -> int16_t {
-    protocol::txn_offset_commit_request r;
-    r.transactional_id = "tid";
+  struct producer {
+    std::string tid;
+    int64_t id = -1;
+    int16_t epoch = -1;
+  };
+  // Retries COORDINATOR_LOAD_IN_PROGRESS (the loads run at start) and
+  // CONCURRENT_TRANSACTIONS (the last transaction's markers being written).
+  auto retrying = [](auto call) {
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      auto r = call();
+      if ((r.error_code != 14 && r.error_code != 51) || until.passed()) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  auto init = [&](const std::string& tid) {
+    protocol::init_producer_id_request ip;
+    ip.transactional_id = tid;
+    ip.transaction_timeout_ms = 60000;
+    auto r = retrying([&] { return c.call<protocol::init_producer_id_response>(ip, 1); });
+    EXPECT_EQ(r.error_code, 0);
+    return producer{tid, r.producer_id, r.producer_epoch};
+  };
+  auto add_offsets = [&](const producer& p, const std::string& group) {
+    protocol::add_offsets_to_txn_request r;
+    r.transactional_id = p.tid;
+    r.producer_id = p.id;
+    r.producer_epoch = p.epoch;
     r.group_id = group;
-    r.producer_id = pid.producer_id;
-    r.producer_epoch = epoch;
+    return retrying([&] { return c.call<protocol::add_offsets_to_txn_response>(r, 1); }).error_code;
+  };
+  auto end = [&](const producer& p, bool commit) {
+    protocol::end_txn_request r;
+    r.transactional_id = p.tid;
+    r.producer_id = p.id;
+    r.producer_epoch = p.epoch;
+    r.committed = commit;
+    return retrying([&] { return c.call<protocol::end_txn_response>(r, 1); }).error_code;
+  };
+  auto txn_commit = [&](const producer& pr, const std::string& group, int64_t offset) -> int16_t {
+    protocol::txn_offset_commit_request r;
+    r.transactional_id = pr.tid;
+    r.group_id = group;
+    r.producer_id = pr.id;
+    r.producer_epoch = pr.epoch;
     auto& t = r.topics.emplace_back();
     t.name = "src";
     auto& p = t.partitions.emplace_back();
@@ -2084,18 +2120,6 @@ TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {
       if (e != 14 || until.passed()) return e;  // COORDINATOR_LOAD_IN_PROGRESS: the load runs at start
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-  };
-  auto marker = [&](const std::string& group, int16_t epoch, bool commit) -> int16_t {
-    protocol::write_txn_markers_request req;
-    auto& m = req.markers.emplace_back();
-    m.producer_id = pid.producer_id;
-    m.producer_epoch = epoch;
-    m.transaction_result = commit;
-    m.coordinator_epoch = 0;
-    auto& t = m.topics.emplace_back();
-    t.name = "__consumer_offsets";
-    t.partition_indexes = {partition_of(group)};
-    return marker_error(c.call<protocol::write_txn_markers_response>(req, 1));
   };
   // OffsetFetch v8 of one group's src/0: (error, offset).
   auto fetch = [&](client& cl, const std::string& group, bool require_stable) {
@@ -2118,27 +2142,51 @@ TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {
     }
   };
   using answer = std::pair<int16_t, int64_t>;
+  // EndTxn answers once the decision is durable; the markers land just
+  // after: wait until the group's offsets are stable again.
+  auto settled = [&](client& cl, const std::string& group) {
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      auto a = fetch(cl, group, true);
+      if (a.first != 88 || until.passed()) return a;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
 
-  ASSERT_EQ(txn_commit("eos-commit", 0, 10), 0);
+  // Outside a transaction the coordinator knows: refused, nothing written.
+  EXPECT_NE(txn_commit(producer{"nobody", 12345, 0}, "eos-none", 5), 0);
+  EXPECT_EQ(fetch(c, "eos-none", true), (answer{0, -1}));
+
+  auto p1 = init("tid-commit");
+  ASSERT_EQ(add_offsets(p1, "eos-commit"), 0);
+  ASSERT_EQ(txn_commit(p1, "eos-commit", 10), 0);
   EXPECT_EQ(fetch(c, "eos-commit", false), (answer{0, -1})) << "pending until the marker";
   EXPECT_EQ(fetch(c, "eos-commit", true), (answer{88, -1}));  // UNSTABLE_OFFSET_COMMIT
-  ASSERT_EQ(marker("eos-commit", 0, true), 0);
-  EXPECT_EQ(fetch(c, "eos-commit", true), (answer{0, 10})) << "committed once the marker is answered";
+  ASSERT_EQ(end(p1, true), 0);
+  EXPECT_EQ(settled(c, "eos-commit"), (answer{0, 10})) << "committed with the transaction";
 
-  ASSERT_EQ(txn_commit("eos-abort", 0, 20), 0);
+  auto p2 = init("tid-abort");
+  ASSERT_EQ(add_offsets(p2, "eos-abort"), 0);
+  ASSERT_EQ(txn_commit(p2, "eos-abort", 20), 0);
   EXPECT_EQ(fetch(c, "eos-abort", true), (answer{88, -1}));
-  ASSERT_EQ(marker("eos-abort", 0, false), 0);
-  EXPECT_EQ(fetch(c, "eos-abort", true), (answer{0, -1})) << "an abort drops them";
+  ASSERT_EQ(end(p2, false), 0);
+  EXPECT_EQ(settled(c, "eos-abort"), (answer{0, -1})) << "an abort drops them";
 
-  // The transaction coordinator fences the producer (an abort at a bumped
-  // epoch): its later commits at the old epoch are refused by the partition.
-  ASSERT_EQ(txn_commit("eos-fenced", 0, 30), 0);
-  ASSERT_EQ(marker("eos-fenced", 1, false), 0);
-  EXPECT_EQ(txn_commit("eos-fenced", 0, 31), 47);  // INVALID_PRODUCER_EPOCH
-  EXPECT_EQ(fetch(c, "eos-fenced", true), (answer{0, -1}));
+  // A newer producer with the same id fences the old one (its open
+  // transaction aborted at the bumped epoch): the old one's commits are refused.
+  auto p3 = init("tid-fenced");
+  ASSERT_EQ(add_offsets(p3, "eos-fenced"), 0);
+  ASSERT_EQ(txn_commit(p3, "eos-fenced", 30), 0);
+  auto p3b = init("tid-fenced");
+  EXPECT_GT(p3b.epoch, p3.epoch);
+  const int16_t fenced = txn_commit(p3, "eos-fenced", 31);
+  EXPECT_TRUE(fenced == 47 || fenced == 90) << fenced;  // INVALID_PRODUCER_EPOCH / PRODUCER_FENCED
+  EXPECT_EQ(settled(c, "eos-fenced"), (answer{0, -1}));
 
   // One more pending at the restart: the replay finds it pending.
-  ASSERT_EQ(txn_commit("eos-open", 1, 40), 0);
+  auto p4 = init("tid-open");
+  ASSERT_EQ(add_offsets(p4, "eos-open"), 0);
+  ASSERT_EQ(txn_commit(p4, "eos-open", 40), 0);
   restart();
   client again(b_->port());
   EXPECT_EQ(fetch(again, "eos-commit", true), (answer{0, 10}));

@@ -132,6 +132,17 @@ struct clean_context {
   offset log_start;
   const std::atomic<bool>& stop;
   clean_result& out;
+  // Aborted transactions: producer id -> [first, last] ranges.
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> aborted;
+
+  bool is_aborted(const batch::header& h) const {
+    if (!h.is_transactional() || h.is_control()) return false;
+    auto it = aborted.find(h.producer_id);
+    if (it == aborted.end()) return false;
+    for (const auto& [first, last] : it->second)
+      if (h.base_offset.value() >= first && h.base_offset.value() <= last) return true;
+    return false;
+  }
 };
 
 // Calls `fn(header, bytes)` for every batch of the closed segment at `base`.
@@ -172,7 +183,7 @@ result<offset> build_map(clean_context& c, const std::vector<storage::segment_in
         c.log, s.base, c.stop,
         [&](const batch::header& h, std::span<const std::byte> b) -> status {
           if (full || h.last_offset() < first_dirty) return {};
-          if (!h.is_control()) {
+          if (!h.is_control() && !c.is_aborted(h)) {
             auto d = records::decode_batch(as_u8(b));
             if (!d.ok()) return d.to_status();
             for (const auto& r : d->records) {
@@ -309,9 +320,11 @@ status clean_group(clean_context& c, const std::vector<storage::segment_info>& s
 
 result<clean_result> clean_log(storage::log& log, const config::topic_config& cfg, offset_map& map,
                                const std::vector<offset>& producer_last, offset stable_end,
-                               int64_t now_ms, const std::atomic<bool>& stop) {
+                               const std::vector<storage::aborted_txn>& aborted, int64_t now_ms,
+                               const std::atomic<bool>& stop) {
   clean_result out;
-  clean_context c{log, cfg, map, {}, now_ms, log.log_start_offset(), stop, out};
+  clean_context c{log, cfg, map, {}, now_ms, log.log_start_offset(), stop, out, {}};
+  for (const auto& a : aborted) c.aborted[a.producer_id].emplace_back(a.first.value(), a.last.value());
   for (auto o : producer_last) c.producer_last.insert(o.value());
   const auto segs = log.segments();
   const offset first_dirty = log.cleaner_checkpoint();
@@ -422,8 +435,13 @@ bool log_cleaner::clean_one(std::unique_ptr<offset_map>& map) {
   // The map's memory is taken only once there is something to clean, so a
   // broker without compacted topics never pays for it.
   if (!map) map = std::make_unique<offset_map>(map_bytes_per_thread_);
-  auto r = clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), best->last_stable_offset(), now,
-                     stopping_);
+  const offset stable = best->last_stable_offset();
+  auto aborted = best->aborted_below(stable, limits::max_aborted_txns_per_clean);
+  result<clean_result> r = aborted.ok() && aborted->size() < limits::max_aborted_txns_per_clean
+                               ? clean_log(lg, best->config(), *map, best->producer_last_batch_bases(), stable,
+                                           *aborted, now, stopping_)
+                               : result<clean_result>(error{errc::policy_violation,
+                                                            "too many aborted transactions to clean around"});
   std::lock_guard g(mu_);
   busy_.erase(lg.name());
   if (!r.ok()) {

@@ -50,6 +50,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "config/topic_config.h"
+#include "storage/aborted_index.h"
 #include "storage/log_manager.h"
 #include "storage/log_types.h"
 
@@ -134,8 +135,13 @@ dirtiness measure_dirtiness(const std::vector<storage::segment_info>& segments, 
 // checked between batches. errc::not_found when the log changed under the
 // clean (nothing changed then); other errors as they come.
 // `stable_end`: the partition's last stable offset (measure_dirtiness).
+// `aborted`: the partition's aborted transactions below it: their records
+// never enter the map, so an aborted record never makes a committed record
+// of its key go (it stays until a later committed record of the key
+// replaces it; readers skip it by the aborted index).
 result<clean_result> clean_log(storage::log& log, const config::topic_config& cfg, offset_map& map,
-                               const std::vector<offset>& producer_last, offset stable_end, int64_t now_ms,
+                               const std::vector<offset>& producer_last, offset stable_end,
+                               const std::vector<storage::aborted_txn>& aborted, int64_t now_ms,
                                const std::atomic<bool>& stop);
 
 class log_cleaner {

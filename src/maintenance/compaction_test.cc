@@ -47,7 +47,7 @@ class Compaction : public ::testing::Test {
 
   // Appends one batch of (key, value-or-tombstone) records.
   offset produce(const std::vector<std::pair<std::string, std::optional<std::string>>>& recs,
-                 records::compression codec, int64_t producer_id = -1) {
+                 records::compression codec, int64_t producer_id = -1, bool transactional = false) {
     std::vector<records::record_input> in;
     for (const auto& [k, v] : recs) {
       records::record_input ri;
@@ -64,6 +64,7 @@ class Compaction : public ::testing::Test {
       o.producer_epoch = 0;
       o.base_sequence = seq_;
       seq_ += static_cast<int32_t>(recs.size());
+      o.transactional = transactional;
     }
     auto b = records::build_batch(o, in);
     EXPECT_TRUE(b.ok());
@@ -90,8 +91,9 @@ class Compaction : public ::testing::Test {
 
   // A sole replica's high watermark is its log end offset.
   result<clean_result> clean(offset_map& map, std::vector<offset> producer_last = {},
-                             std::optional<offset> high_watermark = std::nullopt) {
-    return clean_log(*log_, cfg_, map, producer_last, high_watermark.value_or(log_->log_end_offset()),
+                             std::optional<offset> high_watermark = std::nullopt,
+                             std::vector<storage::aborted_txn> aborted = {}) {
+    return clean_log(*log_, cfg_, map, producer_last, high_watermark.value_or(log_->log_end_offset()), aborted,
                      env_.clk.now_ms(), stop_);
   }
 
@@ -351,6 +353,39 @@ TEST(OffsetMap, KeepsTheNewestOffsetAndRefusesWhenFull) {
   EXPECT_TRUE(m.put(a, 9));  // a known key still updates
   m.clear();
   EXPECT_EQ(m.size(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::cluster
+
+namespace sluice::cluster {
+namespace {
+
+// A record of an aborted transaction never makes a committed record of its
+// key go: it stays out of the cleaner's map (it is the newest of its key
+// in the log, and consumers and the group coordinator skip it by the
+// aborted index, so cleaning by it would leave the key without a value).
+TEST_F(Compaction, AnAbortedRecordNeverReplacesACommittedOne) {
+  produce({{"offset", "committed"}}, records::compression::none);
+  const offset aborted_at = produce({{"offset", "aborted"}}, records::compression::none, 7, /*transactional=*/true);
+  roll();
+  roll();
+  const std::vector<storage::aborted_txn> aborted = {{7, aborted_at, aborted_at + 1, aborted_at + 2}};
+  offset_map map(1 << 20);
+  ASSERT_TRUE(clean(map, {}, std::nullopt, aborted).ok());
+  auto got = read_all();
+  ASSERT_FALSE(got["offset"].empty());
+  EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("committed"));
+  ASSERT_EQ(got["offset"].size(), 2u) << "the aborted record stays until a committed one replaces it";
+  // A later committed value replaces both.
+  produce({{"offset", "later"}}, records::compression::none);
+  roll();
+  roll();
+  ASSERT_TRUE(clean(map, {}, std::nullopt, aborted).ok());
+  got = read_all();
+  ASSERT_EQ(got["offset"].size(), 1u);
+  EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("later"));
+  log_.reset();
 }
 
 }  // namespace

@@ -130,6 +130,12 @@ class partition : public std::enable_shared_from_this<partition> {
     offset read_upper;
   };
   result<aborted_answer> aborted_transactions(offset from, offset upper) const;
+  // Every aborted transaction that ended below `upper`, in marker order, at
+  // most `max` (the cleaner: records of aborted transactions never decide
+  // which record of a key is the newest).
+  result<std::vector<storage::aborted_txn>> aborted_below(offset upper, size_t max) const {
+    return aborted_->collect(offset(0), upper, max);
+  }
   // Transactions open here (DescribeProducers and /metrics).
   size_t open_transactions();
   // The id of the topic this partition belongs to: a request naming another

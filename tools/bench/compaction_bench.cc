@@ -75,7 +75,7 @@ std::optional<std::pair<double, uint64_t>> sluice_run(const compaction_options& 
   std::atomic<bool> stop{false};
   const int64_t t0 = now_ns();
   // A single log: every offset is committed.
-  auto r = cluster::clean_log(**lg, tc, map, {}, (*lg)->log_end_offset(), clock::system().now_ms(), stop);
+  auto r = cluster::clean_log(**lg, tc, map, {}, (*lg)->log_end_offset(), {}, clock::system().now_ms(), stop);
   const double secs = static_cast<double>(now_ns() - t0) / 1e9;
   if (!r.ok()) return std::nullopt;
   (void)(*mgr)->shutdown();
