@@ -484,6 +484,7 @@ status partition::rebuild_producers() {
     // Markers past the cut are gone; the replay finds again those below it.
     std::lock_guard g(state_mu_);
     unreplicated_txns_.clear();
+    has_unreplicated_.store(false, std::memory_order_release);
   }
   return load_producers();
 }
@@ -856,7 +857,10 @@ status partition::note_ended_locked(const completed_txn& t) {
     const offset hw = high_watermark();
     if (auto open = producers_.first_open_txn()) last_stable = std::min(last_stable, *open);
     if (auto u = first_unreplicated_locked(hw)) last_stable = std::min(last_stable, *u);
-    if (t.last >= hw) unreplicated_txns_.push_back(t);
+    if (t.last >= hw) {
+      unreplicated_txns_.push_back(t);
+      has_unreplicated_.store(true, std::memory_order_release);
+    }
     publish_open_txns_locked();
   }
   if (!t.aborted) return {};
@@ -878,6 +882,11 @@ std::optional<offset> partition::first_unreplicated_locked(offset hw) const {
 }
 
 offset partition::last_stable_offset() const {
+  // No transaction here open or awaiting its marker's commit (the common
+  // case): the high watermark. Both flags are set under state_mu_ before the
+  // offsets they cover become readable.
+  if (open_txn_first_.load(std::memory_order_acquire) < 0 && !has_unreplicated_.load(std::memory_order_acquire))
+    return high_watermark();
   std::lock_guard g(state_mu_);
   const offset hw = high_watermark();
   offset lso = hw;
@@ -886,6 +895,7 @@ offset partition::last_stable_offset() const {
   if (auto u = first_unreplicated_locked(hw)) lso = std::min(lso, *u);
   // Those the high watermark passed are stable for good.
   std::erase_if(unreplicated_txns_, [&](const completed_txn& t) { return t.last < hw; });
+  has_unreplicated_.store(!unreplicated_txns_.empty(), std::memory_order_release);
   return lso;
 }
 

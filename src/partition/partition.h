@@ -556,6 +556,10 @@ class partition : public std::enable_shared_from_this<partition> {
   // watermark: still unstable until it is (pruned as the reads pass).
   // Guarded by state_mu_.
   mutable std::vector<completed_txn> unreplicated_txns_;
+  // Whether unreplicated_txns_ holds any: written under state_mu_, read
+  // without it, so a partition that never saw a transaction answers
+  // last_stable_offset() with one atomic load (every Fetch asks).
+  mutable std::atomic<bool> has_unreplicated_{false};
   // The aborted transactions (storage/aborted_index.h); set once by open().
   std::unique_ptr<storage::aborted_index> aborted_;
   offset producers_loaded_from_{-1};  // where the last load_producers began its replay (tests)  // next_offset of the snapshot on disk, if this process loaded or wrote it
