@@ -8,10 +8,9 @@ any broker: ElectLeaders, AlterConfigs of topics and of the cluster-wide
 broker default (kept in etcd, so every broker shows it, a restarted one
 too), automatic topic creation; and DescribeCluster on every broker.
 
-There is no replication yet: a broker that restarts is not in any ISR
-again, so a preferred election cannot give it its partitions back
-(PREFERRED_LEADER_NOT_AVAILABLE); an unclean election can move a partition
-whose only in-sync replica is down to a live out-of-sync one.
+A preferred election is refused while the preferred replica is down or out
+of sync (PREFERRED_LEADER_NOT_AVAILABLE); an unclean election can move a
+partition whose only in-sync replica is down to a live out-of-sync one.
 """
 
 import os
@@ -324,10 +323,13 @@ def describe_cluster(port):
 
 
 def test_elect_leaders_after_a_restart_and_unclean(cluster):
-    """X (not the controller) dies: its partitions move. Back, it is in no
-    ISR, so its preferred election is refused. Then Y dies, the only ISR
-    member of a partition X also holds: offline until an unclean election
-    moves it to X."""
+    """X and Y are the brokers that are not the controller. X dies: its
+    partitions move, and its preferred election is refused while it is down.
+    Then Y dies too: a partition held by X and Y only goes offline with Y its
+    last in-sync replica. X comes back: with no leader to copy from it cannot
+    rejoin the ISR, so the partition stays offline until an unclean election
+    moves it to X. Y comes back; once X is in sync again, X's preferred
+    election gives it its partition back."""
     topic = "elect"
     sluice("topic", "create", topic, "-p", "12", "-r", "2", "--bootstrap", cluster.bootstrap)
     view = cluster.wait_for(lambda: (lambda v: v if v and topic in v.topics and len(v.topics[topic].partitions) == 12
@@ -336,8 +338,8 @@ def test_elect_leaders_after_a_restart_and_unclean(cluster):
     controller = view.controller
     parts = view.topics[topic].partitions
     x, y = [n for n in cluster.node_ids if n != controller]
-    preferred_x = next(i for i, p in sorted(parts.items()) if p.replicas[0] == x)
     shared_xy = next(i for i, p in sorted(parts.items()) if sorted(p.replicas) == sorted([x, y]))
+    preferred_x = next(i for i, p in sorted(parts.items()) if p.replicas[0] == x and i != shared_xy)
     # A partition X does not hold: X's death and return leave it alone.
     untouched = next(i for i, p in sorted(parts.items()) if x not in p.replicas)
 
@@ -345,38 +347,43 @@ def test_elect_leaders_after_a_restart_and_unclean(cluster):
         return sluice("cluster", "elect-leaders", "--topic", topic, *args, "--bootstrap",
                       cluster.live_bootstrap(), check=check)
 
+    def described(partition):
+        out = sluice("topic", "describe", topic, "--bootstrap", cluster.live_bootstrap(), check=False).stdout
+        return partition_lines(out).get(partition)
+
     r = elect("--partition", str(untouched))
     assert r.returncode == 0 and f"{topic}-{untouched}\tELECTION_NOT_NEEDED" in r.stdout, r.stdout + r.stderr
 
     cluster.kill(x)
     cluster.wait_for(lambda: (lambda v: v if v and all(p.leader != x for p in v.topics[topic].partitions.values())
                               else None)(cluster.agreed_view()), FAILOVER_S, f"partitions to leave killed broker {x}")
-    cluster.restart(x)
-    cluster.wait_converged(timeout=FAILOVER_S)
-
     r = elect("--partition", str(preferred_x))
     assert r.returncode == 1 and f"{topic}-{preferred_x}\tPREFERRED_LEADER_NOT_AVAILABLE" in r.stdout, \
         r.stdout + r.stderr
-    assert "not in the ISR" in r.stdout
+    assert "not live" in r.stdout, r.stdout
     r = elect("--partition", str(untouched))
     assert r.returncode == 0 and f"{topic}-{untouched}\tELECTION_NOT_NEEDED" in r.stdout, r.stdout + r.stderr
 
     before = metrics(cluster, controller)
     cluster.kill(y)
-
-    def offline():
-        out = sluice("topic", "describe", topic, "--bootstrap", cluster.live_bootstrap(), check=False).stdout
-        p = partition_lines(out).get(shared_xy)
-        return p if p and p["leader"] == "-1" else None
-
-    p = cluster.wait_for(offline, FAILOVER_S, f"partition {shared_xy} offline after {y} died")
-    assert ids(p["isr"]) == [y] and ids(p["offline"]) == [y], p
+    p = cluster.wait_for(lambda: (lambda p: p if p and p["leader"] == "-1" else None)(described(shared_xy)),
+                         FAILOVER_S, f"partition {shared_xy} offline after {y} died")
+    assert ids(p["isr"]) == [y], p
     assert metric_value(metrics(cluster, controller), "sluice_offline_partitions") >= 1
+
+    cluster.restart(x)
+    p = cluster.wait_for(lambda: (lambda p: p if p and ids(p["offline"]) == [y] else None)(described(shared_xy)),
+                         FAILOVER_S, f"broker {x} live again for partition {shared_xy}")
+    assert p["leader"] == "-1" and ids(p["isr"]) == [y], p
+    # A preferred election has nobody to choose: X is live but out of sync,
+    # Y is down.
+    r = elect("--partition", str(shared_xy))
+    assert r.returncode == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in r.stdout, r.stdout + r.stderr
+    assert ("not in the ISR" if parts[shared_xy].replicas[0] == x else "not live") in r.stdout, r.stdout
 
     r = elect("--partition", str(shared_xy), "--unclean")
     assert r.returncode == 0 and r.stdout.strip() == f"{topic}-{shared_xy}\telected", r.stdout + r.stderr
-    out = sluice("topic", "describe", topic, "--bootstrap", cluster.live_bootstrap()).stdout
-    p = partition_lines(out)[shared_xy]
+    p = described(shared_xy)
     assert int(p["leader"]) == x and ids(p["isr"]) == [x] and ids(p["offline"]) == [y], p
     # Asked again: a live in-sync leader needs no election.
     r = elect("--partition", str(shared_xy), "--unclean")
@@ -385,8 +392,16 @@ def test_elect_leaders_after_a_restart_and_unclean(cluster):
     after = metrics(cluster, controller)
     unclean = 'sluice_leader_elections_total{kind="unclean"}'
     assert metric_value(after, unclean) == (metric_value(before, unclean) or 0) + 1, after
+
     cluster.restart(y)
     cluster.wait_converged(timeout=FAILOVER_S)
+    cluster.wait_for(lambda: (lambda p: p if p and x in ids(p["isr"]) else None)(described(preferred_x)),
+                     FAILOVER_S, f"broker {x} back in the ISR of {topic}-{preferred_x}")
+    r = elect("--partition", str(preferred_x))
+    # The controller's own preferred-leader balancing may have been first.
+    assert r.returncode == 0 and (r.stdout.strip() == f"{topic}-{preferred_x}\telected"
+                                  or "ELECTION_NOT_NEEDED" in r.stdout), r.stdout + r.stderr
+    assert int(described(preferred_x)["leader"]) == x
 
 
 def test_metrics_show_the_controller(cluster):
