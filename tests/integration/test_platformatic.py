@@ -1,4 +1,4 @@
-"""@platformatic/kafka 1.35 (a current pure-JS client, Node.js) against sluice:
+"""@platformatic/kafka 2.12 (a current pure-JS client, Node.js) against sluice:
 the versions issue 17 added, as a client of today negotiates them
 (ListOffsets MAX_TIMESTAMP, DescribeLogDirs v4, DescribeCluster,
 DescribeProducers, the group APIs and offsets at their latest versions;
@@ -7,20 +7,22 @@ Each test runs one script of platformatic/ (its header says what it drives
 and checks); a script prints "ok" when all its checks held."""
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent / "platformatic"
+import platformatic_env
+
+HERE = platformatic_env.DIR
+NODE = platformatic_env.node()
 
 pytestmark = pytest.mark.skipif(
-    not (HERE / "node_modules" / "@platformatic" / "kafka").is_dir(),
+    not platformatic_env.installed(),
     reason="run scripts/install-deps.sh (npm ci in tests/integration/platformatic)")
 
 
 def run_script(broker, script, *args, timeout=120):
     # api_versions_sent.mjs lists on stderr the request versions the client chose.
-    r = subprocess.run(["node", "--import", str(HERE / "api_versions_sent.mjs"), str(HERE / script),
+    r = subprocess.run([str(NODE), "--import", str(HERE / "api_versions_sent.mjs"), str(HERE / script),
                         broker.bootstrap, *map(str, args)],
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}\nbroker log:\n{broker.log_text()}"
