@@ -2,9 +2,12 @@
 the versions issue 17 added, as a client of today negotiates them
 (ListOffsets MAX_TIMESTAMP, DescribeLogDirs v4, DescribeCluster,
 DescribeProducers, the group APIs and offsets at their latest versions;
-topic ids in CreateTopics v7 and DeleteTopics v6, DescribeTopicPartitions).
-Each test runs one script of platformatic/ (its header says what it drives
-and checks); a script prints "ok" when all its checks held."""
+topic ids in CreateTopics v7 and DeleteTopics v6, DescribeTopicPartitions);
+and transactions through the client's transactional producer (commit and
+abort as read_committed and read_uncommitted consumers see them, the
+read-process-write loop with the consumer's offsets in the transaction, a
+zombie fenced). Each test runs one script of platformatic/ (its header says
+what it drives and checks); a script prints "ok" when all its checks held."""
 
 import subprocess
 
@@ -58,3 +61,20 @@ def test_platformatic_admin_create_and_delete_topics(broker):
 
 def test_platformatic_topic_recreated_while_consumed_by_id(broker):
     run_script(broker, "recreate_by_id.mjs", "plt-recreate")
+
+
+# ------------------------------------------------------------ transactions
+# The client's transactional producer against one broker (the scripts'
+# headers say what each checks); the same scripts against a cluster are in
+# test_platformatic_cluster.py.
+
+def test_platformatic_txn_commit_abort_visibility(broker):
+    run_script(broker, "txn_visibility.mjs", "plt-txn-vis", 1)
+
+
+def test_platformatic_txn_read_process_write(broker):
+    run_script(broker, "txn_read_process_write.mjs", "plt-txn-rpw", 1)
+
+
+def test_platformatic_txn_zombie_fenced(broker):
+    run_script(broker, "txn_fence.mjs", "plt-txn-fence", 1)
