@@ -163,3 +163,22 @@ export function byPartition (messages) {
   }
   return out
 }
+
+// A failure as a test report wants it: the message and stack, and every
+// Kafka error (name, code, server message, the API) inside it, which Node's
+// own print of an AggregateError leaves out.
+export function describeError (error) {
+  const lines = [error?.stack ?? String(error)]
+  const walk = (e, depth) => {
+    if (!e || typeof e !== 'object' || depth > 8) return
+    if (typeof e.apiId === 'string') {
+      lines.push(`  kafka error ${e.apiId} (${e.apiCode})${e.serverErrorMessage ? `: ${e.serverErrorMessage}` : ''}${e.path ? ` at ${e.path}` : ''}`)
+    } else if (e !== error && e.message) {
+      lines.push(`  ${e.constructor?.name ?? 'error'}: ${e.message}`)
+    }
+    for (const inner of e.errors ?? []) walk(inner, depth + 1)
+    walk(e.cause, depth + 1)
+  }
+  walk(error, 0)
+  return lines.join('\n') + '\n'
+}

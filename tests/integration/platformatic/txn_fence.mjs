@@ -20,7 +20,7 @@
 // Usage: node txn_fence.mjs BOOTSTRAP TOPIC REPLICAS; prints "ok".
 import assert from 'node:assert/strict'
 import {
-  Collected, FENCING_ERRORS, READ_COMMITTED, READ_UNCOMMITTED, admin as makeAdmin, consumer, errorNames, txnProducer
+  Collected, describeError, FENCING_ERRORS, READ_COMMITTED, READ_UNCOMMITTED, admin as makeAdmin, consumer, errorNames, txnProducer
 } from './txn_common.mjs'
 
 const [bootstrap, topic, replicasText] = process.argv.slice(2)
@@ -92,6 +92,9 @@ try {
     assert.equal(t.partitions[0].offset, 0n, `partition 1 at isolation level ${isolationLevel}`)
   }
   console.log('ok')
+} catch (e) {
+  process.stderr.write(describeError(e))
+  process.exitCode = 1
 } finally {
   for (const c of clients.reverse()) await c.close(true).catch(() => {})
   await admin.close().catch(() => {})

@@ -25,7 +25,7 @@
 // Usage: node txn_read_process_write.mjs BOOTSTRAP PREFIX REPLICAS; prints "ok".
 import assert from 'node:assert/strict'
 import {
-  Collected, READ_COMMITTED, READ_UNCOMMITTED, admin as makeAdmin, consumer, deadline, errorNames, plainProducer,
+  Collected, describeError, READ_COMMITTED, READ_UNCOMMITTED, admin as makeAdmin, consumer, deadline, errorNames, plainProducer,
   sleep, txnProducer
 } from './txn_common.mjs'
 
@@ -155,6 +155,9 @@ try {
   assert.equal([...counts.values()].filter(k => k === 2).length, aborted, 'the aborted round\'s outputs are in the log')
   assert.equal(everything.messages.length, IN + aborted)
   console.log('ok')
+} catch (e) {
+  process.stderr.write(describeError(e))
+  process.exitCode = 1
 } finally {
   for (const close of closers.reverse()) await close().catch(() => {})
   await admin.close().catch(() => {})

@@ -26,7 +26,7 @@
 // Usage: node txn_visibility.mjs BOOTSTRAP TOPIC REPLICAS; prints "ok".
 import assert from 'node:assert/strict'
 import {
-  Collected, READ_COMMITTED, READ_UNCOMMITTED, admin as makeAdmin, byPartition, consumer, sleep, txnProducer
+  Collected, describeError, READ_COMMITTED, READ_UNCOMMITTED, admin as makeAdmin, byPartition, consumer, sleep, txnProducer
 } from './txn_common.mjs'
 
 const [bootstrap, topic, replicasText] = process.argv.slice(2)
@@ -131,6 +131,9 @@ try {
   const early = committed.messages.filter(m => /^[fg]/.test(m.value) && m.at < commitAt)
   assert.deepEqual(early.map(m => m.value), [], 'delivered before the commit began')
   console.log('ok')
+} catch (e) {
+  process.stderr.write(describeError(e))
+  process.exitCode = 1
 } finally {
   for (const cons of consumers) await cons.close(true).catch(() => {})
   await P.close().catch(() => {})
