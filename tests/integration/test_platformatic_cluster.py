@@ -14,21 +14,13 @@ import pytest
 
 import platformatic_env
 from cluster_harness import Cluster
+from group_wire import find_coordinator
 
 HERE = platformatic_env.DIR
 
-pytestmark = [
-    pytest.mark.skipif(
-        not platformatic_env.installed(),
-        reason="run scripts/install-deps.sh (npm ci in tests/integration/platformatic)"),
-    # Strict: once the broker serves transactions in a cluster these pass,
-    # and the marker must go.
-    pytest.mark.xfail(strict=True, reason=(
-        "transactions in a cluster are not served yet (docs/transactions.md, 'Not yet'): the controller "
-        "does not create __transaction_state, so FindCoordinator for a transactional id answers "
-        "COORDINATOR_NOT_AVAILABLE; with the topic made by hand, a leader that is not the id's "
-        "coordinator answers a transactional Produce NOT_ENOUGH_REPLICAS (no remote KIP-890 verification)")),
-]
+pytestmark = pytest.mark.skipif(
+    not platformatic_env.installed(),
+    reason="run scripts/install-deps.sh (npm ci in tests/integration/platformatic)")
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +41,27 @@ def run_script(cluster, script, *args, timeout=240):
     assert r.stdout.strip() == "ok", f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
 
 
+def assert_crosses_brokers(cluster, tid, topic):
+    """The transactions of `tid` wrote to a partition led by a broker other
+    than its coordinator: one that had to verify with it over the network
+    (KIP-890) and take its markers by WriteTxnMarkers. Topics of 2
+    partitions on 3 brokers have 2 leaders, so one always is."""
+    err, coordinator = find_coordinator(cluster.broker(cluster.live_ids()[0]).port, tid, key_type=1)
+    assert err == 0, f"FindCoordinator for {tid}: error {err}"
+    leaders = set(cluster.metadata_from(coordinator).leaders(topic).values())
+    assert leaders - {coordinator}, f"every partition of {topic} led by {tid}'s coordinator {coordinator}"
+
+
 def test_cluster_txn_commit_abort_visibility(cluster):
     run_script(cluster, "txn_visibility.mjs", "pltc-txn-vis", 3)
+    assert_crosses_brokers(cluster, "pltc-txn-vis-P", "pltc-txn-vis")
 
 
 def test_cluster_txn_read_process_write(cluster):
     run_script(cluster, "txn_read_process_write.mjs", "pltc-txn-rpw", 3)
+    assert_crosses_brokers(cluster, "pltc-txn-rpw-tid", "pltc-txn-rpw-out")
 
 
 def test_cluster_txn_zombie_fenced(cluster):
     run_script(cluster, "txn_fence.mjs", "pltc-txn-fence", 3)
+    assert_crosses_brokers(cluster, "pltc-txn-fence-tid", "pltc-txn-fence")
