@@ -160,7 +160,9 @@ void batch_producer(const txn_options& o, const std::string& bootstrap, const st
     rd_kafka_metadata_destroy(md);
     if (!txn_id.empty())
       if (error_ptr e{rd_kafka_init_transactions(rk.get(), kClientTimeoutMs)})
-        throw bench_error{"init_transactions: " + error_text(e.get())};
+        throw bench_error{"init_transactions: " + error_text(e.get()) +
+                          " (the transaction coordinator did not answer: see the brokers' logs, "
+                          "and whether __transaction_state exists)"};
 
     counted_ready = true;
     ++gate.ready;
