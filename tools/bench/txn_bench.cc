@@ -333,13 +333,29 @@ phase_result unlimited_phase(const txn_options& o, const servers& s, const std::
 
 // ---- One run --------------------------------------------------------------------
 
+// Milliseconds over one run's transactions (or batches).
+struct dist {
+  double mean = 0, p50 = 0, p99 = 0, max = 0;
+};
+dist dist_of(const std::vector<double>& sorted) {
+  dist d;
+  if (sorted.empty()) return d;
+  double sum = 0;
+  for (double v : sorted) sum += v;
+  d.mean = sum / static_cast<double>(sorted.size());
+  d.p50 = percentile_sorted(sorted, 50);
+  d.p99 = percentile_sorted(sorted, 99);
+  d.max = sorted.back();
+  return d;
+}
+
 struct txn_run {
   double idem_msgs = 0, idem_batched_msgs = 0, txn_msgs = 0;
   double txn_per_s = 0;
   uint64_t txns = 0, aborted = 0, failed_msgs = 0;
-  double end_p50 = 0, end_p99 = 0, end_max = 0;  // EndTxn, ms
-  double prod_p50 = 0, prod_p99 = 0;             // a transaction's messages, begin to last ack, ms
-  double batched_prod_p50 = 0;                   // the same in the idempotent batched phase
+  dist end;           // EndTxn: commit_transaction after the flush
+  dist prod;          // a transaction's messages: begin to the last acknowledgement
+  dist batched_prod;  // the same for a batch of the idempotent batched phase
   double uncommitted_msgs = 0, committed_msgs = 0;  // catch-up reads, medians of the pairs
   double consume_ratio = 0;
   double idem_cpu_us = -1, batched_cpu_us = -1, txn_cpu_us = -1;  // the brokers', per message
@@ -405,12 +421,9 @@ txn_run run_once(const txn_options& o, const servers& s, int producers, int cons
   r.failed_msgs = idem.failed_msgs + batched.failed_msgs + txn.failed_msgs;
   for (const auto* p : {&idem, &batched, &txn})
     if (r.first_error.empty()) r.first_error = p->first_error;
-  r.end_p50 = percentile_sorted(txn.commit_ms, 50);
-  r.end_p99 = percentile_sorted(txn.commit_ms, 99);
-  r.end_max = txn.commit_ms.empty() ? 0 : txn.commit_ms.back();
-  r.prod_p50 = percentile_sorted(txn.produce_ms, 50);
-  r.prod_p99 = percentile_sorted(txn.produce_ms, 99);
-  r.batched_prod_p50 = percentile_sorted(batched.produce_ms, 50);
+  r.end = dist_of(txn.commit_ms);
+  r.prod = dist_of(txn.produce_ms);
+  r.batched_prod = dist_of(batched.produce_ms);
   r.uncommitted_msgs = median(u);
   r.committed_msgs = median(c);
   r.consume_ratio = ratio(r.committed_msgs, r.uncommitted_msgs);
@@ -455,12 +468,6 @@ int run_txn(const txn_options& o) {
                batched = median_of(runs, &txn_run::idem_batched_msgs),
                txn = median_of(runs, &txn_run::txn_msgs),
                txn_per_s = median_of(runs, &txn_run::txn_per_s),
-               end_p50 = median_of(runs, &txn_run::end_p50),
-               end_p99 = median_of(runs, &txn_run::end_p99),
-               end_max = median_of(runs, &txn_run::end_max),
-               prod_p50 = median_of(runs, &txn_run::prod_p50),
-               prod_p99 = median_of(runs, &txn_run::prod_p99),
-               batched_prod_p50 = median_of(runs, &txn_run::batched_prod_p50),
                unc = median_of(runs, &txn_run::uncommitted_msgs),
                com = median_of(runs, &txn_run::committed_msgs),
                consume_ratio = median_of(runs, &txn_run::consume_ratio),
@@ -471,6 +478,18 @@ int run_txn(const txn_options& o) {
                txn_client = median_of(runs, &txn_run::txn_client_us),
                fsync_p50 = median_of(runs, &txn_run::fsync_p50),
                fsync_p99 = median_of(runs, &txn_run::fsync_p99);
+  // Each figure of a distribution: its median over runs.
+  auto median_dist = [&](dist txn_run::*which) {
+    dist d;
+    for (double dist::*f : {&dist::mean, &dist::p50, &dist::p99, &dist::max}) {
+      std::vector<double> v;
+      for (const auto& r : runs) v.push_back(r.*which.*f);
+      d.*f = median(std::move(v));
+    }
+    return d;
+  };
+  const dist end = median_dist(&txn_run::end), prod = median_dist(&txn_run::prod),
+             batched_prod = median_dist(&txn_run::batched_prod);
   std::vector<double> ratios;
   for (const auto& r : runs) ratios.push_back(ratio(r.txn_msgs, r.idem_msgs));
   const double produce_ratio = median(ratios);
@@ -482,7 +501,7 @@ int run_txn(const txn_options& o) {
     failed += r.failed_msgs;
     if (first_error.empty()) first_error = r.first_error;
   }
-  const bool t_rate = produce_ratio >= 0.7, t_end = end_p99 > 0 && end_p99 < 20,
+  const bool t_rate = produce_ratio >= 0.7, t_end = end.p99 > 0 && end.p99 < 20,
              t_read = consume_ratio >= 0.9;
   const double mb = static_cast<double>(o.message_bytes) / kMB;
 
@@ -508,16 +527,17 @@ int run_txn(const txn_options& o) {
     j["aborted_transactions"] = aborted;
     j["failed_messages"] = failed;
     j["first_error"] = first_error;
-    json e = json::object();
-    e["p50"] = end_p50;
-    e["p99"] = end_p99;
-    e["max"] = end_max;
-    j["end_txn_latency_ms"] = std::move(e);
-    json p = json::object();
-    p["p50"] = prod_p50;
-    p["p99"] = prod_p99;
-    p["idempotent_batched_p50"] = batched_prod_p50;
-    j["txn_messages_acked_ms"] = std::move(p);
+    auto dist_json = [](const dist& d) {
+      json o = json::object();
+      o["mean"] = d.mean;
+      o["p50"] = d.p50;
+      o["p99"] = d.p99;
+      o["max"] = d.max;
+      return o;
+    };
+    j["end_txn_latency_ms"] = dist_json(end);
+    j["txn_messages_acked_ms"] = dist_json(prod);
+    j["batch_messages_acked_ms"] = dist_json(batched_prod);
     j["consume_read_uncommitted_msgs_per_s"] = unc;
     j["consume_read_committed_msgs_per_s"] = com;
     json cpu = json::object();
@@ -564,13 +584,18 @@ int run_txn(const txn_options& o) {
   std::printf("  %.0f transactions/s committed; %llu committed, %llu aborted over the runs\n",
               txn_per_s, static_cast<unsigned long long>(txns),
               static_cast<unsigned long long>(aborted));
-  std::printf("%-58s %8s %8s %8s\n", "per transaction (ms)", "p50", "p99", "max");
-  std::printf("%-58s %8.2f %8.2f %8s  (idempotent, acks awaited: p50 %.2f)\n",
-              "  begin to every message acknowledged", prod_p50, prod_p99, "", batched_prod_p50);
-  std::printf("%-58s %8.2f %8.2f %8.2f  target p99 < 20 ms: %s\n",
-              "  EndTxn (commit_transaction after the flush)", end_p50, end_p99, end_max,
-              verdict(true, t_end).c_str());
-  std::printf("%-58s %8.2f %8.2f\n", "  raw: 4 KiB write + fdatasync on the brokers' disk",
+  std::printf("%-58s %8s %8s %8s %8s\n", "per transaction or batch (ms)", "mean", "p50", "p99",
+              "max");
+  auto row = [](const std::string& what, const dist& d) {
+    std::printf("%-58s %8.2f %8.2f %8.2f %8.2f", what.c_str(), d.mean, d.p50, d.p99, d.max);
+  };
+  row("  idempotent batch: first message to every one acked", batched_prod);
+  std::printf("\n");
+  row("  transaction: begin to every message acknowledged", prod);
+  std::printf("\n");
+  row("  EndTxn (commit_transaction after the flush)", end);
+  std::printf("  target p99 < 20 ms: %s\n", verdict(true, t_end).c_str());
+  std::printf("%-58s %8s %8.2f %8.2f\n", "  raw: 4 KiB write + fdatasync on the brokers' disk", "",
               fsync_p50, fsync_p99);
   std::printf("catch-up consume of the transactional topic (%d consumer%s, median of %d pairs)\n",
               consumers, consumers == 1 ? "" : "s", o.read_pairs);
