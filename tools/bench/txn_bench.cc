@@ -359,8 +359,8 @@ struct txn_run {
   double uncommitted_msgs = 0, committed_msgs = 0;  // catch-up reads, medians of the pairs
   double consume_ratio = 0;
   double idem_cpu_us = -1, batched_cpu_us = -1, txn_cpu_us = -1;  // the brokers', per message
-  double idem_client_us = -1, txn_client_us = -1;                 // this process's
-  double fsync_p50 = 0, fsync_p99 = 0;                            // raw 4 KiB write + fdatasync
+  double idem_client_us = -1, batched_client_us = -1, txn_client_us = -1;  // this process's
+  double fsync_p50 = 0, fsync_p99 = 0;  // raw 4 KiB write + fdatasync
   std::string first_error;
 };
 
@@ -431,6 +431,7 @@ txn_run run_once(const txn_options& o, const servers& s, int producers, int cons
   r.batched_cpu_us = batched.broker_cpu_us;
   r.txn_cpu_us = txn.broker_cpu_us;
   r.idem_client_us = idem.client_cpu_us;
+  r.batched_client_us = batched.client_cpu_us;
   r.txn_client_us = txn.client_cpu_us;
   return r;
 }
@@ -475,6 +476,7 @@ int run_txn(const txn_options& o) {
                batched_cpu = median_of(runs, &txn_run::batched_cpu_us),
                txn_cpu = median_of(runs, &txn_run::txn_cpu_us),
                idem_client = median_of(runs, &txn_run::idem_client_us),
+               batched_client = median_of(runs, &txn_run::batched_client_us),
                txn_client = median_of(runs, &txn_run::txn_client_us),
                fsync_p50 = median_of(runs, &txn_run::fsync_p50),
                fsync_p99 = median_of(runs, &txn_run::fsync_p99);
@@ -545,6 +547,7 @@ int run_txn(const txn_options& o) {
     cpu["brokers_idempotent_batched"] = figure(batched_cpu);
     cpu["brokers_transactional"] = figure(txn_cpu);
     cpu["client_idempotent"] = figure(idem_client);
+    cpu["client_idempotent_batched"] = figure(batched_client);
     cpu["client_transactional"] = figure(txn_client);
     j["cpu_us_per_msg"] = std::move(cpu);
     json raw = json::object();
@@ -606,7 +609,8 @@ int run_txn(const txn_options& o) {
               o.single_node ? "" : " (all three)");
   std::printf("%-58s %12s %9s\n", "  idempotent, unlimited", us_text(idem_cpu).c_str(),
               us_text(idem_client).c_str());
-  std::printf("%-58s %12s\n", "  idempotent, acks awaited", us_text(batched_cpu).c_str());
+  std::printf("%-58s %12s %9s\n", "  idempotent, acks awaited", us_text(batched_cpu).c_str(),
+              us_text(batched_client).c_str());
   std::printf("%-58s %12s %9s\n", "  transactional", us_text(txn_cpu).c_str(),
               us_text(txn_client).c_str());
   if (failed || !first_error.empty())
