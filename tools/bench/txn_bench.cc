@@ -134,7 +134,7 @@ std::string error_text(const rd_kafka_error_t* e) {
   return std::string(rd_kafka_error_name(e)) + ": " + rd_kafka_error_string(e);
 }
 
-// Producer `index` of a batched phase: `per_batch` messages to the
+// One producer of a batched phase: `o.messages_per_txn` messages to the
 // partitions in turn, then rd_kafka_flush; with `txn_id` each batch is one
 // transaction, committed after the flush. Runs `seconds` from the gate's
 // start. Fills `out`; never throws.
@@ -160,9 +160,12 @@ void batch_producer(const txn_options& o, const std::string& bootstrap, const st
     rd_kafka_metadata_destroy(md);
     if (!txn_id.empty())
       if (error_ptr e{rd_kafka_init_transactions(rk.get(), kClientTimeoutMs)})
-        throw bench_error{"init_transactions: " + error_text(e.get()) +
-                          " (the transaction coordinator did not answer: see the brokers' logs, "
-                          "and whether __transaction_state exists)"};
+        throw bench_error{
+            "init_transactions: " + error_text(e.get()) +
+            (rd_kafka_error_code(e.get()) == RD_KAFKA_RESP_ERR__TIMED_OUT
+                 ? " (no transaction coordinator answered: see the brokers' logs, and whether "
+                   "__transaction_state exists)"
+                 : "")};
 
     counted_ready = true;
     ++gate.ready;
@@ -573,10 +576,10 @@ int run_txn(const txn_options& o) {
               load_average_1m());
   std::printf(
       "%d partitions, RF %d, min.insync.replicas %d, acks=all, %zu-byte messages; %d producers per "
-      "phase, transactions of %d messages spread over every partition; %.1f s phases, %d run%s "
+      "phase, transactions of %d messages over %d partitions; %.1f s phases, %d run%s "
       "(medians)\n\n",
-      o.partitions, rf, min_isr, o.message_bytes, producers, o.messages_per_txn, o.seconds,
-      o.repeats, o.repeats == 1 ? "" : "s");
+      o.partitions, rf, min_isr, o.message_bytes, producers, o.messages_per_txn,
+      std::min(o.messages_per_txn, o.partitions), o.seconds, o.repeats, o.repeats == 1 ? "" : "s");
   std::printf("%-58s %12s %9s %7s\n", "produce", "msgs/s", "MB/s", "ratio");
   std::printf("%-58s %12.0f %9.1f\n", "  idempotent, unlimited", idem, idem * mb);
   std::printf("%-58s %12.0f %9.1f %7.2f\n",
