@@ -44,8 +44,9 @@
 //
 // Time: every timestamp is the injected clock's wall-clock now_ms(), as
 // Kafka's records carry. Timers are the caller's: expire_timed_out() every
-// limits::default_transaction_abort_interval_ms, expire_ids() every
-// limits::default_transactional_id_removal_interval_ms.
+// transaction.abort.timed.out.transaction.cleanup.interval.ms, expire_ids()
+// every transaction.remove.expired.transaction.cleanup.interval.ms
+// (txn::service_config).
 //
 // Thread safety: none. The owner serialises every call (one mutex, or one
 // thread). Producer ids come from the injected source, called only from
