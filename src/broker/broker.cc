@@ -489,7 +489,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
       return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(),
-                             raw->logs.get(), raw->control.get(), raw->etcd_metrics});
+                             raw->logs.get(), raw->control.get(), raw->etcd_metrics, raw->txns.get()});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);

@@ -263,6 +263,11 @@ list_answer service::list(const list_filter& filter) {
   return coord_->list(filter);
 }
 
+coordinator::figures service::figures() {
+  std::lock_guard g(coord_mu_);
+  return coord_->current_figures();
+}
+
 void service::apply_locked(decision d, reply_fn reply) {
   if (!d.to_write) {
     if (reply) reply(d.now);

@@ -113,6 +113,8 @@ class service {
                        const partition_set& partitions);
   describe_answer describe(const std::string& transactional_id);
   list_answer list(const list_filter& filter);
+  // The coordinator's figures for /metrics (coordinator::current_figures).
+  coordinator::figures figures();
 
  private:
   class state_log;
