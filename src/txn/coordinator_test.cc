@@ -668,7 +668,7 @@ TEST_F(TxnCoordinatorTest, FiguresCountOpenTransactionsAndEachOutcomeOnce) {
   EXPECT_EQ(f.oldest_start_ms, -1);
   const int64_t t0 = clk_.now_ms();
 
-  // Three transactions open, the first one oldest.
+  // Four transactions open, the first one oldest.
   auto [p1, e1] = open("commits");
   clk_.advance_ms(1000);
   auto [p2, e2] = open("aborts");
