@@ -378,6 +378,18 @@ inline constexpr int64_t txn_marker_commit_timeout_ms = 30'000;
 // How soon a transaction marker that could not be written (its partition's
 // leader moving, not reachable) is tried again.
 inline constexpr int64_t txn_marker_retry_ms = 500;
+// KIP-890: producers whose first transactional batch on one partition is
+// being verified with their coordinator at once (partition::
+// begin_verification; Kafka has no bound). Beyond it, NOT_ENOUGH_REPLICAS,
+// which producers retry.
+inline constexpr size_t max_verifications_per_partition = 10'000;
+// Verifications (AddPartitionsToTxn v4+ verify_only) waiting to be sent to
+// other brokers' transaction coordinators at once (kafka/txn_verifier.h).
+// Beyond it a Produce is answered NOT_ENOUGH_REPLICAS.
+inline constexpr size_t max_remote_verifications_queued = 10'000;
+// How long a leader waits for another broker's coordinator to answer a
+// verification before it answers the producer NOT_ENOUGH_REPLICAS.
+inline constexpr int64_t txn_verify_timeout_ms = 5'000;
 // The transaction service thread's wake-up when idle: marker retries and
 // the coordinator's timers are checked this often.
 inline constexpr int64_t txn_service_tick_ms = 100;
@@ -438,6 +450,12 @@ inline constexpr int64_t tick_interval_ms = 50;
 // record of __transaction_state.
 // transaction.state.log.num.partitions.
 inline constexpr int32_t default_transaction_state_partitions = 50;
+// transaction.state.log.replication.factor: __transaction_state gets
+// min(this, live brokers) replicas when the controller creates it.
+inline constexpr int16_t default_transaction_state_replication_factor = 3;
+// transaction.state.log.min.isr: its min.insync.replicas (at most its
+// replicas).
+inline constexpr int32_t default_transaction_state_min_isr = 2;
 // transaction.max.timeout.ms: the longest transaction.timeout.ms a producer
 // may ask for (15 minutes).
 inline constexpr int32_t default_transaction_max_timeout_ms = 900'000;

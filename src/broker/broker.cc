@@ -21,6 +21,7 @@
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
 #include "kafka/forwarder.h"
+#include "kafka/txn_verifier.h"
 #include "maintenance/log_maintenance.h"
 #include "metadata/broker_configs.h"
 #include "metadata/control_plane.h"
@@ -149,6 +150,8 @@ struct broker::impl {
   std::unique_ptr<cluster::log_maintenance> maintenance;  // walks partitions: after them, so it goes first
   kafka::services svc;
   std::unique_ptr<kafka::forwarder> forward;  // a cluster's: controller requests to the controller
+  // A cluster's: KIP-890 verifications asked of other brokers' coordinators.
+  std::unique_ptr<kafka::txn_verifier> verifier;
   std::unique_ptr<kafka::dispatcher> dispatch;
   std::unique_ptr<net::server> server;
   bool stopped = false;
@@ -185,6 +188,13 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   o.offsets_replication_factor = cfg.offsets_topic_replication_factor;
   o.offsets_configs = {{"cleanup.policy", "compact"},
                        {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)}};
+  // __transaction_state as the transaction.state.log.* settings lay it
+  // out; the controller lowers min.insync.replicas further when fewer
+  // brokers are live than the factor asks.
+  o.txn_partitions = cfg.transaction_state_log_num_partitions;
+  o.txn_replication_factor = cfg.transaction_state_log_replication_factor;
+  for (const auto& e : txn::transaction_state_configs(cfg, cfg.transaction_state_log_replication_factor))
+    o.txn_configs[e.key] = e.value.value_or("");
   auto cp = cluster::control_plane::start(*i.etcd, i.clk, o);
   if (!cp.ok()) return error{cp.code(), "joining the cluster in etcd (" + eo.endpoints + "): " + cp.err().message};
   return std::move(cp).value();
@@ -404,16 +414,42 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
                                                                          int64_t marker_offset) {
     c->on_transaction_completed(p, producer_id, commit, marker_offset);
   });
-  i->groups->set_txn_verifier([t = i->txns.get()](const group::txn_producer& tp, int32_t p) {
-    auto v = t->verify(tp.transactional_id, tp.producer_id, tp.producer_epoch,
-                       {{std::string(group::offsets_topic), p}});
-    if (v.error == errc::not_coordinator || v.error == errc::coordinator_load_in_progress ||
-        v.error == errc::concurrent_transactions)
-      return errc::coordinator_not_available;
-    if (v.error != errc::ok) return v.error;
-    for (const auto& [_, e] : v.partitions)
-      if (e != errc::ok) return e;
-    return errc::ok;
+  // The producer's transaction coordinator is asked here or, in a cluster,
+  // on the broker that leads its partition of __transaction_state
+  // (i->verifier, set below before the server starts).
+  i->groups->set_txn_verifier([&i = *i](const group::txn_producer& tp, int32_t p, std::function<void(errc)> done) {
+    const txn::topic_partition offsets{std::string(group::offsets_topic), p};
+    const int32_t coordinator = i.control ? i.txns->coordinator_of(tp.transactional_id) : i.cfg->node_id;
+    if (coordinator == i.cfg->node_id || !i.verifier) {
+      auto v = i.txns->verify(tp.transactional_id, tp.producer_id, tp.producer_epoch, {offsets});
+      if (v.error == errc::not_coordinator || v.error == errc::coordinator_load_in_progress ||
+          v.error == errc::concurrent_transactions) {
+        done(errc::coordinator_not_available);
+      } else if (v.error != errc::ok) {
+        done(v.error);
+      } else {
+        auto it = v.partitions.find(offsets);
+        done(it == v.partitions.end() ? errc::transaction_abortable : it->second);
+      }
+      return;
+    }
+    if (coordinator < 0) {
+      done(errc::coordinator_not_available);
+      return;
+    }
+    kafka::txn_verifier::question q{tp.transactional_id, tp.producer_id, tp.producer_epoch, {offsets}};
+    i.verifier->ask(coordinator, std::move(q), [offsets, done = std::move(done)](const kafka::txn_verifier::answer& a) {
+      auto it = a.find(offsets);
+      switch (it == a.end() ? kafka::error_code::not_coordinator : it->second) {
+        case kafka::error_code::none: done(errc::ok); return;
+        case kafka::error_code::transaction_abortable:
+        case kafka::error_code::invalid_txn_state: done(errc::transaction_abortable); return;
+        case kafka::error_code::producer_fenced: done(errc::producer_fenced); return;
+        case kafka::error_code::invalid_producer_epoch: done(errc::invalid_producer_epoch); return;
+        case kafka::error_code::invalid_producer_id_mapping: done(errc::invalid_producer_id_mapping); return;
+        default: done(errc::coordinator_not_available); return;
+      }
+    });
   });
   i->watch->start();
   i->groups->start();
@@ -447,6 +483,14 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
           }
         });
     i->svc.forward = i->forward.get();
+    i->verifier = std::make_unique<kafka::txn_verifier>(
+        [md = i->metadata.get()](int32_t id) -> std::optional<kafka::txn_verifier::endpoint> {
+          auto b = md->broker(id);
+          if (!b) return std::nullopt;
+          return kafka::txn_verifier::endpoint{b->host, b->port};
+        },
+        limits::txn_verify_timeout_ms);
+    i->svc.verifier = i->verifier.get();
   }
   i->dispatch = std::make_unique<kafka::dispatcher>(i->svc);
 
@@ -527,6 +571,9 @@ status broker::stop() {
   SLUICE_LOG_INFO("shutting down: answering requests in flight");
   if (impl_->metrics_http) impl_->metrics_http->stop();
   if (impl_->forward) impl_->forward->stop();
+  // Produces waiting on another broker's coordinator are answered
+  // (NOT_ENOUGH_REPLICAS, retriable) while the server can still send.
+  if (impl_->verifier) impl_->verifier->stop();
   impl_->delayed.drain();
   impl_->groups->coordinator().unload();
   impl_->server->stop();

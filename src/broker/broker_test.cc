@@ -223,7 +223,7 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
     EXPECT_TRUE(advertised.emplace(k.api_key, std::make_pair(k.min_version, k.max_version)).second) << k.api_key;
   }
   for (const auto& h : kafka::api_handlers()) {
-    served[h.api_key] = {kafka::advertised_min_version(h), h.max_version};
+    served[h.api_key] = {kafka::advertised_min_version(h), kafka::advertised_max_version(h)};
   }
   EXPECT_EQ(advertised, served);
 }
@@ -2059,6 +2059,76 @@ TEST_F(BrokerTest, TransactionMarkersAndReadCommittedFetches) {
 // a newer one with its id cannot commit offsets; a restart replays the same
 // state. A TxnOffsetCommit outside any transaction the coordinator knows is
 // refused.
+// AddPartitionsToTxn v4-5 (KIP-890, broker to broker): a partition leader
+// asks whether partitions are in a producer's ongoing transaction; each
+// transactional id answered apart, per partition. Clients are shown 0-3.
+TEST_F(BrokerTest, AddPartitionsToTxnVerifyOnlyAnswersPerTransaction) {
+  client c(b_->port());
+  create(c, "vt", 2);
+  auto versions = c.call<protocol::api_versions_response>(protocol::api_versions_request{}, 3);
+  for (const auto& k : versions.api_keys) {
+    if (k.api_key == protocol::add_partitions_to_txn_request::api_key) {
+      EXPECT_EQ(k.max_version, 3);
+    }
+  }
+
+  auto retrying = [](auto call) {
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      auto r = call();
+      if ((r.error_code != 14 && r.error_code != 51) || until.passed()) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  protocol::init_producer_id_request ip;
+  ip.transactional_id = "tid-verify";
+  ip.transaction_timeout_ms = 60000;
+  auto pid = retrying([&] { return c.call<protocol::init_producer_id_response>(ip, 1); });
+  ASSERT_EQ(pid.error_code, 0);
+  {
+    protocol::add_partitions_to_txn_request add;
+    add.v3_and_below_transactional_id = "tid-verify";
+    add.v3_and_below_producer_id = pid.producer_id;
+    add.v3_and_below_producer_epoch = pid.producer_epoch;
+    add.v3_and_below_topics.push_back({"vt", {0}});
+    auto r = c.call<protocol::add_partitions_to_txn_response>(add, 3);
+    ASSERT_EQ(r.results_by_topic_v3_and_below.at(0).results_by_partition.at(0).partition_error_code, 0);
+  }
+  auto verify = [&](int16_t version, const std::string& tid, int64_t producer_id, int16_t epoch) {
+    protocol::add_partitions_to_txn_request req;
+    auto& t = req.transactions.emplace_back();
+    t.transactional_id = tid;
+    t.producer_id = producer_id;
+    t.producer_epoch = epoch;
+    t.verify_only = true;
+    t.topics.push_back({"vt", {0, 1}});
+    auto& other = req.transactions.emplace_back();
+    other.transactional_id = "tid-unknown";
+    other.producer_id = 999999;
+    other.producer_epoch = 0;
+    other.verify_only = true;
+    other.topics.push_back({"vt", {0}});
+    auto r = c.call<protocol::add_partitions_to_txn_response>(req, version);
+    EXPECT_EQ(r.error_code, 0);
+    std::map<std::pair<std::string, int32_t>, int16_t> out;
+    for (const auto& tr : r.results_by_transaction)
+      for (const auto& topic : tr.topic_results)
+        for (const auto& pr : topic.results_by_partition)
+          out[{tr.transactional_id, pr.partition_index}] = pr.partition_error_code;
+    return out;
+  };
+  using key = std::pair<std::string, int32_t>;
+  auto v5 = verify(5, "tid-verify", pid.producer_id, pid.producer_epoch);
+  EXPECT_EQ(v5[key("tid-verify", 0)], 0);
+  EXPECT_EQ(v5[key("tid-verify", 1)], 120);    // TRANSACTION_ABORTABLE: not in the transaction
+  EXPECT_EQ(v5[key("tid-unknown", 0)], 49);    // INVALID_PRODUCER_ID_MAPPING
+  auto v4 = verify(4, "tid-verify", pid.producer_id, pid.producer_epoch);
+  EXPECT_EQ(v4[key("tid-verify", 0)], 0);
+  EXPECT_EQ(v4[key("tid-verify", 1)], 48);     // INVALID_TXN_STATE before v5
+  auto fenced = verify(5, "tid-verify", pid.producer_id, static_cast<int16_t>(pid.producer_epoch + 1));
+  EXPECT_EQ(fenced[key("tid-verify", 0)], 90);  // PRODUCER_FENCED
+}
+
 TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {
   client c(b_->port());
   create(c, "src", 1);

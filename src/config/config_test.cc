@@ -850,6 +850,15 @@ TEST(transaction_config, kafka_defaults_and_bounds) {
   EXPECT_EQ(d->transactional_id_expiration_ms, 604800000);
   EXPECT_EQ(d->transaction_abort_interval_ms, 10000);
   EXPECT_EQ(d->transactional_id_removal_interval_ms, 3600000);
+  // The same defaults as limits.h names them, where the coordinator's own
+  // defaults (txn::coordinator_config) come from.
+  EXPECT_EQ(d->transaction_state_log_num_partitions, limits::default_transaction_state_partitions);
+  EXPECT_EQ(d->transaction_state_log_replication_factor, limits::default_transaction_state_replication_factor);
+  EXPECT_EQ(d->transaction_state_log_min_isr, limits::default_transaction_state_min_isr);
+  EXPECT_EQ(d->transaction_max_timeout_ms, limits::default_transaction_max_timeout_ms);
+  EXPECT_EQ(d->transactional_id_expiration_ms, limits::default_transactional_id_expiration_ms);
+  EXPECT_EQ(d->transaction_abort_interval_ms, limits::default_transaction_abort_interval_ms);
+  EXPECT_EQ(d->transactional_id_removal_interval_ms, limits::default_transactional_id_removal_interval_ms);
 
   auto b = load({"--transaction.state.log.num.partitions", "3",
                  "--transaction.state.log.replication.factor", "1",

@@ -31,47 +31,35 @@ class service::partition_log final : public record_log {
       done(status(e, "__consumer_offsets-" + std::to_string(p) + " has too few in-sync replicas"), -1);
       return;
     }
-    if (txn && svc_.verify_txn_) {
-      if (const errc e = svc_.verify_txn_(*txn, p); e != errc::ok) {
-        done(status(e, "the transaction coordinator did not confirm __consumer_offsets-" + std::to_string(p) +
-                           " in the producer's transaction"),
-             -1);
-        return;
-      }
-    }
-    protocol::records::batch_options opts;
-    if (txn) {
-      // The producer's transactional batch, written by this coordinator:
-      // its id and epoch, no sequence (Kafka's AppendOrigin.COORDINATOR).
-      opts.transactional = true;
-      opts.producer_id = txn->producer_id;
-      opts.producer_epoch = txn->producer_epoch;
-      opts.base_sequence = -1;
-    }
-    auto batch = protocol::records::build_batch(opts, records);
-    if (!batch.ok()) {
-      done(batch.err(), -1);
+    if (!txn || !svc_.verify_txn_) {
+      write(p, part, std::move(records), txn, {}, std::move(done));
       return;
     }
-    auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
-    auto outcome = part->append(bytes, clk_.now_ms(), true, true, false,
-                                txn ? cluster::append_origin::coordinator : cluster::append_origin::client);
-    if (outcome.error != errc::ok) {
-      // The append's own error (not_leader, message_too_large, a storage
-      // error, a fenced producer epoch...): to_group_write_error maps each
-      // as Kafka does.
-      done(status(outcome.error, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message),
-           -1);
+    // KIP-890: a batch that would open the producer's transaction on this
+    // partition waits for its transaction coordinator's word, under a guard
+    // (partition::begin_verification) that a marker ending the transaction
+    // meanwhile retires.
+    auto guard = part->begin_verification(txn->producer_id, txn->producer_epoch);
+    if (!guard.ok()) {
+      done(guard.err(), -1);
       return;
     }
-    // Committed: on the disk of every in-sync replica, so the offsets
-    // survive the loss of this coordinator's broker. If that never happens
-    // (followers gone, the ISR not shrunk), the coordinator answers after
-    // offsets.commit.timeout.ms (offsets_partitions::expire_appends).
-    part->on_committed(outcome.last, [part, base = outcome.base.value(), done = std::move(done)](const status& s) {
-      const status out = part->acks_all_outcome(s);
-      done(out, out.ok() ? base : -1);
-    });
+    if (!*guard) {
+      write(p, part, std::move(records), txn, {}, std::move(done));
+      return;
+    }
+    svc_.verify_txn_(*txn, p,
+                     [this, p, part, records = std::move(records), producer = *txn, g = **guard,
+                      done = std::move(done)](errc e) mutable {
+                       if (e != errc::ok) {
+                         part->end_verification(producer.producer_id, g);
+                         done(status(e, "the transaction coordinator did not confirm __consumer_offsets-" +
+                                            std::to_string(p) + " in the producer's transaction"),
+                              -1);
+                         return;
+                       }
+                       write(p, part, std::move(records), &producer, g, std::move(done));
+                     });
   }
 
   // Errors are logged here, where the offset is known.
@@ -133,6 +121,44 @@ class service::partition_log final : public record_log {
   }
 
  private:
+  void write(int32_t p, const std::shared_ptr<cluster::partition>& part,
+             std::vector<protocol::records::record_input> records, const txn_producer* txn,
+             cluster::verification_guard guard, append_done done) {
+    protocol::records::batch_options opts;
+    if (txn) {
+      // The producer's transactional batch, written by this coordinator:
+      // its id and epoch, no sequence (Kafka's AppendOrigin.COORDINATOR).
+      opts.transactional = true;
+      opts.producer_id = txn->producer_id;
+      opts.producer_epoch = txn->producer_epoch;
+      opts.base_sequence = -1;
+    }
+    auto batch = protocol::records::build_batch(opts, records);
+    if (!batch.ok()) {
+      done(batch.err(), -1);
+      return;
+    }
+    auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
+    auto outcome = part->append(bytes, clk_.now_ms(), true, true, guard,
+                                txn ? cluster::append_origin::coordinator : cluster::append_origin::client);
+    if (outcome.error != errc::ok) {
+      // The append's own error (not_leader, message_too_large, a storage
+      // error, a fenced producer epoch...): to_group_write_error maps each
+      // as Kafka does.
+      done(status(outcome.error, "appending to __consumer_offsets-" + std::to_string(p) + ": " + outcome.message),
+           -1);
+      return;
+    }
+    // Committed: on the disk of every in-sync replica, so the offsets
+    // survive the loss of this coordinator's broker. If that never happens
+    // (followers gone, the ISR not shrunk), the coordinator answers after
+    // offsets.commit.timeout.ms (offsets_partitions::expire_appends).
+    part->on_committed(outcome.last, [part, base = outcome.base.value(), done = std::move(done)](const status& s) {
+      const status out = part->acks_all_outcome(s);
+      done(out, out.ok() ? base : -1);
+    });
+  }
+
   service& svc_;
   cluster::partition_manager& partitions_;
   sluice::clock& clk_;

@@ -45,11 +45,13 @@ class service {
   // KIP-890 for TxnOffsetCommit: before the coordinator writes a
   // producer's transactional offsets to partition `p` of
   // __consumer_offsets, the producer's transaction coordinator confirms
-  // that partition is in its ongoing transaction; an error refuses the
-  // write (errc::transaction_abortable: not in it; others: the
-  // coordinator could not tell, retriable). Set before start(); unset, the
-  // write is not verified.
-  using txn_verifier = std::function<errc(const txn_producer& producer, int32_t p)>;
+  // that partition is in its ongoing transaction, calling `done` once
+  // (on any thread) with its word; an error refuses the write
+  // (errc::transaction_abortable: not in it; others: the coordinator could
+  // not tell, retriable). Set before start(); unset, the write is not
+  // verified.
+  using txn_verifier =
+      std::function<void(const txn_producer& producer, int32_t p, std::function<void(errc)> done)>;
   void set_txn_verifier(txn_verifier v) { verify_txn_ = std::move(v); }
 
   void start();

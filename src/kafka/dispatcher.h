@@ -39,6 +39,11 @@ std::span<const api_handler> api_handlers();
 // answers UNSUPPORTED_VERSION in its response; the dispatcher counts and
 // logs it as unsupported.
 int16_t advertised_min_version(const api_handler& h);
+// The highest version ApiVersions advertises for `h`: its max_version,
+// except AddPartitionsToTxn, whose v4+ is broker to broker only (KIP-890:
+// a client that saw it advertised would send the batched form); served up
+// to max_version all the same, to the brokers that send it.
+int16_t advertised_max_version(const api_handler& h);
 
 class dispatcher final : public net::request_handler {
  public:

@@ -46,6 +46,7 @@ namespace sluice::kafka {
 
 class delayed_ops;
 class forwarder;
+class txn_verifier;
 
 // The gate of a single node, which leads every partition it holds.
 inline const cluster::leadership_gate single_node_gate{};
@@ -63,6 +64,9 @@ struct services {
   metrics::request_metrics* requests = nullptr;  // null: not counted
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   txn::service* txn = nullptr;  // null: transactional ids answer COORDINATOR_NOT_AVAILABLE
+  // In a cluster: asks other brokers' transaction coordinators to verify a
+  // producer's partitions (KIP-890); null on a single broker.
+  txn_verifier* verifier = nullptr;
   io::filesystem* fs = nullptr;          // for disk space (DescribeLogDirs); null: not reported
   int32_t node_id = 0;  // this broker (config resources name it)
   // This broker's part in a cluster's control plane; null on a single

@@ -1,6 +1,7 @@
 #include "metadata/control_plane.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <set>
 
@@ -306,7 +307,10 @@ void control_plane::decide(bool elections_due) {
   was_controller_ = active;
   controller_active_ = active;
   if (active) {
-    ensure_offsets_topic();
+    ensure_internal_topic("__consumer_offsets", opts_.offsets_partitions, opts_.offsets_replication_factor,
+                          opts_.offsets_configs);
+    ensure_internal_topic("__transaction_state", opts_.txn_partitions, opts_.txn_replication_factor,
+                          opts_.txn_configs);
     rebalance_if_due();
   }
   if (!active || !(elections_due || election_due_)) return;
@@ -324,18 +328,26 @@ void control_plane::decide(bool elections_due) {
   }
 }
 
-void control_plane::ensure_offsets_topic() {
-  static const std::string name = "__consumer_offsets";
-  if (opts_.offsets_partitions <= 0 || image_.topic(name) || image_.brokers().empty()) return;
-  const auto wanted = static_cast<size_t>(std::max<int16_t>(opts_.offsets_replication_factor, 1));
+void control_plane::ensure_internal_topic(const std::string& name, int32_t partitions, int16_t replication_factor,
+                                          const controller::config_text& configs) {
+  if (partitions <= 0 || image_.topic(name) || image_.brokers().empty()) return;
+  const auto wanted = static_cast<size_t>(std::max<int16_t>(replication_factor, 1));
   // Brokers of a cluster start one after another: give them a session
   // timeout to register before settling for fewer replicas.
   if (image_.brokers().size() < wanted && clk_.monotonic_ms() - controller_since_ms_ < opts_.session_timeout_ms)
     return;
   const auto rf = static_cast<int16_t>(std::min(wanted, image_.brokers().size()));
-  auto r = controller_->create_topic(image_, name, opts_.offsets_partitions, rf, nullptr, opts_.offsets_configs);
+  // Fewer replicas than asked (a smaller cluster) lower min.insync.replicas
+  // with them, or nothing could ever be written there.
+  controller::config_text cfg = configs;
+  if (auto it = cfg.find("min.insync.replicas"); it != cfg.end()) {
+    int64_t v = 0;
+    const auto* end = it->second.data() + it->second.size();
+    if (std::from_chars(it->second.data(), end, v).ptr == end && v > rf) it->second = std::to_string(rf);
+  }
+  auto r = controller_->create_topic(image_, name, partitions, rf, nullptr, cfg);
   if (r.ok()) {
-    SLUICE_LOG_INFO("controller: created {} ({} partitions, {} replicas each)", name, opts_.offsets_partitions, rf);
+    SLUICE_LOG_INFO("controller: created {} ({} partitions, {} replicas each)", name, partitions, rf);
   } else {
     SLUICE_LOG_WARN("controller: creating {}: {} (tried again later)", name, r.err().message);
   }

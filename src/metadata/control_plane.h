@@ -79,6 +79,11 @@ class control_plane {
     int64_t leader_imbalance_check_interval_ms = 300'000;
     int16_t offsets_replication_factor = 3;
     controller::config_text offsets_configs;
+    // Likewise the transaction coordinator's __transaction_state
+    // (transaction.state.log.*).
+    int32_t txn_partitions = 0;
+    int16_t txn_replication_factor = 3;
+    controller::config_text txn_configs;
   };
 
   // Grants the session lease, creates or reads the cluster id, checks that
@@ -233,8 +238,10 @@ class control_plane {
   // `elections_due`: the changes just applied call for elections
   // (controller::elections_due).
   void decide(bool elections_due);
-  // As the controller: creates __consumer_offsets if it is missing.
-  void ensure_offsets_topic();
+  // As the controller: creates __consumer_offsets and __transaction_state
+  // if they are missing (ensure_internal_topic).
+  void ensure_internal_topic(const std::string& name, int32_t partitions, int16_t replication_factor,
+                             const controller::config_text& configs);
   // As the controller, when the interval has passed: preferred elections
   // where leadership is out of balance (auto.leader.rebalance.enable).
   void rebalance_if_due();

@@ -130,6 +130,7 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
     SLUICE_ASSERT(!leads || std::find(st.isr.begin(), st.isr.end(), node_id_) != st.isr.end(),
                   "this broker leads a partition whose ISR does not name it");
     leadership_changed = leads != was_leader || st.leader_epoch != held;
+    if (leadership_changed) verifications_.clear();
     if (leads && (!was_leader || st.leader_epoch != held)) {
       // A new leadership: the followers are heard from afresh.
       tracker_.become_leader(node_id_, replicas, st.isr, high_watermark(), end, now);
@@ -698,7 +699,7 @@ status partition::load_producers() {
 // size limits first, then the header, the CRC, and every record. Each
 // failure stores nothing and names the partition's error.
 produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bool wake_readers, bool zstd_allowed,
-                                  bool transaction_verified, append_origin origin) {
+                                  verification_guard guard, append_origin origin) {
   produce_outcome out;
   auto fail = [&](errc e, std::string msg) {
     out.error = e;
@@ -730,11 +731,6 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
     return fail(errc::invalid_record, "a produce request must hold exactly one record batch per partition");
   }
   const auto pb = producer_batch::from_header(h);
-  if (pb.transactional && !transaction_verified && origin != append_origin::coordinator) {
-    return fail(errc::invalid_txn_state,
-                "a transactional batch needs its transactional id and the coordinator's word that the partition is "
-                "in the producer's transaction");
-  }
   if (h.is_control()) {
     return fail(errc::invalid_record, "producers may not send control batches");
   }
@@ -788,12 +784,30 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
       out.duplicate = true;
       return out;
     }
+    // A coordinator's batch is checked only when it brings a guard (the
+    // group coordinator's TxnOffsetCommit verified with the producer's
+    // transaction coordinator).
+    if (pb.transactional && (origin != append_origin::coordinator || guard.id != 0) &&
+        !producers_.in_transaction(pb.producer_id, pb.producer_epoch)) {
+      // This batch would begin the producer's transaction here: only with
+      // the coordinator's word, given for a guard still current.
+      auto it = verifications_.find(pb.producer_id);
+      if (guard.id == 0 || it == verifications_.end() || it->second != guard.id) {
+        return fail(errc::invalid_txn_state,
+                    guard.id == 0 ? "a transactional batch needs its transactional id and the coordinator's word that "
+                                    "the partition is in the producer's transaction"
+                                  : "the producer's transaction ended here while the coordinator was asked");
+      }
+    }
     // Checked above (the CRC recomputed with the max timestamp, if it
     // changed): the log takes the header as it is.
     auto r = log_->append_checked(bytes, std::span<batch::header>(&stored, 1), epoch());
     if (!r.ok()) return fail(r.code(), r.err().message);
     producers_.record(pb, r->base, r->last);
-    if (pb.transactional) publish_open_txns_locked();
+    if (pb.transactional) {
+      publish_open_txns_locked();
+      verifications_.erase(pb.producer_id);  // open now: in_transaction() answers
+    }
     bytes_appended_.fetch_add(bytes.size(), std::memory_order_relaxed);
     out.base = r->base;
     out.last = r->last;
@@ -834,6 +848,9 @@ produce_outcome partition::append_marker(int64_t producer_id, int16_t producer_e
     if (!r.ok()) return fail(r.code(), r.err().message);
     const completed_txn ended =
         producers_.record_marker(producer_id, producer_epoch, coordinator_epoch, commit, r->base, now_ms);
+    // A verification begun before this marker confirmed the transaction
+    // it ended.
+    verifications_.erase(producer_id);
     out.base = r->base;
     out.last = r->last;
     if (auto s = note_ended_locked(ended); !s.ok()) return fail(s.code(), s.err().message);
@@ -848,6 +865,27 @@ produce_outcome partition::append_marker(int64_t producer_id, int16_t producer_e
   out.hw_moved = hw_moved;
   wake_listeners(hw_moved, true);
   return out;
+}
+
+result<std::optional<verification_guard>> partition::begin_verification(int64_t producer_id,
+                                                                       int16_t producer_epoch) {
+  std::lock_guard g(append_mu_);
+  if (producers_.in_transaction(producer_id, producer_epoch)) return std::optional<verification_guard>();
+  auto it = verifications_.find(producer_id);
+  if (it == verifications_.end()) {
+    if (verifications_.size() >= limits::max_verifications_per_partition) {
+      return error{errc::not_enough_replicas, "too many producers' transactions being verified on " + tp_.topic + "-" +
+                                                  std::to_string(tp_.partition)};
+    }
+    it = verifications_.emplace(producer_id, next_guard_++).first;
+  }
+  return std::optional<verification_guard>(verification_guard{it->second});
+}
+
+void partition::end_verification(int64_t producer_id, verification_guard guard) {
+  std::lock_guard g(append_mu_);
+  if (auto it = verifications_.find(producer_id); it != verifications_.end() && it->second == guard.id)
+    verifications_.erase(it);
 }
 
 status partition::note_ended_locked(const completed_txn& t) {

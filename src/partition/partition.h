@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,6 +74,13 @@ struct replica_state {
   offset high_watermark{0};
   std::vector<int32_t> replicas;  // every assigned replica, preferred leader first
   std::vector<isr_member> isr;
+};
+
+// A leader's word that a producer's transactional batch may begin its
+// transaction here once the coordinator confirmed it (partition::
+// begin_verification). 0: none.
+struct verification_guard {
+  uint64_t id = 0;
 };
 
 // The outcome of one Produce partition, in Kafka's terms.
@@ -154,17 +162,34 @@ class partition : public std::enable_shared_from_this<partition> {
   // header is parsed here once and handed down to the log.
   // A transactional batch opens (or continues) its producer's transaction
   // here (docs/transactions.md); the coordinator ends it with append_marker.
-  // It is taken only with `transaction_verified`: the caller has checked
-  // with the producer's transaction coordinator that the partition is in
-  // its ongoing transaction (a transaction nobody ends would hold the last
-  // stable offset for good); else it is INVALID_TXN_STATE.
+  // A transactional batch that would begin its producer's transaction
+  // here is taken only with the `guard` begin_verification() handed out,
+  // still current: the caller has since checked with the producer's
+  // transaction coordinator that the partition is in its ongoing
+  // transaction (a transaction nobody ends would hold the last stable
+  // offset for good); else it is INVALID_TXN_STATE. One that continues the
+  // producer's open transaction here, at the same epoch, needs no guard.
   // `origin` append_origin::coordinator: a batch the broker's own
   // coordinator wrote for a producer (producer_state.h has the rules it
   // keeps); the coordinator answers for the transaction it writes into, so
-  // `transaction_verified` is not asked of it.
+  // no guard is asked of it (one it brings is checked all the same).
   produce_outcome append(std::span<std::byte> batch, int64_t now_ms, bool wake_readers = true,
-                         bool zstd_allowed = true, bool transaction_verified = false,
+                         bool zstd_allowed = true, verification_guard guard = {},
                          append_origin origin = append_origin::client);
+  // KIP-890 part 1, the leader's half (Kafka's verification guard): before
+  // asking the coordinator whether this partition is in the ongoing
+  // transaction of `producer_id`, the caller takes a guard here; the append
+  // that follows a yes must present it. A marker for the producer (its
+  // transaction ended while the question was out), a transactional batch of
+  // it appended, or a change of leadership retires the guard, so a late
+  // batch verified against a transaction that has since ended cannot open
+  // a new one. nullopt: no verification is needed (the producer's
+  // transaction at this epoch is open here already). NOT_ENOUGH_REPLICAS
+  // (retriable) when limits::max_verifications_per_partition producers are
+  // being verified at once. end_verification() retires a guard whose
+  // verification failed.
+  result<std::optional<verification_guard>> begin_verification(int64_t producer_id, int16_t producer_epoch);
+  void end_verification(int64_t producer_id, verification_guard guard);
   // What append(..., false) left out: wakes the followers' fetches, and the
   // consumers' when the outcome said `hw_moved`.
   void wake_after_append(bool hw_moved) { wake_listeners(hw_moved, true); }
@@ -552,6 +577,10 @@ class partition : public std::enable_shared_from_this<partition> {
   // Transactions: the first offset of the oldest one open here (-1: none),
   // written under append_mu_ and state_mu_ both, read under either.
   std::atomic<int64_t> open_txn_first_{-1};
+  // KIP-890's guards handed out and not yet retired, by producer id;
+  // guarded by append_mu_. Ids are never reused (next_guard_).
+  std::unordered_map<int64_t, uint64_t> verifications_;
+  uint64_t next_guard_ = 1;
   // Transactions a marker ended while its marker was not yet below the high
   // watermark: still unstable until it is (pruned as the reads pass).
   // Guarded by state_mu_.

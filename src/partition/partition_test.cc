@@ -110,7 +110,14 @@ class PartitionTxn : public PartitionAppend {
     spec.base_sequence = seq;
     spec.transactional = transactional;
     auto b = storage::build_batch(spec);
-    auto out = part_->append(b, kBaseTs, true, true, /*transaction_verified=*/true);
+    verification_guard guard;
+    if (transactional) {
+      // The coordinator's yes is taken as given here (KIP-890's guard).
+      auto g = part_->begin_verification(pid, 0);
+      if (!g.ok()) return produce_outcome{g.code(), g.err().message};
+      if (*g) guard = **g;
+    }
+    auto out = part_->append(b, kBaseTs, true, true, guard);
     if (out.error == errc::ok) committed(out.last);
     return out;
   }
@@ -187,6 +194,66 @@ TEST_F(PartitionTxn, TheLastStableOffsetFollowsOpenAndEndedTransactions) {
   EXPECT_EQ(a->txns[1].last, offset(6));
 }
 
+// KIP-890's guard: a batch verified against a transaction that a marker
+// ended meanwhile cannot open a new one (KAFKA-17754's late write); a
+// producer's later batches of an open transaction need no verification;
+// a failed verification retires its guard; a leadership change retires all.
+TEST_F(PartitionTxn, AVerificationGuardIsRetiredByTheMarkerThatEndsItsTransaction) {
+  auto batch = [](int64_t pid, int32_t seq) {
+    storage::batch_spec spec;
+    spec.producer_id = pid;
+    spec.producer_epoch = 0;
+    spec.base_sequence = seq;
+    spec.transactional = true;
+    return storage::build_batch(spec);
+  };
+  // Producer 1 opens a transaction here; it is asked for verification again
+  // only once it has ended.
+  ASSERT_EQ(txn(1, 0).error, errc::ok);
+  auto g = part_->begin_verification(1, 0);
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->has_value()) << "an open transaction at this epoch needs no verification";
+  auto again = batch(1, 1);
+  EXPECT_EQ(part_->append(again, kBaseTs).error, errc::ok) << "continuing an open transaction takes no guard";
+  EXPECT_TRUE(part_->begin_verification(1, 1).value().has_value()) << "another epoch is verified";
+
+  // Producer 2: the question goes out, the transaction ends meanwhile (a
+  // marker: the coordinator had it in an earlier transaction), and the
+  // batch verified against it arrives late.
+  auto g2 = part_->begin_verification(2, 0);
+  ASSERT_TRUE(g2.ok() && g2->has_value());
+  auto same = part_->begin_verification(2, 0);
+  EXPECT_EQ(same.value()->id, (*g2)->id) << "one guard per producer until retired";
+  ASSERT_EQ(marker(2, /*commit=*/true).error, errc::ok);
+  auto late = batch(2, 0);
+  EXPECT_EQ(part_->append(late, kBaseTs, true, true, **g2).error, errc::invalid_txn_state);
+  // Verified afresh, it goes in.
+  auto g3 = part_->begin_verification(2, 0);
+  ASSERT_TRUE(g3.ok() && g3->has_value());
+  EXPECT_NE((*g3)->id, (*g2)->id);
+  auto fresh = batch(2, 0);
+  EXPECT_EQ(part_->append(fresh, kBaseTs, true, true, **g3).error, errc::ok);
+
+  // A failed verification retires its guard.
+  auto g4 = part_->begin_verification(3, 0);
+  ASSERT_TRUE(g4.ok() && g4->has_value());
+  part_->end_verification(3, **g4);
+  auto b3 = batch(3, 0);
+  EXPECT_EQ(part_->append(b3, kBaseTs, true, true, **g4).error, errc::invalid_txn_state);
+  // So does a change of leadership (here: to another leader epoch).
+  auto g5 = part_->begin_verification(3, 0);
+  ASSERT_TRUE(g5.ok() && g5->has_value());
+  const int32_t self = part_->replicas().leader_id;
+  partition_state st;
+  st.leader = self;
+  st.leader_epoch = part_->epoch().value() + 1;
+  st.partition_epoch = 100;
+  st.isr = {self};
+  ASSERT_TRUE(part_->apply_state({self}, st));
+  auto b3b = batch(3, 0);
+  EXPECT_EQ(part_->append(b3b, kBaseTs, true, true, **g5).error, errc::invalid_txn_state);
+}
+
 // The group coordinator writes a producer's transactional offsets as its
 // own batch (TxnOffsetCommit): no sequence, the producer's id and epoch.
 // Kafka's AppendOrigin.COORDINATOR: the sequence checks are skipped, the
@@ -203,13 +270,15 @@ TEST_F(PartitionTxn, ACoordinatorsBatchOpensTheTransactionWithoutASequence) {
   };
   auto as_coordinator = [&](int16_t epoch) {
     auto b = coordinator_batch(epoch);
-    auto out = part_->append(b, kBaseTs, true, true, false, append_origin::coordinator);
+    auto out = part_->append(b, kBaseTs, true, true, {}, append_origin::coordinator);
     if (out.error == errc::ok) committed(out.last);
     return out;
   };
   {
     auto b = coordinator_batch(1);
-    EXPECT_EQ(part_->append(b, kBaseTs, true, true, /*transaction_verified=*/true).error, errc::invalid_record)
+    auto g = part_->begin_verification(4, 1);
+    ASSERT_TRUE(g.ok() && g->has_value());
+    EXPECT_EQ(part_->append(b, kBaseTs, true, true, **g).error, errc::invalid_record)
         << "a client's batch needs a sequence";
   }
   const auto first = as_coordinator(1);

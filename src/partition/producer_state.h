@@ -139,6 +139,12 @@ class producer_state {
     return open_.empty() ? std::nullopt : std::optional<offset>(open_.begin()->first);
   }
   size_t open_txn_count() const { return open_.size(); }
+  // Whether `producer_id` has a transaction open here, begun at
+  // `producer_epoch` (KIP-890: its later batches need no verification).
+  bool in_transaction(int64_t producer_id, int16_t producer_epoch) const {
+    auto it = producers_.find(producer_id);
+    return it != producers_.end() && it->second.txn_first && it->second.epoch == producer_epoch;
+  }
 
   // Rebuilds state from whole batches (headers only are read), as stored in
   // the log: used at start from the snapshot offset to the log end.

@@ -185,7 +185,10 @@ struct producer {
     std::vector<std::byte> bytes;  // what every attempt sends
     int32_t base_seq = 0, count = 0;
     uint32_t crc = 0;
-    int attempt = 0;       // the answer of an earlier attempt the client gave up on is ignored
+    // The current attempt, numbered across every batch of the simulation:
+    // the answer of an earlier attempt (the client gave up on it) is
+    // ignored, even one of an earlier batch that comes late.
+    int attempt = 0;
     bool waiting = false;  // the current attempt's answer is still to come
   };
   int64_t id = 0;
@@ -820,7 +823,8 @@ class simulation {
     } else {
       what = "retry of sequence " + std::to_string(sending->base_seq);
     }
-    const int attempt = ++sending->attempt;
+    const int attempt = ++attempts_;
+    sending->attempt = attempt;
     sending->waiting = true;
     const int32_t to = pick(8) == 0 ? 1 + pick(kBrokers) : state_[p].leader;
     what += " to b" + std::to_string(to);
@@ -983,6 +987,7 @@ class simulation {
   uint32_t produced_ = 0;
   std::vector<producer> producers_;
   int32_t correlation_ = 0;
+  int attempts_ = 0;  // producers' attempts, numbered across all batches
   int idempotent_acks_ = 0;
 };
 

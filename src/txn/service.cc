@@ -152,6 +152,11 @@ int32_t service::partition_for(std::string_view transactional_id) const {
 }
 int32_t service::num_partitions() const { return cfg_.num_partitions; }
 
+int32_t service::coordinator_of(std::string_view transactional_id) const {
+  auto st = partitions_.store().state(kTopic, partition_for(transactional_id));
+  return st ? st->leader : -1;
+}
+
 void service::start() { thread_ = std::thread([this] { run(); }); }
 
 void service::stop() {

@@ -101,6 +101,10 @@ class service {
   void resign();
 
   int32_t partition_for(std::string_view transactional_id) const;
+  // The broker that coordinates `transactional_id`: the leader of its
+  // partition of __transaction_state as this broker's image shows it; -1
+  // when it has none or the topic does not exist yet. In a cluster only.
+  int32_t coordinator_of(std::string_view transactional_id) const;
   int32_t num_partitions() const;
 
   // The requests (txn/coordinator.h's); `reply` runs exactly once.

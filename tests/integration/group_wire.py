@@ -108,10 +108,10 @@ def _call(port, api_key, version, body, flexible, timeout=10.0, corr=11):
     return r
 
 
-def find_coordinator(port, group, timeout=10.0):
-    """FindCoordinator v1 for a group, asked of broker 127.0.0.1:port;
-    returns (error code, node id)."""
-    r = _call(port, API_FIND_COORDINATOR, 1, _kstr(group) + struct.pack(">b", 0), False, timeout)
+def find_coordinator(port, group, timeout=10.0, key_type=0):
+    """FindCoordinator v1 for a group (key_type 1: a transactional id),
+    asked of broker 127.0.0.1:port; returns (error code, node id)."""
+    r = _call(port, API_FIND_COORDINATOR, 1, _kstr(group) + struct.pack(">b", key_type), False, timeout)
     r.take(">i")  # throttle_time_ms
     err = r.take(">h")
     r.string()  # error_message

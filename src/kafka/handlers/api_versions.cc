@@ -12,7 +12,7 @@ void handle_api_versions(request req) {
     auto& row = resp.api_keys.emplace_back();
     row.api_key = h.api_key;
     row.min_version = advertised_min_version(h);
-    row.max_version = h.max_version;
+    row.max_version = advertised_max_version(h);
   }
   req.respond(resp);
 }

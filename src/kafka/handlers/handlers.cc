@@ -76,4 +76,8 @@ int16_t advertised_min_version(const api_handler& h) {
   return h.api_key == protocol::produce_request::api_key ? int16_t{0} : h.min_version;
 }
 
+int16_t advertised_max_version(const api_handler& h) {
+  return h.api_key == protocol::add_partitions_to_txn_request::api_key ? int16_t{3} : h.max_version;
+}
+
 }  // namespace sluice::kafka

@@ -31,8 +31,9 @@
 #include "kafka/pending_answer.h"
 #include "metadata/control_plane.h"
 #include "metadata/partition_manager.h"
-#include "txn/service.h"
+#include "kafka/txn_verifier.h"
 #include "model/record_batch.h"
+#include "txn/service.h"
 
 namespace sluice::kafka {
 
@@ -53,47 +54,13 @@ std::span<std::byte> mutable_view(request& req, std::span<const uint8_t> v) {
 
 namespace {
 
-// KIP-890 part 1: asks the producer's transaction coordinator whether
-// `topic`-`p` is in the producer's ongoing transaction. NONE when it is (or
-// the batch is not transactional: the partition refuses a transactional
-// one it is not told about). The coordinator's own trouble (not here,
-// loading, completing the last transaction) is NOT_ENOUGH_REPLICAS, which
-// every client retries, as Kafka answers; a partition outside the
-// transaction is TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE
-// before.
-error_code verify_transaction(const services& svc, const std::string& transactional_id, const std::string& topic,
-                              int32_t p, std::span<const uint8_t> records, int16_t version) {
-  auto h = model::batch::read_header(records);
-  if (!h.ok() || !h->is_transactional()) return error_code::none;
-  if (!svc.txn) return error_code::not_enough_replicas;
-  auto v = svc.txn->verify(transactional_id, h->producer_id, h->producer_epoch, {{topic, p}});
-  switch (v.error) {
-    case errc::ok: break;
-    case errc::not_coordinator:
-    case errc::coordinator_load_in_progress:
-    case errc::coordinator_not_available:
-    case errc::concurrent_transactions: return error_code::not_enough_replicas;
-    default: return to_kafka_error(v.error);
-  }
-  for (const auto& [tp, e] : v.partitions) {
-    if (e == errc::ok) continue;
-    if (e == errc::transaction_abortable)
-      return version >= 11 ? error_code::transaction_abortable : error_code::invalid_txn_state;
-    return to_kafka_error(e);
-  }
-  return error_code::none;
-}
-
-}  // namespace
-
-void handle_produce(request req) {
-  auto body = decode_body<protocol::produce_request>(req);
-  if (!body) return;
-  services& svc = *req.svc;
-  const int16_t acks = body->acks;
-  const int64_t now = svc.clk->now_ms();
-
-  auto op = std::make_shared<pending_produce>();
+// What one Produce request carries from its validation to its answer,
+// across a wait for another broker's transaction coordinator.
+struct produce_run {
+  std::shared_ptr<pending_produce> op;
+  int16_t acks = 0;
+  int32_t timeout_ms = 0;
+  int16_t version = 0;
   bool any_error = false;
   // (partition, index into resp) of partitions whose durability to await.
   struct awaited {
@@ -105,96 +72,77 @@ void handle_produce(request req) {
   // Partitions appended, whose waiting fetches are woken once all are:
   // a follower's fetch then finds every partition of this request.
   std::vector<std::pair<std::shared_ptr<cluster::partition>, bool>> appended;
-  op->resp.responses.reserve(body->topic_data.size());
-  for (auto& td : body->topic_data) {
-    auto& tr = op->resp.responses.emplace_back();
-    tr.name = td.name;
-    tr.partition_responses.reserve(td.partition_data.size());
-    for (auto& pd : td.partition_data) {
-      auto& pr = tr.partition_responses.emplace_back();
-      pr.index = pd.index;
-      pr.base_offset = -1;
-      auto set_error = [&](error_code e, std::string msg) {
-        pr.error_code = to_wire(e);
-        pr.error_message = std::move(msg);
-        any_error = true;
-      };
-      if (req.version() < 3) {
-        // Advertised, never served (advertised_min_version, handlers.cc).
-        set_error(error_code::unsupported_version,
-                  "Produce v0-v2 (message formats 0 and 1) are not served; use v3 or later");
-        continue;
-      }
-      if (acks != 0 && acks != 1 && acks != -1) {
-        set_error(error_code::invalid_required_acks, "acks must be -1, 0 or 1");
-        continue;
-      }
-      if (cluster::is_internal_topic(td.name)) {
-        // As Kafka: only the broker writes its internal topics.
-        set_error(error_code::invalid_topic_exception, "cannot append to internal topic " + td.name);
-        continue;
-      }
-      auto part = svc.partitions->get(td.name, pd.index);
-      if (!part) {
-        const auto e = svc.partitions->missing_partition_error(td.name, pd.index);
-        set_error(to_kafka_error(e), e == errc::not_leader ? "partition is being created"
-                                                             : "no such topic or partition");
-        continue;
-      }
-      if (auto st = svc.leadership->check(*part); !st.ok()) {
-        set_error(to_kafka_error(st.code()), st.err().message);
-        continue;
-      }
-      if (pd.records.is_null() || pd.records.size_bytes() == 0) {
-        set_error(error_code::corrupt_message, "no record batch");
-        continue;
-      }
-      if (acks == -1) {
-        if (auto e = part->check_min_insync(); e != errc::ok) {
-          set_error(to_kafka_error(e), "fewer in-sync replicas than min.insync.replicas");
-          continue;
-        }
-      }
-      // A transactional batch goes in only once the producer's transaction
-      // coordinator says this partition is in its ongoing transaction
-      // (KIP-890 part 1).
-      bool verified = false;
-      if (body->transactional_id) {
-        auto e = verify_transaction(svc, *body->transactional_id, td.name, pd.index, pd.records.view(), req.version());
-        if (e != error_code::none) {
-          set_error(e, "the transaction coordinator did not confirm this partition in the producer's transaction");
-          continue;
-        }
-        verified = true;
-      }
-      // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot
-      // read it back, so it is refused from them.
-      auto out = part->append(mutable_view(req, pd.records.view()), now, /*wake_readers=*/false,
-                              /*zstd_allowed=*/req.version() >= 7, verified);
-      pr.log_start_offset = part->log_start_offset().value();
-      if (out.error == errc::ok && !out.duplicate) appended.emplace_back(part, out.hw_moved);
-      if (out.error != errc::ok) {
-        SLUICE_LOG_DEBUG("produce to {}-{} refused: {} ({})", td.name, pd.index, errc_name(out.error), out.message);
-        set_error(to_kafka_error(out.error), out.message);
-        continue;
-      }
-      pr.base_offset = out.base.value();
-      pr.log_append_time_ms = out.log_append_time_ms;
-      if (acks == -1) await.push_back({part, &pr, out.last});
-    }
+  // Transactional batches waiting for the coordinator's word (KIP-890).
+  struct unverified {
+    std::shared_ptr<cluster::partition> part;
+    partition_response* pr;
+    std::span<std::byte> batch;
+    cluster::verification_guard guard;
+    txn::topic_partition tp;
+    int64_t producer_id = -1;
+  };
+  std::vector<unverified> waiting;
+
+  void set_error(partition_response& pr, error_code e, std::string msg) {
+    pr.error_code = to_wire(e);
+    pr.error_message = std::move(msg);
+    any_error = true;
   }
+};
 
-  for (auto& [part, hw_moved] : appended) part->wake_after_append(hw_moved);
+// The coordinator's answer about one partition as the producer hears it
+// (Kafka's): the coordinator's own trouble (not here, loading, completing
+// the producer's last transaction, unreachable) is NOT_ENOUGH_REPLICAS,
+// which every client retries; a partition outside the transaction is
+// TRANSACTION_ABORTABLE from Produce v11, INVALID_TXN_STATE before; the
+// rest (a fenced epoch, an unknown producer id) as the coordinator said.
+error_code verification_error(error_code e, int16_t version) {
+  switch (e) {
+    case error_code::not_coordinator:
+    case error_code::coordinator_load_in_progress:
+    case error_code::coordinator_not_available:
+    case error_code::concurrent_transactions:
+    case error_code::request_timed_out: return error_code::not_enough_replicas;
+    case error_code::transaction_abortable:
+      return version >= 11 ? error_code::transaction_abortable : error_code::invalid_txn_state;
+    default: return e;
+  }
+}
 
-  if (acks == 0) {
-    if (any_error) {
-      req.responder.close_connection();
+// Appends one partition's batch (validated up to the append) and notes
+// what the answer waits for.
+void append_batch(produce_run& run, const std::shared_ptr<cluster::partition>& part, partition_response& pr,
+                  std::span<std::byte> batch, cluster::verification_guard guard, int64_t now) {
+  // Kafka: zstd came with Produce v7 (KIP-110); older clients cannot read
+  // it back, so it is refused from them.
+  auto out = part->append(batch, now, /*wake_readers=*/false, /*zstd_allowed=*/run.version >= 7, guard);
+  pr.log_start_offset = part->log_start_offset().value();
+  if (out.error == errc::ok && !out.duplicate) run.appended.emplace_back(part, out.hw_moved);
+  if (out.error != errc::ok) {
+    SLUICE_LOG_DEBUG("produce to {}-{} refused: {} ({})", part->id().topic, part->id().partition, errc_name(out.error),
+                     out.message);
+    run.set_error(pr, to_kafka_error(out.error), out.message);
+    return;
+  }
+  pr.base_offset = out.base.value();
+  pr.log_append_time_ms = out.log_append_time_ms;
+  if (run.acks == -1) run.await.push_back({part, &pr, out.last});
+}
+
+// The answer once every batch is appended (or refused): at once, or when
+// the acks=-1 batches are committed.
+void finish(std::shared_ptr<produce_run> run) {
+  for (auto& [part, hw_moved] : run->appended) part->wake_after_append(hw_moved);
+  auto op = run->op;
+  if (run->acks == 0) {
+    if (run->any_error) {
+      op->req.responder.close_connection();
     } else {
-      req.responder.no_response();
+      op->req.responder.no_response();
     }
     return;
   }
-  op->req = std::move(req);
+  auto& await = run->await;
   if (await.empty()) {
     op->req.respond(op->resp);
     return;
@@ -214,7 +162,7 @@ void handle_produce(request req) {
     // Followers may fail to fetch until the leader drops them from the
     // ISR; the producer's timeout bounds the wait (a lone replica's wait
     // is its own fsync only).
-    op->arm_timeout(std::chrono::milliseconds(std::max(body->timeout_ms, 0)), [](partition_response& pr) {
+    op->arm_timeout(std::chrono::milliseconds(std::max(run->timeout_ms, 0)), [](partition_response& pr) {
       pr.error_code = to_wire(error_code::request_timed_out);
       pr.error_message = "not replicated to the in-sync replicas within timeout_ms";
     });
@@ -243,6 +191,164 @@ void handle_produce(request req) {
     });
   }
   op->done();
+}
+
+// The batches waiting for the coordinator's word, with its answer per
+// partition: appended with their guards, or refused.
+void verified(const std::shared_ptr<produce_run>& run, const std::map<txn::topic_partition, error_code>& answer,
+              int64_t now) {
+  for (auto& u : run->waiting) {
+    auto it = answer.find(u.tp);
+    const error_code said = it == answer.end() ? error_code::not_coordinator : it->second;
+    const error_code e = verification_error(said, run->version);
+    if (e != error_code::none) {
+      u.part->end_verification(u.producer_id, u.guard);
+      run->set_error(*u.pr, e,
+                     "the transaction coordinator did not confirm this partition in the producer's transaction (" +
+                         std::string(error_name(said)) + ")");
+      continue;
+    }
+    append_batch(*run, u.part, *u.pr, u.batch, u.guard, now);
+  }
+  run->waiting.clear();
+  finish(run);
+}
+
+}  // namespace
+
+void handle_produce(request req) {
+  auto body = decode_body<protocol::produce_request>(req);
+  if (!body) return;
+  services& svc = *req.svc;
+  const int64_t now = svc.clk->now_ms();
+
+  auto run = std::make_shared<produce_run>();
+  run->op = std::make_shared<pending_produce>();
+  run->acks = body->acks;
+  run->timeout_ms = body->timeout_ms;
+  run->version = req.version();
+  // The frame moves with the request; the batches' bytes stay where they are.
+  run->op->req = std::move(req);
+  request& r = run->op->req;
+  auto& resp = run->op->resp;
+  // A transactional request's producer, once its first batch is read.
+  std::optional<int64_t> txn_producer_id;
+  std::optional<int16_t> txn_producer_epoch;
+  resp.responses.reserve(body->topic_data.size());
+  for (auto& td : body->topic_data) {
+    auto& tr = resp.responses.emplace_back();
+    tr.name = td.name;
+    tr.partition_responses.reserve(td.partition_data.size());
+    for (auto& pd : td.partition_data) {
+      auto& pr = tr.partition_responses.emplace_back();
+      pr.index = pd.index;
+      pr.base_offset = -1;
+      auto set_error = [&](error_code e, std::string msg) { run->set_error(pr, e, std::move(msg)); };
+      if (r.version() < 3) {
+        // Advertised, never served (advertised_min_version, handlers.cc).
+        set_error(error_code::unsupported_version,
+                  "Produce v0-v2 (message formats 0 and 1) are not served; use v3 or later");
+        continue;
+      }
+      if (run->acks != 0 && run->acks != 1 && run->acks != -1) {
+        set_error(error_code::invalid_required_acks, "acks must be -1, 0 or 1");
+        continue;
+      }
+      if (cluster::is_internal_topic(td.name)) {
+        // As Kafka: only the broker writes its internal topics.
+        set_error(error_code::invalid_topic_exception, "cannot append to internal topic " + td.name);
+        continue;
+      }
+      auto part = svc.partitions->get(td.name, pd.index);
+      if (!part) {
+        const auto e = svc.partitions->missing_partition_error(td.name, pd.index);
+        set_error(to_kafka_error(e), e == errc::not_leader ? "partition is being created"
+                                                             : "no such topic or partition");
+        continue;
+      }
+      if (auto st = svc.leadership->check(*part); !st.ok()) {
+        set_error(to_kafka_error(st.code()), st.err().message);
+        continue;
+      }
+      if (pd.records.is_null() || pd.records.size_bytes() == 0) {
+        set_error(error_code::corrupt_message, "no record batch");
+        continue;
+      }
+      if (run->acks == -1) {
+        if (auto e = part->check_min_insync(); e != errc::ok) {
+          set_error(to_kafka_error(e), "fewer in-sync replicas than min.insync.replicas");
+          continue;
+        }
+      }
+      const auto batch = mutable_view(r, pd.records.view());
+      auto h = model::batch::read_header(pd.records.view());
+      if (!h.ok() || !h->is_transactional()) {
+        // The append checks the header (and refuses a transactional batch
+        // without a transactional id).
+        append_batch(*run, part, pr, batch, {}, now);
+        continue;
+      }
+      if (!body->transactional_id) {
+        set_error(error_code::invalid_txn_state, "a transactional batch needs the request's transactional id");
+        continue;
+      }
+      if ((txn_producer_id && *txn_producer_id != h->producer_id) ||
+          (txn_producer_epoch && *txn_producer_epoch != h->producer_epoch)) {
+        set_error(error_code::invalid_record, "the batches of one transactional request come from one producer");
+        continue;
+      }
+      txn_producer_id = h->producer_id;
+      txn_producer_epoch = h->producer_epoch;
+      // KIP-890 part 1: a transactional batch that would begin its
+      // producer's transaction here goes in only once the producer's
+      // coordinator confirms the partition is in its ongoing transaction.
+      auto guard = part->begin_verification(h->producer_id, h->producer_epoch);
+      if (!guard.ok()) {
+        set_error(to_kafka_error(guard.code()), guard.err().message);
+        continue;
+      }
+      if (!*guard) {
+        append_batch(*run, part, pr, batch, {}, now);
+        continue;
+      }
+      run->waiting.push_back({part, &pr, batch, **guard, {td.name, pd.index}, h->producer_id});
+    }
+  }
+  if (run->waiting.empty()) {
+    finish(run);
+    return;
+  }
+  // The producer's coordinator: the leader of its transactional id's
+  // partition of __transaction_state; here, or asked over the network.
+  txn::partition_set asked;
+  for (const auto& u : run->waiting) asked.insert(u.tp);
+  const std::string& txn_id = *body->transactional_id;
+  const int32_t coordinator = svc.txn ? svc.txn->coordinator_of(txn_id) : -1;
+  if (svc.txn && (coordinator == svc.node_id || !svc.control)) {
+    const auto v = svc.txn->verify(txn_id, *txn_producer_id, *txn_producer_epoch, asked);
+    std::map<txn::topic_partition, error_code> answer;
+    for (const auto& tp : asked) {
+      auto it = v.partitions.find(tp);
+      answer[tp] = to_kafka_error(v.error != errc::ok ? v.error : it == v.partitions.end() ? errc::invalid_txn_state
+                                                                                           : it->second);
+    }
+    verified(run, answer, now);
+    return;
+  }
+  if (coordinator < 0 || !svc.verifier) {
+    std::map<txn::topic_partition, error_code> answer;
+    for (const auto& tp : asked) answer[tp] = error_code::coordinator_not_available;
+    verified(run, answer, now);
+    return;
+  }
+  kafka::txn_verifier::question q;
+  q.transactional_id = txn_id;
+  q.producer_id = *txn_producer_id;
+  q.producer_epoch = *txn_producer_epoch;
+  q.partitions = std::move(asked);
+  svc.verifier->ask(coordinator, std::move(q), [run, clk = svc.clk](const kafka::txn_verifier::answer& a) {
+    verified(run, a, clk->now_ms());
+  });
 }
 
 }  // namespace sluice::kafka

@@ -1,5 +1,6 @@
 // The transactional producer's requests to its transaction coordinator
-// (docs/transactions.md): AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-4 and
+// (docs/transactions.md): AddPartitionsToTxn v0-3 (and v4-5, the partition
+// leaders' verification, KIP-890), AddOffsetsToTxn v0-4 and
 // EndTxn v0-4, each handed to txn::service, which answers once the
 // coordinator's record is durable. InitProducerId with a transactional id
 // is in init_producer_id.cc, FindCoordinator's key type 1 in
@@ -30,9 +31,57 @@ struct deferred {
 
 }  // namespace
 
+// AddPartitionsToTxn v4+, broker to broker (KIP-890): each transaction's
+// partitions verified (verify_only) or added, with one code per partition.
+// Adding is transaction version 2's implicit add: until Sluice advertises
+// it, a broker never sends it.
+void handle_add_partitions_batched(request req, protocol::add_partitions_to_txn_request body) {
+  protocol::add_partitions_to_txn_response resp;
+  const bool abortable_ok = req.version() >= 5;
+  for (const auto& t : body.transactions) {
+    auto& out = resp.results_by_transaction.emplace_back();
+    out.transactional_id = t.transactional_id;
+    auto fill = [&](auto code_of) {
+      for (const auto& topic : t.topics) {
+        auto& tr = out.topic_results.emplace_back();
+        tr.name = topic.name;
+        for (int32_t p : topic.partitions) {
+          auto& pr = tr.results_by_partition.emplace_back();
+          pr.partition_index = p;
+          pr.partition_error_code = to_wire(code_of(topic.name, p));
+        }
+      }
+    };
+    if (!req.svc->txn) {
+      fill([](const std::string&, int32_t) { return error_code::coordinator_not_available; });
+      continue;
+    }
+    if (!t.verify_only) {
+      fill([](const std::string&, int32_t) { return error_code::invalid_request; });
+      continue;
+    }
+    txn::partition_set asked;
+    for (const auto& topic : t.topics)
+      for (int32_t p : topic.partitions) asked.insert({topic.name, p});
+    const auto v = req.svc->txn->verify(t.transactional_id, t.producer_id, t.producer_epoch, asked);
+    fill([&](const std::string& name, int32_t p) {
+      if (v.error != errc::ok) return to_kafka_error(v.error);
+      auto it = v.partitions.find({name, p});
+      const errc e = it == v.partitions.end() ? errc::invalid_txn_state : it->second;
+      if (e == errc::transaction_abortable && !abortable_ok) return error_code::invalid_txn_state;
+      return to_kafka_error(e);
+    });
+  }
+  req.respond(resp);
+}
+
 void handle_add_partitions_to_txn(request req) {
   auto body = decode_body<protocol::add_partitions_to_txn_request>(req);
   if (!body) return;
+  if (req.version() >= 4) {
+    handle_add_partitions_batched(std::move(req), std::move(*body));
+    return;
+  }
   auto d = std::make_shared<deferred<protocol::add_partitions_to_txn_response>>();
   // Kafka's rule: if any partition is unknown, none is added; the unknown
   // ones say why, the others OPERATION_NOT_ATTEMPTED.
