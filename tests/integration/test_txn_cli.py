@@ -210,3 +210,42 @@ def test_a_hanging_transaction_is_aborted(broker_factory):
     assert sorted(read_all(bs, "txn-hang", "read_uncommitted", expect_at_least=3)) == \
         ["after", "hanging-0", "hanging-1"]
     assert b.stop() == 0
+
+
+def test_a_cluster_lays_out_its_transaction_state_and_lists_across_brokers():
+    """In a cluster the controller creates __transaction_state from the
+    transaction.state.log.* settings (min.isr above the factor is lowered
+    to it), and `sluice txn list` asks every broker: the transaction is
+    listed by the one broker that coordinates it, the one describe finds."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from cluster_harness import Cluster
+    settings = {"transaction.state.log.num.partitions": "4", "transaction.state.log.replication.factor": "2",
+                "transaction.state.log.min.isr": "3", "transaction.state.log.segment.bytes": "1048576",
+                "group.initial.rebalance.delay.ms": "0"}
+    with Cluster(brokers=2, etcd=1, extra_settings=settings) as c:
+        def txn_state_led():
+            t = c.metadata_from(c.live_ids()[0]).topics.get("__transaction_state")
+            return t if t and t.partitions and all(p.leader > 0 for p in t.partitions.values()) else None
+        t = c.wait_for(txn_state_led, 90, "__transaction_state created and led")
+        assert sorted(t.partitions) == [0, 1, 2, 3]
+        assert all(sorted(p.replicas) == [1, 2] for p in t.partitions.values())
+        bs = c.bootstrap
+        out = sluice("config", "describe", "--bootstrap", bs, "--topic", "__transaction_state").stdout
+        assert "segment.bytes=1048576" in out and "min.insync.replicas=2" in out and "cleanup.policy=compact" in out
+
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_topics([NewTopic("txn-cl", num_partitions=2, replication_factor=2)])["txn-cl"].result(60)
+        tid = "tid-" + uuid.uuid4().hex
+        p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5})
+        p.init_transactions(90)
+        p.begin_transaction()
+        p.produce("txn-cl", value="x", partition=0)
+        p.produce("txn-cl", value="y", partition=1)
+        p.flush(60)
+        rows = [l.split("\t") for l in sluice("txn", "list", "-b", bs).stdout.splitlines()]
+        mine = [r for r in rows if r[0] == tid]
+        assert len(mine) == 1 and mine[0][3] == "state=Ongoing", rows
+        described = sluice("txn", "describe", "-b", bs, tid).stdout.splitlines()
+        assert f"\t{mine[0][1]}\t" in described[0], (mine, described)  # the same coordinator
+        assert described[1:] == ["partition txn-cl-0", "partition txn-cl-1"]
+        p.commit_transaction(60)
