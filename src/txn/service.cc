@@ -1,11 +1,13 @@
 #include "txn/service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
 #include "base/limits.h"
 #include "base/log.h"
 #include "config/broker_config.h"
+#include "config/dynamic.h"
 #include "metadata/partition_manager.h"
 #include "protocol/records/record_batch.h"
 
@@ -85,30 +87,56 @@ class service::state_log {
   sluice::clock& clk_;
 };
 
+service_config service_config::from(const config::broker_config& b) {
+  service_config c;
+  c.coordinator.num_partitions = b.transaction_state_log_num_partitions;
+  c.coordinator.max_timeout_ms = b.transaction_max_timeout_ms;
+  c.coordinator.id_expiration_ms = b.transactional_id_expiration_ms;
+  c.abort_interval_ms = b.transaction_abort_interval_ms;
+  c.id_removal_interval_ms = b.transactional_id_removal_interval_ms;
+  return c;
+}
+
+std::vector<config::config_entry> transaction_state_configs(const config::broker_config& b, int32_t replicas) {
+  return {
+      {"cleanup.policy", "compact"},
+      {"max.message.bytes", std::to_string(limits::transaction_state_max_message_bytes)},
+      {"min.insync.replicas", std::to_string(std::min(b.transaction_state_log_min_isr, std::max(replicas, 1)))},
+      {"segment.bytes", std::to_string(b.transaction_state_log_segment_bytes)},
+  };
+}
+
 result<std::unique_ptr<service>> service::open(cluster::partition_manager& partitions, sluice::clock& clk,
-                                               const config::broker_config& /*cfg*/) {
-  coordinator_config ccfg;
+                                               const config::broker_config& cfg) {
+  service_config scfg = service_config::from(cfg);
   if (auto t = partitions.topic(kTopic)) {
-    ccfg.num_partitions = t->partitions;
+    // An id's partition is its hash modulo the count: the topic's count
+    // wins, or every id would be looked for in the wrong partition.
+    if (t->partitions != scfg.coordinator.num_partitions)
+      SLUICE_LOG_WARN("{} has {} partitions, not transaction.state.log.num.partitions={}: keeping {} so "
+                      "transactional ids stay where they are",
+                      kTopic, t->partitions, scfg.coordinator.num_partitions, t->partitions);
+    scfg.coordinator.num_partitions = t->partitions;
   } else if (partitions.store().follows_controller()) {
     SLUICE_LOG_INFO("{} does not exist yet: transactional ids are answered COORDINATOR_NOT_AVAILABLE", kTopic);
   } else {
-    std::vector<config::config_entry> configs = {
-        {"cleanup.policy", "compact"},
-        {"max.message.bytes", std::to_string(limits::transaction_state_max_message_bytes)},
-    };
-    if (auto e = partitions.create_topic(kTopic, ccfg.num_partitions, 1, configs, false)) {
+    // A single broker: one replica, whatever transaction.state.log.replication.factor
+    // says (as __consumer_offsets gets min(factor, live brokers)).
+    if (auto e = partitions.create_topic(kTopic, scfg.coordinator.num_partitions, 1,
+                                         transaction_state_configs(cfg, 1), false)) {
       if (e->code != errc::already_exists) return error{errc::io_error, "creating " + kTopic + ": " + e->message};
     }
   }
-  return std::unique_ptr<service>(new service(partitions, clk, ccfg));
+  return std::unique_ptr<service>(new service(partitions, clk, scfg));
 }
 
-service::service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg)
+service::service(cluster::partition_manager& partitions, sluice::clock& clk, service_config cfg)
     : partitions_(partitions),
       cluster_(partitions.store().follows_controller()),
       clk_(clk),
-      cfg_(cfg),
+      cfg_(cfg.coordinator),
+      abort_interval_ms_(cfg.abort_interval_ms),
+      id_removal_interval_ms_(cfg.id_removal_interval_ms),
       log_(std::make_unique<state_log>(partitions, clk)) {
   coord_ = std::make_unique<coordinator>(cfg_, clk_, [&partitions]() -> result<int64_t> {
     auto& ids = partitions.producer_ids();
@@ -238,6 +266,11 @@ describe_answer service::describe(const std::string& transactional_id) {
 list_answer service::list(const list_filter& filter) {
   std::lock_guard g(coord_mu_);
   return coord_->list(filter);
+}
+
+coordinator::figures service::figures() {
+  std::lock_guard g(coord_mu_);
+  return coord_->current_figures();
 }
 
 void service::apply_locked(decision d, reply_fn reply) {
@@ -377,8 +410,8 @@ void service::run() {
   if (!cluster_) {
     for (int32_t p = 0; p < cfg_.num_partitions && !stopping(); ++p) load_partition(p);
   }
-  int64_t next_abort = clk_.monotonic_ms() + limits::default_transaction_abort_interval_ms;
-  int64_t next_expiry = clk_.monotonic_ms() + limits::default_transactional_id_removal_interval_ms;
+  int64_t next_abort = clk_.monotonic_ms() + abort_interval_ms_;
+  int64_t next_expiry = clk_.monotonic_ms() + id_removal_interval_ms_;
   while (true) {
     std::deque<std::function<void()>> work;
     {
@@ -392,12 +425,12 @@ void service::run() {
     run_markers();
     const int64_t now = clk_.monotonic_ms();
     if (now >= next_abort) {
-      next_abort = now + limits::default_transaction_abort_interval_ms;
+      next_abort = now + abort_interval_ms_;
       std::lock_guard g(coord_mu_);
       for (auto& w : coord_->expire_timed_out()) append_locked(std::move(w), nullptr);
     }
     if (now >= next_expiry) {
-      next_expiry = now + limits::default_transactional_id_removal_interval_ms;
+      next_expiry = now + id_removal_interval_ms_;
       std::lock_guard g(coord_mu_);
       for (auto& w : coord_->expire_ids()) append_locked(std::move(w), nullptr);
     }

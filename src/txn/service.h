@@ -8,7 +8,7 @@
 // retries and the coordinator's timers.
 //
 // Lifecycle: open() (creates __transaction_state when missing on a single
-// broker), start() (the thread loads every partition this broker leads,
+// broker, laid out by the transaction.state.log.* settings), start() (the thread loads every partition this broker leads,
 // then ticks; requests for a partition still loading answer
 // COORDINATOR_LOAD_IN_PROGRESS), stop() (joins the thread; requests still
 // waiting are dropped with their callbacks; the network server must be
@@ -36,7 +36,9 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/limits.h"
 #include "base/result.h"
+#include "config/dynamic.h"
 #include "txn/coordinator.h"
 
 namespace sluice::cluster {
@@ -47,6 +49,26 @@ struct broker_config;
 }
 
 namespace sluice::txn {
+
+// The service's settings, from the broker's transaction.* settings.
+struct service_config {
+  coordinator_config coordinator;
+  // transaction.abort.timed.out.transaction.cleanup.interval.ms: how often
+  // coordinator::expire_timed_out runs.
+  int64_t abort_interval_ms = limits::default_transaction_abort_interval_ms;
+  // transaction.remove.expired.transaction.cleanup.interval.ms: how often
+  // coordinator::expire_ids runs.
+  int64_t id_removal_interval_ms = limits::default_transactional_id_removal_interval_ms;
+  static service_config from(const config::broker_config& b);
+};
+
+// The topic configs __transaction_state is created with when it gets
+// `replicas` replicas: compacted, max.message.bytes for the largest
+// record, transaction.state.log.segment.bytes, and
+// transaction.state.log.min.isr as its min.insync.replicas, but at most
+// `replicas` (with fewer in-sync replicas than that no record could be
+// written, so no transaction could run).
+std::vector<config::config_entry> transaction_state_configs(const config::broker_config& b, int32_t replicas);
 
 class service {
  public:
@@ -95,6 +117,8 @@ class service {
                        const partition_set& partitions);
   describe_answer describe(const std::string& transactional_id);
   list_answer list(const list_filter& filter);
+  // The coordinator's figures for /metrics (coordinator::current_figures).
+  coordinator::figures figures();
 
  private:
   class state_log;
@@ -103,7 +127,7 @@ class service {
     std::set<topic_partition> left;  // not yet written
     int64_t due_ms = 0;              // next try (monotonic)
   };
-  service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg);
+  service(cluster::partition_manager& partitions, sluice::clock& clk, service_config cfg);
   // Runs a decision: answers now, or appends its write and answers once
   // it is durable. mu_ held.
   void apply_locked(decision d, reply_fn reply);
@@ -122,6 +146,8 @@ class service {
   const bool cluster_;
   sluice::clock& clk_;
   const coordinator_config cfg_;
+  const int64_t abort_interval_ms_;
+  const int64_t id_removal_interval_ms_;
   remote_markers_fn send_remote_;
   offsets_marker_fn offsets_marker_;
 
