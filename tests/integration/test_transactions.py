@@ -11,6 +11,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from txn_helpers import read_all
+
 
 def create(bootstrap, topic, partitions=2):
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -24,38 +26,6 @@ def txn_producer(bootstrap, tid, **extra):
     p = Producer(conf)
     p.init_transactions(30)
     return p
-
-
-def read_all(bootstrap, topic, isolation, expect_at_least=0, timeout=30):
-    """Values read from the start of `topic` until `expect_at_least` arrived
-    and nothing more came for a while (or `timeout`)."""
-    c = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "reader-" + uuid.uuid4().hex,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "isolation.level": isolation,
-    })
-    c.subscribe([topic])
-    got = []
-    deadline = time.time() + timeout
-    quiet_since = time.time()
-    try:
-        while time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                if len(got) >= expect_at_least and time.time() - quiet_since > 3:
-                    break
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            got.append(m.value().decode())
-            quiet_since = time.time()
-    finally:
-        c.close()
-    return got
 
 
 def test_committed_seen_aborted_never(broker):
