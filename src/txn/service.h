@@ -17,9 +17,12 @@
 // Markers: a marker for a partition this broker leads is appended here
 // (cluster::partition::append_marker) and counts once committed; one
 // another broker leads is sent to it as WriteTxnMarkers through
-// `send_remote` (set by the broker in a cluster). A marker that fails is
-// tried again every limits::txn_marker_retry_ms until it lands or its
-// partition is gone; then the transaction's completion record is written.
+// `send_remote` (set by the broker in a cluster), on a sending thread of
+// that broker's, so a slow or unreachable leader holds up only the markers
+// it leads. A marker that fails is tried again every
+// limits::txn_marker_retry_ms until it lands or its partition is gone;
+// then the transaction's completion record is written. The service thread
+// never waits for a marker.
 //
 // Thread safety: every public method may be called from any thread between
 // start() and stop(); one mutex serialises the coordinator. Replies run on
@@ -75,7 +78,8 @@ class service {
   using reply_fn = std::function<void(const answer&)>;
   // Writes the markers of `m` for `partitions` at their leader `leader`
   // (WriteTxnMarkers); returns each partition's outcome (errc::ok when
-  // written and committed there). Blocking; called on the service thread.
+  // written and committed there). Blocking; called on the sending thread
+  // the service keeps for `leader`, never on the service thread.
   using remote_markers_fn =
       std::function<std::map<topic_partition, errc>(int32_t leader, const markers& m,
                                                     const std::vector<topic_partition>& partitions)>;
@@ -122,10 +126,23 @@ class service {
 
  private:
   class state_log;
+  class remote_senders;
+  // The service thread's queue, shared with every callback that posts to
+  // it (a partition's commit, a remote leader's answer): one that comes
+  // after stop() finds it stopping and is dropped, whatever became of the
+  // service.
+  struct mailbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> queue;
+    bool stopping = false;
+    void post(std::function<void()> fn);
+  };
   struct marker_job {
     markers m;
-    std::set<topic_partition> left;  // not yet written
-    int64_t due_ms = 0;              // next try (monotonic)
+    std::set<topic_partition> left;       // not yet written
+    std::set<topic_partition> in_flight;  // asked, the answer still to come
+    int64_t due_ms = 0;                   // next try of what failed (monotonic)
   };
   service(cluster::partition_manager& partitions, sluice::clock& clk, service_config cfg);
   // Runs a decision: answers now, or appends its write and answers once
@@ -135,8 +152,14 @@ class service {
   // The write's outcome, on the service thread.
   void on_written(const write_ref& ref, const status& s, const reply_fn& reply);
   void start_markers_locked(markers m);
-  // Tries every marker job that is due; service thread.
+  // Asks for every marker of a due job that is neither written nor asked
+  // for (local leaders append it, remote ones are sent WriteTxnMarkers on
+  // their sending thread) and writes the completion record of every job
+  // whose markers are all written; service thread. Never waits.
   void run_markers();
+  // A marker's outcome (ok: written and committed, or refused because a
+  // newer epoch or coordinator ended the transaction there); service thread.
+  void marker_done(uint64_t job, const topic_partition& tp, bool ok, int64_t local_offset);
   void load_partition(int32_t p);
   void post(std::function<void()> fn);
   void run();
@@ -154,15 +177,14 @@ class service {
   std::unique_ptr<state_log> log_;
   std::mutex coord_mu_;  // serialises coord_, jobs_, completions_
   std::unique_ptr<coordinator> coord_;
-  std::deque<marker_job> jobs_;
+  std::map<uint64_t, marker_job> jobs_;
+  uint64_t next_job_ = 1;
   // Completion records in flight, by write id: their markers, to try the
   // record again if it fails (coordinator::write_failure::retry_completion).
   std::map<uint64_t, markers> completions_;
 
-  std::mutex mu_;  // guards queue_, stopping_
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  const std::shared_ptr<mailbox> mb_ = std::make_shared<mailbox>();
+  std::unique_ptr<remote_senders> senders_;
   std::thread thread_;
 };
 
