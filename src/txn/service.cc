@@ -8,6 +8,7 @@
 #include "config/broker_config.h"
 #include "config/dynamic.h"
 #include "metadata/partition_manager.h"
+#include "partition/log_replay.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::txn {
@@ -62,24 +63,15 @@ class service::state_log {
               const std::function<bool()>& stopping) {
     auto part = partitions_.get(kTopic, p);
     if (!part) return {};
-    offset o = part->log_start_offset();
-    const offset end = part->log_end_offset();
-    while (o < end) {
-      if (stopping()) return status(errc::shutting_down, "the transaction service is stopping");
-      SLUICE_ASSIGN_OR_RETURN(auto bytes, part->read_bytes(o, limits::group_replay_read_bytes));
-      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-      auto batches = protocol::records::split_batches(data);
-      if (!batches.ok() || batches->empty()) return status(errc::corrupt_data, "unreadable batches at " + std::to_string(o.value()));
-      for (const auto& b : *batches) {
-        SLUICE_ASSIGN_OR_RETURN(auto decoded, protocol::records::decode_batch(b));
-        o = offset(decoded.header.last_offset() + 1);
-        if (decoded.header.is_control()) continue;
-        for (const auto& r : decoded.records)
-          if (r.key) fn(*r.key, r.value);
-      }
-    }
-    return {};
+    return cluster::replay_in_log_order(*part, limits::group_replay_read_bytes, stopping,
+                                        [&](std::span<const uint8_t>, const protocol::records::decoded_batch& d) {
+                                          if (d.header.is_control()) return true;
+                                          for (const auto& r : d.records)
+                                            if (r.key) fn(*r.key, r.value);
+                                          return true;
+                                        });
   }
+
 
  private:
   cluster::partition_manager& partitions_;
