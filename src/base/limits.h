@@ -390,6 +390,12 @@ inline constexpr size_t max_remote_verifications_queued = 10'000;
 // How long a leader waits for another broker's coordinator to answer a
 // verification before it answers the producer NOT_ENOUGH_REPLICAS.
 inline constexpr int64_t txn_verify_timeout_ms = 5'000;
+// How long AddPartitionsToTxn / AddOffsetsToTxn wait for the transactional
+// id's last transaction to complete (its markers and completion record)
+// before they answer CONCURRENT_TRANSACTIONS, and how many may wait at once
+// on one broker (beyond, answered at once).
+inline constexpr int64_t txn_concurrent_wait_ms = 2'000;
+inline constexpr size_t max_parked_txn_requests = 10'000;
 // The transaction service thread's wake-up when idle: marker retries and
 // the coordinator's timers are checked this often.
 inline constexpr int64_t txn_service_tick_ms = 100;

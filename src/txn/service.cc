@@ -250,6 +250,7 @@ void service::on_leadership(int32_t p, bool leads) {
   if (!leads) {
     std::lock_guard g(coord_mu_);
     coord_->unload(p);
+    wake_expired_locked(/*all=*/true);  // asked again: NOT_COORDINATOR
     return;
   }
   post([this, p] { load_partition(p); });
@@ -259,6 +260,7 @@ void service::resign() {
   if (!cluster_) return;
   std::lock_guard g(coord_mu_);
   for (int32_t p = 0; p < cfg_.num_partitions; ++p) coord_->unload(p);
+  wake_expired_locked(/*all=*/true);
 }
 
 void service::load_partition(int32_t p) {
@@ -298,13 +300,59 @@ void service::init_producer_id(const init_producer_id_request& req, reply_fn rep
 }
 
 void service::add_partitions(const add_partitions_request& req, reply_fn reply) {
-  std::lock_guard g(coord_mu_);
-  apply_locked(coord_->add_partitions(req), std::move(reply));
+  add_partitions_until(req, std::move(reply), clk_.monotonic_ms() + limits::txn_concurrent_wait_ms);
 }
 
 void service::add_offsets(const add_offsets_request& req, reply_fn reply) {
+  add_offsets_until(req, std::move(reply), clk_.monotonic_ms() + limits::txn_concurrent_wait_ms);
+}
+
+void service::add_partitions_until(const add_partitions_request& req, reply_fn reply, int64_t deadline_ms) {
   std::lock_guard g(coord_mu_);
-  apply_locked(coord_->add_offsets(req), std::move(reply));
+  park_or_apply_locked(req.transactional_id, coord_->add_partitions(req), std::move(reply), deadline_ms,
+                       [this, req](reply_fn r, int64_t d) { add_partitions_until(req, std::move(r), d); });
+}
+
+void service::add_offsets_until(const add_offsets_request& req, reply_fn reply, int64_t deadline_ms) {
+  std::lock_guard g(coord_mu_);
+  park_or_apply_locked(req.transactional_id, coord_->add_offsets(req), std::move(reply), deadline_ms,
+                       [this, req](reply_fn r, int64_t d) { add_offsets_until(req, std::move(r), d); });
+}
+
+void service::park_or_apply_locked(const std::string& transactional_id, decision d, reply_fn reply,
+                                   int64_t deadline_ms,
+                                   std::function<void(reply_fn, int64_t)> again) {
+  if (!d.to_write && d.now.error == errc::concurrent_transactions && clk_.monotonic_ms() < deadline_ms &&
+      parked_count_ < limits::max_parked_txn_requests) {
+    parked_[transactional_id].push_back({deadline_ms, std::move(reply), std::move(again)});
+    ++parked_count_;
+    return;
+  }
+  apply_locked(std::move(d), std::move(reply));
+}
+
+void service::wake_locked(const std::string& transactional_id) {
+  auto it = parked_.find(transactional_id);
+  if (it == parked_.end()) return;
+  auto waiting = std::move(it->second);
+  parked_.erase(it);
+  parked_count_ -= waiting.size();
+  for (auto& w : waiting)
+    post([again = std::move(w.again), reply = std::move(w.reply), d = w.deadline_ms]() mutable {
+      again(std::move(reply), d);
+    });
+}
+
+void service::wake_expired_locked(bool all) {
+  const int64_t now = clk_.monotonic_ms();
+  std::vector<std::string> due;
+  for (const auto& [id, ws] : parked_)
+    for (const auto& w : ws)
+      if (all || w.deadline_ms <= now) {
+        due.push_back(id);
+        break;
+      }
+  for (const auto& id : due) wake_locked(id);
 }
 
 void service::end_txn(const end_txn_request& req, reply_fn reply) {
@@ -350,6 +398,8 @@ void service::append_locked(write w, reply_fn reply) {
 
 void service::on_written(const write_ref& ref, const status& s, const reply_fn& reply) {
   std::lock_guard g(coord_mu_);
+  // The id's record is in (or failed): what waited for it asks again.
+  wake_locked(ref.transactional_id);
   const auto completing = completions_.find(ref.id);
   std::optional<markers> completed;
   if (completing != completions_.end()) {
@@ -511,6 +561,10 @@ void service::run() {
     }
     for (auto& fn : work) fn();
     run_markers();
+    {
+      std::lock_guard g(coord_mu_);
+      wake_expired_locked(false);
+    }
     const int64_t now = clk_.monotonic_ms();
     if (now >= next_abort) {
       next_abort = now + abort_interval_ms_;

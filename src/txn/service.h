@@ -152,6 +152,20 @@ class service {
   // The write's outcome, on the service thread.
   void on_written(const write_ref& ref, const status& s, const reply_fn& reply);
   void start_markers_locked(markers m);
+  // AddPartitionsToTxn and AddOffsetsToTxn answered CONCURRENT_TRANSACTIONS
+  // (the id's last transaction completing, or its record in flight) wait,
+  // until `deadline_ms` at most, for the id's next write to finish and are
+  // asked again then: a producer that begins its next transaction at once
+  // is answered when it can be, not told to come back (librdkafka waits
+  // 20 ms before it asks again). coord_mu_ held.
+  void add_partitions_until(const add_partitions_request& req, reply_fn reply, int64_t deadline_ms);
+  void add_offsets_until(const add_offsets_request& req, reply_fn reply, int64_t deadline_ms);
+  void park_or_apply_locked(const std::string& transactional_id, decision d, reply_fn reply, int64_t deadline_ms,
+                            std::function<void(reply_fn, int64_t)> again);
+  // Asks again (on the service thread) what waits for `transactional_id`;
+  // every id's when `all`, else the ids with a request past its deadline.
+  void wake_locked(const std::string& transactional_id);
+  void wake_expired_locked(bool all);
   // Asks for every marker of a due job that is neither written nor asked
   // for (local leaders append it, remote ones are sent WriteTxnMarkers on
   // their sending thread) and writes the completion record of every job
@@ -175,10 +189,17 @@ class service {
   offsets_marker_fn offsets_marker_;
 
   std::unique_ptr<state_log> log_;
-  std::mutex coord_mu_;  // serialises coord_, jobs_, completions_
+  std::mutex coord_mu_;  // serialises coord_, jobs_, completions_, parked_
   std::unique_ptr<coordinator> coord_;
   std::map<uint64_t, marker_job> jobs_;
   uint64_t next_job_ = 1;
+  struct parked {
+    int64_t deadline_ms;
+    reply_fn reply;
+    std::function<void(reply_fn, int64_t)> again;
+  };
+  std::map<std::string, std::vector<parked>> parked_;  // by transactional id
+  size_t parked_count_ = 0;
   // Completion records in flight, by write id: their markers, to try the
   // record again if it fails (coordinator::write_failure::retry_completion).
   std::map<uint64_t, markers> completions_;
