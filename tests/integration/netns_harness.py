@@ -37,6 +37,7 @@ the processes it started first (a namespace whose process still runs goes
 only when that process ends). Not thread-safe: one test thread drives it.
 """
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -234,6 +235,37 @@ class NetnsLab:
 
 
 # ------------------------------------------------------------ fault tests
+
+@contextlib.contextmanager
+def placed_cluster(c, keep_logs=None):
+    """A lab holding cluster_harness.Cluster `c` (not started), every member
+    and broker in its own namespace; starts it and yields (c, lab, nodes).
+    On the way out: every cut healed, paused brokers resumed, the brokers'
+    logs copied into directory `keep_logs` if given, and the cluster closed
+    before the lab (a namespace goes with its last process)."""
+    try:
+        lab = NetnsLab()  # skips the test where namespaces cannot be made
+    except BaseException:
+        c.close()
+        raise
+    with lab:
+        try:
+            nodes = lab.place_cluster(c)
+            c.start()
+            yield c, lab, nodes
+        finally:
+            try:
+                lab.heal_all()
+                for n in c.node_ids:
+                    if c.broker(n).paused:
+                        c.resume(n)
+                if keep_logs:
+                    os.makedirs(keep_logs, exist_ok=True)
+                    for n in c.node_ids:
+                        shutil.copy(c.broker(n).log_path, os.path.join(keep_logs, f"broker-{n}.log"))
+            finally:
+                c.close()
+
 
 class Faults:
     """The cuts the fault tests make over a lab holding cluster `c`

@@ -82,7 +82,6 @@ three ways, two of them broker bugs since fixed:
 
 import os
 import random
-import shutil
 import struct
 import threading
 import time
@@ -95,7 +94,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cluster_harness import Cluster, _kstr, _request, produce_request
 from log_files import partition_dir, read_batches, read_hw_checkpoint
 import netns_harness
-from netns_harness import Faults, NetnsLab, watch_hold
+from netns_harness import Faults, watch_hold
 
 TOPIC = "netns"
 PARTITIONS = 3
@@ -423,30 +422,14 @@ def run_fault(c, faults, rng, kind, pids):
 
 @pytest.fixture
 def netns_cluster():
-    with NetnsLab() as lab:
-        c = Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
-                    extra_settings={"replica.lag.time.max.ms": str(LAG_MAX_MS),
-                                    "replica.fetch.wait.max.ms": "200",
-                                    "replica.fetch.backoff.ms": "200"})
-        try:
-            for n in c.node_ids:
-                c.broker(n).settings["broker.rack"] = f"rack-{n}"
-            nodes = lab.place_cluster(c)
-            c.start()
-            yield c, lab, nodes
-        finally:
-            try:
-                lab.heal_all()
-                for n in c.node_ids:
-                    if c.broker(n).paused:
-                        c.resume(n)
-                keep = os.environ.get("SLUICE_NETNS_KEEP_LOGS")
-                if keep:
-                    os.makedirs(keep, exist_ok=True)
-                    for n in c.node_ids:
-                        shutil.copy(c.broker(n).log_path, os.path.join(keep, f"broker-{n}.log"))
-            finally:
-                c.close()  # the processes first: a namespace goes with its last process
+    c = Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
+                extra_settings={"replica.lag.time.max.ms": str(LAG_MAX_MS),
+                                "replica.fetch.wait.max.ms": "200",
+                                "replica.fetch.backoff.ms": "200"})
+    for n in c.node_ids:
+        c.broker(n).settings["broker.rack"] = f"rack-{n}"
+    with netns_harness.placed_cluster(c, os.environ.get("SLUICE_NETNS_KEEP_LOGS")) as placed:
+        yield placed
 
 
 def test_mixed_network_faults_lose_nothing_and_replicas_agree(netns_cluster):
