@@ -35,8 +35,11 @@ at the time): SIGKILL and restart of a partition leader (leader_kill) or of
 a producer's transaction coordinator (coordinator_kill, FindCoordinator key
 type 1); SIGSTOP of one of them past the session timeout (pause); a leader
 cut off from its followers; a broker cut off from etcd; the controller
-isolated from everybody; a 1|2 split of brokers and etcd members. After
-each heal the test waits for full ISRs.
+isolated from everybody; a 1|2 split of brokers and etcd members; and a
+producer that stalls inside a transaction, some of its values written, for
+longer than its transaction timeout (producer_stall: the coordinator aborts
+the transaction and fences the producer, which then carries on as if
+nothing happened). After each heal the test waits for full ISRs.
 
 Checks at the end, after the load stopped, every cut healed and full ISRs
 (each an anomaly kind in the summary; the test asserts none):
@@ -111,8 +114,11 @@ PROGRESS_S = 120          # a commit of every producer after the last heal
 # The coordinator's timeout abort (transaction timeout, its 10 s sweep)
 # and marker retries, on a busy two-core machine.
 LSO_BOUND_S = TXN_TIMEOUT_MS / 1000 + 70
+# A producer's stall inside a transaction: past its timeout and the
+# coordinator's 10 s sweep for timed-out transactions.
+STALL_S = TXN_TIMEOUT_MS / 1000 + 15
 KINDS = ["leader_kill", "coordinator_kill", "pause", "leader_followers_cut", "etcd_cut",
-         "controller_isolated", "split"]
+         "controller_isolated", "split", "producer_stall"]
 CI_FAULTS = 8
 LONG_FAULTS = int(os.environ.get("SLUICE_TXN_FAULTS", "0"))
 SEED = int(os.environ.get("SLUICE_TXN_FAULTS_SEED", str(int(time.time() * 1000) % 1_000_000)))
@@ -143,6 +149,9 @@ class Txn:
     note: str = ""
     inputs: list = field(default_factory=list)    # read-process-write: (partition, offset) consumed
     told_by_offsets: str = ""                     # read-process-write, unknown: what the offsets said
+
+    def add_note(self, text):
+        self.note = f"{self.note}; {text}" if self.note else text
 
 
 # ------------------------------------------------------------ cluster views
@@ -228,6 +237,9 @@ class Workload:
         self.rpw_rewinds = 0
         self.last_commit = {}            # thread -> monotonic time of its last commit
         self.final_group_offsets = None  # set by the test at the end
+        self.stall_asked = [threading.Event() for _ in range(PRODUCERS)]
+        self.stall_done = [threading.Event() for _ in range(PRODUCERS)]
+        self.stalled = []                # (transaction, outcome, note) of each stalled one
         names = [f"producer-{k}" for k in range(PRODUCERS)] + ["rpw", "feeder", "reader"]
         targets = [(self._produce, k) for k in range(PRODUCERS)] + \
                   [(self._rpw, None), (self._feed, None), (self._read, None)]
@@ -305,7 +317,8 @@ class Workload:
             err = e.args[0]
             self._note_error(err)
             if err.fatal() or not err.txn_requires_abort() and not recoverable(err):
-                txn.outcome, txn.note = "aborted", f"before commit: {err.name()}"  # commit never asked
+                txn.outcome = "aborted"  # commit never asked
+                txn.add_note(f"before commit: {err.name()}")
                 return True
             commit = False
         if commit:
@@ -320,11 +333,12 @@ class Workload:
                     err = e.args[0]
                     self._note_error(err)
                     if err.txn_requires_abort():
-                        txn.note = f"commit: {err.name()}, aborted"
+                        txn.add_note(f"commit: {err.name()}, aborted")
                         break
                     if recoverable(err) and time.monotonic() < deadline:
                         continue
-                    txn.outcome, txn.note = "unknown", f"commit: {err.name()}"
+                    txn.outcome = "unknown"
+                    txn.add_note(f"commit: {err.name()}")
                     return True
         deadline = time.monotonic() + COMMIT_DEADLINE_S
         while True:
@@ -339,7 +353,7 @@ class Workload:
                     continue
                 # Without a commit asked for, the transaction cannot commit.
                 txn.outcome = "unknown" if txn.commit_asked else "aborted"
-                txn.note += f"; abort: {err.name()}"
+                txn.add_note(f"abort: {err.name()}")
                 return True
 
     def _begin(self, name, who):
@@ -366,6 +380,8 @@ class Workload:
 
             def body(p, txn=txn, plan=plan):
                 for i, (part, _) in enumerate(plan):
+                    if i == len(plan) // 2 and self.stall_asked[k].is_set():
+                        self._stall(k, p, txn)
                     v = f"{txn.name}-{i}"
                     while True:
                         try:
@@ -376,12 +392,39 @@ class Workload:
                     txn.values.append((TOPIC, part, v))
                 p.poll(0)
 
-            replace = self._run(p, txn, body, commit=rng.random() >= ABORT_SHARE)
+            # A stalled transaction asks to commit: the coordinator aborted it meanwhile.
+            commit = rng.random() >= ABORT_SHARE or self.stall_asked[k].is_set()
+            replace = self._run(p, txn, body, commit=commit)
             if txn.outcome == "committed":
                 self._committed(who)
+            if self.stall_asked[k].is_set() and self.stall_done[k].is_set():
+                with self.lock:
+                    self.stalled.append((txn.name, txn.outcome, txn.note))
+                self.stall_asked[k].clear()
             if replace:
                 p = self._replace(p, tid, who)
             time.sleep(rng.uniform(0.02, 0.1))
+
+    def _stall(self, k, p, txn):
+        """Producer k stops inside `txn` for longer than its transaction
+        timeout, as an application in a long pause, with some of its values
+        in the logs; then it carries on as if nothing happened."""
+        txn.add_note("stalled")
+        p.flush(CALL_TIMEOUT_S)
+        self.stop.wait(STALL_S)
+        self.stall_done[k].set()
+
+    def stall(self, k):
+        """Asks producer k to stall in its next transaction; returns once
+        that transaction has ended (False if it never did)."""
+        self.stall_done[k].clear()
+        self.stall_asked[k].set()
+        deadline = time.monotonic() + STALL_S + COMMIT_DEADLINE_S + 2 * CALL_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.stall_done[k].is_set() and not self.stall_asked[k].is_set():
+                return True
+            time.sleep(0.2)
+        return False
 
     # -------------------------------------------------- read-process-write
 
@@ -538,7 +581,7 @@ def plan(rng, count):
     return (out + [rng.choice(KINDS) for _ in range(count)])[:count]
 
 
-def run_fault(c, faults, rng, kind):
+def run_fault(c, w, faults, rng, kind):
     """Makes one fault of `kind` and heals it; returns (what, healed at)."""
     leaders = leaders_of(c)
     part = rng.randrange(PARTITIONS)
@@ -549,6 +592,11 @@ def run_fault(c, faults, rng, kind):
     def coordinator():
         return c.wait_for(lambda: coordinator_of(c, tid, 1), FAILOVER_S, f"a live coordinator of {tid}")
 
+    if kind == "producer_stall":
+        k = rng.randrange(PRODUCERS)
+        ended = w.stall(k)
+        return (f"producer {k} stalled {STALL_S:.0f}s inside a transaction"
+                f"{'' if ended else ', which had not ended ' + str(COMMIT_DEADLINE_S) + 's later'}"), time.monotonic()
     if kind in ("leader_kill", "coordinator_kill"):
         victim = leaders[part] if kind == "leader_kill" else coordinator()
         c.kill(victim)
@@ -779,7 +827,7 @@ def test_transactions_under_faults(txn_cluster):
                    "a first commit of every producer and of the read-process-write stage")
         for i, kind in enumerate(plan(rng, count)):
             t0 = time.monotonic()
-            what, healed_at = run_fault(c, faults, rng, kind)
+            what, healed_at = run_fault(c, w, faults, rng, kind)
             c.wait_for(lambda: full_isr(c), STEADY_S, f"full ISRs after fault {i} ({what})")
             report.append((i, kind, what))
             print(f"fault {i:3d} {kind:21s} {what}; took {healed_at - t0:4.1f}s, full ISRs "
@@ -824,6 +872,7 @@ def test_transactions_under_faults(txn_cluster):
           f"{lso_took:.1f}s after the load stopped; producers replaced {dict(w.recreated)}; client errors "
           f"{dict(w.errors)}; reader errors {dict(w.read_errors)}", flush=True)
     noted = [f"{n}: {t.outcome}, {t.note}" for n, t in w.txns.items() if t.note]
+    print(f"stalled transactions (transaction, outcome as the client saw it, errors): {w.stalled}", flush=True)
     print(f"transactions that met errors ({len(noted)}; commit asked, then aborted: "
           f"{sum(1 for t in w.txns.values() if t.commit_asked and t.outcome == 'aborted')}): {noted[:12]}",
           flush=True)
