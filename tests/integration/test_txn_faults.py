@@ -26,8 +26,9 @@ Load (confluent-kafka-python over Debian's librdkafka 2.0.2):
   require_stable, KIP-447): they must be the new positions once a commit
   returned and the old ones after an abort; after an unknown outcome they
   say which it was, and the consumer resumes from them.
-- A read_committed consumer reading TOPIC and OUT_TOPIC from the start
-  throughout, recording every value it was handed and where.
+- Two read_committed consumers reading TOPIC and OUT_TOPIC from the start
+  throughout, one assigned every partition, one a group member committing
+  its offsets, recording every value they were handed and where.
 
 Faults, one at a time, drawn from a seeded RNG (the seed is printed;
 SLUICE_TXN_FAULTS_SEED replays the plan; victims follow the cluster's state
@@ -240,15 +241,15 @@ class Workload:
         self.stall_asked = [threading.Event() for _ in range(PRODUCERS)]
         self.stall_done = [threading.Event() for _ in range(PRODUCERS)]
         self.stalled = []                # (transaction, outcome, note) of each stalled one
-        names = [f"producer-{k}" for k in range(PRODUCERS)] + ["rpw", "feeder", "reader"]
+        names = [f"producer-{k}" for k in range(PRODUCERS)] + ["rpw", "feeder", "reader", "group-reader"]
         targets = [(self._produce, k) for k in range(PRODUCERS)] + \
-                  [(self._rpw, None), (self._feed, None), (self._read, None)]
+                  [(self._rpw, None), (self._feed, None), (self._read, False), (self._read, True)]
         self.threads = [threading.Thread(target=self._guard, args=t, name=n, daemon=True)
                         for n, t in zip(names, targets)]
 
     def _guard(self, fn, arg):
         try:
-            fn(arg) if arg is not None else fn()
+            fn() if arg is None else fn(arg)
         except BaseException as e:
             with self.lock:
                 self.thread_errors.append(f"{threading.current_thread().name}: {e!r}")
@@ -551,17 +552,26 @@ class Workload:
         p.flush(60)
         self.fed = i
 
-    def _read(self):
-        cons = Consumer({"bootstrap.servers": self.c.bootstrap, "group.id": "txn-faults-reader",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 2000,
-                         "fetch.wait.max.ms": 200})
-        cons.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in (TOPIC, OUT_TOPIC) for p in range(TOPICS[t])])
+    def _read(self, in_group):
+        """A read_committed reader of TOPIC and OUT_TOPIC: assigned every
+        partition from the start, or (`in_group`) a member of a group that
+        commits its offsets as it goes and resumes from them after faults."""
+        conf = {"bootstrap.servers": self.c.bootstrap, "isolation.level": "read_committed",
+                "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 2000, "fetch.wait.max.ms": 200}
+        if in_group:
+            cons = Consumer({**conf, "group.id": "txn-faults-group-reader", "enable.auto.commit": True,
+                             "auto.commit.interval.ms": 1000, "auto.offset.reset": "earliest",
+                             "session.timeout.ms": 10000})
+            cons.subscribe([TOPIC, OUT_TOPIC])
+        else:
+            cons = Consumer({**conf, "group.id": "txn-faults-reader", "enable.auto.commit": False})
+            cons.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in (TOPIC, OUT_TOPIC)
+                         for p in range(TOPICS[t])])
         try:
             while not self.stop.is_set():
                 for m in cons.consume(500, 0.2):
                     if m.error():
-                        self.read_errors[m.error().name()] += 1
+                        self.read_errors[f"{'group' if in_group else 'assigned'}:{m.error().name()}"] += 1
                         continue
                     key, v = (m.topic(), m.partition(), m.offset()), m.value().decode()
                     with self.lock:
