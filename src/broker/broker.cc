@@ -418,7 +418,23 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->groups->set_txn_verifier([&i = *i](const group::txn_producer& tp, int32_t p, std::function<void(errc)> done) {
     const txn::topic_partition offsets{std::string(group::offsets_topic), p};
     const int32_t coordinator = i.control ? i.txns->coordinator_of(tp.transactional_id) : i.cfg->node_id;
-    if (coordinator == i.cfg->node_id || !i.verifier) {
+    const bool here = coordinator == i.cfg->node_id || !i.verifier;
+    if (here && tp.add) {
+      txn::add_partitions_request a;
+      a.transactional_id = tp.transactional_id;
+      a.producer_id = tp.producer_id;
+      a.producer_epoch = tp.producer_epoch;
+      a.partitions = {offsets};
+      a.api_version = protocol::add_partitions_to_txn_request::max_version;
+      i.txns->add_partitions(a, [done = std::move(done)](const txn::answer& ans) {
+        done(ans.error == errc::not_coordinator || ans.error == errc::coordinator_load_in_progress ||
+                     ans.error == errc::concurrent_transactions
+                 ? errc::coordinator_not_available
+                 : ans.error);
+      });
+      return;
+    }
+    if (here) {
       auto v = i.txns->verify(tp.transactional_id, tp.producer_id, tp.producer_epoch, {offsets});
       if (v.error == errc::not_coordinator || v.error == errc::coordinator_load_in_progress ||
           v.error == errc::concurrent_transactions) {
@@ -435,7 +451,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
       done(errc::coordinator_not_available);
       return;
     }
-    kafka::txn_verifier::question q{tp.transactional_id, tp.producer_id, tp.producer_epoch, {offsets}};
+    kafka::txn_verifier::question q{tp.transactional_id, tp.producer_id, tp.producer_epoch, {offsets}, tp.add};
     i.verifier->ask(coordinator, std::move(q), [offsets, done = std::move(done)](const kafka::txn_verifier::answer& a) {
       auto it = a.find(offsets);
       switch (it == a.end() ? kafka::error_code::not_coordinator : it->second) {

@@ -209,7 +209,7 @@ TEST_F(BrokerTest, ApiVersionsListsWhatIsImplemented) {
       // are answered UNSUPPORTED_VERSION.
       produce = true;
       EXPECT_EQ(k.min_version, 0);
-      EXPECT_EQ(k.max_version, 11);
+      EXPECT_EQ(k.max_version, 12);
     }
     if (k.api_key == 1) {
       EXPECT_EQ(k.min_version, 4);
@@ -2127,6 +2127,182 @@ TEST_F(BrokerTest, AddPartitionsToTxnVerifyOnlyAnswersPerTransaction) {
   EXPECT_EQ(v4[key("tid-verify", 1)], 48);     // INVALID_TXN_STATE before v5
   auto fenced = verify(5, "tid-verify", pid.producer_id, static_cast<int16_t>(pid.producer_epoch + 1));
   EXPECT_EQ(fenced[key("tid-verify", 0)], 90);  // PRODUCER_FENCED
+
+  // Without verify_only (a leader adding for a producer of transaction
+  // version 2): vt-1 joins the transaction, answered once durable.
+  {
+    protocol::add_partitions_to_txn_request req;
+    auto& t = req.transactions.emplace_back();
+    t.transactional_id = "tid-verify";
+    t.producer_id = pid.producer_id;
+    t.producer_epoch = pid.producer_epoch;
+    t.verify_only = false;
+    t.topics.push_back({"vt", {1}});
+    auto r = c.call<protocol::add_partitions_to_txn_response>(req, 5);
+    ASSERT_EQ(r.results_by_transaction.size(), 1u);
+    EXPECT_EQ(r.results_by_transaction[0].topic_results.at(0).results_by_partition.at(0).partition_error_code, 0);
+  }
+  auto after = verify(5, "tid-verify", pid.producer_id, pid.producer_epoch);
+  EXPECT_EQ(after[key("tid-verify", 1)], 0);
+}
+
+// Transaction version 2 (KIP-890 part 2) beside version 1: ApiVersions
+// finalizes the feature at 2; a producer of version 2 sends no
+// AddPartitionsToTxn or AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5
+// have them added), and EndTxn v5 bumps its epoch and answers it.
+TEST_F(BrokerTest, TransactionVersionTwoAddsImplicitlyAndBumpsTheEpochAtTheEnd) {
+  client c(b_->port());
+  create(c, "tv2", 2);
+  auto versions = c.call<protocol::api_versions_response>(protocol::api_versions_request{}, 3);
+  ASSERT_EQ(versions.supported_features.size(), 1u);
+  EXPECT_EQ(versions.supported_features[0].name, "transaction.version");
+  EXPECT_EQ(versions.supported_features[0].max_version, 2);
+  ASSERT_EQ(versions.finalized_features.size(), 1u);
+  EXPECT_EQ(versions.finalized_features[0].max_version_level, 2);
+
+  auto retrying = [](auto call, auto code_of) {
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      auto r = call();
+      const int16_t e = code_of(r);
+      // COORDINATOR_LOAD_IN_PROGRESS (loads at start), CONCURRENT_TRANSACTIONS
+      // and NOT_ENOUGH_REPLICAS (the last transaction's markers in flight).
+      if ((e != 14 && e != 51 && e != 19) || until.passed()) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  const std::string tid = "tid-tv2";
+  protocol::init_producer_id_request ip;
+  ip.transactional_id = tid;
+  ip.transaction_timeout_ms = 60000;
+  auto pid = retrying([&] { return c.call<protocol::init_producer_id_response>(ip, 5); },
+                      [](const auto& r) { return r.error_code; });
+  ASSERT_EQ(pid.error_code, 0);
+  int16_t epoch = pid.producer_epoch;
+  int32_t seq = 0;
+  auto produce_v12 = [&](int32_t p, int16_t at_epoch) {
+    std::vector<pr::record_input> recs(2);
+    recs[0].value = std::vector<uint8_t>{1};
+    recs[1].value = std::vector<uint8_t>{2};
+    pr::batch_options o;
+    o.transactional = true;
+    o.producer_id = pid.producer_id;
+    o.producer_epoch = at_epoch;
+    o.base_sequence = seq;
+    auto b = pr::build_batch(o, recs);
+    EXPECT_TRUE(b.ok());
+    protocol::produce_request req;
+    req.transactional_id = tid;
+    req.acks = -1;
+    req.timeout_ms = 30000;
+    auto& t = req.topic_data.emplace_back();
+    t.name = "tv2";
+    auto& pd = t.partition_data.emplace_back();
+    pd.index = p;
+    pd.records = protocol::records_field::of(*b);
+    return retrying([&] { return c.call<protocol::produce_response>(req, 12); },
+                    [](const auto& r) { return r.responses.at(0).partition_responses.at(0).error_code; })
+        .responses.at(0)
+        .partition_responses.at(0)
+        .error_code;
+  };
+  auto end_v5 = [&](int16_t at_epoch, bool commit) {
+    protocol::end_txn_request r;
+    r.transactional_id = tid;
+    r.producer_id = pid.producer_id;
+    r.producer_epoch = at_epoch;
+    r.committed = commit;
+    return retrying([&] { return c.call<protocol::end_txn_response>(r, 5); },
+                    [](const auto& r) { return r.error_code; });
+  };
+  auto describe = [&] {
+    protocol::describe_transactions_request d;
+    d.transactional_ids = {tid};
+    return c.call<protocol::describe_transactions_response>(d, 0).transaction_states.at(0);
+  };
+
+  // Produce v12 to two partitions: both added without AddPartitionsToTxn.
+  ASSERT_EQ(produce_v12(0, epoch), 0);
+  ASSERT_EQ(produce_v12(1, epoch), 0);
+  seq += 2;
+  {
+    auto d = describe();
+    EXPECT_EQ(d.transaction_state, "Ongoing");
+    ASSERT_EQ(d.topics.size(), 1u);
+    EXPECT_EQ(d.topics[0].partitions.size(), 2u);
+  }
+  // TxnOffsetCommit v5 without AddOffsetsToTxn.
+  {
+    protocol::txn_offset_commit_request r;
+    r.transactional_id = tid;
+    r.group_id = "tv2-group";
+    r.producer_id = pid.producer_id;
+    r.producer_epoch = epoch;
+    auto& t = r.topics.emplace_back();
+    t.name = "tv2";
+    auto& p = t.partitions.emplace_back();
+    p.partition_index = 0;
+    p.committed_offset = 7;
+    auto resp = retrying([&] { return c.call<protocol::txn_offset_commit_response>(r, 5); },
+                         [](const auto& r) { return r.topics.at(0).partitions.at(0).error_code; });
+    EXPECT_EQ(resp.topics.at(0).partitions.at(0).error_code, 0);
+  }
+  // EndTxn v5: committed, the epoch bumped and answered.
+  auto ended = end_v5(epoch, true);
+  ASSERT_EQ(ended.error_code, 0);
+  EXPECT_EQ(ended.producer_id, pid.producer_id);
+  EXPECT_EQ(ended.producer_epoch, epoch + 1);
+  // Its retry (the epoch before the bump) is answered the same.
+  auto retried = end_v5(epoch, true);
+  EXPECT_EQ(retried.error_code, 0);
+  EXPECT_EQ(retried.producer_epoch, epoch + 1);
+  // A late write of the ended transaction, at its old epoch, is fenced by
+  // the markers' bumped epoch (KAFKA-17754's hazard closed).
+  EXPECT_NE(produce_v12(0, epoch), 0);
+  // The next transaction at the new epoch, aborted.
+  epoch = ended.producer_epoch;
+  seq = 0;
+  ASSERT_EQ(produce_v12(1, epoch), 0);
+  auto aborted = end_v5(epoch, false);
+  ASSERT_EQ(aborted.error_code, 0);
+  EXPECT_EQ(aborted.producer_epoch, epoch + 1);
+  {
+    // EndTxn answers once PrepareAbort is durable; the markers follow.
+    const deadline until(10'000, sluice::clock::system());
+    std::string state;
+    while ((state = describe().transaction_state) == "PrepareAbort" && !until.passed())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(state, "CompleteAbort");
+  }
+
+  // read_committed: the first transaction's four records, none of the
+  // aborted one.
+  const deadline until(10'000, sluice::clock::system());
+  int64_t committed_records = 0;
+  for (;;) {
+    committed_records = 0;
+    for (int32_t p = 0; p < 2; ++p) {
+      auto f = fetch_req(0, -1);
+      add_partition(f, "tv2", p, 0);
+      f.isolation_level = 1;
+      auto r = c.call<protocol::fetch_response>(f, 11);
+      const auto& part = r.responses.at(0).partitions.at(0);
+      if (part.last_stable_offset != part.high_watermark) committed_records = -100;
+      auto batches = pr::split_batches(part.records.view());
+      ASSERT_TRUE(batches.ok());
+      for (const auto& b : *batches) {
+        auto d = pr::decode_batch(b);
+        ASSERT_TRUE(d.ok());
+        if (d->header.is_control()) continue;
+        const bool in_aborted = part.aborted_transactions && !part.aborted_transactions->empty() &&
+                                d->header.base_offset.value() >= (*part.aborted_transactions)[0].first_offset;
+        if (!in_aborted) committed_records += static_cast<int64_t>(d->records.size());
+      }
+    }
+    if (committed_records == 4 || until.passed()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(committed_records, 4);
 }
 
 TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {

@@ -375,6 +375,7 @@ result<broker_config> make_broker_config(config_map static_values,
   b.group_max_size = i32("group.max.size");
   b.group_initial_rebalance_delay_ms = i32("group.initial.rebalance.delay.ms");
   b.offsets_topic_num_partitions = i32("offsets.topic.num.partitions");
+  b.transaction_version = static_cast<int16_t>(i64("transaction.version"));
   b.offsets_topic_replication_factor =
       static_cast<int16_t>(i64("offsets.topic.replication.factor"));
   b.offsets_retention_minutes = i32("offsets.retention.minutes");

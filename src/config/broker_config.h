@@ -105,6 +105,9 @@ struct broker_config {
   int32_t group_max_size = 0;
   int32_t group_initial_rebalance_delay_ms = 0;
   int32_t offsets_topic_num_partitions = 0;
+  // transaction.version: the finalized level of the feature advertised in
+  // ApiVersions (1 or 2).
+  int16_t transaction_version = 2;
   int32_t offsets_retention_minutes = 0;
   int64_t offsets_retention_check_interval_ms = 0;
   int32_t offsets_commit_timeout_ms = 0;

@@ -161,6 +161,7 @@ TEST(broker_config, defaults) {
   EXPECT_EQ(b.group_max_session_timeout_ms, 1800000);
   EXPECT_EQ(b.group_initial_rebalance_delay_ms, 3000);
   EXPECT_EQ(b.offsets_topic_num_partitions, 50);
+  EXPECT_EQ(b.transaction_version, 2);
   EXPECT_EQ(b.offsets_retention_minutes, 7 * 24 * 60);
   EXPECT_EQ(b.offsets_commit_timeout_ms, 5000);
   EXPECT_EQ(b.retention_headroom_alert_ms, 24ll * 3600 * 1000);

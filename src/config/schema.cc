@@ -383,6 +383,12 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("offsets.commit.timeout.ms", "", vt::int32, "5000", 1, i32_max, false,
                       "How long a write to __consumer_offsets (a commit, a group's assignment) "
                       "may wait to be committed before the request is answered with an error."));
+  s.push_back(int_row("transaction.version", "", vt::int16, "2", 1, 2, false,
+                      "The finalized level of the feature transaction.version that ApiVersions "
+                      "advertises: 2 lets clients that know it (Java 4.x, franz-go) use transaction "
+                      "version 2 (KIP-890 part 2: an epoch bump at every end, partitions added by "
+                      "their leaders); 1 pins them to version 1. Kafka sets it with its features "
+                      "tool; every broker of a cluster should say the same."));
   // ---- Operations.
   s.push_back(text_row("sluice.metrics.listener", "", vt::string, "127.0.0.1:9644", {}, 0, 0,
                        check_optional_address, false,

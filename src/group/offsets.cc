@@ -426,7 +426,7 @@ void offset_manager::txn_commit(const proto::txn_offset_commit_request& req, int
   const int64_t pid = req.producer_id;
   for (const auto& [k, v] : batch.applied) in_flight_[k].push_back(v.topic_id);
   ++txn_in_flight_[{part, pid}];
-  txn_producer producer{req.transactional_id, pid, req.producer_epoch};
+  txn_producer producer{req.transactional_id, pid, req.producer_epoch, version >= 5};
   partitions_.append_at(
       req.group_id, std::move(batch.records), std::move(producer),
       [this, resp, part, pid, wire, applied = std::move(batch.applied), written = std::move(batch.written),

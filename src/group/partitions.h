@@ -57,6 +57,9 @@ struct txn_producer {
   std::string transactional_id;
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
+  // TxnOffsetCommit v5 (transaction version 2): the producer sent no
+  // AddOffsetsToTxn, so its coordinator is asked to add the partition.
+  bool add = false;
 };
 
 // One entry read back from a partition of __consumer_offsets, in log order:

@@ -79,7 +79,7 @@ protocol::add_partitions_to_txn_request txn_verifier::build_request(const std::d
     t.transactional_id = p.q.transactional_id;
     t.producer_id = p.q.producer_id;
     t.producer_epoch = p.q.producer_epoch;
-    t.verify_only = true;
+    t.verify_only = !p.q.add;
     for (const auto& tp : p.q.partitions) {  // ordered by topic, then partition
       if (t.topics.empty() || t.topics.back().name != tp.topic) t.topics.emplace_back().name = tp.topic;
       t.topics.back().partitions.push_back(tp.partition);

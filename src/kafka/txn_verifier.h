@@ -1,10 +1,11 @@
 #pragma once
 
-// KIP-890 part 1 across brokers (docs/transactions.md, "Verification"): a
+// KIP-890 across brokers (docs/transactions.md, "Handlers and wiring"): a
 // partition leader that is not the coordinator of a producer's
 // transactional id asks the broker that is whether partitions are in the
 // producer's ongoing transaction, with AddPartitionsToTxn v5 and
-// verify_only, as Kafka's AddPartitionsToTxnManager does.
+// verify_only, as Kafka's AddPartitionsToTxnManager does; for a producer of
+// transaction version 2 it asks to add them instead (verify_only false).
 //
 // One thread sends. The questions queued for one broker go in one request,
 // one entry per transactional id (the request keys its entries by id: a
@@ -56,6 +57,9 @@ class txn_verifier {
     int64_t producer_id = -1;
     int16_t producer_epoch = -1;
     txn::partition_set partitions;
+    // Transaction version 2 (Produce v12, TxnOffsetCommit v5): add the
+    // partitions to the producer's transaction rather than only verify.
+    bool add = false;
   };
 
   explicit txn_verifier(endpoint_fn endpoints, int64_t timeout_ms);

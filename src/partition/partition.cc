@@ -894,11 +894,14 @@ status partition::note_ended_locked(const completed_txn& t) {
     std::lock_guard g(state_mu_);
     const offset hw = high_watermark();
     if (auto open = producers_.first_open_txn()) last_stable = std::min(last_stable, *open);
+    // Those the high watermark passed are stable for good; pruned here too,
+    // not only by the reads, or a partition nobody fetches from (a single
+    // broker, transactions produced and not yet consumed) keeps one per
+    // marker, and every marker scans them all.
+    std::erase_if(unreplicated_txns_, [&](const completed_txn& x) { return x.last < hw; });
     if (auto u = first_unreplicated_locked(hw)) last_stable = std::min(last_stable, *u);
-    if (t.last >= hw) {
-      unreplicated_txns_.push_back(t);
-      has_unreplicated_.store(true, std::memory_order_release);
-    }
+    if (t.last >= hw) unreplicated_txns_.push_back(t);
+    has_unreplicated_.store(!unreplicated_txns_.empty(), std::memory_order_release);
     publish_open_txns_locked();
   }
   if (!t.aborted) return {};
@@ -954,6 +957,11 @@ result<partition::aborted_answer> partition::aborted_transactions(offset from, o
 size_t partition::open_transactions() {
   std::lock_guard g(append_mu_);
   return producers_.open_txn_count();
+}
+
+size_t partition::unstable_ended_transactions() const {
+  std::lock_guard g(state_mu_);
+  return unreplicated_txns_.size();
 }
 
 void partition::on_durable(offset last, storage::durable_callback cb) { log_->on_durable(last, std::move(cb)); }

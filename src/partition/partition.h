@@ -146,6 +146,10 @@ class partition : public std::enable_shared_from_this<partition> {
   }
   // Transactions open here (DescribeProducers and /metrics).
   size_t open_transactions();
+  // Ended transactions whose marker the high watermark had not passed when
+  // last looked at: what the last stable offset still waits for. Bounded by
+  // the markers not yet replicated (tests).
+  size_t unstable_ended_transactions() const;
   // The id of the topic this partition belongs to: a request naming another
   // id reached it by a name that now belongs to a newer topic.
   const sluice::topic_id& topic_id() const { return topic_id_; }

@@ -330,5 +330,18 @@ TEST_F(PartitionTxn, AnAbortTheIndexLostInACrashIsFoundAgainInTheLog) {
   EXPECT_EQ(aborted(0, 10), std::vector<int64_t>{7});
 }
 
+// A partition nobody reads from (no fetch asks for its last stable offset)
+// does not keep every transaction it ever ended: one whose marker the high
+// watermark passed is dropped as later markers come.
+TEST_F(PartitionTxn, EndedTransactionsGoOnceTheHighWatermarkPassedTheirMarkers) {
+  for (int32_t seq = 0; seq < 100; ++seq) {
+    ASSERT_EQ(txn(5, seq).error, errc::ok);
+    ASSERT_EQ(marker(5, /*commit=*/seq % 2 == 0).error, errc::ok);
+  }
+  EXPECT_LE(part_->unstable_ended_transactions(), 1u) << "only the last marker may be above it";
+  EXPECT_EQ(part_->last_stable_offset(), part_->high_watermark());
+  EXPECT_EQ(part_->unstable_ended_transactions(), 0u);
+}
+
 }  // namespace
 }  // namespace sluice::cluster

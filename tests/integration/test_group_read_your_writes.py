@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+import platformatic_env
 from cluster_harness import Cluster, create_topics_request
 from group_wire import (NONE, RETRIABLE, find_coordinator, offset_commit, offset_fetch_v3,
                         offset_fetch_v9)
@@ -322,10 +323,11 @@ def test_real_clients_read_their_commits(cluster):
             assert [(tp.partition, tp.offset) for tp in got] == [(tp.partition, tp.offset) for tp in want]
         finally:
             consumer.close()
-        if not (PLATFORMATIC / "node_modules" / "@platformatic" / "kafka").is_dir():
+        if not platformatic_env.installed():
             continue
         for n in cluster.live_ids():
-            r = subprocess.run(["node", str(PLATFORMATIC / "list_group_offsets.mjs"),
+            # @platformatic/kafka 2.x runs on the Node.js its package.json pins.
+            r = subprocess.run([str(platformatic_env.node()), str(PLATFORMATIC / "list_group_offsets.mjs"),
                                 f"127.0.0.1:{cluster.broker(n).port}", group],
                                capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stderr[-3000:]

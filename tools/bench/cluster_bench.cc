@@ -23,15 +23,12 @@
 #include <optional>
 #include <thread>
 
-#include <arpa/inet.h>
 #include <librdkafka/rdkafka.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "child_process.h"
+#include "cluster_setup.h"
 #include "consume_phase.h"
 #include "jetstream.h"
 #include "kafka_util.h"
@@ -42,266 +39,6 @@ namespace sluice::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int kServers = 3;
-
-// Set by SIGINT or SIGTERM: phases end early, then the run unwinds (and
-// stops every server) with "interrupted".
-std::atomic<bool> g_interrupted{false};
-
-void on_signal(int) {
-  g_interrupted = true;
-}
-
-void check_interrupted() {
-  if (g_interrupted.load()) throw bench_error{"interrupted"};
-}
-
-// The temp directory all servers keep their data and logs in; removed last.
-struct temp_root {
-  std::string path;
-  explicit temp_root(const std::string& parent)
-      : path(parent + "/sluice-bench-cluster-" + std::to_string(::getpid())) {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-    fs::create_directories(path);
-  }
-  ~temp_root() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-// True if etcd on 127.0.0.1:port answers GET /health with "true" (it has a
-// leader) within a second.
-bool etcd_healthy(uint16_t port) {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return false;
-  timeval tv{1, 0};
-  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  std::string answer;
-  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(s, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(s, buf, sizeof buf, 0)) > 0;)
-        answer.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(s);
-  return answer.find("\"health\":\"true\"") != std::string::npos;
-}
-
-// Three etcd members, as tests/integration/etcd_harness.py starts them.
-class etcd_cluster {
- public:
-  etcd_cluster(const std::string& binary, const std::string& root) {
-    if (::access(binary.c_str(), X_OK) != 0)
-      throw bench_error{binary +
-                        " not found: install etcd-server (scripts/install-deps.sh) or "
-                        "give --etcd PATH"};
-    std::vector<uint16_t> client, peer;
-    std::string initial;
-    for (int i = 0; i < kServers; ++i) {
-      client.push_back(free_port());
-      peer.push_back(free_port());
-      initial += (i ? "," : "") + std::string("m") + std::to_string(i) +
-                 "=http://127.0.0.1:" + std::to_string(peer.back());
-    }
-    for (int i = 0; i < kServers; ++i) {
-      const auto c = "http://127.0.0.1:" + std::to_string(client[static_cast<size_t>(i)]);
-      const auto p = "http://127.0.0.1:" + std::to_string(peer[static_cast<size_t>(i)]);
-      const std::string name = "m" + std::to_string(i);
-      members_.push_back(std::make_unique<child_process>(
-          std::vector<std::string>{binary,
-                                   "--name",
-                                   name,
-                                   "--data-dir",
-                                   root + "/etcd-" + name,
-                                   "--listen-client-urls",
-                                   c,
-                                   "--advertise-client-urls",
-                                   c,
-                                   "--listen-peer-urls",
-                                   p,
-                                   "--initial-advertise-peer-urls",
-                                   p,
-                                   "--initial-cluster",
-                                   initial,
-                                   "--initial-cluster-state",
-                                   "new",
-                                   "--initial-cluster-token",
-                                   "sluice-bench-" + std::to_string(::getpid()),
-                                   "--heartbeat-interval",
-                                   "50",
-                                   "--election-timeout",
-                                   "500",
-                                   "--log-level",
-                                   "warn"},
-          root + "/etcd-" + name + ".log"));
-      members_.back()->start();
-      endpoints_ += (i ? "," : "") + c;
-    }
-    const int64_t deadline = now_ns() + 30'000'000'000;
-    for (int i = 0; i < kServers; ++i) {
-      auto& m = *members_[static_cast<size_t>(i)];
-      m.wait_listening(client[static_cast<size_t>(i)], 30);
-      while (!etcd_healthy(client[static_cast<size_t>(i)])) {
-        check_interrupted();
-        if (!m.running() || now_ns() > deadline)
-          throw bench_error{"etcd member m" + std::to_string(i) +
-                            " not healthy within 30 s; its log ends:\n" + m.log_tail()};
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-  }
-  ~etcd_cluster() {
-    for (auto it = members_.rbegin(); it != members_.rend(); ++it) (*it)->stop(SIGTERM);
-  }
-  const std::string& endpoints() const { return endpoints_; }
-
- private:
-  std::vector<std::unique_ptr<child_process>> members_;
-  std::string endpoints_;
-};
-
-// Brokers with node ids 1..3, as scripts/cluster.sh and
-// tests/integration/cluster_harness.py start them.
-class sluice_cluster {
- public:
-  sluice_cluster(const cluster_options& o, const std::string& root, const std::string& etcd) {
-    std::string bin = o.sluice_path;
-    if (bin.empty()) {
-      std::error_code ec;
-      bin = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "sluice").string();
-    }
-    if (::access(bin.c_str(), X_OK) != 0)
-      throw bench_error{bin + " not found: build the sluice target or give --sluice PATH"};
-    for (int id = 1; id <= kServers; ++id) {
-      const uint16_t port = free_port();
-      const std::string data = root + "/broker-" + std::to_string(id);
-      fs::create_directories(data);
-      std::vector<std::string> argv = {bin,
-                                       "serve",
-                                       "--node.id",
-                                       std::to_string(id),
-                                       "--listeners",
-                                       "PLAINTEXT://127.0.0.1:" + std::to_string(port),
-                                       "--log.dirs",
-                                       data,
-                                       "--sluice.metrics.listener",
-                                       "",
-                                       "--sluice.etcd.endpoints",
-                                       etcd,
-                                       "--sluice.etcd.session.timeout.ms",
-                                       std::to_string(o.session_timeout_ms)};
-      for (const auto& kv : o.broker_args) {
-        auto eq = kv.find('=');
-        if (eq == std::string::npos) throw bench_error{"--broker-arg " + kv + " is not KEY=VALUE"};
-        argv.push_back("--" + kv.substr(0, eq));
-        argv.push_back(kv.substr(eq + 1));
-      }
-      ports_.push_back(port);
-      data_dirs_.push_back(data);
-      brokers_.push_back(std::make_unique<child_process>(argv, data + ".log"));
-      brokers_.back()->start();
-    }
-    for (int id = 1; id <= kServers; ++id) wait_listening(id);
-    wait_all_registered(60);
-  }
-  ~sluice_cluster() {
-    for (auto it = brokers_.rbegin(); it != brokers_.rend(); ++it) (*it)->stop(SIGTERM);
-  }
-
-  std::string bootstrap() const {
-    std::string out;
-    for (auto p : ports_)
-      out += (out.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(p);
-    return out;
-  }
-  std::vector<pid_t> pids() const {
-    std::vector<pid_t> out;
-    for (const auto& b : brokers_) out.push_back(b->pid());
-    return out;
-  }
-  child_process& broker(int id) { return *brokers_[static_cast<size_t>(id - 1)]; }
-  void wait_listening(int id) const {
-    brokers_[static_cast<size_t>(id - 1)]->wait_listening(ports_[static_cast<size_t>(id - 1)], 90);
-  }
-
-  // Until Metadata lists every broker.
-  void wait_all_registered(double seconds) const {
-    client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap()));
-    const int64_t deadline = now_ns() + static_cast<int64_t>(seconds * 1e9);
-    for (;;) {
-      check_interrupted();
-      const rd_kafka_metadata_t* md = nullptr;
-      int n = 0;
-      if (rd_kafka_metadata(rk.get(), 0, nullptr, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        n = md->broker_cnt;
-      if (md) rd_kafka_metadata_destroy(md);
-      if (n == kServers) return;
-      if (now_ns() > deadline)
-        throw bench_error{"Metadata lists " + std::to_string(n) + " of " +
-                          std::to_string(kServers) + " brokers after " + fixed(seconds, 0) +
-                          " s; see the logs in " +
-                          fs::path(brokers_.front()->log_path()).parent_path().string()};
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
-
-  // The node id leading `partition` of `topic` in a fresh Metadata answer;
-  // -1 when none.
-  int leader_of(const std::string& topic, int partition) const {
-    client_ptr rk = make_client(RD_KAFKA_PRODUCER, base_conf(bootstrap()));
-    rd_kafka_topic_t* t = rd_kafka_topic_new(rk.get(), topic.c_str(), nullptr);
-    const rd_kafka_metadata_t* md = nullptr;
-    int leader = -1;
-    if (rd_kafka_metadata(rk.get(), 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        md->topic_cnt == 1)
-      for (int i = 0; i < md->topics[0].partition_cnt; ++i)
-        if (md->topics[0].partitions[i].id == partition)
-          leader = md->topics[0].partitions[i].leader;
-    if (md) rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(t);
-    return leader;
-  }
-
- private:
-  std::vector<std::unique_ptr<child_process>> brokers_;
-  std::vector<uint16_t> ports_;
-
- public:
-  // Bytes of `topic`'s segment files (*.log) in each broker's partition
-  // directories (DATA/logs/TOPIC-N), by node id - 1: what each broker
-  // stored of it, as leader or follower.
-  std::vector<uint64_t> topic_log_bytes(const std::string& topic) const {
-    std::vector<uint64_t> out;
-    for (const auto& dir : data_dirs_) {
-      uint64_t sum = 0;
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator(dir + "/logs", ec)) {
-        const std::string name = e.path().filename().string();
-        if (!e.is_directory() || name.size() <= topic.size() + 1 ||
-            name.compare(0, topic.size() + 1, topic + "-") != 0 ||
-            name.find_first_not_of("0123456789", topic.size() + 1) != std::string::npos)
-          continue;
-        for (const auto& f : fs::directory_iterator(e.path(), ec))
-          if (f.is_regular_file() && f.path().extension() == ".log") sum += f.file_size(ec);
-      }
-      out.push_back(sum);
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::string> data_dirs_;
-};
 
 // ---- One run of each --------------------------------------------------------
 
@@ -352,7 +89,7 @@ produce_spec sluice_spec(const cluster_options& o, const sluice_cluster& c,
   // Every partition, so every leader, at an even pace.
   s.round_robin_partitions = o.partitions;
   s.more_broker_pids = c.pids();
-  s.stop = &g_interrupted;
+  s.stop = &interrupted();
   return s;
 }
 
@@ -405,7 +142,7 @@ js_run run_jetstream(const cluster_options& o, jetstream_cluster& js, const std:
   js_run r;
   const js_publish_stats up =
       js.publish_phase(stream + "_UNLIMITED", o.replication_factor, 0, o.seconds, o.message_bytes,
-                       o.js_max_pending, &g_interrupted);
+                       o.js_max_pending, &interrupted());
   check_interrupted();
   if (up.acked == 0) throw bench_error{"JetStream acknowledged nothing: " + up.first_error};
   r.publish_msgs = up.msgs_per_s;
@@ -414,7 +151,7 @@ js_run run_jetstream(const cluster_options& o, jetstream_cluster& js, const std:
   r.first_error = up.first_error;
   const js_publish_stats fr =
       js.publish_phase(stream + "_RATE", o.replication_factor, o.rate, o.seconds, o.message_bytes,
-                       o.js_max_pending, &g_interrupted);
+                       o.js_max_pending, &interrupted());
   check_interrupted();
   if (fr.acked == 0) throw bench_error{"JetStream acknowledged nothing: " + fr.first_error};
   const latency l = latency_of(fr.publish_ms);
@@ -470,7 +207,7 @@ kill_result leader_kill(const cluster_options& o, sluice_cluster& c, const std::
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   k.killed = c.leader_of(topic, 0);
-  if (k.killed < 1 || k.killed > kServers) {
+  if (k.killed < 1 || k.killed > kClusterServers) {
     k.note = "no leader of partition 0 in Metadata";
     return k;
   }
@@ -478,7 +215,7 @@ kill_result leader_kill(const cluster_options& o, sluice_cluster& c, const std::
   kill_ns = now_ns();
   k.done = true;
   const int64_t deadline = kill_ns.load() + static_cast<int64_t>(o.failover_timeout * 1e9);
-  while (resume_ns.load() == 0 && now_ns() < deadline && !g_interrupted.load())
+  while (resume_ns.load() == 0 && now_ns() < deadline && !interrupted().load())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (resume_ns.load() > 0) {
     k.resume_seconds = static_cast<double>(resume_ns.load() - kill_ns.load()) / 1e9;
@@ -509,10 +246,7 @@ std::string us_text(double v) {
 }  // namespace
 
 int run_cluster(const cluster_options& o) {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  catch_interrupts();
   const int consumers =
       o.consumers > 0 ? o.consumers
                       : std::max(1, std::min(static_cast<int>(std::thread::hardware_concurrency()),
@@ -521,10 +255,11 @@ int run_cluster(const cluster_options& o) {
   temp_root root(o.dir);
   etcd_cluster etcd(o.etcd_path, root.path);
   check_interrupted();
-  sluice_cluster sluice(o, root.path, etcd.endpoints());
+  sluice_cluster sluice({o.sluice_path, o.broker_args, o.session_timeout_ms}, root.path,
+                        etcd.endpoints());
   check_interrupted();
   std::optional<jetstream_cluster> js;
-  if (o.jetstream) js.emplace(o.nats_path, root.path, kServers);
+  if (o.jetstream) js.emplace(o.nats_path, root.path, kClusterServers);
   check_interrupted();
 
   const std::string tag = std::to_string(::getpid());
@@ -573,7 +308,7 @@ int run_cluster(const cluster_options& o) {
   if (o.json) {
     json j = json::object();
     j["mode"] = "cluster";
-    j["brokers"] = kServers;
+    j["brokers"] = kClusterServers;
     j["partitions"] = o.partitions;
     j["replication_factor"] = o.replication_factor;
     j["min_insync_replicas"] = o.min_insync_replicas;
@@ -645,7 +380,7 @@ int run_cluster(const cluster_options& o) {
   std::printf(
       "sluice-bench cluster: %d Sluice brokers (etcd of 3) beside %d nats-server (JetStream), "
       "all on this machine; load average %.2f\n",
-      kServers, kServers, load_average_1m());
+      kClusterServers, kClusterServers, load_average_1m());
   std::printf(
       "Sluice: %d partitions, RF %d, min.insync.replicas %d, acks=all. JetStream: one stream, R%d, "
       "file storage, async publish (%d in flight). %zu-byte messages, %.1f s phases, %d run%s "
@@ -781,7 +516,7 @@ struct kept_logs {
     if (to.empty()) return;
     std::error_code ec;
     fs::create_directories(to, ec);
-    for (int id = 1; id <= kServers; ++id) {
+    for (int id = 1; id <= kClusterServers; ++id) {
       const auto from = fs::path(root) / ("broker-" + std::to_string(id) + ".log");
       fs::copy_file(from, fs::path(to) / from.filename(), fs::copy_options::overwrite_existing, ec);
       if (ec) std::fprintf(stderr, "--keep-logs: %s: %s\n", from.c_str(), ec.message().c_str());
@@ -796,21 +531,14 @@ std::string secs(double v) {
 }  // namespace
 
 int run_restart(const restart_options& o) {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  cluster_options co;
-  co.sluice_path = o.sluice_path;
-  co.dir = o.dir;
-  co.broker_args = o.broker_args;
-  co.session_timeout_ms = o.session_timeout_ms;
+  catch_interrupts();
   temp_root root(o.dir);
   // Destroyed after the brokers stopped (their logs complete), before root.
   const kept_logs keep{o.keep_logs, root.path};
   etcd_cluster etcd(o.etcd_path, root.path);
   check_interrupted();
-  sluice_cluster c(co, root.path, etcd.endpoints());
+  sluice_cluster c({o.sluice_path, o.broker_args, o.session_timeout_ms}, root.path,
+                   etcd.endpoints());
   check_interrupted();
 
   const std::string prefix = "restart-bench-" + std::to_string(::getpid()) + "-";
@@ -872,7 +600,7 @@ int run_restart(const restart_options& o) {
   if (o.json) {
     json j = json::object();
     j["mode"] = "restart";
-    j["brokers"] = kServers;
+    j["brokers"] = kClusterServers;
     j["partitions"] = total;
     j["topics"] = topics;
     j["session_timeout_ms"] = o.session_timeout_ms;

@@ -29,12 +29,14 @@ double consume_rate(const consume_result& c) {
 void consume(const std::string& bootstrap, const std::string& topic, partition_range parts_to_read,
              bool record_e2e, const std::atomic<bool>& producing,
              const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out,
-             std::atomic<uint64_t>* together, std::atomic<bool>* ready) {
+             std::atomic<uint64_t>* together, std::atomic<bool>* ready,
+             const std::vector<std::string>& props) {
   try {
     rd_kafka_conf_t* c = base_conf(bootstrap);
     set(c, "group.id", "sluice-bench-" + std::to_string(::getpid()));
     set(c, "enable.auto.commit", "false");
     set(c, "auto.offset.reset", "earliest");
+    set_all(c, props);
     client_ptr rk = make_client(RD_KAFKA_CONSUMER, c);
     rd_kafka_poll_set_consumer(rk.get());
     parts_ptr parts(rd_kafka_topic_partition_list_new(parts_to_read.count));
@@ -111,7 +113,8 @@ consume_result merged(const std::vector<consume_result>& all) {
 
 catch_up_result catch_up(const std::string& bootstrap, const std::string& topic, int partitions,
                          int consumers, uint64_t expected_msgs,
-                         const std::vector<pid_t>& broker_pids) {
+                         const std::vector<pid_t>& broker_pids,
+                         const std::vector<std::string>& props) {
   catch_up_result out;
   std::atomic<uint64_t> expected{expected_msgs};
   std::vector<consume_result> cus(static_cast<size_t>(consumers));
@@ -138,7 +141,7 @@ catch_up_result catch_up(const std::string& bootstrap, const std::string& topic,
       readers.emplace_back([&, i] {
         consume(bootstrap, topic, share_of(partitions, consumers, i), false, not_producing,
                 expected, deadline, cus[static_cast<size_t>(i)],
-                consumers > 1 ? &together : nullptr);
+                consumers > 1 ? &together : nullptr, nullptr, props);
       });
     for (auto& t : readers) t.join();
   }

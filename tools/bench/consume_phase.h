@@ -39,11 +39,14 @@ struct partition_range {
 // `deadline_ns`. Consumers that share the topic's partitions share
 // `together`, the messages all of them got, and each stops once it reaches
 // `expected`; a lone consumer passes null. Sets `ready` once it has assigned
-// the partitions and polled once.
+// the partitions and polled once. `props` (KEY=VALUE) override the
+// consumer's librdkafka settings, e.g. isolation.level (librdkafka's
+// default is read_committed).
 void consume(const std::string& bootstrap, const std::string& topic, partition_range parts_to_read,
              bool record_e2e, const std::atomic<bool>& producing,
              const std::atomic<uint64_t>& expected, int64_t deadline_ns, consume_result& out,
-             std::atomic<uint64_t>* together = nullptr, std::atomic<bool>* ready = nullptr);
+             std::atomic<uint64_t>* together = nullptr, std::atomic<bool>* ready = nullptr,
+             const std::vector<std::string>& props = {});
 
 // Consumer `i` of `n` sharing `partitions`: a range, the first ones one
 // partition longer when they do not divide evenly.
@@ -63,9 +66,10 @@ struct catch_up_result {
 // Reads the whole topic, `expected_msgs` messages, from the beginning with
 // `consumers` consumers sharing its partitions in ranges, each its own
 // client, so its own fetch thread. `broker_pids`: the brokers whose CPU is
-// summed (none measured when one of them is 0 or gone).
+// summed (none measured when one of them is 0 or gone). `props`: as consume's.
 catch_up_result catch_up(const std::string& bootstrap, const std::string& topic, int partitions,
                          int consumers, uint64_t expected_msgs,
-                         const std::vector<pid_t>& broker_pids);
+                         const std::vector<pid_t>& broker_pids,
+                         const std::vector<std::string>& props = {});
 
 }  // namespace sluice::bench

@@ -1,8 +1,9 @@
 // sluice-bench: prints performance figures of the partition log (`storage`),
 // of a running broker (`broker`), of consumer groups on it (`group`), of the
 // log cleaner (`compaction`) and of produce under retention and compaction
-// (`maintenance`, against the same run without them) and of a replicated
-// three-broker cluster (`cluster`, beside NATS JetStream); the others beside
+// (`maintenance`, against the same run without them), of a replicated
+// three-broker cluster (`cluster`, beside NATS JetStream) and of
+// transactions against the idempotent producer (`txn`); the others beside
 // the machine's own limits measured in the same run. Not a timed test: it asserts
 // nothing about speed.
 
@@ -19,6 +20,7 @@
 #include "group_bench.h"
 #include "maintenance_bench.h"
 #include "storage_bench.h"
+#include "txn_bench.h"
 
 namespace {
 
@@ -232,8 +234,52 @@ int main(int argc, char** argv) {
   rs->add_option("--keep-logs", ro.keep_logs,
                  "copy the brokers' logs into this directory at the end (where the time went)");
 
+  sluice::bench::txn_options to;
+  auto* tx = app.add_subcommand(
+      "txn",
+      "transactional produce against idempotent produce, EndTxn latency, read_committed against "
+      "read_uncommitted catch-up reads; three brokers (etcd of three) or one");
+  add_report_options(tx, to.json, to.repeats, "measured runs after an uncounted warm-up (medians)");
+  tx->add_flag("--single-node", to.single_node, "one broker without etcd instead of three");
+  tx->add_option("--sluice", to.sluice_path, "the sluice binary (default: beside this one)");
+  tx->add_option("--etcd", to.etcd_path, "the etcd binary")->capture_default_str();
+  tx->add_option("--dir", to.dir, "parent of the temp dir of every server's data")
+      ->capture_default_str();
+  tx->add_option("--broker-arg", to.broker_args,
+                 "KEY=VALUE setting for every broker, passed as --KEY VALUE (repeatable)");
+  tx->add_option("--session-timeout-ms", to.session_timeout_ms,
+                 "the brokers' sluice.etcd.session.timeout.ms")
+      ->capture_default_str();
+  tx->add_option("--partitions", to.partitions, "partitions of each topic")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  tx->add_option("--replication-factor", to.replication_factor,
+                 "replicas of each topic (default: 3, or 1 with --single-node)")
+      ->check(CLI::Range(1, 3));
+  tx->add_option("--min-insync-replicas", to.min_insync_replicas,
+                 "the topics' min.insync.replicas (default: 2, or 1 with --single-node)")
+      ->check(CLI::Range(1, 3));
+  tx->add_option("--message-bytes", to.message_bytes, "payload bytes")
+      ->check(CLI::Range(8, 1 << 20))
+      ->capture_default_str();
+  tx->add_option("--messages-per-txn", to.messages_per_txn,
+                 "messages of each transaction (and of each batch awaited by the idempotent "
+                 "batched phase)")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  tx->add_option("--producers", to.producers, "producers of each phase (0: one per core)")
+      ->check(CLI::Range(0, 1000));
+  tx->add_option("--seconds", to.seconds, "length of each produce phase")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  tx->add_option("--read-pairs", to.read_pairs,
+                 "read_uncommitted/read_committed catch-up read pairs per run")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (tx->parsed()) return sluice::bench::run_txn(to);
     if (rs->parsed()) return sluice::bench::run_restart(ro);
     if (cl->parsed()) return sluice::bench::run_cluster(clo);
     if (mt->parsed()) return sluice::bench::run_maintenance(mo);

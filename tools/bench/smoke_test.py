@@ -9,6 +9,7 @@ usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py maintenance SLUICE_BENCH SLUICE
        smoke_test.py cluster SLUICE_BENCH SLUICE   (exit 77, skipped, without nats-server or etcd)
        smoke_test.py restart SLUICE_BENCH SLUICE   (exit 77, skipped, without etcd)
+       smoke_test.py txn SLUICE_BENCH SLUICE       (one broker)
 """
 import json
 import os
@@ -211,6 +212,34 @@ def restart(bench, sluice):
             sys.exit(f"{k}: not within the timeout: {j}")
 
 
+def txn(bench, sluice):
+    with tempfile.TemporaryDirectory() as d:
+        j = run([bench, "txn", "--single-node", "--sluice", sluice, "--dir", d, "--json", "--partitions", "4",
+                 "--messages-per-txn", "10", "--producers", "2", "--seconds", "0.5", "--read-pairs", "1",
+                 "--repeats", "1"])
+        left = os.listdir(d)
+        if left:
+            sys.exit(f"the txn mode left {left} in its --dir")
+    need(j, ["mode", "brokers", "partitions", "replication_factor", "messages_per_txn", "producers",
+             "idempotent_msgs_per_s", "idempotent_batched_msgs_per_s", "transactional_msgs_per_s",
+             "transactions", "aborted_transactions", "end_txn_latency_ms", "txn_messages_acked_ms",
+             "consume_read_uncommitted_msgs_per_s", "consume_read_committed_msgs_per_s", "cpu_us_per_msg",
+             "raw", "ratios", "targets_met"], "txn")
+    if (j["brokers"], j["partitions"], j["replication_factor"], j["messages_per_txn"], j["producers"]) != (1, 4, 1, 10, 2):
+        sys.exit(f"not the run asked for: {j}")
+    need(j["end_txn_latency_ms"], ["p50", "p99", "max"], "end_txn_latency_ms")
+    need(j["ratios"], ["transactional_vs_idempotent", "idempotent_batched_vs_idempotent",
+                       "read_committed_vs_read_uncommitted"], "ratios")
+    need(j["targets_met"], ["transactional_at_least_0_7_of_idempotent", "end_txn_p99_under_20ms",
+                            "read_committed_at_least_0_9_of_uncommitted"], "targets_met")
+    if j["transactions"] <= 0 or j["end_txn_latency_ms"]["p50"] <= 0:
+        sys.exit(f"no transaction was committed: {j}")
+    for k in ["idempotent_msgs_per_s", "idempotent_batched_msgs_per_s", "transactional_msgs_per_s",
+              "consume_read_uncommitted_msgs_per_s", "consume_read_committed_msgs_per_s"]:
+        if j[k] <= 0:
+            sys.exit(f"{k}: nothing went through: {j}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "storage":
         storage(sys.argv[2])
@@ -222,6 +251,8 @@ if __name__ == "__main__":
         cluster(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "restart":
         restart(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "txn":
+        txn(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "group":
         group(sys.argv[2], sys.argv[3])
     else:

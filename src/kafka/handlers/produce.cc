@@ -323,7 +323,24 @@ void handle_produce(request req) {
   txn::partition_set asked;
   for (const auto& u : run->waiting) asked.insert(u.tp);
   const std::string& txn_id = *body->transactional_id;
+  // Produce v12 comes from a producer of transaction version 2, which sends
+  // no AddPartitionsToTxn: the coordinator is asked to add the partitions.
+  const bool add = r.version() >= 12;
   const int32_t coordinator = svc.txn ? svc.txn->coordinator_of(txn_id) : -1;
+  if (svc.txn && add && (coordinator == svc.node_id || !svc.control)) {
+    txn::add_partitions_request a;
+    a.transactional_id = txn_id;
+    a.producer_id = *txn_producer_id;
+    a.producer_epoch = *txn_producer_epoch;
+    a.partitions = asked;
+    a.api_version = protocol::add_partitions_to_txn_request::max_version;
+    svc.txn->add_partitions(a, [run, asked, clk = svc.clk](const txn::answer& ans) {
+      std::map<txn::topic_partition, error_code> answer;
+      for (const auto& tp : asked) answer[tp] = to_kafka_error(ans.error);
+      verified(run, answer, clk->now_ms());
+    });
+    return;
+  }
   if (svc.txn && (coordinator == svc.node_id || !svc.control)) {
     const auto v = svc.txn->verify(txn_id, *txn_producer_id, *txn_producer_epoch, asked);
     std::map<txn::topic_partition, error_code> answer;
@@ -346,6 +363,7 @@ void handle_produce(request req) {
   q.producer_id = *txn_producer_id;
   q.producer_epoch = *txn_producer_epoch;
   q.partitions = std::move(asked);
+  q.add = add;
   svc.verifier->ask(coordinator, std::move(q), [run, clk = svc.clk](const kafka::txn_verifier::answer& a) {
     verified(run, a, clk->now_ms());
   });

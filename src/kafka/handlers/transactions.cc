@@ -10,6 +10,7 @@
 // INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE.
 
 #include <memory>
+#include <mutex>
 
 #include "group/records.h"
 #include "kafka/dispatcher.h"
@@ -32,16 +33,36 @@ struct deferred {
 }  // namespace
 
 // AddPartitionsToTxn v4+, broker to broker (KIP-890): each transaction's
-// partitions verified (verify_only) or added, with one code per partition.
-// Adding is transaction version 2's implicit add: until Sluice advertises
-// it, a broker never sends it.
+// partitions verified (verify_only) or added (transaction version 2: the
+// partition leader adds for the producer, whose Produce v12 or TxnOffsetCommit
+// v5 named them), with one code per partition. The answer goes once every
+// add's record is durable.
 void handle_add_partitions_batched(request req, protocol::add_partitions_to_txn_request body) {
-  protocol::add_partitions_to_txn_response resp;
+  struct batched {
+    request req;
+    protocol::add_partitions_to_txn_response resp;
+    std::mutex mu;
+    int waiting = 1;  // one per add in flight, plus the handler's own
+    void done() {
+      {
+        std::lock_guard g(mu);
+        if (--waiting > 0) return;
+      }
+      req.respond(resp);
+    }
+  };
+  auto b = std::make_shared<batched>();
   const bool abortable_ok = req.version() >= 5;
-  for (const auto& t : body.transactions) {
-    auto& out = resp.results_by_transaction.emplace_back();
-    out.transactional_id = t.transactional_id;
-    auto fill = [&](auto code_of) {
+  const int16_t version = req.version();
+  b->req = std::move(req);
+  txn::service* svc = b->req.svc->txn;
+  b->resp.results_by_transaction.resize(body.transactions.size());
+  for (size_t i = 0; i < body.transactions.size(); ++i) {
+    const auto& t = body.transactions[i];
+    // Fills entry i from a code per partition; under b->mu once adds run.
+    auto fill = [b, i, t](auto code_of) {
+      auto& out = b->resp.results_by_transaction[i];
+      out.transactional_id = t.transactional_id;
       for (const auto& topic : t.topics) {
         auto& tr = out.topic_results.emplace_back();
         tr.name = topic.name;
@@ -52,18 +73,38 @@ void handle_add_partitions_batched(request req, protocol::add_partitions_to_txn_
         }
       }
     };
-    if (!req.svc->txn) {
+    if (!svc) {
       fill([](const std::string&, int32_t) { return error_code::coordinator_not_available; });
-      continue;
-    }
-    if (!t.verify_only) {
-      fill([](const std::string&, int32_t) { return error_code::invalid_request; });
       continue;
     }
     txn::partition_set asked;
     for (const auto& topic : t.topics)
       for (int32_t p : topic.partitions) asked.insert({topic.name, p});
-    const auto v = req.svc->txn->verify(t.transactional_id, t.producer_id, t.producer_epoch, asked);
+    if (!t.verify_only) {
+      txn::add_partitions_request r;
+      r.transactional_id = t.transactional_id;
+      r.producer_id = t.producer_id;
+      r.producer_epoch = t.producer_epoch;
+      r.partitions = std::move(asked);
+      r.api_version = version;
+      {
+        std::lock_guard g(b->mu);
+        ++b->waiting;
+      }
+      svc->add_partitions(r, [b, fill, abortable_ok](const txn::answer& a) {
+        {
+          std::lock_guard g(b->mu);
+          fill([&](const std::string&, int32_t) {
+            const error_code e = to_kafka_error(a.error);
+            return e == error_code::transaction_abortable && !abortable_ok ? error_code::invalid_txn_state : e;
+          });
+        }
+        b->done();
+      });
+      continue;
+    }
+    const auto v = svc->verify(t.transactional_id, t.producer_id, t.producer_epoch, asked);
+    std::lock_guard g(b->mu);
     fill([&](const std::string& name, int32_t p) {
       if (v.error != errc::ok) return to_kafka_error(v.error);
       auto it = v.partitions.find({name, p});
@@ -72,7 +113,7 @@ void handle_add_partitions_batched(request req, protocol::add_partitions_to_txn_
       return to_kafka_error(e);
     });
   }
-  req.respond(resp);
+  b->done();
 }
 
 void handle_add_partitions_to_txn(request req) {
@@ -182,6 +223,9 @@ void handle_end_txn(request req) {
   d->req = std::move(req);
   d->req.svc->txn->end_txn(r, [d](const txn::answer& a) {
     d->resp.error_code = to_wire(to_kafka_error(a.error));
+    // v5 (transaction version 2): the producer id and epoch to use next.
+    d->resp.producer_id = a.producer_id;
+    d->resp.producer_epoch = a.producer_epoch;
     d->req.respond(d->resp);
   });
 }

@@ -1,4 +1,4 @@
-// @platformatic/kafka 1.35 against sluice: creating and deleting topics
+// @platformatic/kafka 2.12 against sluice: creating and deleting topics
 // through its Admin client as an application does, next to topic_ids.mjs
 // (which covers DeleteTopics v6 by id and DescribeTopicPartitions). The
 // client implements only CreateTopics v7 and DeleteTopics v6 (no fallback

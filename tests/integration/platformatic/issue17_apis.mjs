@@ -1,4 +1,4 @@
-// @platformatic/kafka 1.35 against sluice: a current client that speaks the
+// @platformatic/kafka 2.12 against sluice: a current client that speaks the
 // versions of issue 17. It picks the highest version both sides know, so
 // this drives Produce v11 (idempotent), ListOffsets v9 with MAX_TIMESTAMP,
 // DescribeLogDirs v4 through its Admin client, and DescribeCluster v1,

@@ -1,4 +1,4 @@
-// @platformatic/kafka 1.35 against sluice: ListOffsets (v9, the client's
+// @platformatic/kafka 2.12 against sluice: ListOffsets (v9, the client's
 // highest) by every mode its Admin lets through, before and after
 // DeleteRecords moved the log start. issue17_apis.mjs covers MAX_TIMESTAMP
 // (-3) on out-of-order timestamps; this one covers the others:

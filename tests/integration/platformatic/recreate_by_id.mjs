@@ -1,4 +1,4 @@
-// @platformatic/kafka 1.35 against sluice: a topic deleted and created again
+// @platformatic/kafka 2.12 against sluice: a topic deleted and created again
 // under its name while a group consumer fetches it by id (Fetch v13+, topic
 // ids from Metadata v10+; created and deleted with CreateTopics v7 and
 // DeleteTopics v6 through the Admin client).

@@ -1,4 +1,4 @@
-// @platformatic/kafka 1.35 against sluice: topic ids (KIP-516) and
+// @platformatic/kafka 2.12 against sluice: topic ids (KIP-516) and
 // DescribeTopicPartitions (KIP-966) as a current client speaks them. Its
 // Admin creates topics with CreateTopics v7 (which answers the new topic's
 // id) and deletes them with DeleteTopics v6 by name; its own encoders send
