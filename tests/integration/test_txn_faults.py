@@ -69,6 +69,15 @@ Checks at the end, after the load stopped, every cut healed and full ISRs
 - no_progress: every producer and the read-process-write stage commit a
   transaction after the last heal (within PROGRESS_S).
 
+Seen and not an anomaly: librdkafka 2.0.2 sends EndTxn(abort) once it has
+sent an AddPartitionsToTxn or AddOffsetsToTxn, answered or not. When none
+took effect (lost in a cut, refused CONCURRENT_TRANSACTIONS while the
+previous transaction's markers are written) the coordinator holds no open
+transaction and answers INVALID_TXN_STATE, as Kafka's does, and the client
+makes that fatal: the transaction counts as aborted (no commit was asked)
+and the producer is replaced. Each transaction that met an error is
+printed with what the client said.
+
 Modes: by default a bounded run for CI (CI_FAULTS faults, every kind once);
 SLUICE_TXN_FAULTS=N runs N faults drawn from all kinds. SLUICE_TXN_FAULTS_KEEP_LOGS,
 a directory that receives the brokers' logs. Needs root and `ip netns`;
@@ -213,6 +222,11 @@ def group_offsets(c, deadline):
 
 # ------------------------------------------------------------ the workload
 
+def said(err):
+    """An error as a note: its name and what the client said."""
+    return f"{err.name()} ({err.str()[:100]})"
+
+
 def recoverable(err):
     """True when a transactional call may simply be made again."""
     return err.retriable() and not err.fatal() and not err.txn_requires_abort()
@@ -319,7 +333,7 @@ class Workload:
             self._note_error(err)
             if err.fatal() or not err.txn_requires_abort() and not recoverable(err):
                 txn.outcome = "aborted"  # commit never asked
-                txn.add_note(f"before commit: {err.name()}")
+                txn.add_note(f"before commit: {said(err)}")
                 return True
             commit = False
         if commit:
@@ -334,12 +348,12 @@ class Workload:
                     err = e.args[0]
                     self._note_error(err)
                     if err.txn_requires_abort():
-                        txn.add_note(f"commit: {err.name()}, aborted")
+                        txn.add_note(f"commit: {said(err)}, aborted")
                         break
                     if recoverable(err) and time.monotonic() < deadline:
                         continue
                     txn.outcome = "unknown"
-                    txn.add_note(f"commit: {err.name()}")
+                    txn.add_note(f"commit: {said(err)}")
                     return True
         deadline = time.monotonic() + COMMIT_DEADLINE_S
         while True:
@@ -354,7 +368,7 @@ class Workload:
                     continue
                 # Without a commit asked for, the transaction cannot commit.
                 txn.outcome = "unknown" if txn.commit_asked else "aborted"
-                txn.add_note(f"abort: {err.name()}")
+                txn.add_note(f"abort: {said(err)}")
                 return True
 
     def _begin(self, name, who):
