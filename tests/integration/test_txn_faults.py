@@ -134,6 +134,7 @@ LONG_FAULTS = int(os.environ.get("SLUICE_TXN_FAULTS", "0"))
 SEED = int(os.environ.get("SLUICE_TXN_FAULTS_SEED", str(int(time.time() * 1000) % 1_000_000)))
 
 UNSTABLE_OFFSET_COMMIT = 88
+T0 = time.monotonic()  # notes and fault lines say when, to be matched with each other and the brokers' logs
 
 
 def txn_of(value):
@@ -161,6 +162,7 @@ class Txn:
     told_by_offsets: str = ""                     # read-process-write, unknown: what the offsets said
 
     def add_note(self, text):
+        text = f"[{time.monotonic() - T0:.1f}s {time.strftime('%H:%M:%S')}] {text}"
         self.note = f"{self.note}; {text}" if self.note else text
 
 
@@ -854,7 +856,7 @@ def test_transactions_under_faults(txn_cluster):
             what, healed_at = run_fault(c, w, faults, rng, kind)
             c.wait_for(lambda: full_isr(c), STEADY_S, f"full ISRs after fault {i} ({what})")
             report.append((i, kind, what))
-            print(f"fault {i:3d} {kind:21s} {what}; took {healed_at - t0:4.1f}s, full ISRs "
+            print(f"[{t0 - T0:.1f}s {time.strftime('%H:%M:%S')}] fault {i:3d} {kind:21s} {what}; took {healed_at - t0:4.1f}s, full ISRs "
                   f"{time.monotonic() - healed_at:4.1f}s after; transactions {dict(w.counts())}", flush=True)
             time.sleep(rng.uniform(1, 4))
         healed = time.monotonic()
