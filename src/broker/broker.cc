@@ -188,11 +188,13 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   o.offsets_replication_factor = cfg.offsets_topic_replication_factor;
   o.offsets_configs = {{"cleanup.policy", "compact"},
                        {"max.message.bytes", std::to_string(limits::offsets_topic_max_message_bytes)}};
-  o.txn_partitions = limits::default_transaction_state_partitions;
-  o.txn_replication_factor = limits::default_transaction_state_replication_factor;
-  o.txn_configs = {{"cleanup.policy", "compact"},
-                   {"min.insync.replicas", std::to_string(limits::default_transaction_state_min_isr)},
-                   {"max.message.bytes", std::to_string(limits::transaction_state_max_message_bytes)}};
+  // __transaction_state as the transaction.state.log.* settings lay it
+  // out; the controller lowers min.insync.replicas further when fewer
+  // brokers are live than the factor asks.
+  o.txn_partitions = cfg.transaction_state_log_num_partitions;
+  o.txn_replication_factor = cfg.transaction_state_log_replication_factor;
+  for (const auto& e : txn::transaction_state_configs(cfg, cfg.transaction_state_log_replication_factor))
+    o.txn_configs[e.key] = e.value.value_or("");
   auto cp = cluster::control_plane::start(*i.etcd, i.clk, o);
   if (!cp.ok()) return error{cp.code(), "joining the cluster in etcd (" + eo.endpoints + "): " + cp.err().message};
   return std::move(cp).value();
@@ -547,7 +549,7 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
       return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(),
-                             raw->logs.get(), raw->control.get(), raw->etcd_metrics});
+                             raw->logs.get(), raw->control.get(), raw->etcd_metrics, raw->txns.get()});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);

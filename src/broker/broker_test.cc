@@ -2443,3 +2443,63 @@ TEST_F(BrokerTest, TransactionalOffsetsCommitWithTheirMarker) {
 
 }  // namespace
 }  // namespace sluice::broker
+
+namespace sluice::broker {
+namespace {
+
+// The transaction.* settings reach the coordinator and the topic it makes.
+class TransactionSettingsTest : public BrokerTest {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--transaction.state.log.num.partitions", "3",    "--transaction.max.timeout.ms", "5000",
+                   "--transaction.state.log.min.isr",        "2",    "--transaction.state.log.segment.bytes",
+                   "1048576"};
+    BrokerTest::SetUp();
+  }
+};
+
+TEST_F(TransactionSettingsTest, TheTopicsLayoutAndTheLongestTimeoutComeFromTheConfig) {
+  client c(b_->port());
+  protocol::metadata_request m;
+  m.topics.emplace().emplace_back().name = "__transaction_state";
+  m.allow_auto_topic_creation = false;
+  auto md = c.call<protocol::metadata_response>(m, 9);
+  ASSERT_EQ(md.topics.size(), 1u);
+  ASSERT_EQ(md.topics[0].error_code, 0);
+  EXPECT_EQ(md.topics[0].partitions.size(), 3u);  // transaction.state.log.num.partitions
+
+  protocol::describe_configs_request dc;
+  auto& res = dc.resources.emplace_back();
+  res.resource_type = 2;  // TOPIC
+  res.resource_name = "__transaction_state";
+  auto configs = c.call<protocol::describe_configs_response>(dc, 1);
+  ASSERT_EQ(configs.results.size(), 1u);
+  ASSERT_EQ(configs.results[0].error_code, 0);
+  std::map<std::string, std::string> got;
+  for (const auto& e : configs.results[0].configs) got[e.name] = e.value.value_or("");
+  EXPECT_EQ(got["segment.bytes"], "1048576");
+  EXPECT_EQ(got["cleanup.policy"], "compact");
+  // min.isr 2 asked, but one broker holds the only replica: at most 1, or
+  // no record of a transaction could be written.
+  EXPECT_EQ(got["min.insync.replicas"], "1");
+
+  protocol::init_producer_id_request ip;
+  ip.transactional_id = "tid-timeouts";
+  auto init = [&](int32_t timeout_ms) {
+    ip.transaction_timeout_ms = timeout_ms;
+    const deadline until(10'000, sluice::clock::system());
+    for (;;) {
+      auto r = c.call<protocol::init_producer_id_response>(ip, 4);
+      if (r.error_code != 14 || until.passed()) return r;  // COORDINATOR_LOAD_IN_PROGRESS at start
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  EXPECT_EQ(init(5001).error_code, 50);  // INVALID_TRANSACTION_TIMEOUT: above transaction.max.timeout.ms
+  EXPECT_EQ(init(0).error_code, 50);
+  auto ok = init(5000);
+  EXPECT_EQ(ok.error_code, 0);
+  EXPECT_GE(ok.producer_id, 0);
+}
+
+}  // namespace
+}  // namespace sluice::broker

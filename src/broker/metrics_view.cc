@@ -1,5 +1,7 @@
 #include "broker/metrics_view.h"
 
+#include <algorithm>
+
 #include "base/clock.h"
 #include "protocol/frame.h"
 
@@ -96,6 +98,24 @@ void render_replication(std::string& out, cluster::partition_manager& pm, int64_
   sample(out, "sluice_truncated_committed_offsets_total", "", static_cast<double>(truncated));
 }
 
+// The transaction coordinator's figures (docs/operations.md, "Transactions").
+void render_transactions(std::string& out, txn::service& txns, int64_t now_ms) {
+  const auto f = txns.figures();
+  header(out, "sluice_transactions_ongoing", "gauge",
+         "Transactions this broker coordinates that are open or ending (Ongoing, PrepareCommit, PrepareAbort).");
+  sample(out, "sluice_transactions_ongoing", "", static_cast<double>(f.ongoing));
+  header(out, "sluice_transactions_oldest_ongoing_age_seconds", "gauge",
+         "Age of the oldest of those transactions (since its first partition was added); 0 when there is none.");
+  sample(out, "sluice_transactions_oldest_ongoing_age_seconds", "",
+         f.oldest_start_ms < 0 ? 0.0 : static_cast<double>(std::max<int64_t>(now_ms - f.oldest_start_ms, 0)) / 1000.0);
+  header(out, "sluice_transactions_total", "counter",
+         "Transactions this broker's coordinator ended since it started, by outcome: committed, aborted (by the "
+         "producer, or fenced by a newer one), or aborted past their transaction.timeout.ms.");
+  sample(out, "sluice_transactions_total", "outcome=\"commit\"", static_cast<double>(f.committed));
+  sample(out, "sluice_transactions_total", "outcome=\"abort\"", static_cast<double>(f.aborted));
+  sample(out, "sluice_transactions_total", "outcome=\"timeout\"", static_cast<double>(f.timed_out));
+}
+
 }  // namespace
 
 std::string render_metrics(const metrics_sources& src) {
@@ -138,6 +158,7 @@ std::string render_metrics(const metrics_sources& src) {
   if (src.control && src.partitions)
     render_replication(out, *src.partitions, sluice::clock::system().monotonic_ms());
   if (src.etcd) src.etcd->render(out);
+  if (src.txns) render_transactions(out, *src.txns, sluice::clock::system().now_ms());
 
   if (src.partitions) {
     // One copy of each partition's segment summaries serves every section.
@@ -206,6 +227,19 @@ std::string render_metrics(const metrics_sources& src) {
     for (size_t i = 0; i < rows.size(); ++i)
       sample(out, "sluice_log_damaged_bytes_removed_total", rows[i].labels,
              static_cast<double>(damage[i].bytes_removed));
+    // What read_committed consumers cannot read yet, on the partitions
+    // this broker leads: the high watermark minus the last stable offset.
+    // The LSO is read first: the high watermark only grows, so the
+    // difference is never negative.
+    header(out, "sluice_partition_lso_lag_messages", "gauge",
+           "High watermark minus last stable offset: offsets held back from read_committed consumers by "
+           "transactions still open, per partition this broker leads.");
+    for (const auto& r : rows) {
+      if (!r.part->is_leader()) continue;
+      const int64_t lso = r.part->last_stable_offset().value();
+      const int64_t hw = r.part->high_watermark().value();
+      sample(out, "sluice_partition_lso_lag_messages", r.labels, static_cast<double>(std::max<int64_t>(hw - lso, 0)));
+    }
     if (src.watch) src.watch->render(out, rows);
   }
   if (src.logs) {

@@ -13,6 +13,7 @@
 #include "metrics/metrics.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
+#include "txn/service.h"
 
 namespace sluice::broker {
 
@@ -26,6 +27,8 @@ struct metrics_sources {
   // broker, which shows no controller or etcd metrics.
   const cluster::control_plane* control = nullptr;
   const metered_etcd* etcd = nullptr;
+  // The transaction coordinator: its open transactions and outcomes.
+  txn::service* txns = nullptr;
 };
 
 std::string render_metrics(const metrics_sources& src);

@@ -381,6 +381,17 @@ result<broker_config> make_broker_config(config_map static_values,
   b.offsets_retention_minutes = i32("offsets.retention.minutes");
   b.offsets_retention_check_interval_ms = i64("offsets.retention.check.interval.ms");
   b.offsets_commit_timeout_ms = i32("offsets.commit.timeout.ms");
+  b.transaction_state_log_num_partitions = i32("transaction.state.log.num.partitions");
+  b.transaction_state_log_replication_factor =
+      static_cast<int16_t>(i64("transaction.state.log.replication.factor"));
+  b.transaction_state_log_min_isr = i32("transaction.state.log.min.isr");
+  b.transaction_state_log_segment_bytes = i32("transaction.state.log.segment.bytes");
+  b.transaction_max_timeout_ms = i32("transaction.max.timeout.ms");
+  b.transactional_id_expiration_ms = i32("transactional.id.expiration.ms");
+  b.transaction_abort_interval_ms =
+      i32("transaction.abort.timed.out.transaction.cleanup.interval.ms");
+  b.transactional_id_removal_interval_ms =
+      i32("transaction.remove.expired.transaction.cleanup.interval.ms");
   const auto& metrics = std::get<std::string>(get("sluice.metrics.listener"));
   if (!metrics.empty()) b.metrics_listener = to_host_port(metrics);
   b.retention_headroom_alert_ms = i64("sluice.retention.headroom.alert.ms");

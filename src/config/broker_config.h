@@ -111,6 +111,20 @@ struct broker_config {
   int32_t offsets_retention_minutes = 0;
   int64_t offsets_retention_check_interval_ms = 0;
   int32_t offsets_commit_timeout_ms = 0;
+  // ---- Transactions: Kafka's transaction.* settings (docs/transactions.md).
+  // The layout of __transaction_state when it is created: partitions,
+  // replicas (min(this, live brokers)), its min.insync.replicas (at most
+  // its replicas) and segment.bytes.
+  int32_t transaction_state_log_num_partitions = 0;
+  int16_t transaction_state_log_replication_factor = 0;
+  int32_t transaction_state_log_min_isr = 0;
+  int32_t transaction_state_log_segment_bytes = 0;
+  int32_t transaction_max_timeout_ms = 0;       // the longest transaction.timeout.ms accepted
+  int32_t transactional_id_expiration_ms = 0;  // idle ids are removed after this
+  // How often the coordinator aborts transactions past their timeout, and
+  // removes expired ids (transaction.remove.expired.transaction.cleanup.interval.ms).
+  int32_t transaction_abort_interval_ms = 0;
+  int32_t transactional_id_removal_interval_ms = 0;
   std::optional<host_port> metrics_listener;  // sluice.metrics.listener; empty string: disabled
   int64_t retention_headroom_alert_ms = 0;    // sluice.retention.headroom.alert.ms
   int64_t write_rate_window_ms = 0;           // sluice.metrics.write.rate.window.ms

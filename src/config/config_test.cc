@@ -837,6 +837,86 @@ TEST(cluster_config, rack_and_leadership_settings) {
   expect_refused(load({"--broker.rack", "a\tb"}), "broker.rack");
 }
 
+// The transaction coordinator's settings: Kafka's names and defaults, and
+// Kafka's lower bound of 1 for each; the topic layout ones are bounded by
+// Sluice's limits.
+TEST(transaction_config, kafka_defaults_and_bounds) {
+  auto d = load({});
+  ASSERT_TRUE(d.ok()) << d.err().message;
+  EXPECT_EQ(d->transaction_state_log_num_partitions, 50);
+  EXPECT_EQ(d->transaction_state_log_replication_factor, 3);
+  EXPECT_EQ(d->transaction_state_log_min_isr, 2);
+  EXPECT_EQ(d->transaction_state_log_segment_bytes, 100 * 1024 * 1024);
+  EXPECT_EQ(d->transaction_max_timeout_ms, 900000);
+  EXPECT_EQ(d->transactional_id_expiration_ms, 604800000);
+  EXPECT_EQ(d->transaction_abort_interval_ms, 10000);
+  EXPECT_EQ(d->transactional_id_removal_interval_ms, 3600000);
+  // The same defaults as limits.h names them, where the coordinator's own
+  // defaults (txn::coordinator_config) come from.
+  EXPECT_EQ(d->transaction_state_log_num_partitions, limits::default_transaction_state_partitions);
+  EXPECT_EQ(d->transaction_state_log_replication_factor, limits::default_transaction_state_replication_factor);
+  EXPECT_EQ(d->transaction_state_log_min_isr, limits::default_transaction_state_min_isr);
+  EXPECT_EQ(d->transaction_max_timeout_ms, limits::default_transaction_max_timeout_ms);
+  EXPECT_EQ(d->transactional_id_expiration_ms, limits::default_transactional_id_expiration_ms);
+  EXPECT_EQ(d->transaction_abort_interval_ms, limits::default_transaction_abort_interval_ms);
+  EXPECT_EQ(d->transactional_id_removal_interval_ms, limits::default_transactional_id_removal_interval_ms);
+
+  auto b = load({"--transaction.state.log.num.partitions", "3",
+                 "--transaction.state.log.replication.factor", "1",
+                 "--transaction.state.log.min.isr", "1",
+                 "--transaction.state.log.segment.bytes", "1048576",
+                 "--transaction.max.timeout.ms", "60000",
+                 "--transactional.id.expiration.ms", "3600000",
+                 "--transaction.abort.timed.out.transaction.cleanup.interval.ms", "200",
+                 "--transaction.remove.expired.transaction.cleanup.interval.ms", "1"});
+  ASSERT_TRUE(b.ok()) << b.err().message;
+  EXPECT_EQ(b->transaction_state_log_num_partitions, 3);
+  EXPECT_EQ(b->transaction_state_log_replication_factor, 1);
+  EXPECT_EQ(b->transaction_state_log_min_isr, 1);
+  EXPECT_EQ(b->transaction_state_log_segment_bytes, 1048576);
+  EXPECT_EQ(b->transaction_max_timeout_ms, 60000);
+  EXPECT_EQ(b->transactional_id_expiration_ms, 3600000);
+  EXPECT_EQ(b->transaction_abort_interval_ms, 200);
+  EXPECT_EQ(b->transactional_id_removal_interval_ms, 1);
+  // From a TOML file as tables, like any dotted key.
+  auto t = parse_toml_config("[transaction]\nmax.timeout.ms = 1000\n", "t.toml");
+  ASSERT_TRUE(t.ok()) << t.err().message;
+  auto bt = make_broker_config(*t);
+  ASSERT_TRUE(bt.ok()) << bt.err().message;
+  EXPECT_EQ(bt->transaction_max_timeout_ms, 1000);
+
+  for (const char* key : {"transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+                          "transaction.state.log.min.isr", "transaction.max.timeout.ms",
+                          "transactional.id.expiration.ms",
+                          "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                          "transaction.remove.expired.transaction.cleanup.interval.ms"}) {
+    SCOPED_TRACE(key);
+    expect_refused(load({std::string("--") + key, "0"}), key);
+    expect_refused(load({std::string("--") + key, "-1"}), key);
+    expect_refused(load({std::string("--") + key, "x"}), key);
+  }
+  // int32 settings: Kafka's INT.
+  expect_refused(load({"--transaction.max.timeout.ms", "2147483648"}), "transaction.max.timeout.ms");
+  expect_refused(load({"--transactional.id.expiration.ms", "2147483648"}), "transactional.id.expiration.ms");
+  EXPECT_EQ(load({"--transaction.max.timeout.ms", "2147483647"})->transaction_max_timeout_ms, 2147483647);
+  // The topic's layout: within what a topic may be created with.
+  expect_refused(load({"--transaction.state.log.num.partitions",
+                       std::to_string(limits::max_partitions_per_topic + 1)}),
+                 "transaction.state.log.num.partitions");
+  expect_refused(load({"--transaction.state.log.replication.factor",
+                       std::to_string(limits::max_replication_factor + 1)}),
+                 "transaction.state.log.replication.factor");
+  expect_refused(load({"--transaction.state.log.segment.bytes",
+                       std::to_string(limits::min_segment_bytes - 1)}),
+                 "transaction.state.log.segment.bytes");
+  // None of them changes at runtime, as in Kafka.
+  for (const auto& s : all_settings()) {
+    if (s.name.starts_with("transaction")) {
+      EXPECT_FALSE(s.dynamic) << s.name;
+    }
+  }
+}
+
 TEST(cluster_config, endpoint_lists_are_parsed_and_normalised) {
   auto b = load({"--node.id", "7", "--sluice.etcd.endpoints",
                  " http://etcd-1.example:2379 ,HTTP://ETCD-2.Example:02379/, "

@@ -383,6 +383,37 @@ std::vector<setting> make_schema() {
   s.push_back(int_row("offsets.commit.timeout.ms", "", vt::int32, "5000", 1, i32_max, false,
                       "How long a write to __consumer_offsets (a commit, a group's assignment) "
                       "may wait to be committed before the request is answered with an error."));
+  // ---- Transactions (docs/transactions.md). Kafka's names, defaults and
+  // lower bounds (all at least 1); the upper bounds are Sluice's limits
+  // where a topic is created from the value.
+  s.push_back(int_row("transaction.state.log.num.partitions", "", vt::int32, "50", 1,
+                      limits::max_partitions_per_topic, false,
+                      "Partitions of __transaction_state (fixed once it exists)."));
+  s.push_back(int_row("transaction.state.log.replication.factor", "", vt::int16, "3", 1,
+                      limits::max_replication_factor, false,
+                      "__transaction_state gets min(this, live brokers) replicas when it is "
+                      "created."));
+  s.push_back(int_row("transaction.state.log.min.isr", "", vt::int32, "2", 1, i32_max, false,
+                      "min.insync.replicas of __transaction_state when it is created, at most its "
+                      "replication factor."));
+  s.push_back(int_row("transaction.state.log.segment.bytes", "", vt::int32, "104857600", seg_min,
+                      seg_max, false,
+                      "segment.bytes of __transaction_state when it is created."));
+  s.push_back(int_row("transaction.max.timeout.ms", "", vt::int32, "900000", 1, i32_max, false,
+                      "Longest transaction.timeout.ms a producer may ask for; a longer one is "
+                      "refused with INVALID_TRANSACTION_TIMEOUT."));
+  s.push_back(int_row("transactional.id.expiration.ms", "", vt::int32, "604800000", 1, i32_max,
+                      false,
+                      "A transactional id with no transaction open and no update for this long "
+                      "is removed."));
+  s.push_back(int_row("transaction.abort.timed.out.transaction.cleanup.interval.ms", "", vt::int32,
+                      "10000", 1, i32_max, false,
+                      "How often transactions open past their timeout are looked for and "
+                      "aborted."));
+  s.push_back(int_row("transaction.remove.expired.transaction.cleanup.interval.ms", "", vt::int32,
+                      "3600000", 1, i32_max, false,
+                      "How often transactional ids past transactional.id.expiration.ms are "
+                      "looked for and removed."));
   s.push_back(int_row("transaction.version", "", vt::int16, "2", 1, 2, false,
                       "The finalized level of the feature transaction.version that ApiVersions "
                       "advertises: 2 lets clients that know it (Java 4.x, franz-go) use transaction "

@@ -7,6 +7,7 @@
 #include "config/broker_config.h"
 #include "config/dynamic.h"
 #include "metadata/partition_manager.h"
+#include "partition/log_replay.h"
 #include "protocol/records/control.h"
 
 namespace sluice::group {
@@ -66,59 +67,40 @@ class service::partition_log final : public record_log {
   status read(int32_t p, const entry_fn& fn) override {
     auto part = partitions_.get(std::string(offsets_topic), p);
     if (!part) return {};
-    offset o = part->log_start_offset();
-    const offset end = part->log_end_offset();
-    while (o < end) {
-      if (svc_.stopping()) return status(errc::shutting_down, "the group service is stopping");
-      auto bytes = part->read_bytes(o, limits::group_replay_read_bytes);
-      if (!bytes.ok()) {
-        SLUICE_LOG_ERROR("replaying {}-{} at {}: {}", offsets_topic, p, o.value(), bytes.err().message);
-        return bytes.err();
-      }
-      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
-      auto batches = protocol::records::split_batches(data);
-      if (!batches.ok() || batches->empty()) {
-        SLUICE_LOG_ERROR("replaying {}-{} at {}: unreadable batches; the rest of this partition is skipped",
-                         offsets_topic, p, o.value());
-        return status(errc::corrupt_data, "unreadable batches");
-      }
-      for (const auto& b : *batches) {
-        auto decoded = protocol::records::decode_batch(b);
-        if (!decoded.ok()) {
-          SLUICE_LOG_ERROR("replaying {}-{}: {}; the rest of this partition is skipped", offsets_topic, p,
-                           decoded.err().message);
-          return decoded.err();
-        }
-        o = offset(decoded->header.last_offset() + 1);
-        log_entry e;
-        e.batch_offset = decoded->header.base_offset.value();
-        if (decoded->header.is_control()) {
-          // A transaction marker: it resolves its producer's pending
-          // offsets. A control batch that is not a marker was refused
-          // before it was stored; one that does not parse is skipped.
-          auto m = protocol::records::parse_marker(b);
-          if (!m.ok()) {
-            SLUICE_LOG_WARN("replaying {}-{}: control batch at {} skipped: {}", offsets_topic, p, e.batch_offset,
-                            m.err().message);
-            continue;
+    auto s = cluster::replay_in_log_order(
+        *part, limits::group_replay_read_bytes, [this] { return svc_.stopping(); },
+        [&](std::span<const uint8_t> b, const protocol::records::decoded_batch& decoded) {
+          log_entry e;
+          e.batch_offset = decoded.header.base_offset.value();
+          if (decoded.header.is_control()) {
+            // A transaction marker: it resolves its producer's pending
+            // offsets. A control batch that is not a marker was refused
+            // before it was stored; one that does not parse is skipped.
+            auto m = protocol::records::parse_marker(b);
+            if (!m.ok()) {
+              SLUICE_LOG_WARN("replaying {}-{}: control batch at {} skipped: {}", offsets_topic, p, e.batch_offset,
+                              m.err().message);
+              return true;
+            }
+            e.producer_id = decoded.header.producer_id;
+            e.marker = m->commit;
+            return fn(e);
           }
-          e.producer_id = decoded->header.producer_id;
-          e.marker = m->commit;
-          if (!fn(e)) return {};
-          continue;
-        }
-        e.transactional = decoded->header.is_transactional();
-        if (e.transactional) e.producer_id = decoded->header.producer_id;
-        for (const auto& r : decoded->records) {
-          if (!r.key) continue;
-          e.key = *r.key;
-          e.value = r.value;
-          if (!fn(e)) return {};
-        }
-      }
-    }
-    return {};
+          e.transactional = decoded.header.is_transactional();
+          if (e.transactional) e.producer_id = decoded.header.producer_id;
+          for (const auto& r : decoded.records) {
+            if (!r.key) continue;
+            e.key = *r.key;
+            e.value = r.value;
+            if (!fn(e)) return false;
+          }
+          return true;
+        });
+    if (!s.ok() && s.code() != errc::shutting_down)
+      SLUICE_LOG_ERROR("replaying {}; the rest of this partition is skipped", s.err().message);
+    return s;
   }
+
 
  private:
   void write(int32_t p, const std::shared_ptr<cluster::partition>& part,

@@ -226,12 +226,16 @@ status filter_batch(clean_context& c, const batch::header& h, std::span<const st
   }
   const bool horizon_set = h.has_delete_horizon();
   const int64_t horizon = d->header.base_timestamp;
+  // An aborted transaction's records go, whatever their keys (Kafka's
+  // cleaner discards them too): no read_committed reader is ever handed
+  // them, and they are below the last stable offset.
+  const bool aborted = c.is_aborted(h);
   std::vector<const records::record*> kept;
   bool tombstone_kept = false;
   for (const auto& r : d->records) {
     const int64_t off = h.base_offset.value() + r.offset_delta;
-    bool keep = true;
-    if (r.key) {
+    bool keep = !aborted;
+    if (keep && r.key) {
       auto newest = c.map.get(offset_map::hash(*r.key));
       if (newest && *newest > off)
         keep = false;

@@ -5,6 +5,7 @@
 
 #include "maintenance/compaction.h"
 
+#include <algorithm>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -365,7 +366,9 @@ namespace {
 // key go: it stays out of the cleaner's map (it is the newest of its key
 // in the log, and consumers and the group coordinator skip it by the
 // aborted index, so cleaning by it would leave the key without a value).
-TEST_F(Compaction, AnAbortedRecordNeverReplacesACommittedOne) {
+// The cleaner removes it, as Kafka's does; its producer's last batch stays,
+// emptied, for the producer state.
+TEST_F(Compaction, AnAbortedRecordNeverReplacesACommittedOneAndIsRemoved) {
   produce({{"offset", "committed"}}, records::compression::none);
   const offset aborted_at = produce({{"offset", "aborted"}}, records::compression::none, 7, /*transactional=*/true);
   roll();
@@ -374,14 +377,28 @@ TEST_F(Compaction, AnAbortedRecordNeverReplacesACommittedOne) {
   offset_map map(1 << 20);
   ASSERT_TRUE(clean(map, {}, std::nullopt, aborted).ok());
   auto got = read_all();
-  ASSERT_FALSE(got["offset"].empty());
+  ASSERT_EQ(got["offset"].size(), 1u) << "the aborted record is removed";
   EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("committed"));
-  ASSERT_EQ(got["offset"].size(), 2u) << "the aborted record stays until a committed one replaces it";
-  // A later committed value replaces both.
+  // Another aborted transaction, its producer's last batch: emptied, kept.
+  const offset again = produce({{"offset", "aborted-again"}}, records::compression::none, 8, /*transactional=*/true);
+  roll();
+  roll();
+  auto with_again = aborted;
+  with_again.push_back({8, again, again + 1, again + 2});
+  std::vector<model::batch::header> headers;
+  ASSERT_TRUE(clean(map, {again}, std::nullopt, with_again).ok());
+  got = read_all(nullptr, &headers);
+  ASSERT_EQ(got["offset"].size(), 1u);
+  EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("committed"));
+  auto kept = std::find_if(headers.begin(), headers.end(), [&](const auto& h) { return h.base_offset == again; });
+  ASSERT_NE(kept, headers.end()) << "the producer's last batch stays for its sequence state";
+  EXPECT_EQ(kept->records_count, 0);
+  EXPECT_TRUE(kept->is_transactional());
+  // A later committed value replaces the committed one.
   produce({{"offset", "later"}}, records::compression::none);
   roll();
   roll();
-  ASSERT_TRUE(clean(map, {}, std::nullopt, aborted).ok());
+  ASSERT_TRUE(clean(map, {again}, std::nullopt, with_again).ok());
   got = read_all();
   ASSERT_EQ(got["offset"].size(), 1u);
   EXPECT_EQ(got["offset"][0].value, std::optional<std::string>("later"));

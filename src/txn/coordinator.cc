@@ -456,6 +456,14 @@ write_done coordinator::written(const write_ref& ref) {
     --id_count_;
     return done;
   }
+  if (md.durable().state == txn_state::ongoing) {
+    // An open transaction's outcome is durable now.
+    if (md.pending_state() == txn_state::prepare_commit) {
+      ++committed_;
+    } else if (md.pending_state() == txn_state::prepare_abort) {
+      ++(w.kind == write_kind::fence_for_timeout ? timed_out_ : aborted_);
+    }
+  }
   md.apply_pending();
   switch (w.kind) {
     case write_kind::init: done.reply = answer{errc::ok, md.producer_id(), md.producer_epoch()}; break;
@@ -549,6 +557,27 @@ std::vector<write> coordinator::expire_ids() {
     }
   }
   return out;
+}
+
+// ---- Figures ---------------------------------------------------------------------------
+
+coordinator::figures coordinator::current_figures() const {
+  figures f;
+  f.committed = committed_;
+  f.aborted = aborted_;
+  f.timed_out = timed_out_;
+  for (const auto& [p, part] : partitions_) {
+    if (part.state != part_state::loaded) continue;
+    for (const auto& [id, e] : part.ids) {
+      const txn_log_value& d = e.md.durable();
+      if (d.state != txn_state::ongoing && d.state != txn_state::prepare_commit &&
+          d.state != txn_state::prepare_abort)
+        continue;
+      ++f.ongoing;
+      if (d.start_ms >= 0 && (f.oldest_start_ms < 0 || d.start_ms < f.oldest_start_ms)) f.oldest_start_ms = d.start_ms;
+    }
+  }
+  return f;
 }
 
 // ---- DescribeTransactions, ListTransactions -----------------------------------------------

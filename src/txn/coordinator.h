@@ -44,8 +44,9 @@
 //
 // Time: every timestamp is the injected clock's wall-clock now_ms(), as
 // Kafka's records carry. Timers are the caller's: expire_timed_out() every
-// limits::default_transaction_abort_interval_ms, expire_ids() every
-// limits::default_transactional_id_removal_interval_ms.
+// transaction.abort.timed.out.transaction.cleanup.interval.ms, expire_ids()
+// every transaction.remove.expired.transaction.cleanup.interval.ms
+// (txn::service_config).
 //
 // Thread safety: none. The owner serialises every call (one mutex, or one
 // thread). Producer ids come from the injected source, called only from
@@ -323,6 +324,27 @@ class coordinator {
 
   // Ids held, over all partitions (tests and metrics).
   size_t id_count() const { return id_count_; }
+
+  // ---- Figures for /metrics ----------------------------------------------------
+  struct figures {
+    // Ids of loaded partitions whose durable state is Ongoing,
+    // PrepareCommit or PrepareAbort: transactions open or ending.
+    size_t ongoing = 0;
+    // The start time (wall clock) of the oldest of them; -1: none.
+    int64_t oldest_start_ms = -1;
+    // Transactions this coordinator decided since it was made, counted when
+    // the PrepareCommit/PrepareAbort record of an Ongoing transaction is
+    // durable: committed, aborted (by the client's EndTxn, or fenced by a
+    // newer producer's InitProducerId), and aborted because they outlived
+    // their transaction.timeout.ms. An abort of nothing open (transaction
+    // version 2) and a transaction found ending at load (decided by an
+    // earlier coordinator) are not counted.
+    uint64_t committed = 0;
+    uint64_t aborted = 0;
+    uint64_t timed_out = 0;
+  };
+  // Walks every id held (at most limits::max_transactional_ids).
+  figures current_figures() const;
   // The metadata of an id, for tests and the operator's view; nullptr when
   // not held (or its partition is loading).
   const txn_metadata* find(const std::string& transactional_id) const;
@@ -372,6 +394,9 @@ class coordinator {
   std::map<int32_t, partition> partitions_;
   size_t id_count_ = 0;
   uint64_t next_write_id_ = 1;
+  uint64_t committed_ = 0;
+  uint64_t aborted_ = 0;
+  uint64_t timed_out_ = 0;
 };
 
 }  // namespace sluice::txn

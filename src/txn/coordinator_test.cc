@@ -660,6 +660,83 @@ TEST_F(TxnCoordinatorTest, TimedOutAbortThatFailsIsRetriedAtTheSameEpoch) {
   EXPECT_EQ(done.to_send->producer_epoch, epoch + 1);
 }
 
+// ---- Figures for /metrics ----------------------------------------------------------------
+
+TEST_F(TxnCoordinatorTest, FiguresCountOpenTransactionsAndEachOutcomeOnce) {
+  auto f = c_->current_figures();
+  EXPECT_EQ(f.ongoing, 0u);
+  EXPECT_EQ(f.oldest_start_ms, -1);
+  const int64_t t0 = clk_.now_ms();
+
+  // Four transactions open, the first one oldest.
+  auto [p1, e1] = open("commits");
+  clk_.advance_ms(1000);
+  auto [p2, e2] = open("aborts");
+  open("times-out");
+  open("fenced");
+  init("idle");  // no transaction: not counted
+  f = c_->current_figures();
+  EXPECT_EQ(f.ongoing, 4u);
+  EXPECT_EQ(f.oldest_start_ms, t0);
+
+  // A commit is counted when its PrepareCommit is durable, not before.
+  decision d = c_->end_txn({"commits", p1, e1, true, end_v1});
+  ASSERT_TRUE(d.to_write.has_value());
+  EXPECT_EQ(c_->current_figures().committed, 0u);
+  auto done = commit(*d.to_write);
+  f = c_->current_figures();
+  EXPECT_EQ(f.committed, 1u);
+  EXPECT_EQ(f.ongoing, 4u) << "PrepareCommit is still open until its markers are written";
+  EXPECT_EQ(f.oldest_start_ms, t0);
+  complete(*done.to_send);
+  f = c_->current_figures();
+  EXPECT_EQ(f.ongoing, 3u);
+  EXPECT_EQ(f.oldest_start_ms, t0 + 1000);
+  // A retried commit of a completed transaction changes nothing.
+  EXPECT_EQ(end("commits", p1, e1, true).error, errc::ok);
+  EXPECT_EQ(c_->current_figures().committed, 1u);
+
+  // A failed abort write counts nothing; its retry counts once.
+  d = c_->end_txn({"aborts", p2, e2, false, end_v1});
+  ASSERT_TRUE(d.to_write.has_value());
+  (void)c_->write_failed(d.to_write->ref, errc::unavailable);
+  EXPECT_EQ(c_->current_figures().aborted, 0u);
+  EXPECT_EQ(end("aborts", p2, e2, false).error, errc::ok);
+  complete_last();
+  EXPECT_EQ(c_->current_figures().aborted, 1u);
+
+  // A newer producer fences an open transaction: an abort.
+  EXPECT_EQ(init("fenced").error, errc::concurrent_transactions);
+  complete_last();
+  EXPECT_EQ(c_->current_figures().aborted, 2u);
+
+  // A timeout is its own outcome.
+  clk_.advance_ms(60'001);
+  auto writes = c_->expire_timed_out();
+  ASSERT_EQ(writes.size(), 1u);
+  done = commit(writes[0]);
+  complete(*done.to_send);
+  f = c_->current_figures();
+  EXPECT_EQ(f.timed_out, 1u);
+  EXPECT_EQ(f.aborted, 2u);
+  EXPECT_EQ(f.committed, 1u);
+  EXPECT_EQ(f.ongoing, 0u);
+  EXPECT_EQ(f.oldest_start_ms, -1);
+
+  // Transaction version 2's abort with nothing open is no transaction's end.
+  answer v2 = init("v2-empty");
+  EXPECT_EQ(end("v2-empty", v2.producer_id, v2.producer_epoch, false, end_v2).error, errc::ok);
+  EXPECT_EQ(c_->current_figures().aborted, 2u);
+
+  // A reload holds the open transactions again; the counters are this
+  // coordinator's own (a transaction found ending was decided before).
+  open("left-open");
+  reload();
+  f = c_->current_figures();
+  EXPECT_EQ(f.ongoing, 2u);  // left-open, and v2-empty's PrepareAbort awaiting its markers
+  EXPECT_EQ(f.committed + f.aborted + f.timed_out, 0u);
+}
+
 // ---- Expiry of transactional ids -------------------------------------------------------------
 
 TEST_F(TxnCoordinatorTest, IdleIdsExpireByTombstone) {

@@ -1,12 +1,14 @@
 #include "txn/service.h"
 
+#include <algorithm>
 #include <chrono>
-#include <future>
 
 #include "base/limits.h"
 #include "base/log.h"
 #include "config/broker_config.h"
+#include "config/dynamic.h"
 #include "metadata/partition_manager.h"
+#include "partition/log_replay.h"
 #include "protocol/records/record_batch.h"
 
 namespace sluice::txn {
@@ -61,54 +63,134 @@ class service::state_log {
               const std::function<bool()>& stopping) {
     auto part = partitions_.get(kTopic, p);
     if (!part) return {};
-    offset o = part->log_start_offset();
-    const offset end = part->log_end_offset();
-    while (o < end) {
-      if (stopping()) return status(errc::shutting_down, "the transaction service is stopping");
-      SLUICE_ASSIGN_OR_RETURN(auto bytes, part->read_bytes(o, limits::group_replay_read_bytes));
-      auto data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-      auto batches = protocol::records::split_batches(data);
-      if (!batches.ok() || batches->empty()) return status(errc::corrupt_data, "unreadable batches at " + std::to_string(o.value()));
-      for (const auto& b : *batches) {
-        SLUICE_ASSIGN_OR_RETURN(auto decoded, protocol::records::decode_batch(b));
-        o = offset(decoded.header.last_offset() + 1);
-        if (decoded.header.is_control()) continue;
-        for (const auto& r : decoded.records)
-          if (r.key) fn(*r.key, r.value);
-      }
-    }
-    return {};
+    return cluster::replay_in_log_order(*part, limits::group_replay_read_bytes, stopping,
+                                        [&](std::span<const uint8_t>, const protocol::records::decoded_batch& d) {
+                                          if (d.header.is_control()) return true;
+                                          for (const auto& r : d.records)
+                                            if (r.key) fn(*r.key, r.value);
+                                          return true;
+                                        });
   }
+
 
  private:
   cluster::partition_manager& partitions_;
   sluice::clock& clk_;
 };
 
+service_config service_config::from(const config::broker_config& b) {
+  service_config c;
+  c.coordinator.num_partitions = b.transaction_state_log_num_partitions;
+  c.coordinator.max_timeout_ms = b.transaction_max_timeout_ms;
+  c.coordinator.id_expiration_ms = b.transactional_id_expiration_ms;
+  c.abort_interval_ms = b.transaction_abort_interval_ms;
+  c.id_removal_interval_ms = b.transactional_id_removal_interval_ms;
+  return c;
+}
+
+// One sending thread per remote leader, each working through its own queue
+// of marker requests in order: a leader that does not answer holds up only
+// the markers it leads. Threads start on a leader's first request and are
+// joined by stop(), after a request in progress has returned (its
+// connection times out at limits::txn_marker_commit_timeout_ms).
+class service::remote_senders {
+ public:
+  using done_fn = std::function<void(std::map<topic_partition, errc>)>;
+  explicit remote_senders(remote_markers_fn send) : send_(std::move(send)) {}
+  ~remote_senders() { stop(); }
+
+  void submit(int32_t leader, markers m, std::vector<topic_partition> tps, done_fn done) {
+    std::unique_lock g(mu_);
+    if (stopping_) return;
+    auto& w = workers_[leader];
+    w.queue.push_back({std::move(m), std::move(tps), std::move(done)});
+    if (!w.thread.joinable()) w.thread = std::thread([this, leader] { run(leader); });
+    cv_.notify_all();
+  }
+
+  void stop() {
+    {
+      std::lock_guard g(mu_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    std::lock_guard j(join_mu_);
+    for (auto& [id, w] : workers_)
+      if (w.thread.joinable()) w.thread.join();
+  }
+
+ private:
+  struct request {
+    markers m;
+    std::vector<topic_partition> tps;
+    done_fn done;
+  };
+  struct worker {
+    std::deque<request> queue;
+    std::thread thread;
+  };
+  void run(int32_t leader) {
+    for (;;) {
+      request r;
+      {
+        std::unique_lock g(mu_);
+        cv_.wait(g, [&] { return stopping_ || !workers_[leader].queue.empty(); });
+        if (stopping_) return;
+        r = std::move(workers_[leader].queue.front());
+        workers_[leader].queue.pop_front();
+      }
+      r.done(send_(leader, r.m, r.tps));
+    }
+  }
+
+  const remote_markers_fn send_;
+  std::mutex join_mu_;  // one stop() joins
+  std::mutex mu_;       // guards workers_' queues and the map, stopping_
+  std::condition_variable cv_;
+  std::map<int32_t, worker> workers_;  // nodes are stable: threads keep references
+  bool stopping_ = false;
+};
+
+std::vector<config::config_entry> transaction_state_configs(const config::broker_config& b, int32_t replicas) {
+  return {
+      {"cleanup.policy", "compact"},
+      {"max.message.bytes", std::to_string(limits::transaction_state_max_message_bytes)},
+      {"min.insync.replicas", std::to_string(std::min(b.transaction_state_log_min_isr, std::max(replicas, 1)))},
+      {"segment.bytes", std::to_string(b.transaction_state_log_segment_bytes)},
+  };
+}
+
 result<std::unique_ptr<service>> service::open(cluster::partition_manager& partitions, sluice::clock& clk,
-                                               const config::broker_config& /*cfg*/) {
-  coordinator_config ccfg;
+                                               const config::broker_config& cfg) {
+  service_config scfg = service_config::from(cfg);
   if (auto t = partitions.topic(kTopic)) {
-    ccfg.num_partitions = t->partitions;
+    // An id's partition is its hash modulo the count: the topic's count
+    // wins, or every id would be looked for in the wrong partition.
+    if (t->partitions != scfg.coordinator.num_partitions)
+      SLUICE_LOG_WARN("{} has {} partitions, not transaction.state.log.num.partitions={}: keeping {} so "
+                      "transactional ids stay where they are",
+                      kTopic, t->partitions, scfg.coordinator.num_partitions, t->partitions);
+    scfg.coordinator.num_partitions = t->partitions;
   } else if (partitions.store().follows_controller()) {
     SLUICE_LOG_INFO("{} does not exist yet: transactional ids are answered COORDINATOR_NOT_AVAILABLE", kTopic);
   } else {
-    std::vector<config::config_entry> configs = {
-        {"cleanup.policy", "compact"},
-        {"max.message.bytes", std::to_string(limits::transaction_state_max_message_bytes)},
-    };
-    if (auto e = partitions.create_topic(kTopic, ccfg.num_partitions, 1, configs, false)) {
+    // A single broker: one replica, whatever transaction.state.log.replication.factor
+    // says (as __consumer_offsets gets min(factor, live brokers)).
+    if (auto e = partitions.create_topic(kTopic, scfg.coordinator.num_partitions, 1,
+                                         transaction_state_configs(cfg, 1), false)) {
       if (e->code != errc::already_exists) return error{errc::io_error, "creating " + kTopic + ": " + e->message};
     }
   }
-  return std::unique_ptr<service>(new service(partitions, clk, ccfg));
+  return std::unique_ptr<service>(new service(partitions, clk, scfg));
 }
 
-service::service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg)
+service::service(cluster::partition_manager& partitions, sluice::clock& clk, service_config cfg)
     : partitions_(partitions),
       cluster_(partitions.store().follows_controller()),
       clk_(clk),
-      cfg_(cfg),
+      cfg_(cfg.coordinator),
+      abort_interval_ms_(cfg.abort_interval_ms),
+      id_removal_interval_ms_(cfg.id_removal_interval_ms),
       log_(std::make_unique<state_log>(partitions, clk)) {
   coord_ = std::make_unique<coordinator>(cfg_, clk_, [&partitions]() -> result<int64_t> {
     auto& ids = partitions.producer_ids();
@@ -129,33 +211,39 @@ int32_t service::coordinator_of(std::string_view transactional_id) const {
   return st ? st->leader : -1;
 }
 
-void service::start() { thread_ = std::thread([this] { run(); }); }
+void service::start() {
+  if (send_remote_) senders_ = std::make_unique<remote_senders>(send_remote_);
+  thread_ = std::thread([this] { run(); });
+}
 
 void service::stop() {
   {
-    std::lock_guard g(mu_);
-    if (stopping_) return;
-    stopping_ = true;
+    std::lock_guard g(mb_->mu);
+    if (mb_->stopping) return;
+    mb_->stopping = true;
   }
-  cv_.notify_all();
+  mb_->cv.notify_all();
   if (thread_.joinable()) thread_.join();
-  std::lock_guard g(mu_);
-  queue_.clear();
+  if (senders_) senders_->stop();
+  std::lock_guard g(mb_->mu);
+  mb_->queue.clear();
 }
 
 bool service::stopping() {
-  std::lock_guard g(mu_);
-  return stopping_;
+  std::lock_guard g(mb_->mu);
+  return mb_->stopping;
 }
 
-void service::post(std::function<void()> fn) {
+void service::mailbox::post(std::function<void()> fn) {
   {
-    std::lock_guard g(mu_);
-    if (stopping_) return;
-    queue_.push_back(std::move(fn));
+    std::lock_guard g(mu);
+    if (stopping) return;
+    queue.push_back(std::move(fn));
   }
-  cv_.notify_one();
+  cv.notify_one();
 }
+
+void service::post(std::function<void()> fn) { mb_->post(std::move(fn)); }
 
 void service::on_leadership(int32_t p, bool leads) {
   if (!cluster_ || p < 0 || p >= cfg_.num_partitions) return;
@@ -240,6 +328,11 @@ list_answer service::list(const list_filter& filter) {
   return coord_->list(filter);
 }
 
+coordinator::figures service::figures() {
+  std::lock_guard g(coord_mu_);
+  return coord_->current_figures();
+}
+
 void service::apply_locked(decision d, reply_fn reply) {
   if (!d.to_write) {
     if (reply) reply(d.now);
@@ -250,8 +343,8 @@ void service::apply_locked(decision d, reply_fn reply) {
 
 void service::append_locked(write w, reply_fn reply) {
   const write_ref ref = w.ref;
-  log_->append(w, [this, ref, reply = std::move(reply)](status s) mutable {
-    post([this, ref, s = std::move(s), reply = std::move(reply)] { on_written(ref, s, reply); });
+  log_->append(w, [this, mb = mb_, ref, reply = std::move(reply)](status s) mutable {
+    mb->post([this, ref, s = std::move(s), reply = std::move(reply)] { on_written(ref, s, reply); });
   });
 }
 
@@ -278,7 +371,7 @@ void service::on_written(const write_ref& ref, const status& s, const reply_fn& 
     marker_job job;
     job.m = std::move(*completed);
     job.due_ms = clk_.monotonic_ms() + limits::txn_marker_retry_ms;
-    jobs_.push_back(std::move(job));
+    jobs_.emplace(next_job_++, std::move(job));
   }
 }
 
@@ -287,117 +380,145 @@ void service::start_markers_locked(markers m) {
   job.left.insert(m.partitions.begin(), m.partitions.end());
   job.m = std::move(m);
   job.due_ms = 0;
-  jobs_.push_back(std::move(job));
+  jobs_.emplace(next_job_++, std::move(job));
   post([this] { run_markers(); });
 }
 
 void service::run_markers() {
-  std::deque<marker_job> due;
+  struct ask {
+    uint64_t job;
+    markers m;
+    std::vector<topic_partition> tps;
+  };
+  std::vector<ask> asks;
   {
     std::lock_guard g(coord_mu_);
     const int64_t now = clk_.monotonic_ms();
-    std::deque<marker_job> later;
-    for (auto& j : jobs_) (j.due_ms <= now ? due : later).push_back(std::move(j));
-    jobs_.swap(later);
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      marker_job& job = it->second;
+      if (job.left.empty()) {
+        // Every marker written: the transaction's completion record.
+        auto w = coord_->markers_written(job.m);
+        if (!w.ok()) {
+          SLUICE_LOG_WARN("transaction coordinator: completing {}: {}", job.m.transactional_id, w.err().message);
+        } else {
+          completions_[w->ref.id] = std::move(job.m);
+          append_locked(std::move(*w), nullptr);
+        }
+        it = jobs_.erase(it);
+        continue;
+      }
+      if (job.due_ms <= now) {
+        ask a{it->first, job.m, {}};
+        for (const auto& tp : job.left)
+          if (job.in_flight.insert(tp).second) a.tps.push_back(tp);
+        if (!a.tps.empty()) asks.push_back(std::move(a));
+      }
+      ++it;
+    }
   }
-  if (due.empty()) return;
-  for (auto& job : due) {
-    const bool commit = job.m.type == marker_type::commit;
-    // Local leaders first: append every marker, then wait for them together.
-    struct waiting {
-      topic_partition tp;
-      std::shared_ptr<std::promise<status>> done;
-      int64_t marker_offset = -1;
-    };
-    std::vector<waiting> waits;
+  for (auto& a : asks) {
+    const bool commit = a.m.type == marker_type::commit;
     std::map<int32_t, std::vector<topic_partition>> remote;
-    for (const auto& tp : job.left) {
+    for (const auto& tp : a.tps) {
       auto part = partitions_.get(tp.topic, tp.partition);
       if (!part) {
-        // Gone with its topic: nothing to end there.
-        if (!partitions_.topic(tp.topic)) waits.push_back({tp, nullptr, -1});
+        // Gone with its topic: nothing to end there. Else its leader is
+        // not known here yet: tried again later.
+        marker_done(a.job, tp, !partitions_.topic(tp.topic), -1);
         continue;
       }
       if (!part->is_leader()) {
-        if (auto st = partitions_.store().state(tp.topic, tp.partition); st && st->leader >= 0)
+        auto st = partitions_.store().state(tp.topic, tp.partition);
+        if (st && st->leader >= 0 && senders_) {
           remote[st->leader].push_back(tp);
+        } else {
+          marker_done(a.job, tp, false, -1);
+        }
         continue;
       }
-      auto out = part->append_marker(job.m.producer_id, job.m.producer_epoch, commit, job.m.coordinator_epoch,
+      auto out = part->append_marker(a.m.producer_id, a.m.producer_epoch, commit, a.m.coordinator_epoch,
                                      clk_.now_ms());
       if (out.error == errc::invalid_producer_epoch || out.error == errc::coordinator_fenced) {
         // A newer epoch or coordinator ended it there already: nothing to do.
-        SLUICE_LOG_WARN("transaction coordinator: marker for {} on {}-{} refused: {}", job.m.transactional_id,
+        SLUICE_LOG_WARN("transaction coordinator: marker for {} on {}-{} refused: {}", a.m.transactional_id,
                         tp.topic, tp.partition, out.message);
-        waits.push_back({tp, nullptr, -1});
+        marker_done(a.job, tp, true, -1);
         continue;
       }
-      if (out.error != errc::ok) continue;  // tried again later
-      auto p = std::make_shared<std::promise<status>>();
-      part->on_committed(out.last, [p](const status& s) { p->set_value(s); });
-      waits.push_back({tp, p, out.last.value()});
-    }
-    for (auto& w : waits) {
-      bool ok = true;
-      if (w.done) {
-        auto f = w.done->get_future();
-        ok = f.wait_for(std::chrono::milliseconds(limits::txn_marker_commit_timeout_ms)) ==
-                 std::future_status::ready &&
-             f.get().ok();
+      if (out.error != errc::ok) {
+        marker_done(a.job, tp, false, -1);
+        continue;
       }
-      if (!ok) continue;
-      job.left.erase(w.tp);
-      if (w.done && w.tp.topic == kOffsetsTopic && offsets_marker_)
-        offsets_marker_(w.tp.partition, job.m.producer_id, commit, w.marker_offset);
+      const int64_t at = out.last.value();
+      part->on_committed(out.last, [this, mb = mb_, job = a.job, tp, at](const status& s) {
+        const bool ok = s.ok();
+        mb->post([this, job, tp, ok, at] { marker_done(job, tp, ok, at); });
+      });
     }
-    if (send_remote_) {
-      for (const auto& [leader, tps] : remote) {
-        for (const auto& [tp, e] : send_remote_(leader, job.m, tps)) {
-          if (e == errc::ok || e == errc::invalid_producer_epoch || e == errc::coordinator_fenced) job.left.erase(tp);
-        }
-      }
+    for (auto& [leader, tps] : remote) {
+      senders_->submit(leader, a.m, tps, [this, mb = mb_, job = a.job](std::map<topic_partition, errc> outcome) {
+        mb->post([this, job, outcome = std::move(outcome)] {
+          for (const auto& [tp, e] : outcome)
+            marker_done(job, tp, e == errc::ok || e == errc::invalid_producer_epoch || e == errc::coordinator_fenced,
+                        -1);
+        });
+      });
     }
-    std::lock_guard g(coord_mu_);
-    if (!job.left.empty()) {
-      job.due_ms = clk_.monotonic_ms() + limits::txn_marker_retry_ms;
-      jobs_.push_back(std::move(job));
-      continue;
-    }
-    auto w = coord_->markers_written(job.m);
-    if (!w.ok()) {
-      SLUICE_LOG_WARN("transaction coordinator: completing {}: {}", job.m.transactional_id, w.err().message);
-      continue;
-    }
-    completions_[w->ref.id] = std::move(job.m);
-    append_locked(std::move(*w), nullptr);
   }
+}
+
+void service::marker_done(uint64_t job, const topic_partition& tp, bool ok, int64_t local_offset) {
+  bool complete = false;
+  int64_t producer_id = -1;
+  bool commit = false;
+  {
+    std::lock_guard g(coord_mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return;
+    marker_job& j = it->second;
+    j.in_flight.erase(tp);
+    if (!ok) {
+      j.due_ms = clk_.monotonic_ms() + limits::txn_marker_retry_ms;
+      return;
+    }
+    if (j.left.erase(tp) == 0) return;  // counted already
+    producer_id = j.m.producer_id;
+    commit = j.m.type == marker_type::commit;
+    complete = j.left.empty();
+  }
+  // Outside coord_mu_: the group coordinator asks this service (verify)
+  // while it holds its own lock.
+  if (local_offset >= 0 && tp.topic == kOffsetsTopic && offsets_marker_)
+    offsets_marker_(tp.partition, producer_id, commit, local_offset);
+  if (complete) post([this] { run_markers(); });
 }
 
 void service::run() {
   if (!cluster_) {
     for (int32_t p = 0; p < cfg_.num_partitions && !stopping(); ++p) load_partition(p);
   }
-  int64_t next_abort = clk_.monotonic_ms() + limits::default_transaction_abort_interval_ms;
-  int64_t next_expiry = clk_.monotonic_ms() + limits::default_transactional_id_removal_interval_ms;
+  int64_t next_abort = clk_.monotonic_ms() + abort_interval_ms_;
+  int64_t next_expiry = clk_.monotonic_ms() + id_removal_interval_ms_;
   while (true) {
     std::deque<std::function<void()>> work;
     {
-      std::unique_lock g(mu_);
-      cv_.wait_for(g, std::chrono::milliseconds(limits::txn_service_tick_ms),
-                   [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      work.swap(queue_);
+      std::unique_lock g(mb_->mu);
+      mb_->cv.wait_for(g, std::chrono::milliseconds(limits::txn_service_tick_ms),
+                       [this] { return mb_->stopping || !mb_->queue.empty(); });
+      if (mb_->stopping) return;
+      work.swap(mb_->queue);
     }
     for (auto& fn : work) fn();
     run_markers();
     const int64_t now = clk_.monotonic_ms();
     if (now >= next_abort) {
-      next_abort = now + limits::default_transaction_abort_interval_ms;
+      next_abort = now + abort_interval_ms_;
       std::lock_guard g(coord_mu_);
       for (auto& w : coord_->expire_timed_out()) append_locked(std::move(w), nullptr);
     }
     if (now >= next_expiry) {
-      next_expiry = now + limits::default_transactional_id_removal_interval_ms;
+      next_expiry = now + id_removal_interval_ms_;
       std::lock_guard g(coord_mu_);
       for (auto& w : coord_->expire_ids()) append_locked(std::move(w), nullptr);
     }

@@ -8,7 +8,7 @@
 // retries and the coordinator's timers.
 //
 // Lifecycle: open() (creates __transaction_state when missing on a single
-// broker), start() (the thread loads every partition this broker leads,
+// broker, laid out by the transaction.state.log.* settings), start() (the thread loads every partition this broker leads,
 // then ticks; requests for a partition still loading answer
 // COORDINATOR_LOAD_IN_PROGRESS), stop() (joins the thread; requests still
 // waiting are dropped with their callbacks; the network server must be
@@ -17,9 +17,12 @@
 // Markers: a marker for a partition this broker leads is appended here
 // (cluster::partition::append_marker) and counts once committed; one
 // another broker leads is sent to it as WriteTxnMarkers through
-// `send_remote` (set by the broker in a cluster). A marker that fails is
-// tried again every limits::txn_marker_retry_ms until it lands or its
-// partition is gone; then the transaction's completion record is written.
+// `send_remote` (set by the broker in a cluster), on a sending thread of
+// that broker's, so a slow or unreachable leader holds up only the markers
+// it leads. A marker that fails is tried again every
+// limits::txn_marker_retry_ms until it lands or its partition is gone;
+// then the transaction's completion record is written. The service thread
+// never waits for a marker.
 //
 // Thread safety: every public method may be called from any thread between
 // start() and stop(); one mutex serialises the coordinator. Replies run on
@@ -36,7 +39,9 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/limits.h"
 #include "base/result.h"
+#include "config/dynamic.h"
 #include "txn/coordinator.h"
 
 namespace sluice::cluster {
@@ -48,12 +53,33 @@ struct broker_config;
 
 namespace sluice::txn {
 
+// The service's settings, from the broker's transaction.* settings.
+struct service_config {
+  coordinator_config coordinator;
+  // transaction.abort.timed.out.transaction.cleanup.interval.ms: how often
+  // coordinator::expire_timed_out runs.
+  int64_t abort_interval_ms = limits::default_transaction_abort_interval_ms;
+  // transaction.remove.expired.transaction.cleanup.interval.ms: how often
+  // coordinator::expire_ids runs.
+  int64_t id_removal_interval_ms = limits::default_transactional_id_removal_interval_ms;
+  static service_config from(const config::broker_config& b);
+};
+
+// The topic configs __transaction_state is created with when it gets
+// `replicas` replicas: compacted, max.message.bytes for the largest
+// record, transaction.state.log.segment.bytes, and
+// transaction.state.log.min.isr as its min.insync.replicas, but at most
+// `replicas` (with fewer in-sync replicas than that no record could be
+// written, so no transaction could run).
+std::vector<config::config_entry> transaction_state_configs(const config::broker_config& b, int32_t replicas);
+
 class service {
  public:
   using reply_fn = std::function<void(const answer&)>;
   // Writes the markers of `m` for `partitions` at their leader `leader`
   // (WriteTxnMarkers); returns each partition's outcome (errc::ok when
-  // written and committed there). Blocking; called on the service thread.
+  // written and committed there). Blocking; called on the sending thread
+  // the service keeps for `leader`, never on the service thread.
   using remote_markers_fn =
       std::function<std::map<topic_partition, errc>(int32_t leader, const markers& m,
                                                     const std::vector<topic_partition>& partitions)>;
@@ -95,15 +121,30 @@ class service {
                        const partition_set& partitions);
   describe_answer describe(const std::string& transactional_id);
   list_answer list(const list_filter& filter);
+  // The coordinator's figures for /metrics (coordinator::current_figures).
+  coordinator::figures figures();
 
  private:
   class state_log;
+  class remote_senders;
+  // The service thread's queue, shared with every callback that posts to
+  // it (a partition's commit, a remote leader's answer): one that comes
+  // after stop() finds it stopping and is dropped, whatever became of the
+  // service.
+  struct mailbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> queue;
+    bool stopping = false;
+    void post(std::function<void()> fn);
+  };
   struct marker_job {
     markers m;
-    std::set<topic_partition> left;  // not yet written
-    int64_t due_ms = 0;              // next try (monotonic)
+    std::set<topic_partition> left;       // not yet written
+    std::set<topic_partition> in_flight;  // asked, the answer still to come
+    int64_t due_ms = 0;                   // next try of what failed (monotonic)
   };
-  service(cluster::partition_manager& partitions, sluice::clock& clk, coordinator_config cfg);
+  service(cluster::partition_manager& partitions, sluice::clock& clk, service_config cfg);
   // Runs a decision: answers now, or appends its write and answers once
   // it is durable. mu_ held.
   void apply_locked(decision d, reply_fn reply);
@@ -111,8 +152,14 @@ class service {
   // The write's outcome, on the service thread.
   void on_written(const write_ref& ref, const status& s, const reply_fn& reply);
   void start_markers_locked(markers m);
-  // Tries every marker job that is due; service thread.
+  // Asks for every marker of a due job that is neither written nor asked
+  // for (local leaders append it, remote ones are sent WriteTxnMarkers on
+  // their sending thread) and writes the completion record of every job
+  // whose markers are all written; service thread. Never waits.
   void run_markers();
+  // A marker's outcome (ok: written and committed, or refused because a
+  // newer epoch or coordinator ended the transaction there); service thread.
+  void marker_done(uint64_t job, const topic_partition& tp, bool ok, int64_t local_offset);
   void load_partition(int32_t p);
   void post(std::function<void()> fn);
   void run();
@@ -122,21 +169,22 @@ class service {
   const bool cluster_;
   sluice::clock& clk_;
   const coordinator_config cfg_;
+  const int64_t abort_interval_ms_;
+  const int64_t id_removal_interval_ms_;
   remote_markers_fn send_remote_;
   offsets_marker_fn offsets_marker_;
 
   std::unique_ptr<state_log> log_;
   std::mutex coord_mu_;  // serialises coord_, jobs_, completions_
   std::unique_ptr<coordinator> coord_;
-  std::deque<marker_job> jobs_;
+  std::map<uint64_t, marker_job> jobs_;
+  uint64_t next_job_ = 1;
   // Completion records in flight, by write id: their markers, to try the
   // record again if it fails (coordinator::write_failure::retry_completion).
   std::map<uint64_t, markers> completions_;
 
-  std::mutex mu_;  // guards queue_, stopping_
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
+  const std::shared_ptr<mailbox> mb_ = std::make_shared<mailbox>();
+  std::unique_ptr<remote_senders> senders_;
   std::thread thread_;
 };
 

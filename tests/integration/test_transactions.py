@@ -11,6 +11,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from txn_helpers import read_all
+
 
 def create(bootstrap, topic, partitions=2):
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -24,38 +26,6 @@ def txn_producer(bootstrap, tid, **extra):
     p = Producer(conf)
     p.init_transactions(30)
     return p
-
-
-def read_all(bootstrap, topic, isolation, expect_at_least=0, timeout=30):
-    """Values read from the start of `topic` until `expect_at_least` arrived
-    and nothing more came for a while (or `timeout`)."""
-    c = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "reader-" + uuid.uuid4().hex,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "isolation.level": isolation,
-    })
-    c.subscribe([topic])
-    got = []
-    deadline = time.time() + timeout
-    quiet_since = time.time()
-    try:
-        while time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                if len(got) >= expect_at_least and time.time() - quiet_since > 3:
-                    break
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            got.append(m.value().decode())
-            quiet_since = time.time()
-    finally:
-        c.close()
-    return got
 
 
 def test_committed_seen_aborted_never(broker):
@@ -211,3 +181,59 @@ def test_read_process_write_commits_output_and_input_offsets_together(broker):
     c.close()
     out = read_all(bs, "rpw-out", "read_committed", expect_at_least=10)
     assert sorted(out) == sorted(f"out-in{i}" for i in range(10))
+
+
+def test_metrics_follow_transactions_to_their_outcomes(broker_factory):
+    """/metrics (docs/operations.md, "Transactions"): the coordinator's open
+    transactions and outcomes, and the partition's LSO lag, through one
+    commit, one abort and one timeout. The abort pass runs every 200 ms
+    (transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
+    from sluice_harness import wait_until
+    b = broker_factory(settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    b.start()
+    bs = b.bootstrap
+    create(bs, "txn-metrics", partitions=1)
+    lag_key = 'sluice_partition_lso_lag_messages{topic="txn-metrics",partition="0"}'
+
+    def total(outcome):
+        return b.metrics()[f'sluice_transactions_total{{outcome="{outcome}"}}']
+
+    m = b.metrics()
+    assert m["sluice_transactions_ongoing"] == 0
+    assert m["sluice_transactions_oldest_ongoing_age_seconds"] == 0
+    assert (total("commit"), total("abort"), total("timeout")) == (0, 0, 0)
+    assert m[lag_key] == 0
+
+    p = txn_producer(bs, "tid-" + uuid.uuid4().hex)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("txn-metrics", value=f"c{i}")
+    p.flush(30)  # acknowledged: below the high watermark, above the LSO
+    m = b.metrics()
+    assert m["sluice_transactions_ongoing"] == 1
+    assert m["sluice_transactions_oldest_ongoing_age_seconds"] >= 0
+    assert m[lag_key] == 3
+    p.commit_transaction(30)  # answered once PrepareCommit is durable: counted
+    assert (total("commit"), total("abort"), total("timeout")) == (1, 0, 0)
+    wait_until(lambda: b.metrics()[lag_key] == 0, 30, "the COMMIT marker to free the LSO")
+
+    p.begin_transaction()
+    p.produce("txn-metrics", value="a0")
+    p.flush(30)
+    assert b.metrics()[lag_key] == 1
+    p.abort_transaction(30)
+    assert (total("commit"), total("abort"), total("timeout")) == (1, 1, 0)
+    wait_until(lambda: b.metrics()[lag_key] == 0, 30, "the ABORT marker to free the LSO")
+
+    # A transaction its producer never ends: the coordinator aborts it at its timeout.
+    q = txn_producer(bs, "tid-" + uuid.uuid4().hex, **{"transaction.timeout.ms": 2000})
+    q.begin_transaction()
+    q.produce("txn-metrics", value="left-open")
+    q.flush(30)
+    wait_until(lambda: total("timeout") == 1, 60, "the coordinator to abort the transaction at its timeout")
+    wait_until(lambda: b.metrics()[lag_key] == 0, 30, "the timeout's ABORT marker to free the LSO")
+    m = b.metrics()
+    assert (total("commit"), total("abort"), total("timeout")) == (1, 1, 1)
+    assert m["sluice_transactions_ongoing"] == 0
+    assert m["sluice_transactions_oldest_ongoing_age_seconds"] == 0
+    assert b.stop() == 0

@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_harness import Cluster
 from group_wire import find_coordinator
+import txn_helpers
 
 SESSION_TIMEOUT_MS = 4000
 PARTITIONS = 16
@@ -61,31 +62,8 @@ def txn_producer(bootstrap, tid):
     return p
 
 
-def read_all(bootstrap, topic, isolation, expect_at_least=0, timeout=DEADLINE_S):
-    """Values read from the start of `topic` until at least `expect_at_least`
-    arrived and nothing more came for a while (or `timeout`)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader-" + uuid.uuid4().hex,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    c.subscribe([topic])
-    got = []
-    deadline = time.time() + timeout
-    quiet_since = time.time()
-    try:
-        while time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                if len(got) >= expect_at_least and time.time() - quiet_since > 5:
-                    break
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            got.append(m.value().decode())
-            quiet_since = time.time()
-    finally:
-        c.close()
-    return got
+def read_all(bootstrap, topic, isolation, expect_at_least=0):
+    return txn_helpers.read_all(bootstrap, topic, isolation, expect_at_least, timeout=DEADLINE_S, quiet_s=5)
 
 
 def coordinator_of(cluster, tid):
@@ -112,19 +90,7 @@ def run_transaction(p, topic, name, records, commit):
         p.flush(DEADLINE_S)  # the records are in the logs before the abort
         p.abort_transaction(DEADLINE_S)
         return "aborted"
-    deadline = time.time() + DEADLINE_S
-    while True:
-        try:
-            p.commit_transaction(DEADLINE_S)
-            return "committed"
-        except KafkaException as e:
-            err = e.args[0]
-            if err.retriable() and time.time() < deadline:
-                continue
-            if err.txn_requires_abort():
-                p.abort_transaction(DEADLINE_S)
-                return "aborted"
-            raise
+    return txn_helpers.commit_or_abort(p, DEADLINE_S)
 
 
 def test_transactions_through_the_cluster_and_coordinator_failover(cluster):
@@ -161,21 +127,7 @@ def test_transactions_through_the_cluster_and_coordinator_failover(cluster):
         p.produce(topic, value=f"t6-{i}", partition=i % PARTITIONS)
     p.flush(DEADLINE_S)
     cluster.kill(coordinator)
-    deadline = time.time() + DEADLINE_S
-    while True:
-        try:
-            p.commit_transaction(DEADLINE_S)
-            outcomes["t6"] = "committed"
-            break
-        except KafkaException as e:
-            err = e.args[0]
-            if err.retriable() and time.time() < deadline:
-                continue
-            if err.txn_requires_abort():
-                p.abort_transaction(DEADLINE_S)
-                outcomes["t6"] = "aborted"
-                break
-            raise
+    outcomes["t6"] = txn_helpers.commit_or_abort(p, DEADLINE_S)
     outcomes["t7"] = run_transaction(p, topic, "t7", records, commit=True)
     cluster.restart(coordinator)
     cluster.wait_converged(timeout=DEADLINE_S)
