@@ -5,7 +5,8 @@ test and the wire, so a test can say which broker answered and what.
 OffsetFetch is spoken in two shapes: v3 (one group, non-flexible, with a
 top-level error code) and v9 (the batched, flexible shape of KIP-709 with
 KIP-848's member id and epoch, as librdkafka 2.x's admin client sends it).
-Every function opens one connection to 127.0.0.1:port and returns the
+Every function opens one connection to host:port (127.0.0.1 unless a test
+puts brokers in network namespaces) and returns the
 decoded answer; errors are Kafka error codes, never exceptions.
 """
 
@@ -90,13 +91,13 @@ class FlexReader(Reader):
             self.p += self.uvarint()
 
 
-def _call(port, api_key, version, body, flexible, timeout=10.0, corr=11):
+def _call(port, api_key, version, body, flexible, timeout=10.0, corr=11, host="127.0.0.1"):
     client_id = b"group-wire"
     header = struct.pack(">hhih", api_key, version, corr, len(client_id)) + client_id
     if flexible:
         header += _uvarint(0)  # request header v2: no tagged fields
     payload = header + body
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.settimeout(timeout)
         s.sendall(struct.pack(">i", len(payload)) + payload)
         (n,) = struct.unpack(">i", _recv_exact(s, 4))
@@ -108,10 +109,11 @@ def _call(port, api_key, version, body, flexible, timeout=10.0, corr=11):
     return r
 
 
-def find_coordinator(port, group, timeout=10.0, key_type=0):
+def find_coordinator(port, group, timeout=10.0, key_type=0, host="127.0.0.1"):
     """FindCoordinator v1 for a group (key_type 1: a transactional id),
-    asked of broker 127.0.0.1:port; returns (error code, node id)."""
-    r = _call(port, API_FIND_COORDINATOR, 1, _kstr(group) + struct.pack(">b", key_type), False, timeout)
+    asked of broker host:port; returns (error code, node id)."""
+    r = _call(port, API_FIND_COORDINATOR, 1, _kstr(group) + struct.pack(">b", key_type), False, timeout,
+              host=host)
     r.take(">i")  # throttle_time_ms
     err = r.take(">h")
     r.string()  # error_message
@@ -165,10 +167,10 @@ def offset_fetch_v3(port, group, topics=None, timeout=10.0):
     return r.take(">h"), out
 
 
-def offset_fetch_v9(port, group, topics=None, timeout=10.0):
+def offset_fetch_v9(port, group, topics=None, timeout=10.0, host="127.0.0.1"):
     """OffsetFetch v9 of one group, without a member id (member epoch -1) and
-    with require_stable, as an admin client asks; same return as
-    offset_fetch_v3."""
+    with require_stable, as an admin client asks, of broker host:port; same
+    return as offset_fetch_v3."""
     body = _uvarint(2) + _cstr(group) + _cstr(None) + struct.pack(">i", -1)
     if topics is None:
         body += _uvarint(0)
@@ -179,7 +181,7 @@ def offset_fetch_v9(port, group, topics=None, timeout=10.0):
             body += _uvarint(0)
     body += _uvarint(0)  # the group's tags
     body += struct.pack(">b", 1) + _uvarint(0)  # require_stable, tags
-    r = _call(port, API_OFFSET_FETCH, 9, body, True, timeout)
+    r = _call(port, API_OFFSET_FETCH, 9, body, True, timeout, host=host)
     r.take(">i")  # throttle_time_ms
     groups = r.carray_len()
     assert groups == 1, f"{groups} groups answered for one asked"

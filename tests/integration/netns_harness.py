@@ -13,6 +13,8 @@ two nodes cut and healed one at a time, sockets kept.
         lab.cut(b1, lab.host)           # the test's own clients lose b1 too
         nodes = lab.place_cluster(c)    # a cluster_harness.Cluster, not started:
                                         # each member and broker in its own namespace
+        faults = Faults(c, lab, nodes)  # the fault tests' cuts, each returning its heal
+        heal = faults.split(1, faults.members[0])
 
 How a cut is made. The development machine has neither iptables nor tc
 qdiscs, so a cut is a permanent neighbour (ARP) entry in each of the two
@@ -25,16 +27,22 @@ MAC again) held data flows on. Only traffic between the lab's namespaces and
 the root namespace's address on the lab's bridge is involved; the bridge is
 connected to no physical interface.
 
+Also here, for the fault tests (test_netns_faults.py, test_txn_faults.py):
+Faults (the kinds of cut they make), watch_hold, and the cluster views they
+wait on (agreed_leaders, full_isr).
+
 Every name the lab makes (namespaces, bridge, veth pairs) starts with a
 prefix of this process's pid, and close() removes them all; the caller stops
 the processes it started first (a namespace whose process still runs goes
 only when that process ends). Not thread-safe: one test thread drives it.
 """
 
+import contextlib
 import ipaddress
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 
 # A locally administered unicast MAC that no interface of the lab has.
@@ -224,3 +232,136 @@ class NetnsLab:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# ------------------------------------------------------------ fault tests
+
+@contextlib.contextmanager
+def placed_cluster(c, keep_logs=None):
+    """A lab holding cluster_harness.Cluster `c` (not started), every member
+    and broker in its own namespace; starts it and yields (c, lab, nodes).
+    On the way out: every cut healed, paused brokers resumed, the brokers'
+    logs copied into directory `keep_logs` if given, and the cluster closed
+    before the lab (a namespace goes with its last process)."""
+    try:
+        lab = NetnsLab()  # skips the test where namespaces cannot be made
+    except BaseException:
+        c.close()
+        raise
+    with lab:
+        try:
+            nodes = lab.place_cluster(c)
+            c.start()
+            yield c, lab, nodes
+        finally:
+            try:
+                lab.heal_all()
+                for n in c.node_ids:
+                    if c.broker(n).paused:
+                        c.resume(n)
+                if keep_logs:
+                    os.makedirs(keep_logs, exist_ok=True)
+                    for n in c.node_ids:
+                        shutil.copy(c.broker(n).log_path, os.path.join(keep_logs, f"broker-{n}.log"))
+            finally:
+                c.close()
+
+
+class Faults:
+    """The cuts the fault tests make over a lab holding cluster `c`
+    (place_cluster's `nodes`); each returns a function that heals it."""
+
+    def __init__(self, c, lab, nodes):
+        self.c, self.lab, self.nodes = c, lab, nodes
+        self.brokers = {n: nodes[n] for n in c.node_ids}
+        self.members = [nodes[m.name] for m in c.etcd.members]
+
+    def _cut_all(self, pairs):
+        for a, b in pairs:
+            self.lab.cut(a, b)
+
+        def heal():
+            for a, b in pairs:
+                self.lab.heal(a, b)
+        return heal
+
+    def etcd_only(self, victim):
+        """Broker `victim` cut off from every etcd member and nothing else."""
+        return self._cut_all([(self.brokers[victim], m) for m in self.members])
+
+    def from_followers(self, victim):
+        """Broker `victim` cut off from the other brokers only."""
+        return self._cut_all([(self.brokers[victim], self.brokers[n]) for n in self.c.node_ids if n != victim])
+
+    def isolate(self, victim):
+        """Broker `victim` cut off from everybody: brokers, etcd members and
+        the test's own clients."""
+        pairs = [(self.brokers[victim], m) for m in self.members]
+        pairs += [(self.brokers[victim], self.brokers[n]) for n in self.c.node_ids if n != victim]
+        pairs.append((self.brokers[victim], self.lab.host))
+        return self._cut_all(pairs)
+
+    def split(self, alone, member):
+        """Broker `alone` and etcd member `member` on one side, the rest on
+        the other; the test's clients reach both sides."""
+        side_a = [self.brokers[alone], member]
+        side_b = [self.brokers[n] for n in self.c.node_ids if n != alone] + \
+                 [m for m in self.members if m is not member]
+        return self._cut_all([(a, b) for a in side_a for b in side_b])
+
+
+def watch_hold(c, victim, hold):
+    """Holds a fault for `hold` seconds; returns when the other brokers first
+    all listed `victim` no more (its session lost: the fault reached the
+    control plane), or None."""
+    t0 = time.monotonic()
+    others = [n for n in c.node_ids if n != victim]
+    dropped = None
+    while time.monotonic() - t0 < hold:
+        if dropped is None:
+            views = c.metadata_all(others, timeout=1.0)
+            if len(views) == len(others) and all(victim not in v.brokers for v in views.values()):
+                dropped = time.monotonic() - t0
+        time.sleep(0.3)
+    return dropped
+
+
+def agreed_leaders(c, topic, partitions, exclude=()):
+    """{partition: leader} of `topic` (`partitions` of them) when every live
+    broker not in `exclude` names the same live leader (not in exclude) for
+    every partition; else None."""
+    nodes = [n for n in c.live_ids() if n not in exclude]
+    views = c.metadata_all(nodes, timeout=2.0)
+    if not nodes or len(views) != len(nodes):
+        return None
+    seen = set()
+    for v in views.values():
+        t = v.topics.get(topic)
+        if t is None or sorted(t.partitions) != list(range(partitions)):
+            return None
+        leaders = tuple((i, p.leader) for i, p in sorted(t.partitions.items()))
+        if any(l not in nodes for _, l in leaders):
+            return None
+        seen.add(leaders)
+    if len(seen) != 1:
+        return None
+    return dict(seen.pop())
+
+
+def full_isr(c, topics):
+    """Every broker runs, lists all brokers and the same controller, and
+    names a leader and a full ISR for every partition of `topics`
+    ({name: partition count})."""
+    if len(c.live_ids()) != len(c.node_ids) or c.agreed_view() is None:
+        return False
+    views = c.metadata_all(timeout=2.0)
+    if len(views) != len(c.node_ids):
+        return False
+    for v in views.values():
+        for topic, partitions in topics.items():
+            t = v.topics.get(topic)
+            if t is None or len(t.partitions) != partitions:
+                return False
+            if any(p.leader < 0 or sorted(p.isr) != c.node_ids for p in t.partitions.values()):
+                return False
+    return True

@@ -82,7 +82,6 @@ three ways, two of them broker bugs since fixed:
 
 import os
 import random
-import shutil
 import struct
 import threading
 import time
@@ -94,7 +93,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_harness import Cluster, _kstr, _request, produce_request
 from log_files import partition_dir, read_batches, read_hw_checkpoint
-from netns_harness import NetnsLab
+import netns_harness
+from netns_harness import Faults, watch_hold
 
 TOPIC = "netns"
 PARTITIONS = 3
@@ -141,41 +141,11 @@ def list_offsets_latest(host, port, partitions, timeout=5.0):
 # ------------------------------------------------------------ cluster views
 
 def agreed_leaders(c, exclude=()):
-    """{partition: leader} when every live broker not in `exclude` names the
-    same live leader (not in exclude) for every partition; else None."""
-    nodes = [n for n in c.live_ids() if n not in exclude]
-    views = c.metadata_all(nodes, timeout=2.0)
-    if not nodes or len(views) != len(nodes):
-        return None
-    seen = set()
-    for v in views.values():
-        t = v.topics.get(TOPIC)
-        if t is None or sorted(t.partitions) != list(range(PARTITIONS)):
-            return None
-        leaders = tuple((i, p.leader) for i, p in sorted(t.partitions.items()))
-        if any(l not in nodes for _, l in leaders):
-            return None
-        seen.add(leaders)
-    if len(seen) != 1:
-        return None
-    return dict(seen.pop())
+    return netns_harness.agreed_leaders(c, TOPIC, PARTITIONS, exclude)
 
 
 def full_isr(c):
-    """Every broker runs, lists all brokers and the same controller, and
-    names a leader and a full ISR for every partition."""
-    if len(c.live_ids()) != len(c.node_ids) or c.agreed_view() is None:
-        return False
-    views = c.metadata_all(timeout=2.0)
-    if len(views) != len(c.node_ids):
-        return False
-    for v in views.values():
-        t = v.topics.get(TOPIC)
-        if t is None or len(t.partitions) != PARTITIONS:
-            return False
-        if any(p.leader < 0 or sorted(p.isr) != c.node_ids for p in t.partitions.values()):
-            return False
-    return True
+    return netns_harness.full_isr(c, {TOPIC: PARTITIONS})
 
 
 # ------------------------------------------------------------ the workload
@@ -337,44 +307,6 @@ class Workload:
 
 # ------------------------------------------------------------ the faults
 
-class Faults:
-    """Cuts and heals over the lab; every fault returns a heal function."""
-
-    def __init__(self, c, lab, nodes, rng):
-        self.c, self.lab, self.nodes, self.rng = c, lab, nodes, rng
-        self.brokers = {n: nodes[n] for n in c.node_ids}
-        self.members = [nodes[m.name] for m in c.etcd.members]
-
-    def _cut_all(self, pairs):
-        for a, b in pairs:
-            self.lab.cut(a, b)
-
-        def heal():
-            for a, b in pairs:
-                self.lab.heal(a, b)
-        return heal
-
-    def etcd_only(self, victim):
-        return self._cut_all([(self.brokers[victim], m) for m in self.members])
-
-    def from_followers(self, victim):
-        return self._cut_all([(self.brokers[victim], self.brokers[n]) for n in self.c.node_ids if n != victim])
-
-    def isolate(self, victim):
-        pairs = [(self.brokers[victim], m) for m in self.members]
-        pairs += [(self.brokers[victim], self.brokers[n]) for n in self.c.node_ids if n != victim]
-        pairs.append((self.brokers[victim], self.lab.host))
-        return self._cut_all(pairs)
-
-    def split(self, alone, member):
-        """Broker `alone` and etcd member `member` on one side, the rest on
-        the other; the test's clients reach both sides."""
-        side_a = [self.brokers[alone], member]
-        side_b = [self.brokers[n] for n in self.c.node_ids if n != alone] + \
-                 [m for m in self.members if m is not member]
-        return self._cut_all([(a, b) for a in side_a for b in side_b])
-
-
 def leaders_now(c, timeout=FAILOVER_S):
     return c.wait_for(lambda: agreed_leaders(c), timeout, "a leader agreed on for every partition")
 
@@ -486,50 +418,18 @@ def run_fault(c, faults, rng, kind, pids):
     return what, time.monotonic(), [victim]
 
 
-def watch_hold(c, victim, hold):
-    """Holds a cut for `hold` seconds; returns when the other brokers first
-    all listed `victim` no more (its session lost: the fault reached the
-    control plane), or None."""
-    t0 = time.monotonic()
-    others = [n for n in c.node_ids if n != victim]
-    dropped = None
-    while time.monotonic() - t0 < hold:
-        if dropped is None:
-            views = c.metadata_all(others, timeout=1.0)
-            if len(views) == len(others) and all(victim not in v.brokers for v in views.values()):
-                dropped = time.monotonic() - t0
-        time.sleep(0.3)
-    return dropped
-
-
 # ------------------------------------------------------------ the test
 
 @pytest.fixture
 def netns_cluster():
-    with NetnsLab() as lab:
-        c = Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
-                    extra_settings={"replica.lag.time.max.ms": str(LAG_MAX_MS),
-                                    "replica.fetch.wait.max.ms": "200",
-                                    "replica.fetch.backoff.ms": "200"})
-        try:
-            for n in c.node_ids:
-                c.broker(n).settings["broker.rack"] = f"rack-{n}"
-            nodes = lab.place_cluster(c)
-            c.start()
-            yield c, lab, nodes
-        finally:
-            try:
-                lab.heal_all()
-                for n in c.node_ids:
-                    if c.broker(n).paused:
-                        c.resume(n)
-                keep = os.environ.get("SLUICE_NETNS_KEEP_LOGS")
-                if keep:
-                    os.makedirs(keep, exist_ok=True)
-                    for n in c.node_ids:
-                        shutil.copy(c.broker(n).log_path, os.path.join(keep, f"broker-{n}.log"))
-            finally:
-                c.close()  # the processes first: a namespace goes with its last process
+    c = Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS,
+                extra_settings={"replica.lag.time.max.ms": str(LAG_MAX_MS),
+                                "replica.fetch.wait.max.ms": "200",
+                                "replica.fetch.backoff.ms": "200"})
+    for n in c.node_ids:
+        c.broker(n).settings["broker.rack"] = f"rack-{n}"
+    with netns_harness.placed_cluster(c, os.environ.get("SLUICE_NETNS_KEEP_LOGS")) as placed:
+        yield placed
 
 
 def test_mixed_network_faults_lose_nothing_and_replicas_agree(netns_cluster):
@@ -549,7 +449,7 @@ def test_mixed_network_faults_lose_nothing_and_replicas_agree(netns_cluster):
     follower = next(n for n in c.node_ids if n != leaders[0])
     w = Workload(c, follower)
     w.start()
-    faults = Faults(c, lab, nodes, rng)
+    faults = Faults(c, lab, nodes)
     pids = {n: c.broker(n).pid for n in c.node_ids}
     probes = {}
     report = []
