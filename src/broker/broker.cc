@@ -420,6 +420,10 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->groups->set_txn_verifier([&i = *i](const group::txn_producer& tp, int32_t p, std::function<void(errc)> done) {
     const txn::topic_partition offsets{std::string(group::offsets_topic), p};
     const int32_t coordinator = i.control ? i.txns->coordinator_of(tp.transactional_id) : i.cfg->node_id;
+    if (coordinator == i.cfg->node_id && i.control && !kafka::coordinates_here(i.svc, tp.transactional_id)) {
+      done(errc::coordinator_not_available);  // a view this broker cannot trust now
+      return;
+    }
     const bool here = coordinator == i.cfg->node_id || !i.verifier;
     if (here && tp.add) {
       txn::add_partitions_request a;

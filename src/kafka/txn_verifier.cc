@@ -6,7 +6,12 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/thread_name.h"
+#include "kafka/request.h"
+#include "metadata/partition_manager.h"
 #include "protocol/raw_client.h"
+#include "replication/leadership_gate.h"
+#include "txn/records.h"
+#include "txn/service.h"
 
 namespace sluice::kafka {
 
@@ -23,6 +28,12 @@ txn_verifier::answer every(const txn_verifier::question& q, error_code e) {
 }
 
 }  // namespace
+
+bool coordinates_here(const services& svc, std::string_view transactional_id) {
+  if (!svc.txn || !svc.partitions) return false;
+  auto part = svc.partitions->get(std::string(txn::transaction_state_topic), svc.txn->partition_for(transactional_id));
+  return part && part->is_leader() && svc.leadership->check(*part).ok();
+}
 
 class txn_verifier::connections {
  public:

@@ -40,6 +40,15 @@
 
 namespace sluice::kafka {
 
+struct services;
+
+// Whether this broker may answer as the transaction coordinator of
+// `transactional_id`: it leads the id's partition of __transaction_state and
+// the leadership gate lets it act as that leader. A broker deposed without
+// knowing it yet (cut off, paused) still holds the id's old state; its word
+// on a transaction already ended elsewhere would open one nobody ends.
+bool coordinates_here(const services& svc, std::string_view transactional_id);
+
 class txn_verifier {
  public:
   struct endpoint {

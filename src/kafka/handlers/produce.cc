@@ -327,6 +327,13 @@ void handle_produce(request req) {
   // no AddPartitionsToTxn: the coordinator is asked to add the partitions.
   const bool add = r.version() >= 12;
   const int32_t coordinator = svc.txn ? svc.txn->coordinator_of(txn_id) : -1;
+  if (coordinator == svc.node_id && svc.control && !coordinates_here(svc, txn_id)) {
+    // Named here by a view this broker cannot trust now: ask again later.
+    std::map<txn::topic_partition, error_code> answer;
+    for (const auto& tp : asked) answer[tp] = error_code::not_coordinator;
+    verified(run, answer, now);
+    return;
+  }
   if (svc.txn && add && (coordinator == svc.node_id || !svc.control)) {
     txn::add_partitions_request a;
     a.transactional_id = txn_id;

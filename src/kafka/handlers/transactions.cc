@@ -15,6 +15,7 @@
 #include "group/records.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "kafka/txn_verifier.h"
 #include "metadata/partition_manager.h"
 #include "txn/service.h"
 
@@ -75,6 +76,15 @@ void handle_add_partitions_batched(request req, protocol::add_partitions_to_txn_
     };
     if (!svc) {
       fill([](const std::string&, int32_t) { return error_code::coordinator_not_available; });
+      continue;
+    }
+    // Only the coordinator the cluster knows answers: a broker deposed
+    // without knowing it yet (cut off, paused) still holds the id's old
+    // state, and its "in the transaction" for a transaction already ended
+    // elsewhere would open one there that nobody ends.
+    if (!coordinates_here(*b->req.svc, t.transactional_id)) {
+      std::lock_guard g(b->mu);
+      fill([](const std::string&, int32_t) { return error_code::not_coordinator; });
       continue;
     }
     txn::partition_set asked;
