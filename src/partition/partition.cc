@@ -130,7 +130,10 @@ bool partition::apply_state(const replica_list& replicas, const partition_state&
     SLUICE_ASSERT(!leads || std::find(st.isr.begin(), st.isr.end(), node_id_) != st.isr.end(),
                   "this broker leads a partition whose ISR does not name it");
     leadership_changed = leads != was_leader || st.leader_epoch != held;
-    if (leadership_changed) verifications_.clear();
+    if (leadership_changed) {
+      verifications_.clear();
+      ++guard_generation_;
+    }
     if (leads && (!was_leader || st.leader_epoch != held)) {
       // A new leadership: the followers are heard from afresh.
       tracker_.become_leader(node_id_, replicas, st.isr, high_watermark(), end, now);
@@ -792,6 +795,10 @@ produce_outcome partition::append(std::span<std::byte> bytes, int64_t now_ms, bo
       // This batch would begin the producer's transaction here: only with
       // the coordinator's word, given for a guard still current.
       auto it = verifications_.find(pb.producer_id);
+      if (guard.id != 0 && guard.generation != guard_generation_) {
+        return fail(errc::not_leader, "the leadership of " + tp_.topic + "-" + std::to_string(tp_.partition) +
+                                          " changed while the coordinator was asked");
+      }
       if (guard.id == 0 || it == verifications_.end() || it->second != guard.id) {
         return fail(errc::invalid_txn_state,
                     guard.id == 0 ? "a transactional batch needs its transactional id and the coordinator's word that "
@@ -879,7 +886,7 @@ result<std::optional<verification_guard>> partition::begin_verification(int64_t 
     }
     it = verifications_.emplace(producer_id, next_guard_++).first;
   }
-  return std::optional<verification_guard>(verification_guard{it->second});
+  return std::optional<verification_guard>(verification_guard{it->second, guard_generation_});
 }
 
 void partition::end_verification(int64_t producer_id, verification_guard guard) {

@@ -81,6 +81,9 @@ struct replica_state {
 // begin_verification). 0: none.
 struct verification_guard {
   uint64_t id = 0;
+  // The partition's leadership when it was handed out: one a change of
+  // leadership retired is answered as the lost leadership it is.
+  uint64_t generation = 0;
 };
 
 // The outcome of one Produce partition, in Kafka's terms.
@@ -187,7 +190,8 @@ class partition : public std::enable_shared_from_this<partition> {
   // transaction ended while the question was out), a transactional batch of
   // it appended, or a change of leadership retires the guard, so a late
   // batch verified against a transaction that has since ended cannot open
-  // a new one. nullopt: no verification is needed (the producer's
+  // a new one (INVALID_TXN_STATE; NOT_LEADER_OR_FOLLOWER, retriable, when
+  // it was the leadership that changed). nullopt: no verification is needed (the producer's
   // transaction at this epoch is open here already). NOT_ENOUGH_REPLICAS
   // (retriable) when limits::max_verifications_per_partition producers are
   // being verified at once. end_verification() retires a guard whose
@@ -585,6 +589,7 @@ class partition : public std::enable_shared_from_this<partition> {
   // guarded by append_mu_. Ids are never reused (next_guard_).
   std::unordered_map<int64_t, uint64_t> verifications_;
   uint64_t next_guard_ = 1;
+  uint64_t guard_generation_ = 0;  // bumped when a leadership change retires every guard
   // Transactions a marker ended while its marker was not yet below the high
   // watermark: still unstable until it is (pruned as the reads pass).
   // Guarded by state_mu_.

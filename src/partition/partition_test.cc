@@ -251,7 +251,8 @@ TEST_F(PartitionTxn, AVerificationGuardIsRetiredByTheMarkerThatEndsItsTransactio
   st.isr = {self};
   ASSERT_TRUE(part_->apply_state({self}, st));
   auto b3b = batch(3, 0);
-  EXPECT_EQ(part_->append(b3b, kBaseTs, true, true, **g5).error, errc::invalid_txn_state);
+  EXPECT_EQ(part_->append(b3b, kBaseTs, true, true, **g5).error, errc::not_leader)
+      << "a guard the leadership retired is answered retriably: the producer asks again";
 }
 
 // The group coordinator writes a producer's transactional offsets as its
