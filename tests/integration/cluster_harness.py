@@ -440,6 +440,22 @@ class Cluster:
         b = self._brokers[node_id]
         b.send_signal(signal.SIGSTOP)
         b.paused = True
+        # kill() returns before every thread has stopped: on a busy machine
+        # a thread may still send a fetch after it. Wait until each one is
+        # stopped, so what the test does next meets a broker that does
+        # nothing.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            states = []
+            try:
+                for t in os.listdir(f"/proc/{b.pid}/task"):
+                    with open(f"/proc/{b.pid}/task/{t}/stat") as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                states = ["?"]
+            if states and all(st in ("T", "t") for st in states):
+                return
+            time.sleep(0.01)
 
     def resume(self, node_id):
         b = self._brokers[node_id]
