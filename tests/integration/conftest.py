@@ -5,6 +5,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sluice_harness import Broker  # noqa: E402
+from share_client import ShareConsumer  # noqa: E402
 
 
 @pytest.fixture
@@ -31,3 +32,19 @@ def broker_factory():
     yield make
     for b in made:
         b.close()
+
+
+@pytest.fixture
+def share_consumer_factory():
+    """Makes started share_client.ShareConsumer processes (same arguments);
+    whatever is still running at the end of the test is killed."""
+    made = []
+
+    def make(*args, **kw):
+        c = ShareConsumer(*args, **kw)
+        made.append(c)
+        return c.start()
+
+    yield make
+    for c in made:
+        c.close()
