@@ -155,14 +155,27 @@ def test_deletion_racing_a_slow_consumer_never_serves_garbage(broker_factory):
         c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"slow-{reset}", "auto.offset.reset": reset,
                       "enable.auto.commit": False, "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024,
                       "message.max.bytes": 1000, "fetch.wait.max.ms": 10})
+        tp = TopicPartition("racy", 0)
         # Start at the current log start; retention overtakes the reader.
         start = watermarks(b.bootstrap, "racy")[0]
         c.assign([TopicPartition("racy", 0, start)])
         # A jump is a message past the one expected next: the reader was
         # overtaken and followed its reset.
-        got, errors, last, jumps = 0, [], start - 1, 0
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline and not stop.is_set():
+        got, errors, last, jumps, overtaken = 0, [], start - 1, 0, False
+        deadline = time.monotonic() + 120  # a bound on a wedged test, not a timing asserted
+        while time.monotonic() < deadline:
+            if got == 20 and not overtaken:
+                # The reader stalls (it fetches nothing) until retention has
+                # deleted every offset it could have fetched before it
+                # stalled: its next fetch is then surely out of range.
+                c.pause([tp])
+                fetchable = watermarks(b.bootstrap, "racy")[1]
+                while watermarks(b.bootstrap, "racy")[0] <= fetchable and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                overtaken = True
+                c.resume([tp])
+            if overtaken and (jumps or errors) and (reset == "error" or got >= 40):
+                break
             m = c.poll(0.05)
             if m is None:
                 continue

@@ -85,6 +85,7 @@ skipped otherwise. Everything the test makes (namespaces, bridge, veth
 pairs, temporary directories, processes by pid) it removes.
 """
 
+import faulthandler
 import os
 import random
 import struct
@@ -279,6 +280,10 @@ class Workload:
         self.stop.set()
         for t in self.threads:
             t.join(COMMIT_DEADLINE_S + 2 * CALL_TIMEOUT_S + 60)
+            if t.is_alive():
+                # Where it is stuck (a client call that never returns?), for
+                # the report.
+                faulthandler.dump_traceback(all_threads=True)
             assert not t.is_alive(), f"workload thread {t.name} did not stop"
 
     def counts(self):
