@@ -57,6 +57,11 @@ std::string_view errc_name(errc e) {
     case errc::transaction_abortable: return "transaction_abortable";
     case errc::unstable_offset_commit: return "unstable_offset_commit";
     case errc::invalid_txn_marker: return "invalid_txn_marker";
+    case errc::invalid_record_state: return "invalid_record_state";
+    case errc::share_session_not_found: return "share_session_not_found";
+    case errc::invalid_share_session_epoch: return "invalid_share_session_epoch";
+    case errc::share_session_limit_reached: return "share_session_limit_reached";
+    case errc::fenced_state_epoch: return "fenced_state_epoch";
   }
   return "unknown";
 }

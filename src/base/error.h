@@ -65,6 +65,12 @@ enum class errc : int16_t {
   transaction_abortable,    // the transaction must abort (a verification that failed, KIP-890)
   invalid_txn_marker,       // a control batch that is not a well-formed COMMIT or ABORT marker
   unstable_offset_commit,   // a committed offset a transaction may still replace (OffsetFetch require_stable); retriable
+  // Share groups.
+  invalid_record_state,     // an acknowledgement of a record the member does not hold (expired lock, another member's)
+  share_session_not_found,  // a share session epoch > 0 for a session this broker does not have
+  invalid_share_session_epoch,  // a share session epoch that is not the next one
+  share_session_limit_reached,  // the broker holds as many share sessions as it may
+  fenced_state_epoch,       // a share-partition state write from an older state epoch
   // Protocol decoding.
   malformed,          // a request that cannot be decoded
   unsupported_version,

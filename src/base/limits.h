@@ -590,4 +590,56 @@ inline constexpr size_t max_orphan_lost_series = 10'000;
 // sends none).
 inline constexpr size_t max_metrics_http_request_bytes = 8192;
 
+// ---- Share groups (src/share, docs/share_groups.md) ---------------------------
+// Kafka's defaults and ranges of the share-group settings (group.share.*,
+// and the per-group share.* overrides).
+// group.share.record.lock.duration.ms: how long a record handed to a
+// consumer stays its own before it is offered again.
+inline constexpr int32_t default_share_record_lock_duration_ms = 30'000;
+inline constexpr int32_t min_share_record_lock_duration_ms = 1'000;
+inline constexpr int32_t max_share_record_lock_duration_ms = 3'600'000;
+// group.share.delivery.count.limit: deliveries before a record is archived.
+inline constexpr int16_t default_share_delivery_count_limit = 5;
+inline constexpr int16_t min_share_delivery_count_limit = 2;
+inline constexpr int16_t max_share_delivery_count_limit = 10;
+// group.share.partition.max.record.locks: records in flight per share
+// partition (its end offset at most this far past its start), which bounds
+// a share partition's memory (a few bytes per record) and its state record.
+inline constexpr int32_t default_share_max_record_locks = 2'000;
+inline constexpr int32_t min_share_max_record_locks = 100;
+inline constexpr int32_t max_share_max_record_locks = 10'000;
+// group.share.session.timeout.ms / group.share.heartbeat.interval.ms.
+inline constexpr int32_t default_share_session_timeout_ms = 45'000;
+inline constexpr int32_t default_share_heartbeat_interval_ms = 5'000;
+// group.share.max.size: members of one share group.
+inline constexpr int32_t default_share_group_max_size = 200;
+// Share groups one broker coordinates, and share partitions one broker
+// leads state for (each a few KB at most): a heartbeat or fetch that would
+// pass them is refused (GROUP_MAX_SIZE_REACHED / a retriable error).
+inline constexpr size_t max_share_groups = 10'000;
+inline constexpr size_t max_share_partitions = 100'000;
+// group.share.max.share.sessions: share sessions one broker keeps (each
+// names its member and its partitions); a new one past it is
+// SHARE_SESSION_LIMIT_REACHED.
+inline constexpr size_t max_share_sessions = 2'000;
+// Partitions one share session may hold.
+inline constexpr size_t max_share_session_partitions = 10'000;
+// share.coordinator.state.topic.*: __share_group_state's layout.
+inline constexpr int32_t default_share_state_partitions = 50;
+inline constexpr int16_t default_share_state_replication_factor = 3;
+inline constexpr int32_t default_share_state_min_isr = 2;
+inline constexpr int64_t default_share_state_segment_bytes = 100ll * 1024 * 1024;
+// How long a share partition's state write may take before its fetch or
+// acknowledgement is answered with a retriable error.
+inline constexpr int64_t share_state_write_timeout_ms = 5'000;
+// How often the share service looks for expired acquisition locks and
+// share-group sessions when nothing woke it sooner.
+inline constexpr int64_t share_tick_ms = 100;
+// Dead letters one share partition writes to its group's dead-letter topic
+// in one batch (one append, one sequence range).
+inline constexpr size_t max_dead_letters_per_batch = 100;
+// How soon a dead-letter batch that could not be written (the topic missing,
+// its leader elsewhere or failing) is tried again.
+inline constexpr int64_t share_dead_letter_retry_ms = 1'000;
+
 }  // namespace sluice::limits

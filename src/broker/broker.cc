@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <set>
 
@@ -21,6 +23,7 @@
 #include "kafka/dispatcher.h"
 #include "kafka/fetch_sessions.h"
 #include "kafka/forwarder.h"
+#include "kafka/share_sessions.h"
 #include "kafka/txn_verifier.h"
 #include "maintenance/log_maintenance.h"
 #include "metadata/broker_configs.h"
@@ -33,6 +36,7 @@
 #include "net/server.h"
 #include "protocol/raw_client.h"
 #include "storage/log_manager.h"
+#include "share/service.h"
 #include "txn/service.h"
 
 namespace sluice::broker {
@@ -139,6 +143,9 @@ struct broker::impl {
   // The transaction coordinator (after groups: its markers on
   // __consumer_offsets reach the group coordinator).
   std::unique_ptr<txn::service> txns;
+  // Share groups: their members, share partitions and share coordinator.
+  std::unique_ptr<share::service> shares;
+  kafka::share_session_cache share_sessions{limits::default_share_session_timeout_ms};
   kafka::delayed_ops delayed{clk};
   kafka::fetch_session_cache fetch_sessions;
   metrics::request_metrics requests;
@@ -195,10 +202,164 @@ result<std::unique_ptr<cluster::control_plane>> start_control_plane(broker::impl
   o.txn_replication_factor = cfg.transaction_state_log_replication_factor;
   for (const auto& e : txn::transaction_state_configs(cfg, cfg.transaction_state_log_replication_factor))
     o.txn_configs[e.key] = e.value.value_or("");
+  o.share_state_partitions = cfg.share_state_topic_num_partitions;
+  o.share_state_replication_factor = cfg.share_state_topic_replication_factor;
+  for (const auto& e : share::share_state_configs(cfg, cfg.share_state_topic_replication_factor))
+    o.share_state_configs[e.key] = e.value.value_or("");
   auto cp = cluster::control_plane::start(*i.etcd, i.clk, o);
   if (!cp.ok()) return error{cp.code(), "joining the cluster in etcd (" + eo.endpoints + "): " + cp.err().message};
   return std::move(cp).value();
 }
+
+// The share service's other brokers in a cluster (share::remote_brokers):
+// their share coordinators (the state APIs 83-86) and, for dead letters,
+// their partitions. One connection per broker, used only by the service's
+// worker thread for that broker; a call that fails drops it (the next
+// connects again) and is errc::unavailable, which the service retries or
+// answers as retriable.
+class remote_share_brokers final : public share::remote_brokers {
+ public:
+  explicit remote_share_brokers(const cluster::metadata_cache& md) : md_(md) {}
+
+  result<std::optional<share::share_snapshot>> read_state(int32_t broker, const share::share_key& k,
+                                                          int32_t leader_epoch) override {
+    protocol::read_share_group_state_request req;
+    req.group_id = k.group_id;
+    auto& t = req.topics.emplace_back();
+    t.topic_id = k.topic_id;
+    auto& p = t.partitions.emplace_back();
+    p.partition = k.partition;
+    p.leader_epoch = leader_epoch;
+    auto r = call<protocol::read_share_group_state_response>(broker, req, 0);
+    if (!r.ok()) return r.err();
+    if (r->results.size() != 1 || r->results[0].partitions.size() != 1)
+      return error{errc::unavailable, "ReadShareGroupState: an answer for other partitions"};
+    const auto& pr = r->results[0].partitions[0];
+    if (pr.error_code != 0) return error{from_wire(pr.error_code), pr.error_message.value_or("ReadShareGroupState")};
+    if (pr.state_epoch < 0) return std::optional<share::share_snapshot>{};  // no state yet
+    share::share_snapshot s;
+    s.state_epoch = pr.state_epoch;
+    s.leader_epoch = leader_epoch;
+    s.state = share::from_wire(pr);
+    if (auto v = share::validate(s.state); !v.ok()) return v.err();
+    return std::optional<share::share_snapshot>{std::move(s)};
+  }
+
+  status initialize_state(int32_t broker, const share::share_key& k, int32_t state_epoch,
+                          int64_t start_offset) override {
+    protocol::initialize_share_group_state_request req;
+    req.group_id = k.group_id;
+    auto& t = req.topics.emplace_back();
+    t.topic_id = k.topic_id;
+    auto& p = t.partitions.emplace_back();
+    p.partition = k.partition;
+    p.state_epoch = state_epoch;
+    p.start_offset = start_offset;
+    auto r = call<protocol::initialize_share_group_state_response>(broker, req, 0);
+    if (!r.ok()) return r.err();
+    return first_error(*r);
+  }
+
+  status write_state(int32_t broker, const share::share_key& k, int32_t state_epoch, int32_t leader_epoch,
+                     const share::durable_state& d) override {
+    protocol::write_share_group_state_request req;
+    req.group_id = k.group_id;
+    auto& t = req.topics.emplace_back();
+    t.topic_id = k.topic_id;
+    auto& p = t.partitions.emplace_back();
+    p.partition = k.partition;
+    p.state_epoch = state_epoch;
+    p.leader_epoch = leader_epoch;
+    share::to_wire(d, p);
+    auto r = call<protocol::write_share_group_state_response>(broker, req, 0);
+    if (!r.ok()) return r.err();
+    return first_error(*r);
+  }
+
+  status delete_state(int32_t broker, const share::share_key& k) override {
+    protocol::delete_share_group_state_request req;
+    req.group_id = k.group_id;
+    auto& t = req.topics.emplace_back();
+    t.topic_id = k.topic_id;
+    t.partitions.emplace_back().partition = k.partition;
+    auto r = call<protocol::delete_share_group_state_response>(broker, req, 0);
+    if (!r.ok()) return r.err();
+    return first_error(*r);
+  }
+
+  status produce(int32_t broker, const std::string& topic, int32_t partition, std::vector<uint8_t> batch) override {
+    protocol::produce_request req;
+    req.acks = -1;
+    req.timeout_ms = static_cast<int32_t>(limits::share_state_write_timeout_ms);
+    auto& t = req.topic_data.emplace_back();
+    t.name = topic;
+    auto& p = t.partition_data.emplace_back();
+    p.index = partition;
+    p.records = protocol::records_field::of(batch);
+    auto r = call<protocol::produce_response>(broker, req, 9);
+    if (!r.ok()) return r.err();
+    if (r->responses.size() != 1 || r->responses[0].partition_responses.size() != 1)
+      return status(errc::unavailable, "Produce: an answer for other partitions");
+    const auto& pr = r->responses[0].partition_responses[0];
+    if (pr.error_code != 0)
+      return status(from_wire(pr.error_code), pr.error_message.value_or("Produce of dead letters"));
+    return {};
+  }
+
+ private:
+  static errc from_wire(int16_t code) {
+    switch (static_cast<kafka::error_code>(code)) {
+      case kafka::error_code::not_coordinator: return errc::not_coordinator;
+      case kafka::error_code::coordinator_load_in_progress: return errc::coordinator_load_in_progress;
+      case kafka::error_code::fenced_leader_epoch: return errc::fenced_leader_epoch;
+      case kafka::error_code::fenced_state_epoch: return errc::fenced_state_epoch;
+      case kafka::error_code::not_leader_or_follower: return errc::not_leader;
+      case kafka::error_code::invalid_request: return errc::invalid_argument;
+      default: return errc::unavailable;
+    }
+  }
+
+  template <class Resp>
+  static status first_error(const Resp& r) {
+    for (const auto& t : r.results)
+      for (const auto& p : t.partitions)
+        if (p.error_code != 0) return status(from_wire(p.error_code), p.error_message.value_or("share state"));
+    return {};
+  }
+
+  template <class Resp, class Req>
+  result<Resp> call(int32_t broker, const Req& req, int16_t version) {
+    protocol::raw_connection* conn = nullptr;
+    {
+      std::lock_guard g(mu_);
+      auto it = conns_.find(broker);
+      if (it != conns_.end()) conn = it->second.get();
+    }
+    if (!conn) {
+      auto b = md_.broker(broker);
+      if (!b) return error{errc::unavailable, "broker " + std::to_string(broker) + " is not known"};
+      auto c = protocol::raw_connection::connect(b->host + ":" + std::to_string(b->port),
+                                                 std::chrono::milliseconds(limits::share_state_write_timeout_ms),
+                                                 "sluice-share");
+      if (!c.ok()) return error{errc::unavailable, "broker " + std::to_string(broker) + ": " + c.err().message};
+      std::lock_guard g(mu_);
+      auto& slot = conns_[broker];
+      slot = std::make_unique<protocol::raw_connection>(std::move(*c));
+      conn = slot.get();
+    }
+    auto r = conn->call<Resp>(req, version);
+    if (!r.ok()) {
+      std::lock_guard g(mu_);
+      conns_.erase(broker);
+      return error{errc::unavailable, "broker " + std::to_string(broker) + ": " + r.err().message};
+    }
+    return r;
+  }
+
+  const cluster::metadata_cache& md_;
+  std::mutex mu_;
+  std::map<int32_t, std::unique_ptr<protocol::raw_connection>> conns_;
+};
 
 // Writes a transaction's markers at another broker that leads their
 // partitions (WriteTxnMarkers, answered once committed there). A partition
@@ -410,6 +571,12 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   // A marker on __consumer_offsets ends the producer's pending offsets
   // there; a TxnOffsetCommit is written only for a partition the producer's
   // transaction holds (KIP-890).
+  // Share groups keep their share partitions' state in
+  // __share_group_state, replayed on its own thread as the others are.
+  SLUICE_ASSIGN_OR_RETURN(i->shares, share::service::open(*i->partitions, i->clk, *cfg, cfg->node_id));
+  i->partitions->on_role_change([s = i->shares.get()](const std::string& topic, int32_t p, bool leads) {
+    if (topic == share::share_state_topic) s->on_leadership(p, leads);
+  });
   i->txns->set_offsets_marker_listener([c = &i->groups->coordinator()](int32_t p, int64_t producer_id, bool commit,
                                                                          int64_t marker_offset) {
     c->on_transaction_completed(p, producer_id, commit, marker_offset);
@@ -488,6 +655,10 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   i->svc.txn = i->txns.get();
   if (i->control) i->txns->set_remote_markers(send_markers_to(*i->metadata));
   i->txns->start();
+  if (i->control) i->shares->set_remote(std::make_unique<remote_share_brokers>(*i->metadata));
+  i->svc.share = i->shares.get();
+  i->svc.share_sessions = &i->share_sessions;
+  i->shares->start();
   i->svc.fs = &i->fs;
   i->svc.node_id = cfg->node_id;
   i->svc.control = i->control.get();
@@ -553,7 +724,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     auto* raw = i.get();
     i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
       return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(),
-                             raw->logs.get(), raw->control.get(), raw->etcd_metrics, raw->txns.get()});
+                             raw->logs.get(), raw->control.get(), raw->etcd_metrics, raw->txns.get(),
+                             raw->shares.get()});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);
@@ -599,6 +771,7 @@ status broker::stop() {
   impl_->server->stop();
   impl_->delayed.stop();
   impl_->txns->stop();
+  impl_->shares->stop();
   impl_->groups->stop();
   impl_->watch->stop();
   impl_->maintenance->stop();

@@ -2154,11 +2154,15 @@ TEST_F(BrokerTest, TransactionVersionTwoAddsImplicitlyAndBumpsTheEpochAtTheEnd) 
   client c(b_->port());
   create(c, "tv2", 2);
   auto versions = c.call<protocol::api_versions_response>(protocol::api_versions_request{}, 3);
-  ASSERT_EQ(versions.supported_features.size(), 1u);
+  // transaction.version, then share.version (share groups, level 1).
+  ASSERT_EQ(versions.supported_features.size(), 2u);
   EXPECT_EQ(versions.supported_features[0].name, "transaction.version");
   EXPECT_EQ(versions.supported_features[0].max_version, 2);
-  ASSERT_EQ(versions.finalized_features.size(), 1u);
+  EXPECT_EQ(versions.supported_features[1].name, "share.version");
+  EXPECT_EQ(versions.supported_features[1].max_version, 1);
+  ASSERT_EQ(versions.finalized_features.size(), 2u);
   EXPECT_EQ(versions.finalized_features[0].max_version_level, 2);
+  EXPECT_EQ(versions.finalized_features[1].max_version_level, 1);
 
   auto retrying = [](auto call, auto code_of) {
     const deadline until(10'000, sluice::clock::system());

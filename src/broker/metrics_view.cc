@@ -98,6 +98,25 @@ void render_replication(std::string& out, cluster::partition_manager& pm, int64_
   sample(out, "sluice_truncated_committed_offsets_total", "", static_cast<double>(truncated));
 }
 
+// Share groups (docs/share_groups.md): what this broker coordinates and leads.
+void render_share_groups(std::string& out, share::service& shares) {
+  const auto f = shares.current_figures();
+  header(out, "sluice_share_groups", "gauge", "Share groups this broker coordinates.");
+  sample(out, "sluice_share_groups", "", static_cast<double>(f.groups));
+  header(out, "sluice_share_group_members", "gauge", "Members of the share groups this broker coordinates.");
+  sample(out, "sluice_share_group_members", "", static_cast<double>(f.members));
+  header(out, "sluice_share_partitions", "gauge", "Share partitions (a share group's view of a partition) led here.");
+  sample(out, "sluice_share_partitions", "", static_cast<double>(f.share_partitions));
+  header(out, "sluice_share_records_acquired", "gauge", "Records handed to share consumers and not yet acknowledged.");
+  sample(out, "sluice_share_records_acquired", "", static_cast<double>(f.acquired));
+  header(out, "sluice_share_records_archived_total", "counter",
+         "Records archived (rejected by a consumer, or their delivery count exhausted) since start.");
+  sample(out, "sluice_share_records_archived_total", "", static_cast<double>(f.archived_total));
+  header(out, "sluice_share_dead_letters_total", "counter",
+         "Archived records written to their group's dead-letter topic since start.");
+  sample(out, "sluice_share_dead_letters_total", "", static_cast<double>(f.dead_letters_total));
+}
+
 // The transaction coordinator's figures (docs/operations.md, "Transactions").
 void render_transactions(std::string& out, txn::service& txns, int64_t now_ms) {
   const auto f = txns.figures();
@@ -159,6 +178,7 @@ std::string render_metrics(const metrics_sources& src) {
     render_replication(out, *src.partitions, sluice::clock::system().monotonic_ms());
   if (src.etcd) src.etcd->render(out);
   if (src.txns) render_transactions(out, *src.txns, sluice::clock::system().now_ms());
+  if (src.shares) render_share_groups(out, *src.shares);
 
   if (src.partitions) {
     // One copy of each partition's segment summaries serves every section.

@@ -13,6 +13,7 @@
 #include "metrics/metrics.h"
 #include "net/server.h"
 #include "storage/log_manager.h"
+#include "share/service.h"
 #include "txn/service.h"
 
 namespace sluice::broker {
@@ -29,6 +30,8 @@ struct metrics_sources {
   const metered_etcd* etcd = nullptr;
   // The transaction coordinator: its open transactions and outcomes.
   txn::service* txns = nullptr;
+  // Share groups: members, records held, archived and dead letters.
+  share::service* shares = nullptr;
 };
 
 std::string render_metrics(const metrics_sources& src);

@@ -392,6 +392,17 @@ result<broker_config> make_broker_config(config_map static_values,
       i32("transaction.abort.timed.out.transaction.cleanup.interval.ms");
   b.transactional_id_removal_interval_ms =
       i32("transaction.remove.expired.transaction.cleanup.interval.ms");
+  b.group_share_record_lock_duration_ms = i32("group.share.record.lock.duration.ms");
+  b.group_share_delivery_count_limit = static_cast<int16_t>(i64("group.share.delivery.count.limit"));
+  b.group_share_partition_max_record_locks = i32("group.share.partition.max.record.locks");
+  b.group_share_session_timeout_ms = i32("group.share.session.timeout.ms");
+  b.group_share_heartbeat_interval_ms = i32("group.share.heartbeat.interval.ms");
+  b.group_share_max_size = i32("group.share.max.size");
+  b.share_state_topic_num_partitions = i32("share.coordinator.state.topic.num.partitions");
+  b.share_state_topic_replication_factor =
+      static_cast<int16_t>(i64("share.coordinator.state.topic.replication.factor"));
+  b.share_state_topic_min_isr = i32("share.coordinator.state.topic.min.isr");
+  b.share_state_topic_segment_bytes = i32("share.coordinator.state.topic.segment.bytes");
   const auto& metrics = std::get<std::string>(get("sluice.metrics.listener"));
   if (!metrics.empty()) b.metrics_listener = to_host_port(metrics);
   b.retention_headroom_alert_ms = i64("sluice.retention.headroom.alert.ms");

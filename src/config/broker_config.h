@@ -125,6 +125,19 @@ struct broker_config {
   // removes expired ids (transaction.remove.expired.transaction.cleanup.interval.ms).
   int32_t transaction_abort_interval_ms = 0;
   int32_t transactional_id_removal_interval_ms = 0;
+  // Share groups (docs/share_groups.md): the group.share.* defaults every
+  // share group starts from (a group's share.* overrides win), and the
+  // layout of __share_group_state when it is created.
+  int32_t group_share_record_lock_duration_ms = 0;
+  int16_t group_share_delivery_count_limit = 0;
+  int32_t group_share_partition_max_record_locks = 0;
+  int32_t group_share_session_timeout_ms = 0;
+  int32_t group_share_heartbeat_interval_ms = 0;
+  int32_t group_share_max_size = 0;
+  int32_t share_state_topic_num_partitions = 0;
+  int16_t share_state_topic_replication_factor = 0;
+  int32_t share_state_topic_min_isr = 0;
+  int32_t share_state_topic_segment_bytes = 0;
   std::optional<host_port> metrics_listener;  // sluice.metrics.listener; empty string: disabled
   int64_t retention_headroom_alert_ms = 0;    // sluice.retention.headroom.alert.ms
   int64_t write_rate_window_ms = 0;           // sluice.metrics.write.rate.window.ms

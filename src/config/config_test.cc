@@ -860,6 +860,17 @@ TEST(transaction_config, kafka_defaults_and_bounds) {
   EXPECT_EQ(d->transactional_id_expiration_ms, limits::default_transactional_id_expiration_ms);
   EXPECT_EQ(d->transaction_abort_interval_ms, limits::default_transaction_abort_interval_ms);
   EXPECT_EQ(d->transactional_id_removal_interval_ms, limits::default_transactional_id_removal_interval_ms);
+  // Share groups: the schema's literal defaults are limits.h's.
+  EXPECT_EQ(d->group_share_record_lock_duration_ms, limits::default_share_record_lock_duration_ms);
+  EXPECT_EQ(d->group_share_delivery_count_limit, limits::default_share_delivery_count_limit);
+  EXPECT_EQ(d->group_share_partition_max_record_locks, limits::default_share_max_record_locks);
+  EXPECT_EQ(d->group_share_session_timeout_ms, limits::default_share_session_timeout_ms);
+  EXPECT_EQ(d->group_share_heartbeat_interval_ms, limits::default_share_heartbeat_interval_ms);
+  EXPECT_EQ(d->group_share_max_size, limits::default_share_group_max_size);
+  EXPECT_EQ(d->share_state_topic_num_partitions, limits::default_share_state_partitions);
+  EXPECT_EQ(d->share_state_topic_replication_factor, limits::default_share_state_replication_factor);
+  EXPECT_EQ(d->share_state_topic_min_isr, limits::default_share_state_min_isr);
+  EXPECT_EQ(d->share_state_topic_segment_bytes, limits::default_share_state_segment_bytes);
 
   auto b = load({"--transaction.state.log.num.partitions", "3",
                  "--transaction.state.log.replication.factor", "1",

@@ -414,6 +414,43 @@ std::vector<setting> make_schema() {
                       "3600000", 1, i32_max, false,
                       "How often transactional ids past transactional.id.expiration.ms are "
                       "looked for and removed."));
+  s.push_back(int_row("group.share.record.lock.duration.ms", "", vt::int32,
+                      "30000",
+                      limits::min_share_record_lock_duration_ms, limits::max_share_record_lock_duration_ms, false,
+                      "How long a record handed to a share consumer stays its own before it is "
+                      "offered again (a share group's share.record.lock.duration.ms overrides it)."));
+  s.push_back(int_row("group.share.delivery.count.limit", "", vt::int16,
+                      "5",
+                      limits::min_share_delivery_count_limit, limits::max_share_delivery_count_limit, false,
+                      "Deliveries of a record to a share group before it is archived (and sent to "
+                      "the group's dead-letter topic, if it names one)."));
+  s.push_back(int_row("group.share.partition.max.record.locks", "", vt::int32,
+                      "2000",
+                      limits::min_share_max_record_locks, limits::max_share_max_record_locks, false,
+                      "Records in flight per share partition: how far past its start offset a share "
+                      "group may have records handed out."));
+  s.push_back(int_row("group.share.session.timeout.ms", "", vt::int32,
+                      "45000", 1, i32_max, false,
+                      "A share-group member that sends no heartbeat for this long leaves the group."));
+  s.push_back(int_row("group.share.heartbeat.interval.ms", "", vt::int32,
+                      "5000", 1, i32_max, false,
+                      "How often share-group members are told to heartbeat."));
+  s.push_back(int_row("group.share.max.size", "", vt::int32, "200",
+                      1, 1000, false, "Members of one share group."));
+  s.push_back(int_row("share.coordinator.state.topic.num.partitions", "", vt::int32,
+                      "50", 1, limits::max_partitions_per_topic,
+                      false, "Partitions of __share_group_state (fixed once it exists)."));
+  s.push_back(int_row("share.coordinator.state.topic.replication.factor", "", vt::int16,
+                      "3", 1,
+                      limits::max_replication_factor, false,
+                      "__share_group_state gets min(this, live brokers) replicas when it is created."));
+  s.push_back(int_row("share.coordinator.state.topic.min.isr", "", vt::int32,
+                      "2", 1, i32_max, false,
+                      "min.insync.replicas of __share_group_state when it is created, at most its "
+                      "replication factor."));
+  s.push_back(int_row("share.coordinator.state.topic.segment.bytes", "", vt::int32,
+                      "104857600", seg_min, seg_max, false,
+                      "segment.bytes of __share_group_state when it is created."));
   s.push_back(int_row("transaction.version", "", vt::int16, "2", 1, 2, false,
                       "The finalized level of the feature transaction.version that ApiVersions "
                       "advertises: 2 lets clients that know it (Java 4.x, franz-go) use transaction "

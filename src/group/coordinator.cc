@@ -260,6 +260,16 @@ void coordinator::tick() {
   offsets_.tick();
 }
 
+kafka::error_code coordinator::gate(const std::string& group_id) const {
+  std::lock_guard g(mu_);
+  return partitions_.gate(group_id);
+}
+
+bool coordinator::has_classic_group(const std::string& group_id) const {
+  std::lock_guard g(mu_);
+  return members_.contains(group_id);
+}
+
 size_t coordinator::group_count() const {
   std::lock_guard g(mu_);
   return members_.size();

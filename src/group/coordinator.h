@@ -181,6 +181,13 @@ class coordinator {
 
   // Number of groups held (tests and metrics).
   size_t group_count() const;
+  // For the share groups kept beside the classic ones (share/membership.h):
+  // what a request for `group_id` gets before anything else is checked
+  // (none: coordinated and served here; NOT_COORDINATOR or
+  // COORDINATOR_LOAD_IN_PROGRESS), and whether a classic group holds the
+  // id (one id names one kind of group).
+  kafka::error_code gate(const std::string& group_id) const;
+  bool has_classic_group(const std::string& group_id) const;
 
   // A dynamic broker config change: takes the settings that may change at
   // runtime (session timeout bounds, group size, initial rebalance delay,

@@ -87,6 +87,7 @@ class membership {
 
   // ---- The registry -------------------------------------------------------------
   size_t size() const { return groups_.size(); }
+  bool contains(const std::string& id) const { return find(id) != nullptr; }
   // A group that only holds offsets, made if missing (Empty, no state
   // timestamp: its offsets expire by their commit time alone).
   void ensure(const std::string& id);

@@ -38,6 +38,9 @@ class coordinator;
 namespace sluice::txn {
 class service;
 }
+namespace sluice::share {
+class service;
+}
 namespace sluice::io {
 class filesystem;
 }
@@ -47,6 +50,7 @@ namespace sluice::kafka {
 class delayed_ops;
 class forwarder;
 class txn_verifier;
+class share_session_cache;
 
 // The gate of a single node, which leads every partition it holds.
 inline const cluster::leadership_gate single_node_gate{};
@@ -64,6 +68,10 @@ struct services {
   metrics::request_metrics* requests = nullptr;  // null: not counted
   group::coordinator* groups = nullptr;  // null: group APIs answer COORDINATOR_NOT_AVAILABLE
   txn::service* txn = nullptr;  // null: transactional ids answer COORDINATOR_NOT_AVAILABLE
+  // Share groups (share/service.h) and the share sessions of ShareFetch;
+  // null: the share APIs answer COORDINATOR_NOT_AVAILABLE / UNSUPPORTED_VERSION.
+  share::service* share = nullptr;
+  share_session_cache* share_sessions = nullptr;
   // In a cluster: asks other brokers' transaction coordinators to verify a
   // producer's partitions (KIP-890); null on a single broker.
   txn_verifier* verifier = nullptr;

@@ -311,6 +311,8 @@ void control_plane::decide(bool elections_due) {
                           opts_.offsets_configs);
     ensure_internal_topic("__transaction_state", opts_.txn_partitions, opts_.txn_replication_factor,
                           opts_.txn_configs);
+    ensure_internal_topic("__share_group_state", opts_.share_state_partitions, opts_.share_state_replication_factor,
+                          opts_.share_state_configs);
     rebalance_if_due();
   }
   if (!active || !(elections_due || election_due_)) return;

@@ -84,6 +84,10 @@ class control_plane {
     int32_t txn_partitions = 0;
     int16_t txn_replication_factor = 3;
     controller::config_text txn_configs;
+    // __share_group_state, as share.coordinator.state.topic.* lays it out.
+    int32_t share_state_partitions = 0;
+    int16_t share_state_replication_factor = 3;
+    controller::config_text share_state_configs;
   };
 
   // Grants the session lease, creates or reads the cluster id, checks that

@@ -5,7 +5,7 @@
 namespace sluice::cluster {
 
 bool is_internal_topic(const std::string& name) {
-  return name == "__consumer_offsets" || name == "__transaction_state";
+  return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state";
 }
 
 status validate_topic_name(const std::string& name) {

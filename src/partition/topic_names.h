@@ -12,7 +12,8 @@ namespace sluice::cluster {
 
 // Kafka's internal topics: written only by the broker itself (the group
 // coordinator's offsets and group records, the transaction coordinator's
-// state), never by clients, and never deleted by them.
+// state, the share coordinator's share-partition states), never by
+// clients, and never deleted by them.
 bool is_internal_topic(const std::string& name);
 
 // Checks a topic name by Kafka's rules: 1 to 249 characters of

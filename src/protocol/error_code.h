@@ -89,9 +89,18 @@ enum class error_code : int16_t {
   transactional_id_not_found = 105,
   fetch_session_topic_id_error = 106,
   ineligible_replica = 107,
+  fenced_member_epoch = 110,
+  unreleased_instance_id = 111,
+  unsupported_assignor = 112,
+  stale_member_epoch = 113,
   mismatched_endpoint_type = 114,
   unsupported_endpoint_type = 115,
   transaction_abortable = 120,
+  invalid_record_state = 121,
+  share_session_not_found = 122,
+  invalid_share_session_epoch = 123,
+  fenced_state_epoch = 124,
+  share_session_limit_reached = 133,
 };
 
 constexpr int16_t to_wire(error_code e) { return static_cast<int16_t>(e); }
@@ -183,8 +192,17 @@ inline std::string_view error_name(error_code e) {
     SLUICE_NAME(transaction_abortable, "TRANSACTION_ABORTABLE")
     SLUICE_NAME(fetch_session_topic_id_error, "FETCH_SESSION_TOPIC_ID_ERROR")
     SLUICE_NAME(ineligible_replica, "INELIGIBLE_REPLICA")
+    SLUICE_NAME(fenced_member_epoch, "FENCED_MEMBER_EPOCH")
+    SLUICE_NAME(unreleased_instance_id, "UNRELEASED_INSTANCE_ID")
+    SLUICE_NAME(unsupported_assignor, "UNSUPPORTED_ASSIGNOR")
+    SLUICE_NAME(stale_member_epoch, "STALE_MEMBER_EPOCH")
     SLUICE_NAME(mismatched_endpoint_type, "MISMATCHED_ENDPOINT_TYPE")
     SLUICE_NAME(unsupported_endpoint_type, "UNSUPPORTED_ENDPOINT_TYPE")
+    SLUICE_NAME(invalid_record_state, "INVALID_RECORD_STATE")
+    SLUICE_NAME(share_session_not_found, "SHARE_SESSION_NOT_FOUND")
+    SLUICE_NAME(invalid_share_session_epoch, "INVALID_SHARE_SESSION_EPOCH")
+    SLUICE_NAME(fenced_state_epoch, "FENCED_STATE_EPOCH")
+    SLUICE_NAME(share_session_limit_reached, "SHARE_SESSION_LIMIT_REACHED")
 #undef SLUICE_NAME
   }
   return "UNKNOWN";
@@ -250,6 +268,11 @@ inline error_code to_kafka_error(errc e) {
     case errc::transaction_abortable: return error_code::transaction_abortable;
     case errc::invalid_txn_marker: return error_code::invalid_record;
     case errc::unstable_offset_commit: return error_code::unstable_offset_commit;
+    case errc::invalid_record_state: return error_code::invalid_record_state;
+    case errc::share_session_not_found: return error_code::share_session_not_found;
+    case errc::invalid_share_session_epoch: return error_code::invalid_share_session_epoch;
+    case errc::share_session_limit_reached: return error_code::share_session_limit_reached;
+    case errc::fenced_state_epoch: return error_code::fenced_state_epoch;
   }
   return error_code::unknown_server_error;
 }

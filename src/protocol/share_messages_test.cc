@@ -2,8 +2,8 @@
 // out by hand. messages_test.cc already round-trips every type at every
 // version with random contents; this file pins down what random filling
 // cannot show:
-//   - the versions chosen for each API, and that v0 of the four
-//     consumer-facing APIs is refused as unsupported, not misread;
+//   - the versions chosen for each API, and that v0 of APIs 76-79 (Kafka
+//     4.0's early access) is refused as unsupported, not misread;
 //   - null against empty for each nullable field, and the int8 marker in
 //     front of ShareGroupHeartbeat's nullable assignment;
 //   - the exact layout librdkafka 2.15 writes (ShareFetch v1 request) and

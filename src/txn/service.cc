@@ -7,9 +7,8 @@
 #include "base/log.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
+#include "metadata/internal_log.h"
 #include "metadata/partition_manager.h"
-#include "partition/log_replay.h"
-#include "protocol/records/record_batch.h"
 
 namespace sluice::txn {
 
@@ -19,64 +18,6 @@ const std::string kTopic(transaction_state_topic);
 constexpr std::string_view kOffsetsTopic = "__consumer_offsets";
 
 }  // namespace
-
-// Writes the coordinator's records to __transaction_state with acks=all, one
-// batch per write, and reads a partition's records back for a load.
-class service::state_log {
- public:
-  state_log(cluster::partition_manager& partitions, sluice::clock& clk) : partitions_(partitions), clk_(clk) {}
-
-  // `done` runs once: at once on a refused append, else when the acks=all
-  // rule has answered (on whichever thread that is).
-  void append(const write& w, std::function<void(status)> done) {
-    auto part = partitions_.get(kTopic, w.ref.partition);
-    if (!part) {
-      done(status(errc::not_coordinator, kTopic + "-" + std::to_string(w.ref.partition) + " is not here"));
-      return;
-    }
-    if (const errc e = part->check_min_insync(); e != errc::ok) {
-      done(status(e, kTopic + "-" + std::to_string(w.ref.partition) + " has too few in-sync replicas"));
-      return;
-    }
-    protocol::records::record_input r;
-    r.key = w.key;
-    r.value = w.value;
-    r.timestamp_ms = clk_.now_ms();
-    auto batch = protocol::records::build_batch({}, std::span<const protocol::records::record_input>(&r, 1));
-    if (!batch.ok()) {
-      done(batch.err());
-      return;
-    }
-    auto bytes = std::as_writable_bytes(std::span<uint8_t>(*batch));
-    auto outcome = part->append(bytes, clk_.now_ms());
-    if (outcome.error != errc::ok) {
-      done(status(outcome.error, "appending to " + kTopic + "-" + std::to_string(w.ref.partition) + ": " +
-                                     outcome.message));
-      return;
-    }
-    part->on_committed(outcome.last,
-                       [part, done = std::move(done)](const status& s) { done(part->acks_all_outcome(s)); });
-  }
-
-  // Every record of partition `p` in log order, to `fn(key, value)`.
-  status read(int32_t p, const std::function<void(std::span<const uint8_t>, std::optional<std::span<const uint8_t>>)>& fn,
-              const std::function<bool()>& stopping) {
-    auto part = partitions_.get(kTopic, p);
-    if (!part) return {};
-    return cluster::replay_in_log_order(*part, limits::group_replay_read_bytes, stopping,
-                                        [&](std::span<const uint8_t>, const protocol::records::decoded_batch& d) {
-                                          if (d.header.is_control()) return true;
-                                          for (const auto& r : d.records)
-                                            if (r.key) fn(*r.key, r.value);
-                                          return true;
-                                        });
-  }
-
-
- private:
-  cluster::partition_manager& partitions_;
-  sluice::clock& clk_;
-};
 
 service_config service_config::from(const config::broker_config& b) {
   service_config c;
@@ -191,7 +132,7 @@ service::service(cluster::partition_manager& partitions, sluice::clock& clk, ser
       cfg_(cfg.coordinator),
       abort_interval_ms_(cfg.abort_interval_ms),
       id_removal_interval_ms_(cfg.id_removal_interval_ms),
-      log_(std::make_unique<state_log>(partitions, clk)) {
+      log_(std::make_unique<cluster::internal_log>(partitions, clk, kTopic)) {
   coord_ = std::make_unique<coordinator>(cfg_, clk_, [&partitions]() -> result<int64_t> {
     auto& ids = partitions.producer_ids();
     if (auto id = ids.try_next()) return *id;
@@ -391,7 +332,7 @@ void service::apply_locked(decision d, reply_fn reply) {
 
 void service::append_locked(write w, reply_fn reply) {
   const write_ref ref = w.ref;
-  log_->append(w, [this, mb = mb_, ref, reply = std::move(reply)](status s) mutable {
+  log_->append(w.ref.partition, w.key, w.value, [this, mb = mb_, ref, reply = std::move(reply)](status s) mutable {
     mb->post([this, ref, s = std::move(s), reply = std::move(reply)] { on_written(ref, s, reply); });
   });
 }

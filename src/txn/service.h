@@ -45,6 +45,7 @@
 #include "txn/coordinator.h"
 
 namespace sluice::cluster {
+class internal_log;
 class partition_manager;
 }
 namespace sluice::config {
@@ -125,7 +126,6 @@ class service {
   coordinator::figures figures();
 
  private:
-  class state_log;
   class remote_senders;
   // The service thread's queue, shared with every callback that posts to
   // it (a partition's commit, a remote leader's answer): one that comes
@@ -188,7 +188,7 @@ class service {
   remote_markers_fn send_remote_;
   offsets_marker_fn offsets_marker_;
 
-  std::unique_ptr<state_log> log_;
+  std::unique_ptr<cluster::internal_log> log_;
   std::mutex coord_mu_;  // serialises coord_, jobs_, completions_, parked_
   std::unique_ptr<coordinator> coord_;
   std::map<uint64_t, marker_job> jobs_;

@@ -20,7 +20,7 @@ FLOORS = [
     ["partition"],
     ["replication"],
     ["metadata"],
-    ["maintenance", "group", "txn"],
+    ["maintenance", "group", "txn", "share"],
     ["kafka"],
     ["broker"],
     ["cli", "sim"],

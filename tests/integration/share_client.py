@@ -38,11 +38,12 @@ class ShareConsumer:
     """One share_consumer process. Keyword arguments map to its options:
     max_records, idle_exit_ms, ack ("accept" | "release" | "reject"), poison,
     mode ("implicit" | "explicit"), commit ("poll" | "sync" | "async"),
-    commit_timeout_ms, poll_ms, config ({librdkafka property: value}), debug
+    commit_timeout_ms, poll_ms, process_ms (time spent on each record before it is acknowledged), config
+    ({librdkafka property: value}), debug
     (librdkafka debug contexts, e.g. "cgrp,fetch")."""
 
     def __init__(self, bootstrap, group, topics, *, max_records=None, idle_exit_ms=None, ack=None,
-                 poison=None, mode=None, commit=None, commit_timeout_ms=None, poll_ms=None,
+                 poison=None, mode=None, commit=None, commit_timeout_ms=None, poll_ms=None, process_ms=None,
                  config=None, debug=None):
         if isinstance(topics, str):
             topics = [topics]
@@ -52,7 +53,7 @@ class ShareConsumer:
         for flag, value in (("--max-records", max_records), ("--idle-exit-ms", idle_exit_ms),
                             ("--ack", ack), ("--poison", poison), ("--mode", mode),
                             ("--commit", commit), ("--commit-timeout-ms", commit_timeout_ms),
-                            ("--poll-ms", poll_ms), ("--debug", debug)):
+                            ("--poll-ms", poll_ms), ("--process-ms", process_ms), ("--debug", debug)):
             if value is not None:
                 args += [flag, str(value)]
         for k, v in (config or {}).items():

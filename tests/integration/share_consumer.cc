@@ -28,6 +28,7 @@
 // nothing, as a consumer that crashes on it would.
 
 #include <chrono>
+#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -113,6 +114,7 @@ struct options {
   std::optional<std::string> poison;
   std::string mode = "implicit";
   std::string commit = "poll";
+  int process_ms = 0;  // time spent on each record before it is acknowledged
   int commit_timeout_ms = 10000;
   int poll_ms = 100;
   std::vector<std::string> config;
@@ -277,6 +279,7 @@ int run(const options& o) {
           std::string_view(static_cast<const char*>(m->payload), m->len) == *o.poison) {
         _exit(3);  // no acknowledgement, no close: a crash, as far as the broker can tell
       }
+      if (o.process_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.process_ms));
       if (explicit_mode) {
         rd_kafka_resp_err_t err = rd_kafka_share_acknowledge_type(share, m, ack);
         if (err) print_error("acknowledge", err, rd_kafka_err2str(err));
@@ -358,6 +361,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"poll", "sync", "async"}));
   app.add_option("--commit-timeout-ms", o.commit_timeout_ms, "commit_sync timeout")
       ->check(CLI::PositiveNumber);
+  app.add_option("--process-ms", o.process_ms,
+                 "time spent on each record (after printing it, before acknowledging it): a slow consumer "
+                 "holds its records that long")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--poll-ms", o.poll_ms,
                  "rd_kafka_share_poll timeout (bounds the reaction to SIGTERM)")
       ->check(CLI::PositiveNumber);

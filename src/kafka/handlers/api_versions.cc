@@ -30,6 +30,12 @@ void handle_api_versions(request req) {
     // broker runs (a restart with another setting is a new process).
     resp.finalized_features_epoch = 0;
     resp.finalized_features.push_back({"transaction.version", level, level});
+    // Share groups (KIP-932): level 1 serves ShareGroupHeartbeat,
+    // ShareFetch and ShareAcknowledge v1.
+    if (req.svc->share) {
+      resp.supported_features.push_back({"share.version", 0, 1});
+      resp.finalized_features.push_back({"share.version", 1, 1});
+    }
   }
   req.respond(resp);
 }

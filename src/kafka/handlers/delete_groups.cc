@@ -1,11 +1,14 @@
 // DeleteGroups: removes empty groups and their offsets (tombstones in
-// __consumer_offsets), answered once durable.
+// __consumer_offsets), answered once durable. A share group goes with the
+// state of its share partitions (share::service::delete_group).
 
+#include <map>
 #include <memory>
 
 #include "group/coordinator.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "share/service.h"
 
 namespace sluice::kafka {
 
@@ -19,8 +22,36 @@ void handle_delete_groups(request req) {
     req.respond(resp);
     return;
   }
+  // Share groups are answered here; the classic ones by the coordinator;
+  // the answer lists them in the request's order.
+  std::map<std::string, error_code> shared;
+  protocol::delete_groups_request classic;
+  for (const auto& id : body->groups_names) {
+    if (req.svc->share && req.svc->share->is_share_group(id) && groups->gate(id) == error_code::none) {
+      shared[id] = req.svc->share->delete_group(id);
+    } else {
+      classic.groups_names.push_back(id);
+    }
+  }
   auto held = std::make_shared<request>(std::move(req));
-  groups->delete_groups(*body, [held](protocol::delete_groups_response r) { held->respond(r); });
+  auto order = body->groups_names;
+  groups->delete_groups(classic, [held, shared, order](protocol::delete_groups_response r) {
+    if (shared.empty()) {
+      held->respond(r);
+      return;
+    }
+    protocol::delete_groups_response out;
+    out.throttle_time_ms = r.throttle_time_ms;
+    std::map<std::string, int16_t> classic_codes;
+    for (const auto& x : r.results) classic_codes[x.group_id] = x.error_code;
+    for (const auto& id : order) {
+      auto& x = out.results.emplace_back();
+      x.group_id = id;
+      auto it = shared.find(id);
+      x.error_code = it != shared.end() ? to_wire(it->second) : classic_codes[id];
+    }
+    held->respond(out);
+  });
 }
 
 }  // namespace sluice::kafka

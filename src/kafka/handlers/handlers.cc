@@ -59,6 +59,14 @@ constexpr api_handler table[] = {
     serve<protocol::describe_transactions_request>(handle_describe_transactions),
     serve<protocol::list_transactions_request>(handle_list_transactions),
     serve<protocol::txn_offset_commit_request>(handle_txn_offset_commit),
+    serve<protocol::share_group_heartbeat_request>(handle_share_group_heartbeat),
+    serve<protocol::share_group_describe_request>(handle_share_group_describe),
+    serve<protocol::share_fetch_request>(handle_share_fetch),
+    serve<protocol::share_acknowledge_request>(handle_share_acknowledge),
+    serve<protocol::initialize_share_group_state_request>(handle_initialize_share_group_state),
+    serve<protocol::read_share_group_state_request>(handle_read_share_group_state),
+    serve<protocol::write_share_group_state_request>(handle_write_share_group_state),
+    serve<protocol::delete_share_group_state_request>(handle_delete_share_group_state),
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "group/coordinator.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "share/service.h"
 
 namespace sluice::kafka {
 
@@ -17,6 +18,13 @@ void handle_join_group(request req) {
   if (!groups) {
     protocol::join_group_response resp;
     resp.error_code = to_wire(error_code::coordinator_not_available);
+    req.respond(resp);
+    return;
+  }
+  if (req.svc->share && req.svc->share->is_share_group(body->group_id)) {
+    // One id names one kind of group, as in Kafka.
+    protocol::join_group_response resp;
+    resp.error_code = to_wire(error_code::inconsistent_group_protocol);
     req.respond(resp);
     return;
   }

@@ -1,0 +1,220 @@
+"""Share groups (KIP-932) on one broker, driven by a real share consumer:
+librdkafka 2.15.1's (tests/integration/share_consumer.cc, built from the
+source inside the npm package @confluentinc/kafka-javascript).
+
+A share group starts reading a partition where the log ends when the group
+first fetches from it (share.auto.offset.reset=latest, Kafka's default), so
+each test first "warms up": it produces marker records until a consumer has
+received one, and only then produces the records the test is about.
+"""
+
+import threading
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+SETTINGS = {
+    # Short locks and sessions, so redeliveries come within seconds.
+    "group.share.record.lock.duration.ms": "1000",
+    "group.share.delivery.count.limit": "3",
+    "group.share.session.timeout.ms": "6000",
+    "group.share.heartbeat.interval.ms": "500",
+}
+
+
+def create(bootstrap, topic, partitions=1):
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    f = a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    f[topic].result(30)
+
+
+def produce(bootstrap, topic, values, partition=0):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, value=v.encode(), partition=partition)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def warm_up(bootstrap, topic, consumers, partitions=1, deadline=60):
+    """Produces 'warm-N' records until every consumer in `consumers` has
+    received one (each has then fetched from the topic), and returns the
+    number produced."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    end = time.monotonic() + deadline
+    n = 0
+    while not all(any(r["value"].startswith("warm-") for r in c.records()) for c in consumers):
+        assert time.monotonic() < end, "consumers received nothing while warming up:\n" + \
+            "\n".join(c.describe() for c in consumers)
+        for part in range(partitions):
+            p.produce(topic, value=f"warm-{n}".encode(), partition=part)
+            n += 1
+        p.flush(10)
+        time.sleep(0.2)
+    return n
+
+
+def test_share_consumers_of_one_partition_get_disjoint_records(broker_factory, share_consumer_factory):
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "jobs")
+    group = "workers"
+    cs = [share_consumer_factory(b.bootstrap, group, "jobs", mode="explicit", ack="accept",
+                                 config={"max.poll.records": "10"}) for _ in range(3)]
+    warm_up(b.bootstrap, "jobs", cs[:1])
+    values = [f"job-{i}" for i in range(600)]
+    stop = threading.Event()
+
+    def producer():
+        # Several rounds, so every member has time to join and fetch.
+        for i in range(0, len(values), 50):
+            produce(b.bootstrap, "jobs", values[i:i + 50])
+            time.sleep(0.1)
+
+    t = threading.Thread(target=producer)
+    t.start()
+    t.join()
+    # Every job is delivered (accepted) exactly once over the three.
+    end = time.monotonic() + 60
+    while True:
+        got = [r for c in cs for r in c.records() if r["value"].startswith("job-")]
+        if len({r["value"] for r in got}) == len(values) or time.monotonic() > end:
+            break
+        time.sleep(0.2)
+    stop.set()
+    seen = {}
+    for i, c in enumerate(cs):
+        for r in c.records():
+            if not r["value"].startswith("job-"):
+                continue
+            assert r["value"] not in seen, f"{r['value']} delivered to consumers {seen[r['value']]} and {i}"
+            seen[r["value"]] = i
+            assert r["delivery_count"] == 1, r
+    assert set(seen) == set(values), f"{len(values) - len(seen)} jobs never delivered"
+    # The offsets are each delivered once as well.
+    offsets = [r["offset"] for c in cs for r in c.records() if r["value"].startswith("job-")]
+    assert len(offsets) == len(set(offsets))
+    for c in cs:
+        assert c.stop() == 0, c.describe()
+        assert all(x.get("code", 0) == 0 for x in c.commits()), c.describe()
+    assert b.stop() == 0
+
+
+def test_acknowledged_records_are_not_redelivered_and_released_ones_are(broker_factory, share_consumer_factory):
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "tasks")
+    group = "releasers"
+    # The first consumer releases everything it gets: each record comes back.
+    rel = share_consumer_factory(b.bootstrap, group, "tasks", mode="explicit", ack="release",
+                                 config={"max.poll.records": "5"})
+    warm_up(b.bootstrap, "tasks", [rel])
+    produce(b.bootstrap, "tasks", [f"t-{i}" for i in range(20)])
+    # Released records go back at once and are delivered again (to the only
+    # member) until the limit (3) archives them.
+    rel.wait_until(lambda lines: sum(1 for o in lines if o.get("value", "").startswith("t-")) >= 60, 60,
+                   "every task delivered three times")
+    counts = {}
+    for r in rel.records():
+        if r["value"].startswith("t-"):
+            counts.setdefault(r["value"], []).append(r["delivery_count"])
+    assert all(sorted(v) == [1, 2, 3] for v in counts.values()), counts
+    assert len(counts) == 20
+    assert rel.stop() == 0, rel.describe()
+    # Archived: a new consumer of the group never sees them; it sees what
+    # comes next, once.
+    acc = share_consumer_factory(b.bootstrap, group, "tasks", mode="explicit", ack="accept")
+    produce(b.bootstrap, "tasks", [f"after-{i}" for i in range(10)])
+    acc.wait_until(lambda lines: sum(1 for o in lines if o.get("value", "").startswith("after-")) >= 10, 60,
+                   "the records after the archived ones")
+    time.sleep(2.5)  # two lock durations: nothing accepted comes back
+    got = [r["value"] for r in acc.records()]
+    assert not any(v.startswith("t-") for v in got), got
+    assert sorted(v for v in got if v.startswith("after-")) == sorted(f"after-{i}" for i in range(10)), got
+    assert all(r["delivery_count"] == 1 for r in acc.records() if r["value"].startswith("after-"))
+    assert acc.stop() == 0, acc.describe()
+    assert b.stop() == 0
+
+
+def test_a_poison_record_is_archived_after_the_delivery_limit_and_the_group_reads_on(broker_factory,
+                                                                                     share_consumer_factory):
+    """The brief's poison message: a record that makes its consumer exit every
+    time. Each crash counts one delivery; after the limit (3) the record is
+    archived and the group reads past it."""
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "orders")
+    group = "order-workers"
+    cfg = {"max.poll.records": "1"}
+    first = share_consumer_factory(b.bootstrap, group, "orders", mode="explicit", poison="POISON", config=cfg)
+    warm_up(b.bootstrap, "orders", [first])
+    produce(b.bootstrap, "orders", ["a-0", "a-1", "POISON", "a-2", "a-3"])
+    crashes = [first]
+    assert first.wait_exit(60) == 3, first.describe()
+    for _ in range(2):
+        c = share_consumer_factory(b.bootstrap, group, "orders", mode="explicit", poison="POISON", config=cfg)
+        crashes.append(c)
+        assert c.wait_exit(60) == 3, c.describe()
+    poison = [r for c in crashes for r in c.records() if r["value"] == "POISON"]
+    assert [r["delivery_count"] for r in poison] == [1, 2, 3], poison
+    # The limit is reached: a healthy consumer gets what is left and what
+    # comes next, never the poison. (Records are not ordered in a share
+    # group: a crashing consumer may have taken some of the later ones
+    # before it met the poison again.)
+    healthy = share_consumer_factory(b.bootstrap, group, "orders", mode="explicit", poison="POISON", config=cfg)
+    produce(b.bootstrap, "orders", [f"b-{i}" for i in range(5)])
+    want = {"a-0", "a-1", "a-2", "a-3"} | {f"b-{i}" for i in range(5)}
+
+    def delivered():
+        return {r["value"] for c in crashes + [healthy] for r in c.records()}
+
+    healthy.wait_until(lambda lines: want <= delivered(), 60, "every record but the poison")
+    time.sleep(2.5)  # two lock durations: the poison does not come back
+    assert healthy.running(), healthy.describe()
+    assert all(r["value"] != "POISON" for r in healthy.records()), healthy.describe()
+    assert {r["value"] for r in healthy.records()} >= {f"b-{i}" for i in range(5)}
+    assert healthy.stop() == 0, healthy.describe()
+    assert b.stop() == 0
+
+
+def test_a_killed_consumers_records_are_redelivered_after_the_lock_and_state_survives_a_restart(
+        broker_factory, share_consumer_factory):
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "events")
+    group = "survivors"
+    # commit_sync after each poll: the records printed before a successful
+    # commit line are acknowledged durably.
+    a = share_consumer_factory(b.bootstrap, group, "events", mode="explicit", ack="accept", commit="sync",
+                               config={"max.poll.records": "5"})
+    warm_up(b.bootstrap, "events", [a])
+    produce(b.bootstrap, "events", [f"e-{i}" for i in range(30)])
+    a.wait_until(lambda lines: any(o.get("value", "").startswith("e-") for o in lines), 30, "an event")
+    a.kill()  # holds up to 5 records, acknowledged or not
+    got_a = {r["value"] for r in a.records() if r["value"].startswith("e-")}
+    acked, printed = set(), []
+    for o in a.lines():
+        if o.get("value", "").startswith("e-"):
+            printed.append(o["value"])
+        elif o.get("commit") == "sync" and o.get("code") == 0:
+            acked.update(printed)
+    # The broker restarts: acknowledged records stay done, delivery counts stay.
+    assert b.stop() == 0
+    b.start()
+    c = share_consumer_factory(b.bootstrap, group, "events", mode="explicit", ack="accept")
+    c.wait_until(lambda lines: len({o.get("value") for o in lines if o.get("value", "").startswith("e-")} |
+                                   got_a) >= 30, 60, "every event")
+    time.sleep(2.5)
+    got_c = [r for r in c.records() if r["value"].startswith("e-")]
+    # Each event reached c at most once; what a acknowledged never came back
+    # twice (a may have held some unacknowledged: those come again, with a
+    # count above 1).
+    assert len(got_c) == len({r["value"] for r in got_c}), got_c
+    assert not acked & {r["value"] for r in got_c}, f"acknowledged, then delivered again: {acked & {r['value'] for r in got_c}}"
+    for r in got_c:
+        if r["value"] in got_a:
+            assert r["delivery_count"] >= 2, r
+    assert {r["value"] for r in got_c} | got_a == {f"e-{i}" for i in range(30)}
+    assert c.stop() == 0, c.describe()
+    assert b.stop() == 0

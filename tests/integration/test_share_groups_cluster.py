@@ -1,0 +1,186 @@
+"""Share groups (KIP-932) on three brokers over a three-member etcd
+(cluster_harness.py), with librdkafka 2.15.1's share consumer
+(share_consumer.cc).
+
+A share partition's state lives at its share coordinator: the leader of its
+partition of __share_group_state, mostly another broker than the topic
+partition's leader, reached over WriteShareGroupState and friends. Checked
+through a leader kill (SIGKILL) and a share-coordinator kill:
+
+- nothing acknowledged (committed with commit_sync) is delivered again;
+- no delivery count goes back: a record delivered again after a failover
+  carries a count above its last one;
+- no record is lost: every record produced is delivered and accepted.
+
+The test starts its own cluster and removes it (processes by pid,
+directories).
+"""
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster_harness import Cluster
+from group_wire import find_coordinator
+
+SESSION_TIMEOUT_MS = 4000
+DEADLINE_S = 90  # any one step on a busy two-core machine: a failover, a restart
+SETTINGS = {
+    "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "200",
+    "group.share.record.lock.duration.ms": "2000", "group.share.session.timeout.ms": "8000",
+    "group.share.heartbeat.interval.ms": "500",
+}
+
+
+@pytest.fixture
+def cluster():
+    with Cluster(brokers=3, etcd=3, session_timeout_ms=SESSION_TIMEOUT_MS, extra_settings=SETTINGS) as c:
+        def led(topic):
+            t = c.metadata_from(c.live_ids()[0]).topics.get(topic)
+            return t if t and t.partitions and all(p.leader > 0 for p in t.partitions.values()) else None
+        c.wait_for(lambda: led("__share_group_state") and led("__consumer_offsets"), DEADLINE_S,
+                   "__share_group_state and __consumer_offsets created and led")
+        yield c
+
+
+def create(bootstrap, topic, partitions):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3)])[topic].result(60)
+
+
+def produce(bootstrap, topic, values):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v.encode(), partition=i % 2)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
+def acked_records(consumer):
+    """The values a consumer acknowledged durably: the records of each poll
+    (printed first) followed by commit_sync lines that all succeeded."""
+    acked, batch, commits = set(), [], []
+    for o in consumer.lines() + [{"value": None}]:
+        if "value" in o and "error" not in o:
+            if commits:
+                if all(c.get("code") == 0 for c in commits):
+                    acked.update(batch)
+                batch, commits = [], []
+            if o["value"] is not None:
+                batch.append(o["value"])
+        elif o.get("commit") == "sync":
+            commits.append(o)
+    return acked
+
+
+def warm_up(bootstrap, topic, consumer, deadline=DEADLINE_S):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    end = time.monotonic() + deadline
+    n = 0
+    while not any(r["value"].startswith("warm-") for r in consumer.records()):
+        assert time.monotonic() < end, "nothing received while warming up:\n" + consumer.describe()
+        for part in range(2):
+            p.produce(topic, value=f"warm-{n}".encode(), partition=part)
+            n += 1
+        p.flush(10)
+        time.sleep(0.3)
+
+
+def share_coordinator_of(cluster, group):
+    def ask():
+        for n in cluster.live_ids():
+            try:
+                err, node = find_coordinator(cluster.broker(n).port, group, key_type=0)
+            except OSError:
+                continue
+            if err == 0 and node in cluster.live_ids():
+                return node
+        return None
+    return cluster.wait_for(ask, DEADLINE_S, f"a live coordinator for {group}")
+
+
+def check_history(consumers, values):
+    """Across every consumer's output: each value delivered and accepted,
+    nothing durably acknowledged delivered again, delivery counts never
+    going back."""
+    last_count = {}
+    delivered = {}
+    acked_by = {}
+    for i, c in enumerate(consumers):
+        for v in acked_records(c):
+            acked_by.setdefault(v, i)
+        for r in c.records():
+            v = r["value"]
+            if not v.startswith("job-"):
+                continue
+            delivered.setdefault(v, []).append((i, r["delivery_count"]))
+    for v, ds in delivered.items():
+        # Ordered per consumer (the order they printed), consumers in the
+        # order they ran: a count never goes back.
+        counts = [d for _, d in ds]
+        assert counts == sorted(counts), f"{v}: delivery counts went back: {ds}"
+        if v in acked_by:
+            i = acked_by[v]
+            later = [d for d in ds if d[0] > i]
+            assert not later, f"{v} acknowledged by consumer {i}, delivered again to {later}"
+    missing = set(values) - set(delivered)
+    assert not missing, f"{len(missing)} records never delivered: {sorted(missing)[:10]}"
+    again = sum(1 for ds in delivered.values() if len(ds) > 1)
+    assert again > 0, "nothing was delivered again: the failover path was not exercised"
+    print(f"{len(delivered)} records delivered, {again} more than once, {len(acked_by)} acknowledged durably "
+          f"before the last consumer")
+
+
+@pytest.mark.parametrize("victim", ["leader", "share_coordinator"])
+def test_share_group_through_a_failover(cluster, share_consumer_factory, victim):
+    topic, group = f"share-jobs-{victim}", f"share-workers-{victim}"
+    create(cluster.live_bootstrap(), topic, 2)
+    cfg = {"max.poll.records": "20"}
+    # `first` commits its acknowledgements synchronously after each poll:
+    # what it commits must never come back. `holder` takes 100 ms over each
+    # record and sends its acknowledgements with its next poll: when it is
+    # killed, the records of its last poll are not acknowledged and come
+    # back, their counts going on.
+    first = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
+                                   commit="sync", config=cfg)
+    warm_up(cluster.live_bootstrap(), topic, first)
+    holder = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
+                                    process_ms=100, config=cfg)
+    values = [f"job-{i}" for i in range(400)]
+    produce(cluster.live_bootstrap(), topic, values[:200])
+
+    def jobs(*cs):
+        return sum(1 for c in cs for r in c.records() if r["value"].startswith("job-"))
+
+    first.wait_until(lambda lines: jobs(first, holder) >= 60 and jobs(holder) > 0, DEADLINE_S, "the first jobs")
+    # The victim: the leader of partition 0, or the broker whose share
+    # coordinator holds the most share partitions' state (the leader of
+    # __share_group_state's partition for the group's keys cannot be asked
+    # directly: take the leader of every partition of it instead, by
+    # killing the broker leading most of them).
+    md = cluster.metadata_from(cluster.live_ids()[0])
+    if victim == "leader":
+        node = md.leaders(topic)[0]
+    else:
+        counts = {}
+        for p in md.topics["__share_group_state"].partitions.values():
+            counts[p.leader] = counts.get(p.leader, 0) + 1
+        node = max(counts, key=counts.get)
+    holder.kill()  # crashes holding what it has not acknowledged
+    first.kill()
+    cluster.kill(node)
+    produce(cluster.live_bootstrap(), topic, values[200:])
+    second = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
+                                    commit="sync", config=cfg)
+
+    def all_delivered():
+        got = {r["value"] for c in (first, holder, second) for r in c.records()}
+        return set(values) <= got
+
+    second.wait_until(lambda lines: all_delivered(), 3 * DEADLINE_S, "every job delivered")
+    cluster.restart(node)
+    time.sleep(5)  # two lock durations: nothing comes back that was accepted
+    assert second.stop() == 0, second.describe()
+    check_history([first, holder, second], values)
