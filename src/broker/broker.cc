@@ -288,6 +288,8 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // The cluster-wide broker defaults may have changed since the broker
   // read them at start.
   i.partitions->on_broker_defaults_change();
+  // So may the group configs (the listener applies every change from here).
+  i.partitions->reload_group_configs();
   // Partitions of topics created while this broker was away: bring every
   // topic in line once (it opened what the store listed; states may be newer).
   for (const auto& t : i.partitions->topics()) i.partitions->on_store_change(t.name);
@@ -501,6 +503,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
               e && e->code != errc::already_exists) {
             SLUICE_LOG_WARN("automatic creation of topic {}: {}", topic, e->message);
           }
+        },
+        [pm = i->partitions.get()](const std::string& group) {
+          // A deleted group's configs, on the controller itself, on the forwarding thread.
+          if (auto s = pm->delete_group_configs(group); !s.ok())
+            SLUICE_LOG_WARN("the configs of deleted group {} stay: {}", group, s.err().message);
         });
     i->svc.forward = i->forward.get();
     i->verifier = std::make_unique<kafka::txn_verifier>(
