@@ -535,23 +535,25 @@ status partition_manager::alter_group_configs(const std::string& group, const gr
   }
   SLUICE_ASSIGN_OR_RETURN(auto next, compute(*broker_config(), current));
   if (validate_only || next == current) return {};
-  if (in_store) {
-    SLUICE_TRY(table_->set_group_configs(group, next));
-  } else {
-    if (current.empty() && group_configs_.size() >= limits::max_groups_with_configs) {
-      return status(errc::invalid_config, "group '" + group + "': " +
-                                              std::to_string(limits::max_groups_with_configs) +
-                                              " groups hold configs already, the most a broker keeps");
-    }
-    auto all = group_configs_.all();
-    if (next.empty()) {
-      all.erase(group);
-    } else {
-      all.insert_or_assign(group, next);
-    }
-    SLUICE_TRY(persist_group_configs(fs_, data_dir_, all));
-  }
   SLUICE_LOG_INFO("group {}: {} configs set", group, next.size());
+  if (in_store) {
+    // The copy is the metadata listener's to change: the store returns once
+    // this broker's listener has applied the record (or a newer one, which
+    // setting the copy here could overwrite).
+    return table_->set_group_configs(group, next);
+  }
+  if (current.empty() && group_configs_.size() >= limits::max_groups_with_configs) {
+    return status(errc::invalid_config, "group '" + group + "': " +
+                                            std::to_string(limits::max_groups_with_configs) +
+                                            " groups hold configs already, the most a broker keeps");
+  }
+  auto all = group_configs_.all();
+  if (next.empty()) {
+    all.erase(group);
+  } else {
+    all.insert_or_assign(group, next);
+  }
+  SLUICE_TRY(persist_group_configs(fs_, data_dir_, all));
   group_configs_.set(group, std::move(next));
   return {};
 }

@@ -239,9 +239,11 @@ class partition_manager {
   // broker snapshot and the group's current configs (config::
   // alter_group_configs or replace_group_configs); its error is returned
   // unchanged and nothing changes. Unless `validate_only`, the result is
-  // then persisted (the local file, or the store through the controller,
-  // which in a cluster answers errc::not_controller elsewhere) and
-  // published to group_config(). Changes of group configs are serialised
+  // then persisted and published to group_config(): on a single broker
+  // written to the local file, then set in the copy; in a cluster written
+  // to the store through the controller (errc::not_controller on another
+  // broker), which returns once this broker's metadata listener has applied
+  // it to the copy. Changes of group configs are serialised
   // among themselves, not with topic changes. Errors: compute's,
   // errc::invalid_config when a new group would exceed
   // limits::max_groups_with_configs or the file its bound, the store's.
