@@ -446,6 +446,43 @@ inline constexpr size_t max_offsets_per_group = 100'000;
 inline constexpr int32_t offsets_topic_max_message_bytes = 16 * 1024 * 1024;
 // __consumer_offsets is replayed at start in reads of this size.
 inline constexpr size_t group_replay_read_bytes = 1 << 20;
+
+// ---- Group configs (GROUP config resources, config/group_config.h) ---------
+// Per-group configs set with IncrementalAlterConfigs on resource type 32.
+// Kafka bounds neither the groups nor their configs; these keep what
+// clients can make every broker hold (and a single broker rewrite at each
+// change) small.
+// Groups that hold at least one config at once; a SET that would add one
+// more is refused (INVALID_CONFIG). Group ids are bounded by
+// max_group_id_bytes above.
+inline constexpr size_t max_groups_with_configs = 10'000;
+// One group config value in its textual form: the longest one a client has
+// reason to send is a dead-letter topic name (249 bytes at most) or a
+// by_duration:<ISO-8601> reset.
+inline constexpr size_t max_group_config_value_bytes = 255;
+// A single broker's meta/group_configs (every group's configs, one file
+// replaced whole at each change). A change that would make it larger is
+// refused; at ordinary group-id lengths max_groups_with_configs groups with
+// every key set take about 5 MiB.
+inline constexpr size_t max_group_configs_file_bytes = 16 << 20;
+// The bounds Kafka's broker settings put on group values by default
+// (GroupCoordinatorConfig, ShareGroupConfig of Kafka 4.2 and KIP-1240),
+// used for a group value while Sluice's schema has no broker setting of
+// that name (group.share.min.record.lock.duration.ms, ...): when the
+// setting exists its value bounds the group value instead
+// (config/group_config.h).
+inline constexpr int64_t min_share_record_lock_duration_ms = 15'000;   // group.share.min.record.lock.duration.ms
+inline constexpr int64_t max_share_record_lock_duration_ms = 60'000;   // group.share.max.record.lock.duration.ms
+inline constexpr int64_t min_share_delivery_count_limit = 2;           // group.share.min.delivery.count.limit
+inline constexpr int64_t max_share_delivery_count_limit = 10;          // group.share.max.delivery.count.limit
+inline constexpr int64_t min_share_session_timeout_ms = 45'000;        // group.share.min.session.timeout.ms
+inline constexpr int64_t max_share_session_timeout_ms = 60'000;        // group.share.max.session.timeout.ms
+inline constexpr int64_t min_share_heartbeat_interval_ms = 5'000;      // group.share.min.heartbeat.interval.ms
+inline constexpr int64_t max_share_heartbeat_interval_ms = 15'000;     // group.share.max.heartbeat.interval.ms
+inline constexpr int64_t min_consumer_session_timeout_ms = 45'000;     // group.consumer.min.session.timeout.ms
+inline constexpr int64_t max_consumer_session_timeout_ms = 60'000;     // group.consumer.max.session.timeout.ms
+inline constexpr int64_t min_consumer_heartbeat_interval_ms = 5'000;   // group.consumer.min.heartbeat.interval.ms
+inline constexpr int64_t max_consumer_heartbeat_interval_ms = 15'000;  // group.consumer.max.heartbeat.interval.ms
 // How often the coordinator's timer runs (session and rebalance timeouts,
 // the initial rebalance delay); timeouts fire up to this late.
 inline constexpr int64_t tick_interval_ms = 50;
@@ -594,14 +631,14 @@ inline constexpr size_t max_metrics_http_request_bytes = 8192;
 // Kafka's defaults and ranges of the share-group settings (group.share.*,
 // and the per-group share.* overrides).
 // group.share.record.lock.duration.ms: how long a record handed to a
-// consumer stays its own before it is offered again.
+// consumer stays its own before it is offered again (the broker setting's
+// own range; a group's override is bounded by min/max above).
 inline constexpr int32_t default_share_record_lock_duration_ms = 30'000;
-inline constexpr int32_t min_share_record_lock_duration_ms = 1'000;
-inline constexpr int32_t max_share_record_lock_duration_ms = 3'600'000;
-// group.share.delivery.count.limit: deliveries before a record is archived.
+inline constexpr int32_t share_record_lock_duration_setting_min_ms = 1'000;
+inline constexpr int32_t share_record_lock_duration_setting_max_ms = 3'600'000;
+// group.share.delivery.count.limit: deliveries before a record is archived
+// (range: min/max_share_delivery_count_limit above).
 inline constexpr int16_t default_share_delivery_count_limit = 5;
-inline constexpr int16_t min_share_delivery_count_limit = 2;
-inline constexpr int16_t max_share_delivery_count_limit = 10;
 // group.share.partition.max.record.locks: records in flight per share
 // partition (its end offset at most this far past its start), which bounds
 // a share partition's memory (a few bytes per record) and its state record.

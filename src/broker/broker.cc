@@ -16,6 +16,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "broker/metrics_view.h"
+#include "config/group_config.h"
 #include "etcd/grpc_client.h"
 #include "group/records.h"
 #include "group/service.h"
@@ -449,6 +450,8 @@ status join_cluster(broker::impl& i, const cluster::broker_endpoint& self) {
   // The cluster-wide broker defaults may have changed since the broker
   // read them at start.
   i.partitions->on_broker_defaults_change();
+  // So may the group configs (the listener applies every change from here).
+  i.partitions->reload_group_configs();
   // Partitions of topics created while this broker was away: bring every
   // topic in line once (it opened what the store listed; states may be newer).
   for (const auto& t : i.partitions->topics()) i.partitions->on_store_change(t.name);
@@ -656,6 +659,30 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
   if (i->control) i->txns->set_remote_markers(send_markers_to(*i->metadata));
   i->txns->start();
   if (i->control) i->shares->set_remote(std::make_unique<remote_share_brokers>(*i->metadata));
+  // A share group's own configs (GROUP config resources) over the broker's
+  // group.share.* defaults: only the keys the group sets change anything.
+  i->shares->set_group_settings([pm = i->partitions.get()](const std::string& group,
+                                                          const share::group_settings& defaults) {
+    const auto set = pm->group_config(group);
+    if (set.empty()) return defaults;
+    const auto eff = config::effective_share_group_config(*pm->broker_config(), set);
+    share::group_settings gs = defaults;
+    if (set.find("share.record.lock.duration.ms")) gs.partition.record_lock_duration_ms = eff.record_lock_duration_ms;
+    if (set.find("share.delivery.count.limit"))
+      gs.partition.delivery_count_limit = static_cast<int16_t>(eff.delivery_count_limit);
+    if (set.find("share.isolation.level")) gs.read_committed = eff.read_committed;
+    if (set.find("share.auto.offset.reset")) {
+      using strategy = config::share_auto_offset_reset::strategy;
+      const auto k = eff.auto_offset_reset.kind;
+      gs.reset = k == strategy::latest     ? share::offset_reset::latest
+                 : k == strategy::earliest ? share::offset_reset::earliest
+                                           : share::offset_reset::by_duration;
+      gs.reset_duration_ms = eff.auto_offset_reset.duration_ms;
+    }
+    if (!eff.dead_letter_topic.empty()) gs.dead_letter_topic = eff.dead_letter_topic;
+    gs.dead_letter_copy_record = eff.dead_letter_copy_record;
+    return gs;
+  });
   i->svc.share = i->shares.get();
   i->svc.share_sessions = &i->share_sessions;
   i->shares->start();
@@ -672,6 +699,11 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
               e && e->code != errc::already_exists) {
             SLUICE_LOG_WARN("automatic creation of topic {}: {}", topic, e->message);
           }
+        },
+        [pm = i->partitions.get()](const std::string& group) {
+          // A deleted group's configs, on the controller itself, on the forwarding thread.
+          if (auto s = pm->delete_group_configs(group); !s.ok())
+            SLUICE_LOG_WARN("the configs of deleted group {} stay: {}", group, s.err().message);
         });
     i->svc.forward = i->forward.get();
     i->verifier = std::make_unique<kafka::txn_verifier>(

@@ -1,5 +1,7 @@
-// `sluice config describe|alter (--broker [ID] | --topic NAME)`, through
-// librdkafka's admin API (DescribeConfigs, AlterConfigs).
+// `sluice config describe|alter (--broker [ID] | --topic NAME | --group NAME)`,
+// through librdkafka's admin API (DescribeConfigs, AlterConfigs) for
+// brokers and topics, and through raw requests (protocol/raw_client.h) for
+// groups.
 //
 // librdkafka 2.0.2 (Debian 12) has no IncrementalAlterConfigs, and Kafka's
 // AlterConfigs replaces a resource's whole set of values at its level. So
@@ -12,6 +14,13 @@
 // librdkafka names a broker resource by a numeric id only, so the
 // cluster-wide default (resource name "") is out of this tool's reach; any
 // client that sends "" (kafka-python's admin client) can alter it.
+//
+// A group's configs (Kafka's GROUP config resource, type 32, as
+// `kafka-configs --entity-type groups` alters them) are a resource type
+// librdkafka 2.0.2 does not know, so --group sends DescribeConfigs v4 and
+// IncrementalAlterConfigs v1 itself: SET for each --config, DELETE for each
+// --delete, in one request, so nothing is read back first and two operators
+// cannot lose each other's keys.
 
 #include <cstdio>
 #include <map>
@@ -23,6 +32,8 @@
 
 #include "cli/commands.h"
 #include "cli/kafka_client.h"
+#include "config/dynamic.h"
+#include "protocol/raw_client.h"
 
 namespace sluice::cli {
 namespace {
@@ -32,6 +43,8 @@ struct config_options {
   std::string topic;
   std::string broker;  // the id after --broker; empty: the broker --bootstrap reaches
   bool is_broker = false;
+  std::string group;  // --group: a group's configs (resource type 32)
+  bool is_group = false;
   std::vector<std::string> configs;  // KEY=VALUE to set
   std::vector<std::string> deletes;  // KEY to remove from this level
   bool synonyms = false;
@@ -137,7 +150,75 @@ result<std::vector<entry>> describe(rd_kafka_t* rk, const resource& r, const con
   return out;
 }
 
+// ---- Groups: raw requests --------------------------------------------------
+
+constexpr int8_t resource_group = 32;           // Kafka's ConfigResource.Type GROUP
+constexpr int16_t describe_configs_version = 4;  // Kafka 2.8 on; GROUP resources from 4.0
+constexpr int16_t incremental_alter_configs_version = 1;
+
+std::string kafka_failure(int16_t code, const std::optional<std::string>& message) {
+  return protocol::kafka_error_name(code) + (message && !message->empty() ? " (" + *message + ")" : "");
+}
+
+int run_group_describe(const config_options& o) {
+  auto conn = protocol::raw_connection::connect_any(o.bootstrap, timeout(o));
+  if (!conn) return fail(conn.err().message);
+  protocol::describe_configs_request req;
+  auto& r = req.resources.emplace_back();
+  r.resource_type = resource_group;
+  r.resource_name = o.group;
+  req.include_synonyms = o.synonyms;
+  auto resp = conn->call<protocol::describe_configs_response>(req, describe_configs_version);
+  if (!resp) return fail("describe group " + o.group + ": " + resp.err().message);
+  if (resp->results.size() != 1) return fail("describe group " + o.group + ": " +
+                                             std::to_string(resp->results.size()) + " results");
+  const auto& res = resp->results[0];
+  if (res.error_code != 0) return fail("describe group " + o.group + ": " + kafka_failure(res.error_code, res.error_message));
+  auto source = [](int8_t s) { return std::string(config::config_source_name(static_cast<config::config_source>(s))); };
+  std::printf("configs of group %s:\n", o.group.c_str());
+  for (const auto& e : res.configs) {
+    std::printf("  %s=%s\t(%s%s%s)\n", e.name.c_str(), e.value ? e.value->c_str() : "", source(e.config_source).c_str(),
+                e.read_only ? ", read-only" : "", e.is_sensitive ? ", sensitive" : "");
+    if (!o.synonyms) continue;
+    for (const auto& syn : e.synonyms) {
+      std::printf("      %s=%s\t(%s)\n", syn.name.c_str(), syn.value ? syn.value->c_str() : "",
+                  source(syn.source).c_str());
+    }
+  }
+  return 0;
+}
+
+int run_group_alter(const config_options& o, const std::map<std::string, std::string>& sets) {
+  auto conn = protocol::raw_connection::connect_any(o.bootstrap, timeout(o));
+  if (!conn) return fail(conn.err().message);
+  protocol::incremental_alter_configs_request req;
+  auto& r = req.resources.emplace_back();
+  r.resource_type = resource_group;
+  r.resource_name = o.group;
+  for (const auto& [k, v] : sets) {
+    auto& c = r.configs.emplace_back();
+    c.name = k;
+    c.config_operation = 0;  // SET
+    c.value = v;
+  }
+  for (const auto& d : o.deletes) {
+    auto& c = r.configs.emplace_back();
+    c.name = d;
+    c.config_operation = 1;  // DELETE
+  }
+  req.validate_only = o.validate_only;
+  auto resp = conn->call<protocol::incremental_alter_configs_response>(req, incremental_alter_configs_version);
+  if (!resp) return fail("alter group " + o.group + ": " + resp.err().message);
+  if (resp->responses.size() != 1) return fail("alter group " + o.group + ": " +
+                                               std::to_string(resp->responses.size()) + " results");
+  const auto& res = resp->responses[0];
+  if (res.error_code != 0) return fail("alter group " + o.group + ": " + kafka_failure(res.error_code, res.error_message));
+  std::printf("%s group %s\n", o.validate_only ? "validated" : "altered", o.group.c_str());
+  return 0;
+}
+
 int run_describe(const config_options& o) {
+  if (o.is_group) return run_group_describe(o);
   auto conf = make_conf(o.bootstrap);
   if (!conf) return fail(conf.err().message);
   auto rk = make_client(RD_KAFKA_PRODUCER, std::move(conf).value());
@@ -175,6 +256,7 @@ int run_alter(const config_options& o) {
   for (const auto& d : o.deletes) {
     if (sets.count(d)) return fail(d + ": both set and deleted");
   }
+  if (o.is_group) return run_group_alter(o, sets);
   auto conf = make_conf(o.bootstrap);
   if (!conf) return fail(conf.err().message);
   auto rk = make_client(RD_KAFKA_PRODUCER, std::move(conf).value());
@@ -233,7 +315,7 @@ int run_alter(const config_options& o) {
 
 void add_config_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<config_options>();
-  CLI::App* cmd = app.add_subcommand("config", "Describe and alter broker and topic settings");
+  CLI::App* cmd = app.add_subcommand("config", "Describe and alter broker, topic and group settings");
   cmd->require_subcommand(1);
   auto target = [&](CLI::App* c) {
     auto* broker =
@@ -241,18 +323,24 @@ void add_config_command(CLI::App& app, int* exit_code) {
                       "A broker's settings: its id, or none for the broker --bootstrap reaches")
             ->expected(0, 1);
     auto* topic = c->add_option("--topic", o->topic, "A topic's settings");
+    auto* group = c->add_option("--group", o->group,
+                                "A group's settings (share.*, consumer.*, errors.deadletterqueue.*), "
+                                "whether or not the group exists");
     broker->excludes(topic);
+    group->excludes(broker);
+    group->excludes(topic);
     c->add_option("--bootstrap", o->bootstrap, "Broker address host:port")->capture_default_str();
     c->add_option("--timeout-ms", o->timeout_ms, "How long to wait for the broker")
         ->capture_default_str();
-    c->callback([o, broker, topic, c, exit_code] {
-      if (broker->count() == 0 && topic->count() == 0) {
-        std::fprintf(stderr, "sluice config %s: give --broker [ID] or --topic NAME\n",
+    c->callback([o, broker, topic, group, c, exit_code] {
+      if (broker->count() == 0 && topic->count() == 0 && group->count() == 0) {
+        std::fprintf(stderr, "sluice config %s: give --broker [ID], --topic NAME or --group NAME\n",
                      c->get_name().c_str());
         *exit_code = 2;
         return;
       }
       o->is_broker = broker->count() > 0;
+      o->is_group = group->count() > 0;
       *exit_code = c->get_name() == "describe" ? run_describe(*o) : run_alter(*o);
     });
   };
@@ -262,7 +350,8 @@ void add_config_command(CLI::App& app, int* exit_code) {
   target(describe);
   CLI::App* alter = cmd->add_subcommand("alter",
                                         "Set or delete settings at the resource's own level (a "
-                                        "broker's dynamic values, a topic's overrides)");
+                                        "broker's dynamic values, a topic's overrides, a group's "
+                                        "configs)");
   alter->add_option("--config,-c", o->configs, "Setting KEY=VALUE (repeatable)");
   alter->add_option("--delete,-d", o->deletes,
                     "Setting KEY to remove from this level (repeatable)");

@@ -33,8 +33,6 @@ status check_topic_consistency(const topic_config& t, bool topic_level) {
   return {};
 }
 
-namespace {
-
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -48,8 +46,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   }
   return prev[b.size()];
 }
-
-}  // namespace
 
 std::string suggestion(std::string_view key, bool topic) {
   // A key from the other level is the likeliest mistake: say so plainly.
@@ -77,6 +73,53 @@ std::string suggestion(std::string_view key, bool topic) {
   }
   if (best.empty()) return "";
   return " (did you mean " + std::string(best) + "?)";
+}
+
+status check_no_duplicates(std::span<const alter_request> ops) {
+  std::set<std::string_view> seen;
+  for (const auto& op : ops) {
+    if (!seen.insert(op.key).second) {
+      return status(errc::invalid_config, op.key + ": named twice in one request");
+    }
+  }
+  return {};
+}
+
+described_config describe_one(const setting& s, std::string name, std::vector<config_synonym> chain,
+                              bool read_only) {
+  SLUICE_ASSERT(!chain.empty(), "a setting always has a default");
+  described_config d;
+  d.name = std::move(name);
+  d.value = chain.front().value;
+  d.source = chain.front().source;
+  d.read_only = read_only;
+  d.is_default = d.source == config_source::default_config;
+  d.sensitive = s.sensitive;
+  d.config_type = kafka_config_type(s.type);
+  d.documentation = std::string(s.doc);
+  d.synonyms = std::move(chain);
+  return d;
+}
+
+// The broker levels of a setting, highest priority first.
+std::vector<config_synonym> broker_chain(const broker_config& b, const setting& s) {
+  auto shown = [&](const config_value& v) -> std::optional<std::string> {
+    if (s.sensitive) return std::nullopt;
+    return format_value(v);
+  };
+  std::vector<config_synonym> chain;
+  const std::string name(s.name);
+  if (const auto* v = b.dynamic_broker_values.find(s.name)) {
+    chain.push_back({name, shown(*v), config_source::dynamic_broker_config});
+  }
+  if (const auto* v = b.dynamic_default_values.find(s.name)) {
+    chain.push_back({name, shown(*v), config_source::dynamic_default_broker_config});
+  }
+  if (const auto* v = b.static_values.find(s.name)) {
+    chain.push_back({name, shown(*v), config_source::static_broker_config});
+  }
+  chain.push_back({name, shown(default_value(s)), config_source::default_config});
+  return chain;
 }
 
 }  // namespace detail
@@ -186,16 +229,6 @@ status apply_op(const setting& s, const alter_request& op, const config_value& e
                 key + ": unknown operation " + std::to_string(static_cast<int>(op.op)));
 }
 
-status check_no_duplicates(std::span<const alter_request> ops) {
-  std::set<std::string_view> seen;
-  for (const auto& op : ops) {
-    if (!seen.insert(op.key).second) {
-      return status(errc::invalid_config, op.key + ": named twice in one request");
-    }
-  }
-  return {};
-}
-
 // Refuses a key the schema does not know (INVALID_CONFIG, naming it) and,
 // all named in one message as Kafka does, keys that cannot change at
 // runtime (INVALID_REQUEST).
@@ -214,43 +247,6 @@ status check_dynamic_broker_keys(std::span<const std::string_view> keys) {
   if (fixed.empty()) return {};
   return status(errc::invalid_argument, "Cannot update these configs dynamically: " + fixed +
                                             " (set them in the config file and restart)");
-}
-
-described_config describe_one(const setting& s, std::string name, std::vector<config_synonym> chain,
-                              bool read_only) {
-  SLUICE_ASSERT(!chain.empty(), "a setting always has a default");
-  described_config d;
-  d.name = std::move(name);
-  d.value = chain.front().value;
-  d.source = chain.front().source;
-  d.read_only = read_only;
-  d.is_default = d.source == config_source::default_config;
-  d.sensitive = s.sensitive;
-  d.config_type = kafka_config_type(s.type);
-  d.documentation = std::string(s.doc);
-  d.synonyms = std::move(chain);
-  return d;
-}
-
-// The broker levels of a setting, highest priority first.
-std::vector<config_synonym> broker_chain(const broker_config& b, const setting& s) {
-  auto shown = [&](const config_value& v) -> std::optional<std::string> {
-    if (s.sensitive) return std::nullopt;
-    return format_value(v);
-  };
-  std::vector<config_synonym> chain;
-  const std::string name(s.name);
-  if (const auto* v = b.dynamic_broker_values.find(s.name)) {
-    chain.push_back({name, shown(*v), config_source::dynamic_broker_config});
-  }
-  if (const auto* v = b.dynamic_default_values.find(s.name)) {
-    chain.push_back({name, shown(*v), config_source::dynamic_default_broker_config});
-  }
-  if (const auto* v = b.static_values.find(s.name)) {
-    chain.push_back({name, shown(*v), config_source::static_broker_config});
-  }
-  chain.push_back({name, shown(default_value(s)), config_source::default_config});
-  return chain;
 }
 
 }  // namespace
@@ -291,6 +287,8 @@ std::string_view config_source_name(config_source s) {
       return "STATIC_BROKER_CONFIG";
     case config_source::default_config:
       return "DEFAULT_CONFIG";
+    case config_source::dynamic_group_config:
+      return "DYNAMIC_GROUP_CONFIG";
   }
   return "UNKNOWN";
 }
@@ -324,7 +322,7 @@ result<config_map> make_topic_overrides(const broker_config& broker,
 
 result<config_map> alter_topic_overrides(const broker_config& broker, const config_map& current,
                                          std::span<const alter_request> ops) {
-  SLUICE_TRY(check_no_duplicates(ops));
+  SLUICE_TRY(detail::check_no_duplicates(ops));
   config_map next = current;
   for (const auto& op : ops) {
     const setting* s = find_topic_setting(op.key);
@@ -341,7 +339,7 @@ result<config_map> alter_topic_overrides(const broker_config& broker, const conf
 
 result<broker_config> alter_broker_config(const broker_config& broker, bool cluster_default,
                                           std::span<const alter_request> ops) {
-  SLUICE_TRY(check_no_duplicates(ops));
+  SLUICE_TRY(detail::check_no_duplicates(ops));
   std::vector<std::string_view> keys;
   for (const auto& op : ops) keys.push_back(op.key);
   SLUICE_TRY(check_dynamic_broker_keys(keys));
@@ -401,8 +399,8 @@ result<std::vector<described_config>> describe_topic(const broker_config& broker
                        s.sensitive ? std::nullopt : std::optional(format_value(*v)),
                        config_source::dynamic_topic_config});
     }
-    for (auto& syn : broker_chain(broker, s)) chain.push_back(std::move(syn));
-    out.push_back(describe_one(s, std::string(s.topic_name), std::move(chain), false));
+    for (auto& syn : detail::broker_chain(broker, s)) chain.push_back(std::move(syn));
+    out.push_back(detail::describe_one(s, std::string(s.topic_name), std::move(chain), false));
   }
   std::sort(out.begin(), out.end(),
             [](const described_config& a, const described_config& b) { return a.name < b.name; });
@@ -420,7 +418,7 @@ result<std::vector<described_config>> describe_broker(const broker_config& broke
   std::vector<described_config> out;
   for (const auto& s : all_settings()) {
     if (!keys.empty() && std::find(keys.begin(), keys.end(), s.name) == keys.end()) continue;
-    out.push_back(describe_one(s, std::string(s.name), broker_chain(broker, s), !s.dynamic));
+    out.push_back(detail::describe_one(s, std::string(s.name), detail::broker_chain(broker, s), !s.dynamic));
   }
   std::sort(out.begin(), out.end(),
             [](const described_config& a, const described_config& b) { return a.name < b.name; });
@@ -440,11 +438,11 @@ result<std::vector<described_config>> describe_broker_defaults(const broker_conf
     if (broker.dynamic_default_values.find(s.name) == nullptr) continue;
     if (!keys.empty() && std::find(keys.begin(), keys.end(), s.name) == keys.end()) continue;
     // The node's own level is not part of the cluster-wide resource.
-    std::vector<config_synonym> chain = broker_chain(broker, s);
+    std::vector<config_synonym> chain = detail::broker_chain(broker, s);
     std::erase_if(chain, [](const config_synonym& c) {
       return c.source == config_source::dynamic_broker_config;
     });
-    out.push_back(describe_one(s, std::string(s.name), std::move(chain), !s.dynamic));
+    out.push_back(detail::describe_one(s, std::string(s.name), std::move(chain), !s.dynamic));
   }
   std::sort(out.begin(), out.end(),
             [](const described_config& a, const described_config& b) { return a.name < b.name; });

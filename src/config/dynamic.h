@@ -99,6 +99,7 @@ enum class config_source : int8_t {
   dynamic_default_broker_config = 3,
   static_broker_config = 4,
   default_config = 5,
+  dynamic_group_config = 8,  // a GROUP resource's own value (group_config.h)
 };
 
 std::string_view config_source_name(config_source s);  // "DYNAMIC_TOPIC_CONFIG", ...

@@ -2,7 +2,9 @@
 
 // Helpers shared by the .cc files of config/; not part of the interface.
 
+#include <span>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "base/result.h"
@@ -21,6 +23,20 @@ struct sourced_value {
 };
 sourced_value broker_value(const broker_config& b, const setting& s);
 
+// The broker levels of a setting, highest priority first: this node's
+// dynamic value, the dynamic default, the static value, the default (always
+// there).
+std::vector<config_synonym> broker_chain(const broker_config& b, const setting& s);
+
+// A DescribeConfigs entry named `name` whose value and source are the first
+// of `chain` (not empty).
+described_config describe_one(const setting& s, std::string name, std::vector<config_synonym> chain,
+                              bool read_only);
+
+// Refuses (errc::invalid_config) a key named twice in one request, as Kafka
+// does.
+status check_no_duplicates(std::span<const alter_request> ops);
+
 // Checks between settings that each are valid alone (min <= max).
 status check_topic_consistency(const topic_config& t, bool topic_level);
 
@@ -35,6 +51,10 @@ result<std::string> normalize_etcd_endpoint(std::string_view url);
 // True for an address nobody can connect to: 0.0.0.0 or :: in any
 // spelling, or an empty host (which the listeners read as 0.0.0.0).
 bool is_unspecified_address(std::string_view host);
+
+// Levenshtein distance (insertions, deletions, substitutions) between two
+// keys, for suggestions.
+size_t edit_distance(std::string_view a, std::string_view b);
 
 // " (did you mean X?)" for a mistyped key, or "" when nothing is close.
 // `topic` picks which names to compare against.

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "config/group_config.h"
 #include "config/schema.h"
 #include "io/file.h"
 
@@ -33,5 +34,25 @@ status write_overrides_file(io::filesystem& fs, const std::string& path, overrid
 // errc::not_found when the file does not exist (no overrides).
 result<config_map> read_overrides_file(io::filesystem& fs, const std::string& path,
                                        overrides_kind kind);
+
+// Every group's configs (GROUP resources, group_config.h) in one file of
+// the same family: the header "sluice-group-configs 1", then per group, by
+// ascending id, a line "group <id>" (the id percent-encoded,
+// base/percent_encoding.h) followed by its `key=value` lines by ascending
+// key, then the CRC-32C line. Grammar in docs/configuration.md.
+std::string serialize_group_configs(const group_config_table& groups);
+// Parses a file's contents: every key and value is checked as
+// parse_group_value() checks a client's (not against the broker's bounds,
+// which may have changed since: the effective values are clamped, as Kafka
+// evaluates them). A torn, damaged or hand-broken file, a group without a
+// key, groups or keys out of order, an id that is not the one encoding of
+// a name, or an unknown key is errc::corrupt_data naming `origin` and the
+// line.
+result<group_config_table> parse_group_configs(std::string_view text, std::string_view origin);
+// Replaces the file atomically. errc::invalid_config when the file would
+// be larger than limits::max_group_configs_file_bytes (nothing written).
+status write_group_configs_file(io::filesystem& fs, const std::string& path, const group_config_table& groups);
+// errc::not_found when the file does not exist (no group has configs).
+result<group_config_table> read_group_configs_file(io::filesystem& fs, const std::string& path);
 
 }  // namespace sluice::config

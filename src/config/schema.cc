@@ -416,7 +416,7 @@ std::vector<setting> make_schema() {
                       "looked for and removed."));
   s.push_back(int_row("group.share.record.lock.duration.ms", "", vt::int32,
                       "30000",
-                      limits::min_share_record_lock_duration_ms, limits::max_share_record_lock_duration_ms, false,
+                      limits::share_record_lock_duration_setting_min_ms, limits::share_record_lock_duration_setting_max_ms, false,
                       "How long a record handed to a share consumer stays its own before it is "
                       "offered again (a share group's share.record.lock.duration.ms overrides it)."));
   s.push_back(int_row("group.share.delivery.count.limit", "", vt::int16,

@@ -392,6 +392,25 @@ status controller::set_broker_configs(const metadata_image& img, const config_te
                       {etcd::put_op{keys_.broker_configs(), encode(broker_configs_record{configs}), {}}}});
 }
 
+status controller::set_group_configs(const metadata_image& img, const std::string& group,
+                                     const config_text& configs) {
+  SLUICE_TRY(check_active());
+  const group_configs_entry* now = img.group_configs(group);
+  const std::string key = keys_.group_configs(group);
+  if (configs.empty()) {
+    if (!now) return {};  // nothing to delete
+    return commit(write{{compare::unchanged_since(key, now->mod_revision)},
+                        {etcd::delete_op{etcd::key_range::one(key), false}}});
+  }
+  if (!now && img.group_configs().size() >= limits::max_groups_with_configs) {
+    return status(errc::invalid_config, "group '" + group + "': " +
+                                            std::to_string(limits::max_groups_with_configs) +
+                                            " groups hold configs already, the most a cluster keeps");
+  }
+  return commit(write{{now ? compare::unchanged_since(key, now->mod_revision) : compare::absent(key)},
+                      {etcd::put_op{key, encode(group_configs_record{configs}), {}}}});
+}
+
 result<controller::election_report> controller::decide_partitions(
     const metadata_image& img, const std::vector<std::pair<std::string, int32_t>>* only,
     const partition_decision& decide) {

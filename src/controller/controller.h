@@ -163,6 +163,13 @@ class controller {
   status delete_topic(const metadata_image& img, const std::string& name);
   status set_topic_configs(const metadata_image& img, const std::string& name, const config_text& configs);
   status set_broker_configs(const metadata_image& img, const config_text& configs);
+  // Replaces one group's configs (configs/groups/<id>); empty deletes the
+  // record. Compares the record's revision in `img`, so two changes of one
+  // group made over the same image cannot both apply
+  // (errc::invalid_update_version). A group that has no record yet is
+  // refused (errc::invalid_config) once limits::max_groups_with_configs
+  // groups have one.
+  status set_group_configs(const metadata_image& img, const std::string& group, const config_text& configs);
 
   // ---- Leadership ----------------------------------------------------------
   // How many partitions a call changed, and how.

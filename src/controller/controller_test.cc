@@ -541,6 +541,35 @@ TEST_F(ControllerTest, AStaleImageIsRefused) {
   EXPECT_EQ(img_.broker_configs()->configs.at("log.retention.ms"), "7");
 }
 
+// A group's configs: one record per group, written and deleted by the
+// controller over the image's revision of it.
+TEST_F(ControllerTest, GroupConfigsAreOneRecordPerGroup) {
+  auto c = make(0);
+  register_broker(0);
+  ASSERT_TRUE(c->campaign(leases_[0]).value());
+  sync();
+  ASSERT_TRUE(c->set_group_configs(img_, "g/1", {{"share.delivery.count.limit", "3"}}).ok());
+  sync();
+  ASSERT_NE(img_.group_configs("g/1"), nullptr);
+  EXPECT_EQ(img_.group_configs("g/1")->record.configs.at("share.delivery.count.limit"), "3");
+  const metadata_image old = img_;
+  ASSERT_TRUE(c->set_group_configs(img_, "g/1", {{"share.delivery.count.limit", "4"}}).ok());
+  EXPECT_EQ(c->set_group_configs(old, "g/1", {{"share.delivery.count.limit", "5"}}).code(),
+            errc::invalid_update_version);
+  // Two creations of one group over the same image: the second finds it there.
+  EXPECT_EQ(c->set_group_configs(old, "g/2", {{"share.isolation.level", "read_committed"}}).code(), errc::ok);
+  EXPECT_EQ(c->set_group_configs(old, "g/2", {{"share.isolation.level", "read_uncommitted"}}).code(),
+            errc::invalid_update_version);
+  sync();
+  EXPECT_EQ(img_.group_configs().size(), 2u);
+  EXPECT_EQ(img_.group_configs("g/1")->record.configs.at("share.delivery.count.limit"), "4");
+  ASSERT_TRUE(c->set_group_configs(img_, "g/1", {}).ok());
+  ASSERT_TRUE(c->set_group_configs(img_, "never", {}).ok());  // nothing to delete
+  sync();
+  EXPECT_EQ(img_.group_configs("g/1"), nullptr);
+  EXPECT_EQ(img_.group_configs().size(), 1u);
+}
+
 // A creation cut short between its partition chunks and its topic record
 // leaves orphans; the next controller removes them, and nothing of its own.
 TEST_F(ControllerTest, OrphanPartitionRecordsAreRemovedByTheNextController) {

@@ -12,6 +12,7 @@ std::vector<error> metadata_image::load(const std::vector<etcd::key_value>& kvs,
   partitions_.clear();
   broker_configs_.reset();
   broker_configs_revision_ = 0;
+  group_configs_.clear();
   std::vector<error> errors;
   for (const auto& kv : kvs) {
     auto r = set(kv, false);
@@ -32,7 +33,7 @@ result<std::optional<image_change>> metadata_image::apply(const etcd::watch_even
 
 result<std::optional<image_change>> metadata_image::set(const etcd::key_value& kv, bool deleted) {
   const auto key = keys_.parse(kv.key);
-  image_change change{key.type, key.topic, key.id, deleted};
+  image_change change{key.type, key.topic, key.id, deleted, key.group};
   auto with_key = [&](const error& e) { return error{e.code, kv.key + ": " + e.message}; };
   switch (key.type) {
     case kind::unknown:
@@ -77,6 +78,14 @@ result<std::optional<image_change>> metadata_image::set(const etcd::key_value& k
       partitions_[{key.topic, key.id}] = partition_entry{std::move(r).value(), kv.mod_revision};
       break;
     }
+    case kind::group_configs: {
+      group_configs_.erase(key.group);
+      if (deleted) break;
+      auto r = decode_group_configs(kv.value);
+      if (!r.ok()) return with_key(r.err());
+      group_configs_[key.group] = group_configs_entry{std::move(r).value(), kv.mod_revision};
+      break;
+    }
     case kind::broker_configs: {
       broker_configs_.reset();
       broker_configs_revision_ = deleted ? 0 : kv.mod_revision;
@@ -93,6 +102,11 @@ result<std::optional<image_change>> metadata_image::set(const etcd::key_value& k
 const topic_entry* metadata_image::topic(const std::string& name) const {
   auto it = topics_.find(name);
   return it == topics_.end() ? nullptr : &it->second;
+}
+
+const group_configs_entry* metadata_image::group_configs(std::string_view group) const {
+  auto it = group_configs_.find(group);
+  return it == group_configs_.end() ? nullptr : &it->second;
 }
 
 const partition_entry* metadata_image::partition(const std::string& topic, int32_t p) const {

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,12 +51,20 @@ struct partition_entry {
   int64_t mod_revision = 0;
 };
 
+struct group_configs_entry {
+  group_configs_record record;
+  int64_t mod_revision = 0;
+};
+
 // What one applied event changed, for whoever follows the image.
 struct image_change {
   key_layout::parsed::kind kind = key_layout::parsed::kind::unknown;
   std::string topic;  // topic, partition
   int32_t id = -1;    // broker id, partition index
   bool deleted = false;
+  // group_configs: the group whose record changed; empty after a reload
+  // (every group's may have).
+  std::string group;
 };
 
 class metadata_image {
@@ -81,6 +90,9 @@ class metadata_image {
   const std::map<std::string, topic_entry>& topics() const { return topics_; }
   const std::optional<broker_configs_record>& broker_configs() const { return broker_configs_; }
   int64_t broker_configs_revision() const { return broker_configs_revision_; }
+  // Every group's configs record, by group id (decoded).
+  const std::map<std::string, group_configs_entry, std::less<>>& group_configs() const { return group_configs_; }
+  const group_configs_entry* group_configs(std::string_view group) const;
   const topic_entry* topic(const std::string& name) const;
   const partition_entry* partition(const std::string& topic, int32_t p) const;
   // The partitions of `topic` that have a record, by index.
@@ -104,6 +116,7 @@ class metadata_image {
   std::map<std::pair<std::string, int32_t>, partition_entry> partitions_;
   std::optional<broker_configs_record> broker_configs_;
   int64_t broker_configs_revision_ = 0;
+  std::map<std::string, group_configs_entry, std::less<>> group_configs_;
 };
 
 }  // namespace sluice::controller

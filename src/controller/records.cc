@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "base/percent_encoding.h"
+
 namespace sluice::controller {
 namespace {
 
@@ -197,6 +199,12 @@ std::string encode(const broker_configs_record& r) {
   return s;
 }
 
+std::string encode(const group_configs_record& r) {
+  std::string s = "sluice-group-configs v1\n";
+  configs(s, r.configs);
+  return s;
+}
+
 result<broker_record> decode_broker(std::string_view value) {
   lines in(value, "broker");
   SLUICE_TRY(in.header());
@@ -276,6 +284,19 @@ result<broker_configs_record> decode_broker_configs(std::string_view value) {
   return r;
 }
 
+result<group_configs_record> decode_group_configs(std::string_view value) {
+  lines in(value, "group-configs");
+  SLUICE_TRY(in.header());
+  group_configs_record r;
+  SLUICE_TRY(config_lines(in, r.configs));
+  if (r.configs.empty()) return in.bad("a group's record holds at least one config");
+  return r;
+}
+
+std::string key_layout::group_configs(std::string_view group) const {
+  return group_configs() + percent_encode(group);
+}
+
 key_layout::parsed key_layout::parse(std::string_view key) const {
   using kind = parsed::kind;
   parsed out;
@@ -292,6 +313,13 @@ key_layout::parsed key_layout::parse(std::string_view key) const {
     out.type = kind::controller;
   } else if (key == "configs/brokers") {
     out.type = kind::broker_configs;
+  } else if (under("configs/groups/")) {
+    // Only the one encoding of a non-empty id; anything else is a key of
+    // no known kind.
+    if (auto group = percent_decode(key); group && !group->empty()) {
+      out.type = kind::group_configs;
+      out.group = std::move(*group);
+    }
   } else if (under("brokers/")) {
     if (auto id = parse_int<int32_t>(key); id && *id >= 0) {
       out.type = kind::broker;

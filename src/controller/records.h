@@ -74,17 +74,27 @@ struct broker_configs_record {
   bool operator==(const broker_configs_record&) const = default;
 };
 
+// One group's configs (a GROUP config resource, config/group_config.h),
+// written by the controller; the group id is in the key. A group without
+// configs has no record. At least one config.
+struct group_configs_record {
+  config_text configs;
+  bool operator==(const group_configs_record&) const = default;
+};
+
 std::string encode(const broker_record& r);
 std::string encode(const controller_record& r);
 std::string encode(const topic_record& r);
 std::string encode(const partition_record& r);
 std::string encode(const broker_configs_record& r);
+std::string encode(const group_configs_record& r);
 
 result<broker_record> decode_broker(std::string_view value);
 result<controller_record> decode_controller(std::string_view value);
 result<topic_record> decode_topic(std::string_view value);
 result<partition_record> decode_partition(std::string_view value);
 result<broker_configs_record> decode_broker_configs(std::string_view value);
+result<group_configs_record> decode_group_configs(std::string_view value);
 
 // The keys under one cluster's prefix (sluice.etcd.prefix, "/sluice/" by
 // default; it starts and ends with '/').
@@ -96,6 +106,10 @@ class key_layout {
   std::string cluster_id() const { return prefix_ + "cluster_id"; }
   std::string controller() const { return prefix_ + "controller"; }
   std::string broker_configs() const { return prefix_ + "configs/brokers"; }
+  // Every group's configs: "<prefix>configs/groups/<group id, percent-encoded>"
+  // (base/percent_encoding.h), since a group id may hold any byte.
+  std::string group_configs() const { return prefix_ + "configs/groups/"; }
+  std::string group_configs(std::string_view group) const;
   // The next producer id no broker has reserved (decimal text).
   std::string producer_ids() const { return prefix_ + "producer_ids"; }
   std::string brokers() const { return prefix_ + "brokers/"; }
@@ -113,10 +127,11 @@ class key_layout {
 
   // What a key under the prefix is.
   struct parsed {
-    enum class kind { cluster_id, controller, broker_configs, broker, topic, partition, unknown };
+    enum class kind { cluster_id, controller, broker_configs, broker, topic, partition, group_configs, unknown };
     kind type = kind::unknown;
     int32_t id = -1;        // broker: its node id; partition: its index
     std::string topic;      // topic, partition
+    std::string group;      // group_configs: the group id, decoded
   };
   // unknown for keys outside the prefix or of no kind above (a newer
   // version's keys: ignored, never an error).

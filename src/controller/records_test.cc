@@ -52,6 +52,16 @@ TEST(Records, BrokerConfigsRoundTrip) {
   EXPECT_EQ(decode_broker_configs(encode(broker_configs_record{})).value(), broker_configs_record{});
 }
 
+TEST(Records, GroupConfigsRoundTripAndHoldAtLeastOneConfig) {
+  group_configs_record r{{{"share.auto.offset.reset", "by_duration:PT1H"}, {"share.delivery.count.limit", "3"}}};
+  const std::string v = encode(r);
+  EXPECT_EQ(v, "sluice-group-configs v1\nconfig share.auto.offset.reset by_duration:PT1H\n"
+               "config share.delivery.count.limit 3\n");
+  EXPECT_EQ(decode_group_configs(v).value(), r);
+  EXPECT_EQ(decode_group_configs("sluice-group-configs v1\n").code(), errc::corrupt_data);
+  EXPECT_EQ(decode_group_configs("sluice-broker-configs v1\nconfig a 1\n").code(), errc::corrupt_data);
+}
+
 // Every way a value can be damaged is refused, naming the line.
 TEST(Records, DamagedValuesAreCorrupt) {
   const std::string good = encode(partition_record{some_id(), {2, 5, {2, 3}, 9}});
@@ -114,6 +124,15 @@ TEST(Records, KeysParseBackToWhatTheyName) {
   EXPECT_EQ(k.parse("/sluice/topics/a/b").type, kind::unknown);
   EXPECT_EQ(k.parse("/sluice/future-key").type, kind::unknown);
   EXPECT_EQ(k.partitions_of("t"), "/sluice/partitions/t/");
+  // A group id may hold any byte: it is percent-encoded in its key.
+  EXPECT_EQ(k.group_configs("orders/eu 1"), "/sluice/configs/groups/orders%2Feu%201");
+  auto g = k.parse(k.group_configs("orders/eu 1"));
+  EXPECT_EQ(g.type, kind::group_configs);
+  EXPECT_EQ(g.group, "orders/eu 1");
+  EXPECT_EQ(k.parse("/sluice/configs/groups/plain-name").group, "plain-name");
+  EXPECT_EQ(k.parse("/sluice/configs/groups/").type, kind::unknown);
+  EXPECT_EQ(k.parse("/sluice/configs/groups/a/b").type, kind::unknown);    // '/' must be encoded
+  EXPECT_EQ(k.parse("/sluice/configs/groups/a%2fb").type, kind::unknown);  // not the one encoding
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "base/limits.h"
 #include "base/log.h"
 #include "base/thread_name.h"
+#include "config/group_config.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 
@@ -106,8 +107,12 @@ bool forwarder::forwardable(int16_t api_key) {
 }
 
 forwarder::forwarder(int64_t timeout_ms, std::function<void(request)> local,
-                     std::function<void(const std::string&)> create_here)
-    : timeout_ms_(timeout_ms), local_(std::move(local)), create_here_(std::move(create_here)) {
+                     std::function<void(const std::string&)> create_here,
+                     std::function<void(const std::string&)> forget_here)
+    : timeout_ms_(timeout_ms),
+      local_(std::move(local)),
+      create_here_(std::move(create_here)),
+      forget_here_(std::move(forget_here)) {
   thread_ = std::thread([this] {
     set_thread_name("forwarder");
     forwarding_thread = true;
@@ -144,6 +149,18 @@ void forwarder::create_topics(std::vector<std::string> topics, std::string host,
   cv_.notify_one();
 }
 
+void forwarder::delete_group_configs(std::vector<std::string> groups, std::string host, int32_t port) {
+  if (groups.empty()) return;
+  std::lock_guard g(mu_);
+  if (stopping_) return;
+  job j;
+  j.host = std::move(host);
+  j.port = port;
+  j.forget_groups = std::move(groups);
+  queue_.push_back(std::move(j));
+  cv_.notify_one();
+}
+
 void forwarder::stop() {
   {
     std::lock_guard g(mu_);
@@ -160,7 +177,7 @@ void forwarder::stop() {
     left.swap(queue_);
   }
   for (auto& j : left)
-    if (j.auto_create.empty()) local_(std::move(j.req));
+    if (j.auto_create.empty() && j.forget_groups.empty()) local_(std::move(j.req));
 }
 
 void forwarder::disconnect() {
@@ -250,6 +267,55 @@ void forwarder::run_auto_create(const job& j) {
   }
 }
 
+void forwarder::run_forget_groups(const job& j) {
+  if (j.host.empty()) {
+    for (const auto& group : j.forget_groups)
+      if (forget_here_) forget_here_(group);
+    return;
+  }
+  // Every group key deleted: a key the group has no value for is no error.
+  constexpr int16_t version = 0;
+  protocol::incremental_alter_configs_request req;
+  for (const auto& group : j.forget_groups) {
+    auto& r = req.resources.emplace_back();
+    r.resource_type = 32;  // GROUP
+    r.resource_name = group;
+    for (const auto& g : config::all_group_settings()) {
+      auto& c = r.configs.emplace_back();
+      c.name = std::string(g.row.name);
+      c.config_operation = static_cast<int8_t>(config::alter_op::remove);
+    }
+  }
+  const int32_t correlation_id = ++auto_correlation_id_;
+  auto bytes = protocol::encode_request(correlation_id, version, req, std::string("sluice-delete-groups")).flatten();
+  SLUICE_ASSERT(bytes.ok(), "an IncrementalAlterConfigs request encodes");
+  const auto* p = reinterpret_cast<const std::byte*>(bytes->data());
+  auto answer = exchange(std::span<const std::byte>(p + 4, bytes->size() - 4), j.host, j.port);
+  if (!answer) {
+    SLUICE_LOG_WARN("the configs of {} deleted group(s) ({}...) stay: the controller at {}:{} did not answer",
+                    j.forget_groups.size(), j.forget_groups.front(), j.host, j.port);
+    return;
+  }
+  auto body = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(answer->data()), answer->size());
+  protocol::reader rd(body);
+  protocol::response_header h;
+  h.read(rd, protocol::response_header_version(protocol::incremental_alter_configs_response::api_key, version));
+  protocol::incremental_alter_configs_response resp;
+  resp.read(rd, version);
+  if (!rd.to_status().ok() || h.correlation_id != correlation_id) {
+    SLUICE_LOG_WARN("deleting group configs: the controller at {}:{} answered what does not decode", j.host,
+                    j.port);
+    disconnect();
+    return;
+  }
+  for (const auto& r : resp.responses) {
+    if (r.error_code != 0) {
+      SLUICE_LOG_WARN("the configs of deleted group {} stay: error {} {}", r.resource_name, r.error_code,
+                      r.error_message.value_or(""));
+    }
+  }
+}
+
 void forwarder::run() {
   for (;;) {
     job j;
@@ -259,6 +325,10 @@ void forwarder::run() {
       if (stopping_) return;
       j = std::move(queue_.front());
       queue_.pop_front();
+    }
+    if (!j.forget_groups.empty()) {
+      run_forget_groups(j);
+      continue;
     }
     if (!j.auto_create.empty()) {
       run_auto_create(j);

@@ -2,8 +2,8 @@
 
 // Forwarding of controller requests (as Kafka's KIP-590 forwards): in a
 // cluster, CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders
-// (forwardable()), and AlterConfigs and IncrementalAlterConfigs of topics
-// or the cluster-wide broker default (alter_configs_for_controller,
+// (forwardable()), and AlterConfigs and IncrementalAlterConfigs of topics,
+// groups or the cluster-wide broker default (alter_configs_for_controller,
 // kafka/handlers/handlers.h), sent to a broker
 // that is not the controller are passed on, byte for byte, to the broker
 // Metadata names as the controller, and its answer is passed back to the
@@ -43,9 +43,12 @@ class forwarder {
  public:
   // `local` handles a request here when forwarding fails; `create_here`
   // creates a topic automatically on this broker, when it is the
-  // controller (with the broker's default partitions and replication).
+  // controller (with the broker's default partitions and replication);
+  // `forget_here` deletes a deleted group's configs on this broker, when it
+  // is the controller.
   forwarder(int64_t timeout_ms, std::function<void(request)> local,
-            std::function<void(const std::string& topic)> create_here = {});
+            std::function<void(const std::string& topic)> create_here = {},
+            std::function<void(const std::string& group)> forget_here = {});
   ~forwarder();
 
   // Whether every request of `api_key` is the controller's (the
@@ -68,6 +71,13 @@ class forwarder {
   // and not yet answered is not asked again; a failure is logged only (the
   // client's next Metadata asks again).
   void create_topics(std::vector<std::string> topics, std::string host, int32_t port);
+  // The configs of groups DeleteGroups deleted go with them (Kafka removes
+  // a deleted group's configs): asks the controller at host:port (empty
+  // host: this broker is the controller, `forget_here`) to delete every
+  // group key of each, by one IncrementalAlterConfigs request, and returns
+  // at once. A failure is logged only; the configs stay until an operator
+  // deletes them (`sluice config alter --group G --delete-config ...`).
+  void delete_group_configs(std::vector<std::string> groups, std::string host, int32_t port);
   void stop();
 
  private:
@@ -77,9 +87,12 @@ class forwarder {
     int32_t port;
     // Not empty: an automatic creation of these topics (req is unused).
     std::vector<std::string> auto_create;
+    // Not empty: the configs of these deleted groups to delete (req is unused).
+    std::vector<std::string> forget_groups;
   };
   void run();
   void run_auto_create(const job& j);
+  void run_forget_groups(const job& j);
   // Sends `frame` (without its size) and reads the answer's body; nullopt
   // on any failure.
   std::optional<std::vector<std::byte>> exchange(std::span<const std::byte> frame, const std::string& host,
@@ -89,6 +102,7 @@ class forwarder {
   const int64_t timeout_ms_;
   std::function<void(request)> local_;
   std::function<void(const std::string&)> create_here_;
+  std::function<void(const std::string&)> forget_here_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<job> queue_;

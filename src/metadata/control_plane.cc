@@ -227,6 +227,8 @@ std::vector<image_change> control_plane::reload() {
   for (const auto& t : topics) changes.push_back({kind::topic, t, -1, image_.topic(t) == nullptr});
   changes.push_back({kind::broker, {}, -1, false});
   changes.push_back({kind::controller, {}, -1, false});
+  changes.push_back({kind::broker_configs, {}, -1, false});
+  changes.push_back({kind::group_configs, {}, -1, false, {}});  // every group's
   if (auto s = start_watch(all->header_revision + 1); !s.ok()) {
     SLUICE_LOG_WARN("cluster metadata: watching again failed: {}", s.err().message);
     std::lock_guard g2(mu_);
@@ -247,7 +249,7 @@ std::vector<image_change> control_plane::apply_pending(std::deque<etcd::watch_up
             SLUICE_LOG_ERROR("cluster metadata: {} (left out)", r.err().message);
             // The record it replaced is gone from the image: tell followers.
             auto key = keys_.parse(ev.kv.key);
-            changes.push_back({key.type, key.topic, key.id, true});
+            changes.push_back({key.type, key.topic, key.id, true, key.group});
           } else if (*r) {
             changes.push_back(**r);
           }

@@ -48,6 +48,42 @@ config::config_map etcd_store::to_broker_level(const controller::config_text& te
   return level;
 }
 
+config::config_map etcd_store::to_group_configs(const std::string& group, const controller::config_text& text) {
+  config::config_map out;
+  for (const auto& [key, value] : text) {
+    const config::group_setting* g = config::find_group_setting(key);
+    if (!g) {
+      SLUICE_LOG_WARN("group {}: config {}={} left out: not a group config", group, key, value);
+      continue;
+    }
+    auto v = config::parse_group_value(*g, value);
+    if (!v.ok()) {
+      SLUICE_LOG_WARN("group {}: config {}={} left out: {}", group, key, value, v.err().message);
+      continue;
+    }
+    out.set(key, std::move(v).value());
+  }
+  return out;
+}
+
+config::group_config_table etcd_store::group_configs() const {
+  return cp_.with_image([](const controller::metadata_image& img) {
+    config::group_config_table out;
+    for (const auto& [group, e] : img.group_configs()) {
+      auto c = to_group_configs(group, e.record.configs);
+      if (!c.empty()) out.emplace(group, std::move(c));
+    }
+    return out;
+  });
+}
+
+status etcd_store::set_group_configs(const std::string& group, const config::config_map& configs) {
+  const auto text = to_text(configs);
+  return cp_.submit([&](controller::controller& k, const controller::metadata_image& img) {
+    return k.set_group_configs(img, group, text);
+  }, timeout_ms_);
+}
+
 std::optional<config::config_map> etcd_store::broker_defaults() const {
   return cp_.with_image([](const controller::metadata_image& img) {
     return img.broker_configs() ? to_broker_level(img.broker_configs()->configs) : config::config_map{};

@@ -43,6 +43,9 @@ class etcd_store final : public metadata_store {
   // Never nullopt: the image's configs/brokers record (empty when absent).
   std::optional<config::config_map> broker_defaults() const override;
   status set_broker_defaults(const config::config_map& defaults) override;
+  bool keeps_group_configs() const override { return true; }
+  config::group_config_table group_configs() const override;
+  status set_group_configs(const std::string& group, const config::config_map& configs) override;
 
   // A topic record as the broker sees a topic (overrides parsed against
   // the schema; keys it does not know are left out).
@@ -50,6 +53,9 @@ class etcd_store final : public metadata_store {
   static controller::config_text to_text(const config::config_map& overrides);
   // The configs/brokers record as a level of dynamic broker values.
   static config::config_map to_broker_level(const controller::config_text& text);
+  // A configs/groups record as the group's configs (keys parsed against the
+  // group keys; what they refuse is left out, logged).
+  static config::config_map to_group_configs(const std::string& group, const controller::config_text& text);
 
  private:
   control_plane& cp_;

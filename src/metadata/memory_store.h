@@ -105,6 +105,29 @@ class memory_store final : public metadata_store {
     return {};
   }
   void keep_broker_defaults() { set_broker_defaults({}).ignore(); }
+  // Group configs, kept only when the test asks (a cluster's store).
+  void keep_group_configs() {
+    std::lock_guard g(mu_);
+    keeps_groups_ = true;
+  }
+  bool keeps_group_configs() const override {
+    std::lock_guard g(mu_);
+    return keeps_groups_;
+  }
+  config::group_config_table group_configs() const override {
+    std::lock_guard g(mu_);
+    return groups_;
+  }
+  status set_group_configs(const std::string& group, const config::config_map& configs) override {
+    std::lock_guard g(mu_);
+    if (!keeps_groups_) return status(errc::invalid_argument, "this store does not keep group configs");
+    if (configs.empty()) {
+      groups_.erase(group);
+    } else {
+      groups_.insert_or_assign(group, configs);
+    }
+    return {};
+  }
   // What a controller would write: a test sets a partition's replicas and state.
   void set_state(const std::string& topic, int32_t p, replica_list replicas, partition_state st) {
     std::lock_guard g(mu_);
@@ -119,6 +142,8 @@ class memory_store final : public metadata_store {
   std::map<std::string, topic_info> topics_;
   std::map<std::pair<std::string, int32_t>, partition_state> states_;
   std::optional<config::config_map> defaults_;
+  bool keeps_groups_ = false;
+  config::group_config_table groups_;
   int created_ = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "metadata/metadata_listener.h"
 
+#include "metadata/etcd_store.h"
+
 #include <set>
 #include <string>
 
@@ -10,6 +12,7 @@ void metadata_listener::apply(const controller::metadata_image& img,
   using kind = controller::key_layout::parsed::kind;
   bool brokers = false;
   bool defaults = false;
+  bool all_groups = false;
   std::set<std::string> topics;
   for (const auto& c : changes) {
     switch (c.kind) {
@@ -22,6 +25,15 @@ void metadata_listener::apply(const controller::metadata_image& img,
         break;
       case kind::topic:
         topics.insert(c.topic);
+        break;
+      case kind::group_configs:
+        if (c.group.empty()) {
+          all_groups = true;  // a reload: every group's may have changed
+        } else if (const auto* e = img.group_configs(c.group)) {
+          partitions_.apply_group_configs(c.group, etcd_store::to_group_configs(c.group, e->record.configs));
+        } else {
+          partitions_.apply_group_configs(c.group, {});
+        }
         break;
       case kind::partition: {
         const controller::topic_entry* t = img.topic(c.topic);
@@ -37,6 +49,15 @@ void metadata_listener::apply(const controller::metadata_image& img,
   }
   for (const auto& t : topics) partitions_.on_store_change(t);
   if (defaults) partitions_.on_broker_defaults_change();
+  if (all_groups) {
+    // From the image in hand, as every change here is applied.
+    config::group_config_table groups;
+    for (const auto& [group, e] : img.group_configs()) {
+      auto c = etcd_store::to_group_configs(group, e.record.configs);
+      if (!c.empty()) groups.emplace(group, std::move(c));
+    }
+    partitions_.apply_all_group_configs(std::move(groups));
+  }
   if (brokers) publish_brokers(img);
 }
 

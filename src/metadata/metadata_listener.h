@@ -10,6 +10,7 @@
 //   - a topic created, changed or deleted: the partition manager brings the
 //     topic's logs in line (on its own thread, later, from the store then);
 //   - the cluster-wide broker defaults: the partition manager publishes them;
+//   - a group's configs: to the partition manager's copy, at once;
 //   - a broker or the controller: the metadata cache's live brokers.
 // A partition whose topic the image no longer holds is left to the topic's
 // change (its logs go with the topic).

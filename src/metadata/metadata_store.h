@@ -38,6 +38,7 @@
 
 #include "base/result.h"
 #include "base/types.h"
+#include "config/group_config.h"
 #include "config/schema.h"
 #include "controller/types.h"
 #include "partition/state.h"
@@ -125,6 +126,21 @@ class metadata_store {
   // Replaces them; only for a store whose broker_defaults() is not nullopt.
   virtual status set_broker_defaults(const config::config_map& /*defaults*/) {
     return status(errc::invalid_argument, "this store does not keep broker defaults");
+  }
+
+  // Per-group configs (GROUP config resources, config/group_config.h),
+  // when the store keeps them: a cluster keeps them in etcd
+  // (configs/groups/<id>), so every broker serves the same. False: a single
+  // broker keeps them in a local file (metadata/group_configs.h).
+  virtual bool keeps_group_configs() const { return false; }
+  // Every group's configs (empty when the store does not keep them). Keys
+  // the schema does not know, or values it refuses, are left out (logged).
+  virtual config::group_config_table group_configs() const { return {}; }
+  // Replaces one group's configs (validated by the caller); empty removes
+  // them. Only for a store that keeps_group_configs(); errc::invalid_config
+  // for a group beyond limits::max_groups_with_configs.
+  virtual status set_group_configs(const std::string& /*group*/, const config::config_map& /*configs*/) {
+    return status(errc::invalid_argument, "this store does not keep group configs");
   }
 };
 

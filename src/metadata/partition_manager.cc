@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/parallel.h"
 #include "metadata/broker_configs.h"
+#include "metadata/group_configs.h"
 #include "metadata/topic_table.h"
 #include "storage/log.h"
 
@@ -52,6 +53,16 @@ status partition_manager::load(std::unique_ptr<metadata_store> store) {
     SLUICE_ASSIGN_OR_RETURN(table_, topic_table::open(fs_, meta, node_id));
   }
   SLUICE_ASSIGN_OR_RETURN(producer_ids_, producer_id_allocator::open(fs_, io::join(meta, "producer_ids")));
+  if (table_->keeps_group_configs()) {
+    group_configs_.replace_all(table_->group_configs());
+    if (fs_.exists(group_configs_path(data_dir_))) {
+      SLUICE_LOG_WARN("{} is not read: in a cluster group configs live in etcd", group_configs_path(data_dir_));
+    }
+  } else {
+    SLUICE_ASSIGN_OR_RETURN(auto groups, load_group_configs(fs_, data_dir_));
+    if (!groups.empty()) SLUICE_LOG_INFO("{} groups have configs ({})", groups.size(), group_configs_path(data_dir_));
+    group_configs_.replace_all(std::move(groups));
+  }
   if (const std::string path = io::join(meta, "high_watermarks"); table_->follows_controller() && fs_.exists(path)) {
     // A damaged checkpoint only costs the restarted replicas their head
     // start: they begin at their log start, as without one.
@@ -507,6 +518,64 @@ void partition_manager::sync_broker_defaults() {
     return;
   }
   publish_broker_config_locked(std::move(next).value(), "cluster-wide default, from the controller").ignore();
+}
+
+status partition_manager::alter_group_configs(const std::string& group, const group_configs_fn& compute,
+                                              bool validate_only) {
+  std::lock_guard change(group_change_mu_);
+  const bool in_store = table_->keeps_group_configs();
+  // A cluster's change starts from what the store holds, which this
+  // broker's copy may not show yet.
+  config::config_map current;
+  if (in_store) {
+    auto all = table_->group_configs();
+    if (auto it = all.find(group); it != all.end()) current = it->second;
+  } else {
+    current = group_configs_.get(group);
+  }
+  SLUICE_ASSIGN_OR_RETURN(auto next, compute(*broker_config(), current));
+  if (validate_only || next == current) return {};
+  SLUICE_LOG_INFO("group {}: {} configs set", group, next.size());
+  if (in_store) {
+    // The copy is the metadata listener's to change: the store returns once
+    // this broker's listener has applied the record (or a newer one, which
+    // setting the copy here could overwrite).
+    return table_->set_group_configs(group, next);
+  }
+  if (current.empty() && group_configs_.size() >= limits::max_groups_with_configs) {
+    return status(errc::invalid_config, "group '" + group + "': " +
+                                            std::to_string(limits::max_groups_with_configs) +
+                                            " groups hold configs already, the most a broker keeps");
+  }
+  auto all = group_configs_.all();
+  if (next.empty()) {
+    all.erase(group);
+  } else {
+    all.insert_or_assign(group, next);
+  }
+  SLUICE_TRY(persist_group_configs(fs_, data_dir_, all));
+  group_configs_.set(group, std::move(next));
+  return {};
+}
+
+status partition_manager::delete_group_configs(const std::string& group) {
+  return alter_group_configs(
+      group, [](const config::broker_config&, const config::config_map&) -> result<config::config_map> {
+        return config::config_map{};
+      },
+      false);
+}
+
+void partition_manager::apply_group_configs(const std::string& group, const config::config_map& configs) {
+  group_configs_.set(group, configs);
+}
+
+void partition_manager::apply_all_group_configs(config::group_config_table groups) {
+  group_configs_.replace_all(std::move(groups));
+}
+
+void partition_manager::reload_group_configs() {
+  if (table_->keeps_group_configs()) group_configs_.replace_all(table_->group_configs());
 }
 
 void partition_manager::on_broker_config_change(

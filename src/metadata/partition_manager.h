@@ -38,6 +38,7 @@
 #include "base/result.h"
 #include "config/broker_config.h"
 #include "config/dynamic.h"
+#include "metadata/group_configs.h"
 #include "metadata/metadata_store.h"
 #include "metadata/producer_ids.h"
 #include "partition/partition.h"
@@ -216,6 +217,53 @@ class partition_manager {
 
   producer_id_allocator& producer_ids() { return *producer_ids_; }
 
+  // ---- Group configs (GROUP config resources, config/group_config.h) ----
+  // Kept whether or not the group exists; a single broker's in
+  // <data_dir>/meta/group_configs, a cluster's in etcd
+  // (metadata/group_configs.h).
+
+  // The lookup the coordinators call (the share service on every request
+  // that needs a group's settings): the keys set for `group_id` as typed
+  // values (int64_t for the integer keys, std::string, bool), only those;
+  // empty when the group has none. A key not set has its inherited value:
+  // config::effective_share_group_config(*broker_config(), group_config(id))
+  // resolves every share-group key at once. Thread-safe, any thread;
+  // cheap: a shared lock and a copy of the group's few values from this
+  // broker's cached copy (no I/O, no etcd). In a cluster it shows a change
+  // once this broker's metadata image has it (on the broker that made the
+  // change, when the alter returns).
+  config::config_map group_config(std::string_view group_id) const { return group_configs_.get(group_id); }
+  // Every group's configs (DescribeConfigs, tests).
+  config::group_config_table group_configs() const { return group_configs_.all(); }
+  // Changes one group's configs: `compute` builds the next set from the
+  // broker snapshot and the group's current configs (config::
+  // alter_group_configs or replace_group_configs); its error is returned
+  // unchanged and nothing changes. Unless `validate_only`, the result is
+  // then persisted and published to group_config(): on a single broker
+  // written to the local file, then set in the copy; in a cluster written
+  // to the store through the controller (errc::not_controller on another
+  // broker), which returns once this broker's metadata listener has applied
+  // it to the copy. Changes of group configs are serialised
+  // among themselves, not with topic changes. Errors: compute's,
+  // errc::invalid_config when a new group would exceed
+  // limits::max_groups_with_configs or the file its bound, the store's.
+  using group_configs_fn = std::function<result<config::config_map>(const config::broker_config& broker,
+                                                                    const config::config_map& current)>;
+  status alter_group_configs(const std::string& group, const group_configs_fn& compute, bool validate_only);
+  // A group the group coordinator deleted (DeleteGroups): its configs go
+  // with it, as Kafka removes them. Ok when it had none.
+  status delete_group_configs(const std::string& group);
+  // A store that keeps group configs (a cluster) changed `group`'s:
+  // `configs` is its new set as the metadata image holds it (empty: none). The metadata thread calls it (metadata_listener).
+  void apply_group_configs(const std::string& group, const config::config_map& configs);
+  // The same for every group at once (after the image was reloaded).
+  void apply_all_group_configs(config::group_config_table groups);
+  // Reads every group's configs from the store again (a cluster: after the
+  // metadata listener is registered at start, and after the image is
+  // reloaded). No effect on a single broker, whose file this broker alone
+  // changes.
+  void reload_group_configs();
+
   ~partition_manager();
 
   // A broker leaving its cluster: every hosted partition stops taking
@@ -309,6 +357,11 @@ class partition_manager {
   std::unique_ptr<producer_id_allocator> producer_ids_;
 
   std::unique_ptr<replica_manager> replicas_;
+
+  // Group configs: the copy lookups read, and the lock that serialises
+  // their changes (alone: DeleteGroups must not wait for a topic creation).
+  group_config_cache group_configs_;
+  std::mutex group_change_mu_;
 
   std::mutex change_mu_;  // serialises create/delete/add-partitions/alter
 

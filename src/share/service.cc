@@ -255,6 +255,21 @@ kafka::error_code service::delete_group(const std::string& group_id) {
 
 // ---- Share-partition leader ---------------------------------------------------
 
+int64_t service::reset_point(cluster::partition& part, const group_settings& gs) {
+  switch (gs.reset) {
+    case offset_reset::earliest: return part.log_start_offset().value();
+    case offset_reset::by_duration: {
+      // The first batch written no earlier than now - duration; none: the
+      // end of the log (everything is older).
+      auto r = part.offset_for_timestamp(clk_.now_ms() - gs.reset_duration_ms);
+      if (r.ok() && r->has_value()) return std::max((*r)->base.value(), part.log_start_offset().value());
+      return part.high_watermark().value();
+    }
+    case offset_reset::latest: break;
+  }
+  return part.high_watermark().value();
+}
+
 int32_t service::coordinator_of(const share_key& key) {
   if (!cluster_) return node_id_;
   auto st = partitions_.store().state(kTopic, coord_.partition_for(key));
@@ -322,8 +337,7 @@ void service::with_entry_locked(const share_key& key, const std::shared_ptr<clus
     // Retention may have moved past what the state remembers.
     e->sp->log_start_moved(part->log_start_offset().value());
   } else {
-    const int64_t start = e->gs.reset == offset_reset::earliest ? part->log_start_offset().value()
-                                                                 : part->high_watermark().value();
+    const int64_t start = reset_point(*part, e->gs);
     auto w = coord_.initialize(key, epoch, start, clk_.now_ms());
     if (!w.ok()) return fail(w.err());
     e->state_epoch = (*coord_.read(key, epoch))->state_epoch;
@@ -349,8 +363,7 @@ void service::load_remote(const std::shared_ptr<entry>& e) {
   } else if (r->has_value()) {
     snap = std::move(**r);
   } else {
-    start = e->gs.reset == offset_reset::earliest ? e->part->log_start_offset().value()
-                                                   : e->part->high_watermark().value();
+    start = reset_point(*e->part, e->gs);
     failed = remote_->initialize_state(e->coordinator, e->key, 0, start);
   }
   std::vector<std::function<void(result<std::shared_ptr<entry>>)>> ready;

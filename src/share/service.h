@@ -65,13 +65,14 @@ namespace sluice::share {
 
 // share.auto.offset.reset: where a share partition seen for the first time
 // starts.
-enum class offset_reset : int8_t { latest, earliest };
+enum class offset_reset : int8_t { latest, earliest, by_duration };
 
 // A share group's settings: the broker's group.share.* defaults with the
 // group's own share.* overrides (GROUP config resources) applied.
 struct group_settings {
   settings partition;
   offset_reset reset = offset_reset::latest;
+  int64_t reset_duration_ms = 0;  // by_duration: the first record no older than this
   bool read_committed = false;  // share.isolation.level
   // errors.deadletterqueue.topic.name (KIP-1191): where archived records go.
   std::optional<std::string> dead_letter_topic;
@@ -206,6 +207,9 @@ class service {
   // The broker that coordinates `key`'s state (this one on a single
   // broker); -1 when __share_group_state has no leader now.
   int32_t coordinator_of(const share_key& key);
+  // Where a share partition seen for the first time starts
+  // (share.auto.offset.reset).
+  int64_t reset_point(cluster::partition& part, const group_settings& gs);
   // Calls `ready` with the entry of `key` for the topic partition `part`
   // as led now, loaded from (or initialised at) its share coordinator when
   // new: at once (in `after`) when it is here or the coordinator is this

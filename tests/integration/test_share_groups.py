@@ -218,3 +218,83 @@ def test_a_killed_consumers_records_are_redelivered_after_the_lock_and_state_sur
     assert {r["value"] for r in got_c} | got_a == {f"e-{i}" for i in range(30)}
     assert c.stop() == 0, c.describe()
     assert b.stop() == 0
+
+
+def read_topic(bootstrap, topic, expect, deadline=30):
+    """Every record of `topic` from the start, with headers, once at least
+    `expect` are there (then a short quiet wait for any extra)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, end, quiet_until = [], time.monotonic() + deadline, None
+    try:
+        while time.monotonic() < end:
+            m = c.poll(0.2)
+            if m is None:
+                if len(got) >= expect and quiet_until is None:
+                    quiet_until = time.monotonic() + 2
+                if quiet_until is not None and time.monotonic() > quiet_until:
+                    break
+                continue
+            if m.error():
+                continue
+            got.append({"value": m.value().decode() if m.value() is not None else None,
+                        "headers": {k: v.decode() for k, v in (m.headers() or [])}})
+    finally:
+        c.close()
+    return got
+
+
+def test_rejected_and_poison_records_go_to_the_dead_letter_topic_once(broker_factory, share_consumer_factory):
+    """KIP-1191: a group naming errors.deadletterqueue.topic.name gets one
+    record there per archived record, rejected or out of deliveries, with
+    headers saying where from and why (and, with copy.record.enable, the
+    record itself)."""
+    import config_wire as cw
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "payments")
+    create(b.bootstrap, "dlq.payments")
+    group = "payers"
+    for key, value in (("errors.deadletterqueue.topic.name", "dlq.payments"),
+                       ("errors.deadletterqueue.copy.record.enable", "true")):
+        assert cw.alter_group(b.port, group, [(key, 0, value)]) == (0, None)
+    cfg = {"max.poll.records": "1"}
+    first = share_consumer_factory(b.bootstrap, group, "payments", mode="explicit", poison="POISON", config=cfg)
+    warm_up(b.bootstrap, "payments", [first])
+    produce(b.bootstrap, "payments", ["p-0", "POISON", "p-1"])
+    crashes = [first]
+    assert first.wait_exit(60) == 3, first.describe()
+    for _ in range(2):
+        c = share_consumer_factory(b.bootstrap, group, "payments", mode="explicit", poison="POISON", config=cfg)
+        crashes.append(c)
+        assert c.wait_exit(60) == 3, c.describe()
+    # A consumer that rejects what it gets: each record it takes is archived
+    # at once, delivery count 1.
+    rejecter = share_consumer_factory(b.bootstrap, group, "payments", mode="explicit", ack="reject", config=cfg)
+    produce(b.bootstrap, "payments", ["bad-0"])
+    rejecter.wait_until(lambda lines: any(o.get("value") == "bad-0" for o in lines), 60, "the bad record")
+    dead = read_topic(b.bootstrap, "dlq.payments", expect=2)
+    poison = [d for d in dead if d["value"] == "POISON"]
+    assert len(poison) == 1, dead
+    h = poison[0]["headers"]
+    assert h["__dlq.errors.topic"] == "payments" and h["__dlq.errors.partition"] == "0", h
+    assert h["__dlq.errors.group.id"] == group and h["__dlq.errors.delivery.count"] == "3", h
+    assert h["__dlq.errors.reason"] == "delivery_count_exhausted", h
+    poison_offset = [r["offset"] for c in crashes for r in c.records() if r["value"] == "POISON"][0]
+    assert h["__dlq.errors.offset"] == str(poison_offset), h
+    # What the rejecter rejected (the bad record, and whatever of p-0, p-1
+    # it took before the others): each once, with its reason.
+    rejected = [d for d in dead if d["headers"]["__dlq.errors.reason"] == "rejected"]
+    assert [d["value"] for d in rejected].count("bad-0") == 1, dead
+    assert all(d["headers"]["__dlq.errors.delivery.count"] == "1" for d in rejected if d["value"] == "bad-0")
+    values = [d["value"] for d in dead]
+    assert len(values) == len(set(values)), f"a dead letter written twice: {values}"
+    assert rejecter.stop() == 0, rejecter.describe()
+    # The dead letters survive a restart without being written again.
+    assert b.stop() == 0
+    b.start()
+    again = read_topic(b.bootstrap, "dlq.payments", expect=len(dead))
+    assert [d["value"] for d in again] == values
+    assert b.stop() == 0

@@ -149,12 +149,19 @@ def test_share_group_through_a_failover(cluster, share_consumer_factory, victim)
     holder = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
                                     process_ms=100, config=cfg)
     values = [f"job-{i}" for i in range(400)]
-    produce(cluster.live_bootstrap(), topic, values[:200])
 
     def jobs(*cs):
         return sum(1 for c in cs for r in c.records() if r["value"].startswith("job-"))
 
-    first.wait_until(lambda lines: jobs(first, holder) >= 60 and jobs(holder) > 0, DEADLINE_S, "the first jobs")
+    # Jobs go out until both consumers hold some (`first` may take all of
+    # the first ones before `holder` has joined).
+    sent, end = 0, time.monotonic() + DEADLINE_S
+    while not (jobs(first, holder) >= 60 and jobs(holder) > 0):
+        assert time.monotonic() < end and sent < 300, "holder got no job:\n" + holder.describe()
+        n = 100 if sent == 0 else 10
+        produce(cluster.live_bootstrap(), topic, values[sent:sent + n])
+        sent += n
+        time.sleep(0.5)
     # The victim: the leader of partition 0, or the broker whose share
     # coordinator holds the most share partitions' state (the leader of
     # __share_group_state's partition for the group's keys cannot be asked
@@ -171,7 +178,7 @@ def test_share_group_through_a_failover(cluster, share_consumer_factory, victim)
     holder.kill()  # crashes holding what it has not acknowledged
     first.kill()
     cluster.kill(node)
-    produce(cluster.live_bootstrap(), topic, values[200:])
+    produce(cluster.live_bootstrap(), topic, values[sent:])
     second = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
                                     commit="sync", config=cfg)
 
@@ -184,3 +191,55 @@ def test_share_group_through_a_failover(cluster, share_consumer_factory, victim)
     time.sleep(5)  # two lock durations: nothing comes back that was accepted
     assert second.stop() == 0, second.describe()
     check_history([first, holder, second], values)
+
+
+def test_the_poison_message_goes_to_the_dead_letter_topic_on_the_cluster(cluster, share_consumer_factory):
+    """The brief's poison message, end to end on three brokers: a record
+    that makes its consumer exit every time is delivered up to the group's
+    limit, then archived and written once to the group's dead-letter topic
+    (led, as the share state's coordinator may be, by another broker), and
+    the group reads on past it."""
+    import config_wire as cw
+    from test_share_groups import read_topic
+    topic, dlq, group = "cluster-orders", "dlq.cluster-orders", "cluster-order-workers"
+    create(cluster.live_bootstrap(), topic, 2)
+    create(cluster.live_bootstrap(), dlq, 1)
+    node = cluster.live_ids()[0]
+    for key, value in (("errors.deadletterqueue.topic.name", dlq), ("share.delivery.count.limit", "3")):
+        assert cw.alter_group(cluster.broker(node).port, group, [(key, 0, value)]) == (0, None)
+    # Every broker sees the group's configs before the consumers start.
+    def configured():
+        return all(cw.group_values(cluster.broker(n).port, group)["share.delivery.count.limit"][0] == "3"
+                   for n in cluster.live_ids())
+    cluster.wait_for(configured, DEADLINE_S, "the group's configs on every broker")
+    cfg = {"max.poll.records": "1"}
+    first = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", poison="POISON",
+                                   config=cfg)
+    warm_up(cluster.live_bootstrap(), topic, first)
+    p = Producer({"bootstrap.servers": cluster.live_bootstrap(), "acks": "all", "linger.ms": 0})
+    for v in ("o-0", "POISON", "o-1"):
+        p.produce(topic, value=v.encode(), partition=0)
+    assert p.flush(60) == 0
+    crashes = [first]
+    assert first.wait_exit(DEADLINE_S) == 3, first.describe()
+    for _ in range(2):
+        c = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", poison="POISON",
+                                   config=cfg)
+        crashes.append(c)
+        assert c.wait_exit(DEADLINE_S) == 3, c.describe()
+    assert [r["delivery_count"] for c in crashes for r in c.records() if r["value"] == "POISON"] == [1, 2, 3]
+    healthy = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", poison="POISON",
+                                     config=cfg)
+    for i in range(5):
+        p.produce(topic, value=f"after-{i}".encode(), partition=0)
+    assert p.flush(60) == 0
+    healthy.wait_until(lambda lines: {f"after-{i}" for i in range(5)} <= {o.get("value") for o in lines},
+                       DEADLINE_S, "the records after the poison")
+    dead = read_topic(cluster.live_bootstrap(), dlq, expect=1, deadline=DEADLINE_S)
+    assert [d["value"] for d in dead] == [None], dead  # copy.record.enable is off: headers only
+    h = dead[0]["headers"]
+    assert h["__dlq.errors.topic"] == topic and h["__dlq.errors.partition"] == "0", h
+    assert h["__dlq.errors.group.id"] == group and h["__dlq.errors.delivery.count"] == "3", h
+    assert h["__dlq.errors.reason"] == "delivery_count_exhausted", h
+    assert healthy.running() and all(r["value"] != "POISON" for r in healthy.records()), healthy.describe()
+    assert healthy.stop() == 0, healthy.describe()

@@ -1,20 +1,24 @@
 // AlterConfigs (replaces a resource's whole set of values) and
-// IncrementalAlterConfigs (set, delete, append, subtract), for topics and
-// for the broker: its own dynamic values (resource name = node.id) or the
-// cluster-wide default (resource name ""). Validated by config/dynamic.h;
+// IncrementalAlterConfigs (set, delete, append, subtract), for topics, for
+// the broker: its own dynamic values (resource name = node.id) or the
+// cluster-wide default (resource name ""), and for groups (resource type
+// 32, named by group id, whether or not the group exists). Validated by
+// config/dynamic.h and config/group_config.h;
 // a refused request changes nothing: INVALID_CONFIG naming the key for a bad
 // value, INVALID_REQUEST for a broker setting that cannot change at runtime
 // or another broker's id. A valid change is persisted, then applied to the
 // running partitions and subsystems (partition_manager).
 //
-// In a cluster a topic's configs and the cluster-wide default live in etcd
-// and only the controller changes them: a request naming them and no
-// single broker is forwarded to the controller (alter_configs_for_controller,
-// handlers.h); a broker's own values stay in its local file.
+// In a cluster a topic's configs, the cluster-wide default and group
+// configs live in etcd and only the controller changes them: a request
+// naming them and no single broker is forwarded to the controller
+// (alter_configs_for_controller, handlers.h); a broker's own values stay in
+// its local file.
 
 #include <variant>
 
 #include "config/dynamic.h"
+#include "config/group_config.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/config_resource.h"
 #include "kafka/handlers/handlers.h"
@@ -60,11 +64,20 @@ void apply_broker(const request& req, const std::string& name, bool validate_onl
   if (!s.ok()) fail(out, s);
 }
 
+// Runs a group change; `compute` builds the group's next configs from its
+// current ones, under partition_manager's group change lock.
+template <class resource_response>
+void apply_group(cluster::partition_manager& pm, const std::string& group, bool validate_only,
+                 resource_response& out, const cluster::partition_manager::group_configs_fn& compute) {
+  if (auto why = check_group_resource(group)) return fail(out, error_code::invalid_request, *why);
+  if (auto s = pm.alter_group_configs(group, compute, validate_only); !s.ok()) fail(out, s);
+}
+
 template <class resource_response>
 bool supported_type(int8_t type, const std::string& name, resource_response& out) {
   out.resource_type = type;
   out.resource_name = name;
-  if (type == resource_topic || type == resource_broker) return true;
+  if (type == resource_topic || type == resource_broker || type == resource_group) return true;
   fail(out, error_code::invalid_request,
        "resource type " + std::to_string(type) + " is not supported");
   return false;
@@ -81,7 +94,9 @@ bool names_controller_resources(const request& req) {
   bool controllers = false;
   for (const auto& r : body.resources) {
     if (r.resource_type == resource_broker && !r.resource_name.empty()) return false;
-    if (r.resource_type == resource_topic || r.resource_type == resource_broker) controllers = true;
+    if (r.resource_type == resource_topic || r.resource_type == resource_broker ||
+        r.resource_type == resource_group)
+      controllers = true;
   }
   return controllers;
 }
@@ -109,6 +124,15 @@ void handle_alter_configs(request req) {
                    [&](const config::broker_config& current, bool cluster_default) {
                      return config::replace_broker_config(current, cluster_default, entries);
                    });
+      continue;
+    }
+    if (r.resource_type == resource_group) {
+      // As Kafka's controller answers the legacy API for a group: the
+      // group's whole set becomes the entries given.
+      apply_group(pm, r.resource_name, body->validate_only, out,
+                  [&](const config::broker_config& broker, const config::config_map&) {
+                    return config::replace_group_configs(broker, entries);
+                  });
       continue;
     }
     apply_topic(pm, r.resource_name, body->validate_only, out,
@@ -143,6 +167,13 @@ void handle_incremental_alter_configs(request req) {
                    [&](const config::broker_config& current, bool cluster_default) {
                      return config::alter_broker_config(current, cluster_default, ops);
                    });
+      continue;
+    }
+    if (r.resource_type == resource_group) {
+      apply_group(pm, r.resource_name, body->validate_only, out,
+                  [&](const config::broker_config& broker, const config::config_map& current) {
+                    return config::alter_group_configs(broker, current, ops);
+                  });
       continue;
     }
     apply_topic(pm, r.resource_name, body->validate_only, out,

@@ -1,13 +1,17 @@
-// DescribeConfigs: topic and broker settings with their sources and, when
-// asked, synonyms and documentation (config/dynamic.h does the work). The
-// broker resource named by this node's id lists every broker setting; the
-// one named "" (the cluster-wide default) only the settings given a dynamic
-// default, as Kafka answers them.
+// DescribeConfigs: topic, broker and group settings with their sources
+// and, when asked, synonyms and documentation (config/dynamic.h and
+// config/group_config.h do the work). The broker resource named by this
+// node's id lists every broker setting; the one named "" (the cluster-wide
+// default) only the settings given a dynamic default, as Kafka answers
+// them. A group resource (type 32) lists every group key, DYNAMIC_GROUP_CONFIG
+// for those set for the group, whether or not the group exists, from this
+// broker's copy of the group configs (any broker of a cluster answers).
 
 #include <set>
 #include <variant>
 
 #include "config/dynamic.h"
+#include "config/group_config.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/config_resource.h"
 #include "kafka/handlers/handlers.h"
@@ -44,6 +48,13 @@ void handle_describe_configs(request req) {
       described = std::get<broker_level>(level).cluster_default
                       ? config::describe_broker_defaults(*cfg)
                       : config::describe_broker(*cfg);
+    } else if (r.resource_type == resource_group) {
+      if (auto why = check_group_resource(r.resource_name)) {
+        out.error_code = to_wire(error_code::invalid_request);
+        out.error_message = *why;
+        continue;
+      }
+      described = config::describe_group(*cfg, pm.group_config(r.resource_name));
     } else {
       out.error_code = to_wire(error_code::invalid_request);
       out.error_message = "resource type " + std::to_string(r.resource_type) + " is not supported";

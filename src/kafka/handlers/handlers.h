@@ -68,9 +68,9 @@ inline bool is_alter_configs(int16_t api_key) {
          api_key == protocol::incremental_alter_configs_request::api_key;
 }
 // Whether an AlterConfigs or IncrementalAlterConfigs request is the
-// controller's, in a cluster: it names a topic or the cluster-wide default
-// broker resource (name ""), whose values live in etcd, and no single
-// broker, whose values are that broker's own. Such a request is forwarded
+// controller's, in a cluster: it names a topic, a group or the cluster-wide
+// default broker resource (name ""), whose values live in etcd, and no
+// single broker, whose values are that broker's own. Such a request is forwarded
 // whole to the controller (dispatcher.cc); any other is handled where it
 // arrived, where a topic in it answers NOT_CONTROLLER unless this broker is
 // the controller. (Kafka's clients send a request that names a broker to
