@@ -206,9 +206,30 @@ void create_topic(const std::string& bootstrap, const std::string& topic, int pa
     }
   }
   queue_ptr q(rd_kafka_queue_new(rk.get()));
-  rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, q.get());
+  // librdkafka answers "Failed while waiting for controller" (_TIMED_OUT)
+  // when no broker named the controller within its request timeout: on a
+  // busy machine a cluster that just started may take that long. Asked
+  // again (a topic an earlier attempt created is then TOPIC_ALREADY_EXISTS,
+  // which is success here), for at most three minutes.
+  const int64_t give_up = now_ns() + 180'000'000'000;
+  for (int attempt = 1;; ++attempt) {
+    rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, q.get());
+    event_ptr ev = admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT);
+    if (rd_kafka_event_error(ev.get()) == RD_KAFKA_RESP_ERR__TIMED_OUT && now_ns() < give_up) {
+      std::fprintf(stderr, "CreateTopics %s: %s (attempt %d); asking again\n", topic.c_str(),
+                   rd_kafka_event_error_string(ev.get()), attempt);
+      continue;
+    }
+    size_t n = 0;
+    const rd_kafka_topic_result_t** res =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
+    if (attempt > 1 && !rd_kafka_event_error(ev.get()) && n == 1 &&
+        rd_kafka_topic_result_error(res[0]) == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+      break;
+    check_create_topics(ev.get());
+    break;
+  }
   rd_kafka_NewTopic_destroy(nt);
-  check_create_topics(admin_wait(q.get(), RD_KAFKA_EVENT_CREATETOPICS_RESULT).get());
   // Wait until every partition has a leader in the metadata.
   const int64_t deadline = now_ns() + 30'000'000'000;
   for (;;) {
