@@ -139,15 +139,15 @@ def test_share_group_through_a_failover(cluster, share_consumer_factory, victim)
     create(cluster.live_bootstrap(), topic, 2)
     cfg = {"max.poll.records": "20"}
     # `first` commits its acknowledgements synchronously after each poll:
-    # what it commits must never come back. `holder` takes 100 ms over each
-    # record and sends its acknowledgements with its next poll: when it is
-    # killed, the records of its last poll are not acknowledged and come
-    # back, their counts going on.
+    # what it commits must never come back. `holder` takes a minute over
+    # each record, so the batch it got is never acknowledged: its records
+    # come back (when their locks run out, or after it is killed), their
+    # counts going on.
     first = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
                                    commit="sync", config=cfg)
     warm_up(cluster.live_bootstrap(), topic, first)
     holder = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
-                                    process_ms=100, config=cfg)
+                                    process_ms=60_000, config=cfg)
     values = [f"job-{i}" for i in range(400)]
 
     def jobs(*cs):
