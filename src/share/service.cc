@@ -691,7 +691,10 @@ void service::fetch(const std::string& group_id, const std::string& member_id, s
   job->done = std::move(done);
   job->waiting = job->parts.size() + 1;  // +1: this call, until every partition is on its way
   job->records_left = max_records > 0 ? max_records : INT64_MAX;
-  job->bytes_left = max_bytes > 0 ? max_bytes : INT64_MAX;
+  // A share fetch answers at most the broker's fetch.max.bytes, as a fetch
+  // does, whatever the client asks: the batches are read into memory.
+  const int64_t cap = partitions_.broker_config()->fetch_max_bytes;
+  job->bytes_left = max_bytes > 0 ? std::min<int64_t>(max_bytes, cap) : cap;
   for (size_t i = 0; i < job->parts.size(); ++i) {
     const auto& req = job->parts[i];
     auto& a = job->answers[i];
@@ -826,14 +829,25 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
                                     clk_.monotonic_ms(), archived);
           note_archived_locked(e, archived);
           if (!acquired.empty() || !archived.empty()) changed = true;
-          // The batches that hold acquired records, in log order.
+          // The batches that hold acquired records, in log order. Usually
+          // one run of them: the bytes read are kept, trimmed, not copied.
+          std::vector<size_t> held;
           size_t k = 0;
-          for (const auto& sp : spans) {
+          for (size_t j = 0; j < spans.size(); ++j) {
+            const auto& sp = spans[j];
             while (k < acquired.size() && acquired[k].last_offset < sp.b.base_offset) ++k;
-            if (k < acquired.size() && acquired[k].first_offset <= sp.b.last_offset) {
-              records.insert(records.end(), bytes->begin() + static_cast<ptrdiff_t>(sp.pos),
-                             bytes->begin() + static_cast<ptrdiff_t>(sp.pos + sp.len));
-            }
+            if (k < acquired.size() && acquired[k].first_offset <= sp.b.last_offset) held.push_back(j);
+          }
+          if (!held.empty() && held.back() - held.front() + 1 == held.size()) {
+            const auto& a0 = spans[held.front()];
+            const auto& a1 = spans[held.back()];
+            bytes->resize(a1.pos + a1.len);
+            bytes->erase(bytes->begin(), bytes->begin() + static_cast<ptrdiff_t>(a0.pos));
+            records = std::move(*bytes);
+          } else {
+            for (size_t j : held)
+              records.insert(records.end(), bytes->begin() + static_cast<ptrdiff_t>(spans[j].pos),
+                             bytes->begin() + static_cast<ptrdiff_t>(spans[j].pos + spans[j].len));
           }
         }
       } else if (!bytes.ok()) {

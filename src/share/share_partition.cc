@@ -156,9 +156,21 @@ std::vector<status> share_partition::acknowledge(const std::string& member, cons
   out.reserve(batches.size());
   auto it = member_ids_.find(member);
   for (const auto& b : batches) {
+    if (b.first_offset > b.last_offset || b.types.empty()) {
+      out.push_back(status(errc::invalid_argument,
+                           "an acknowledgement batch names first <= last and one type, or one type per offset"));
+      continue;
+    }
+    if (b.first_offset < start_ || b.last_offset >= end_offset()) {
+      // Outside the window nothing is acquired (and a client's far-off
+      // range cannot overflow the count below).
+      out.push_back(status(errc::invalid_record_state, "offsets " + std::to_string(b.first_offset) + "-" +
+                                                           std::to_string(b.last_offset) +
+                                                           " are not all acquired by this member"));
+      continue;
+    }
     const int64_t n = b.last_offset - b.first_offset + 1;
-    if (b.first_offset > b.last_offset || b.types.empty() ||
-        (b.types.size() != 1 && static_cast<int64_t>(b.types.size()) != n)) {
+    if (b.types.size() != 1 && static_cast<int64_t>(b.types.size()) != n) {
       out.push_back(status(errc::invalid_argument,
                            "an acknowledgement batch names first <= last and one type, or one type per offset"));
       continue;

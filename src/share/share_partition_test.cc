@@ -86,6 +86,10 @@ TEST(SharePartition, AcknowledgingWhatAnotherMemberHoldsIsInvalidRecordStateAndC
   // Offsets never acquired, or beyond the end.
   r = sp.acknowledge("a", {ack(7, 8, ack_type::accept)}, 0, archived);
   EXPECT_EQ(r[0].code(), errc::invalid_record_state);
+  // A client's widest range is refused, not counted (no overflow).
+  r = sp.acknowledge("a", {{INT64_MIN, INT64_MAX, {ack_type::accept, ack_type::accept}}}, 0, archived);
+  EXPECT_EQ(r[0].code(), errc::invalid_record_state);
+  EXPECT_EQ(sp.state_of(1), record_state::acquired);
 }
 
 TEST(SharePartition, MalformedAcknowledgementBatchesAreInvalidArguments) {
