@@ -671,6 +671,8 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     if (set.find("share.delivery.count.limit"))
       gs.partition.delivery_count_limit = static_cast<int16_t>(eff.delivery_count_limit);
     if (set.find("share.isolation.level")) gs.read_committed = eff.read_committed;
+    if (set.find("share.session.timeout.ms")) gs.session_timeout_ms = eff.session_timeout_ms;
+    if (set.find("share.heartbeat.interval.ms")) gs.heartbeat_interval_ms = eff.heartbeat_interval_ms;
     if (set.find("share.auto.offset.reset")) {
       using strategy = config::share_auto_offset_reset::strategy;
       const auto k = eff.auto_offset_reset.kind;

@@ -32,7 +32,8 @@ std::string new_member_id() {
 
 heartbeat_answer share_groups::heartbeat(const heartbeat_request& req, const topic_lookup& topics, int64_t now_ms) {
   heartbeat_answer a;
-  a.heartbeat_interval_ms = settings_.heartbeat_interval_ms;
+  a.heartbeat_interval_ms = req.heartbeat_interval_ms > 0 ? req.heartbeat_interval_ms : settings_.heartbeat_interval_ms;
+  const int32_t session_timeout_ms = req.session_timeout_ms > 0 ? req.session_timeout_ms : settings_.session_timeout_ms;
   auto fail = [&](error_code e, std::string msg) {
     a.error = e;
     a.message = std::move(msg);
@@ -80,7 +81,7 @@ heartbeat_answer share_groups::heartbeat(const heartbeat_request& req, const top
     m.assignment_sent = false;
     ++g.epoch;
     reassign(g, topics);
-    m.deadline_ms = now_ms + settings_.session_timeout_ms;
+    m.deadline_ms = now_ms + session_timeout_ms;
     m.epoch = g.assignment_epoch;
     a.member_id = id;
     a.member_epoch = m.epoch;
@@ -95,7 +96,7 @@ heartbeat_answer share_groups::heartbeat(const heartbeat_request& req, const top
   if (req.member_epoch != m.epoch)
     return fail(error_code::fenced_member_epoch, "member epoch " + std::to_string(req.member_epoch) +
                                                      " is not the member's " + std::to_string(m.epoch));
-  m.deadline_ms = now_ms + settings_.session_timeout_ms;
+  m.deadline_ms = now_ms + session_timeout_ms;
   if (req.rack_id) m.rack_id = req.rack_id;
   if (req.subscribed_topic_names) {
     auto subs = *req.subscribed_topic_names;

@@ -62,6 +62,10 @@ struct heartbeat_request {
   std::optional<std::vector<std::string>> subscribed_topic_names;  // nullopt: unchanged
   std::string client_id;
   std::string client_host;
+  // The group's own share.session.timeout.ms and share.heartbeat.interval.ms
+  // (GROUP config overrides); 0: the membership_settings'.
+  int32_t session_timeout_ms = 0;
+  int32_t heartbeat_interval_ms = 0;
 };
 
 struct heartbeat_answer {

@@ -163,6 +163,23 @@ TEST(ShareGroups, TopicsCreatedLaterAndSubscriptionChangesAreAssigned) {
   EXPECT_EQ((*a.assigned)[id_of(3)], (std::vector<int32_t>{0}));
 }
 
+TEST(ShareGroups, AGroupsOwnSessionTimeoutAndHeartbeatIntervalApply) {
+  fixture f;
+  share_groups g(membership_settings{10000, 1000, 10});
+  auto r = join("g", "m", {"t"});
+  r.session_timeout_ms = 3000;
+  r.heartbeat_interval_ms = 700;
+  auto a = g.heartbeat(r, f.lookup(), 0);
+  EXPECT_EQ(a.heartbeat_interval_ms, 700);
+  EXPECT_EQ(g.heartbeat(join("g", "d", {"t"}), f.lookup(), 0).heartbeat_interval_ms, 1000);
+  // m's session ends after its group's 3 s, d's after the broker's 10 s.
+  auto gone = g.expire(3001, f.lookup());
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].second, "m");
+  EXPECT_TRUE(g.expire(9999, f.lookup()).empty());
+  EXPECT_EQ(g.expire(10001, f.lookup()).size(), 1u);
+}
+
 TEST(ShareGroups, AdminChangesNeedAnEmptyGroupAndTopicsAreRemembered) {
   fixture f;
   share_groups g({});

@@ -219,7 +219,11 @@ std::optional<topic_info> service::lookup_topic(const std::string& name) {
 
 // ---- Group coordinator --------------------------------------------------------
 
-heartbeat_answer service::heartbeat(const heartbeat_request& req) {
+heartbeat_answer service::heartbeat(const heartbeat_request& in) {
+  heartbeat_request req = in;
+  const auto gs = settings_for(req.group_id);
+  req.session_timeout_ms = gs.session_timeout_ms;
+  req.heartbeat_interval_ms = gs.heartbeat_interval_ms;
   std::lock_guard g(mu_);
   if (!groups_.exists(req.group_id) && groups_.size() >= limits::max_share_groups) {
     heartbeat_answer a;

@@ -77,6 +77,10 @@ struct group_settings {
   // errors.deadletterqueue.topic.name (KIP-1191): where archived records go.
   std::optional<std::string> dead_letter_topic;
   bool dead_letter_copy_record = false;  // errors.deadletterqueue.copy.record.enable
+  // share.session.timeout.ms and share.heartbeat.interval.ms; 0: the
+  // broker's group.share.* (membership_settings).
+  int32_t session_timeout_ms = 0;
+  int32_t heartbeat_interval_ms = 0;
 };
 
 struct service_config {

@@ -100,3 +100,20 @@ def delete_offsets(port, group, topics, timeout=10.0, host="127.0.0.1"):
         r.skip_tags()
     r.skip_tags()
     return err, msg, out
+
+
+API_SHARE_GROUP_HEARTBEAT = 76
+
+
+def heartbeat(port, group, member_id, member_epoch, topics=None, timeout=10.0, host="127.0.0.1"):
+    """ShareGroupHeartbeat v1 (join with epoch 0 and `topics`, leave with
+    -1); returns (error, member_id, member_epoch, heartbeat_interval_ms)."""
+    tb = _uvarint(0) if topics is None else _carray([_cstr(t) for t in topics])
+    body = _cstr(group) + _cstr(member_id) + struct.pack(">i", member_epoch) + _cstr(None) + tb + _uvarint(0)
+    r = _call(port, API_SHARE_GROUP_HEARTBEAT, 1, body, True, timeout, host=host)
+    r.take(">i")  # throttle_time_ms
+    err = r.take(">h")
+    r.cstring()  # error_message
+    member = r.cstring()
+    epoch, interval = r.take(">ii")
+    return err, member, epoch, interval

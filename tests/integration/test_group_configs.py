@@ -272,3 +272,17 @@ def test_a_cluster_sets_on_one_broker_and_reads_on_every_other():
             for n in ids:
                 wait_until(lambda: cw.group_values(ports[n], group) == defaults_except(), TIMEOUT,
                            f"broker {n} to forget deleted group {group}'s configs")
+
+
+def test_a_share_groups_own_heartbeat_interval_is_what_its_members_are_told(broker):
+    import share_wire as sw
+    g = unique("beat")
+    member = uuid.uuid4().hex[:22]
+    err, _, epoch, interval = sw.heartbeat(broker.port, g, member, 0, ["t"])
+    assert (err, interval) == (sw.NONE, 5000)  # the broker's group.share.heartbeat.interval.ms
+    assert sw.heartbeat(broker.port, g, member, -1)[0] == sw.NONE
+    assert cw.alter_group(broker.port, g, [("share.heartbeat.interval.ms", cw.SET, "7000"),
+                                           ("share.session.timeout.ms", cw.SET, "50000")])[0] == cw.NONE
+    err, _, epoch, interval = sw.heartbeat(broker.port, g, member, 0, ["t"])
+    assert (err, interval) == (sw.NONE, 7000)
+    assert sw.heartbeat(broker.port, g, member, -1)[0] == sw.NONE
