@@ -104,6 +104,7 @@ std::vector<acquired_range> share_partition::acquire(const std::string& member, 
     s.delivery_count = static_cast<int16_t>(s.delivery_count + 1);
     s.member = who;
     s.deadline_ms = deadline;
+    earliest_deadline_ = std::min(earliest_deadline_, deadline);
     ++acquired_;
     ++taken;
     if (!out.empty() && out.back().last_offset + 1 == offset && out.back().delivery_count == s.delivery_count) {
@@ -229,14 +230,22 @@ std::vector<status> share_partition::acknowledge(const std::string& member, cons
 }
 
 bool share_partition::expire_locks(int64_t now_ms, std::vector<archived_record>& archived) {
+  // Called on every tick for every share partition: no scan before the
+  // earliest lock can have run out.
+  if (acquired_ == 0 || now_ms < earliest_deadline_) return false;
   bool changed = false;
-  for (size_t i = 0; i < window_.size() && acquired_ > 0; ++i) {
+  int64_t earliest = INT64_MAX;
+  for (size_t i = 0; i < window_.size(); ++i) {
     slot& s = window_[i];
-    if (s.state == record_state::acquired && s.deadline_ms <= now_ms) {
+    if (s.state != record_state::acquired) continue;
+    if (s.deadline_ms <= now_ms) {
       end_lock(s, start_ + static_cast<int64_t>(i), archived);
       changed = true;
+    } else {
+      earliest = std::min(earliest, s.deadline_ms);
     }
   }
+  earliest_deadline_ = earliest;
   if (changed) advance_start();
   check_invariants();
   return changed;

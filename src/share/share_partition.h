@@ -245,6 +245,10 @@ class share_partition {
   std::vector<std::string> members_;  // members_[i] for slot.member == i
   std::map<std::string, uint32_t> member_ids_;
   int64_t acquired_ = 0;
+  // No lock runs out before this (a lower bound: locks ended since by an
+  // acknowledgement or a release may have held it; expire_locks() makes it
+  // exact again).
+  int64_t earliest_deadline_ = INT64_MAX;
   int64_t dl_producer_id_ = -1;
   int16_t dl_producer_epoch_ = -1;
   int32_t dl_sequence_ = 0;

@@ -46,6 +46,17 @@ void release_all(services& svc, const std::string& group_id, const share_session
 
 bool valid_id(const std::optional<std::string>& s) { return s && !s->empty(); }
 
+// What a ShareFetch or ShareAcknowledge (`what`) is refused with before
+// anything else, or nullopt: the broker must serve share groups, and the
+// request name its group and member.
+template <class Body>
+std::optional<std::pair<error_code, std::string>> refusal(services& svc, const Body& body, const std::string& what) {
+  if (!svc.share || !svc.share_sessions) return std::pair{error_code::unsupported_version, std::string("share groups are not served")};
+  if (!valid_id(body.group_id)) return std::pair{error_code::invalid_request, "a " + what + " names its group"};
+  if (!valid_id(body.member_id)) return std::pair{error_code::invalid_request, "a " + what + " names its member"};
+  return std::nullopt;
+}
+
 // One ShareFetch: the first round applies the acknowledgements and
 // acquires; an answer with no records and no errors waits (up to
 // max_wait_ms) for records to become available, looking again when a
@@ -279,9 +290,7 @@ void handle_share_fetch(request req) {
     top.error_message = std::move(m);
     req.respond(top);
   };
-  if (!svc.share || !svc.share_sessions) return refuse(error_code::unsupported_version, "share groups are not served");
-  if (!valid_id(body->group_id)) return refuse(error_code::invalid_request, "a share fetch names its group");
-  if (!valid_id(body->member_id)) return refuse(error_code::invalid_request, "a share fetch names its member");
+  if (auto why = refusal(svc, *body, "share fetch")) return refuse(why->first, std::move(why->second));
   std::vector<share_tp> added, forgotten;
   std::map<share_tp, std::vector<share::ack_batch>> acks;
   for (const auto& t : body->topics) {
@@ -334,9 +343,7 @@ void handle_share_acknowledge(request req) {
     top.error_message = std::move(m);
     req.respond(top);
   };
-  if (!svc.share || !svc.share_sessions) return refuse(error_code::unsupported_version, "share groups are not served");
-  if (!valid_id(body->group_id)) return refuse(error_code::invalid_request, "a share acknowledgement names its group");
-  if (!valid_id(body->member_id)) return refuse(error_code::invalid_request, "a share acknowledgement names its member");
+  if (auto why = refusal(svc, *body, "share acknowledgement")) return refuse(why->first, std::move(why->second));
   std::vector<share::partition_request> parts;
   for (const auto& t : body->topics)
     for (const auto& p : t.partitions)
