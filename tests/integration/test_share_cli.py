@@ -1,0 +1,158 @@
+"""`sluice dlq list|replay` and `sluice group describe|reset-offsets` for share
+groups, on one broker, with real share consumers (share_consumer, librdkafka
+2.15.1; see test_share_groups.py).
+
+A share group starts a partition where the log ends when it first fetches
+from it (share.auto.offset.reset=latest), so each test warms its consumers
+up first (test_share_groups.warm_up)."""
+
+import json
+import subprocess
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cluster_harness import delete_records_request
+from sluice_harness import SLUICE_BIN, wait_until
+from test_share_groups import SETTINGS, create, warm_up
+
+
+def sluice(*args, check=True):
+    r = subprocess.run([SLUICE_BIN, *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert r.returncode == 0, f"sluice {' '.join(args)}: rc={r.returncode}\n{r.stdout}{r.stderr}"
+    return r
+
+
+def produce_keyed(bootstrap, topic, pairs, partition=0):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for k, v in pairs:
+        p.produce(topic, key=k.encode(), value=v.encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+def read_partition(bootstrap, topic, partition=0):
+    """Every record of topic-partition up to its high watermark now, as
+    (offset, key, value)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "share-cli-reader", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        got = []
+        if hi > lo:
+            c.assign([TopicPartition(topic, partition, lo)])
+            while not got or got[-1][0] < hi - 1:
+                m = c.poll(30)
+                assert m is not None, f"nothing more from {topic}-{partition} below {hi}: {got}"
+                if m.error():
+                    continue
+                got.append((m.offset(), m.key() and m.key().decode(), m.value() and m.value().decode()))
+        return got
+    finally:
+        c.close()
+
+
+def dlq_list(bootstrap, group, *extra):
+    """`sluice dlq list GROUP --json` as a list of dicts."""
+    out = sluice("dlq", "list", group, "-b", bootstrap, "--json", *extra).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_dead_letters_are_listed_and_replayed_to_their_source(broker_factory, share_consumer_factory):
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    bs = b.bootstrap
+    for t in ("payments", "checks", "dlq.all"):
+        create(bs, t)
+    # Two groups write to one dead-letter topic: one copies the record, the
+    # other does not (replay then reads the record from its source).
+    sluice("config", "alter", "--bootstrap", bs, "--group", "payers", "-c", "errors.deadletterqueue.topic.name=dlq.all")
+    sluice("config", "alter", "--bootstrap", bs, "--group", "checkers", "-c", "errors.deadletterqueue.topic.name=dlq.all",
+           "-c", "errors.deadletterqueue.copy.record.enable=true")
+
+    # payers: a poison record its consumers exit on, three times (the limit).
+    cfg = {"max.poll.records": "1"}
+    first = share_consumer_factory(bs, "payers", "payments", mode="explicit", poison="POISON", config=cfg)
+    warm_up(bs, "payments", [first])
+    produce_keyed(bs, "payments", [("k-poison", "POISON")])
+    assert first.wait_exit(60) == 3, first.describe()
+    crashes = [first]
+    for _ in range(2):
+        c = share_consumer_factory(bs, "payers", "payments", mode="explicit", poison="POISON", config=cfg)
+        crashes.append(c)
+        assert c.wait_exit(60) == 3, c.describe()
+    poison_offset = [r["offset"] for r in first.records() if r["value"] == "POISON"][0]
+
+    # checkers: a consumer that rejects what it gets.
+    rejecter = share_consumer_factory(bs, "checkers", "checks", mode="explicit", ack="reject", config=cfg)
+    warm_up(bs, "checks", [rejecter])
+    produce_keyed(bs, "checks", [("k-bad", "bad\tvalue")])
+    rejecter.wait_until(lambda lines: any(o.get("value") == "bad\tvalue" for o in lines), 60, "the bad record")
+    bad_offset = [r["offset"] for r in rejecter.records() if r["value"] == "bad\tvalue"][0]
+    assert rejecter.stop() == 0, rejecter.describe()
+
+    # Each dead letter is listed once, under its own group only.
+    wait_until(lambda: len(dlq_list(bs, "payers")) == 1, 60, "the poison's dead letter")
+    [p] = dlq_list(bs, "payers")
+    assert (p["topic"], p["partition"], p["offset"]) == ("payments", 0, poison_offset), p
+    assert p["group"] == "payers" and p["delivery_count"] == 3 and p["reason"] == "delivery_count_exhausted", p
+    assert p["key"] is None and p["value"] is None, p  # not copied
+    assert p["dlq_topic"] == "dlq.all"
+    wait_until(lambda: any(d["value"] == "bad\tvalue" for d in dlq_list(bs, "checkers")), 60, "the rejected record's")
+    rejected = [d for d in dlq_list(bs, "checkers") if d["value"] == "bad\tvalue"]
+    assert len(rejected) == 1, rejected
+    [r] = rejected
+    assert (r["topic"], r["offset"], r["key"], r["reason"], r["delivery_count"]) == \
+        ("checks", bad_offset, "k-bad", "rejected", 1), r
+    # The text form: one tab-separated line, the value's tab escaped.
+    text = sluice("dlq", "list", "checkers", "-b", bs, "--topic", "checks").stdout.splitlines()
+    line = [ln for ln in text if f"source=checks-0@{bad_offset}\t" in ln]
+    assert len(line) == 1, text
+    assert line[0].startswith(f"dlq.all-0@{r['dlq_offset']}\t"), line
+    fields = line[0].split("\t")
+    assert "delivery_count=1" in fields and "reason=rejected" in fields and "key=k-bad" in fields, fields
+    assert "value=bad\\tvalue" in fields, fields
+    # Filters: another source topic, an offset range past the dead letter.
+    assert dlq_list(bs, "payers", "--topic", "checks") == []
+    assert dlq_list(bs, "payers", "--from", str(p["dlq_offset"] + 1)) == []
+    assert [d["dlq_offset"] for d in dlq_list(bs, "payers", "--from", str(p["dlq_offset"]),
+                                              "--to", str(p["dlq_offset"]))] == [p["dlq_offset"]]
+
+    # A dry run reads the source but produces nothing.
+    before = read_partition(bs, "payments")
+    out = sluice("dlq", "replay", "payers", "-b", bs, "--dry-run").stdout.splitlines()
+    assert out[-1] == "summary\tselected=1\treplayed=0\tfailed=0\tdry_run", out
+    assert out[0].startswith(f"would replay\tdlq.all-0@{p['dlq_offset']}\tto=payments-0\t"), out
+    assert "key_value=source" in out[0]
+    assert read_partition(bs, "payments") == before
+
+    # Replay: the record goes back to its source partition with its key and
+    # value, read from the source (payers) or from the dead letter (checkers).
+    out = sluice("dlq", "replay", "payers", "-b", bs).stdout.splitlines()
+    assert out[-1] == "summary\tselected=1\treplayed=1\tfailed=0", out
+    replayed_at = int(out[0].split("\t")[2].split("@")[1])
+    after = read_partition(bs, "payments")
+    assert after[-1] == (replayed_at, "k-poison", "POISON"), after
+    assert after[:-1] == before
+    checks_before = read_partition(bs, "checks")
+    out = sluice("dlq", "replay", "checkers", "-b", bs, "--topic", "checks").stdout.splitlines()
+    mine = [ln for ln in out if ln.startswith(f"replayed\tdlq.all-0@{r['dlq_offset']}\t")]
+    assert len(mine) == 1 and mine[0].endswith("\tkey_value=dead_letter"), out
+    checks_after = read_partition(bs, "checks")
+    assert checks_after[:len(checks_before)] == checks_before
+    assert ("k-bad", "bad\tvalue") in [(k, v) for _, k, v in checks_after[len(checks_before):]], checks_after
+
+    # A record retention has removed since cannot be replayed from its
+    # source: it is named, the run fails, the rest of the run is unaffected.
+    assert delete_records_request(b.port, "payments", 0, poison_offset + 1)[0] == 0
+    r = sluice("dlq", "replay", "payers", "-b", bs, check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == "summary\tselected=1\treplayed=0\tfailed=1", r.stdout
+    assert f"dlq.all-0@{p['dlq_offset']} (source payments-0@{poison_offset}): not replayed: the record is gone" \
+        in r.stderr, r.stderr
+
+    # Usage and a group without a dead-letter topic.
+    r = sluice("dlq", "list", "nobody", "-b", bs, check=False)
+    assert r.returncode == 1 and "errors.deadletterqueue.topic.name" in r.stderr, r.stderr
+    r = sluice("dlq", "list", "payers", "-b", bs, "--from", "5", "--to", "4", check=False)
+    assert r.returncode == 2, r.stderr
+    assert b.stop() == 0
