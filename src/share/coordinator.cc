@@ -67,12 +67,18 @@ state_write coordinator::make_write(int32_t p, const share_key& k, const share_s
 result<std::optional<share_snapshot>> coordinator::read(const share_key& k, int32_t leader_epoch) {
   const int32_t p = partition_for(k);
   if (auto s = servable(k, p); !s.ok()) return s.err();
+  auto it = states_.find(k);
+  if (leader_epoch < 0) {
+    // Not a leader's read (the group coordinator's view for the admin
+    // APIs): never fenced, and it fences no one.
+    if (it == states_.end()) return std::optional<share_snapshot>{};
+    return std::optional<share_snapshot>{it->second};
+  }
   auto le = leader_epochs_.find(k);
   if (le != leader_epochs_.end() && leader_epoch < le->second) {
     return error{errc::fenced_leader_epoch, "leader epoch " + std::to_string(leader_epoch) + " is older than " +
                                                 std::to_string(le->second) + " for " + to_string(k)};
   }
-  auto it = states_.find(k);
   if (it == states_.end()) return std::optional<share_snapshot>{};
   leader_epochs_[k] = leader_epoch;
   return std::optional<share_snapshot>{it->second};
@@ -113,7 +119,9 @@ result<state_write> coordinator::write(const share_key& k, int32_t state_epoch, 
   const int32_t p = partition_for(k);
   if (auto s = servable(k, p); !s.ok()) return s.err();
   auto it = states_.find(k);
-  if (it == states_.end()) return error{errc::invalid_argument, to_string(k) + " has no state to write over (initialise it first)"};
+  // No state: deleted (DeleteShareGroupOffsets, DeleteGroups) since the
+  // writer read it, so the writer's state epoch names a state that is gone.
+  if (it == states_.end()) return error{errc::fenced_state_epoch, to_string(k) + " has no state to write over"};
   auto le = leader_epochs_.find(k);
   if (le != leader_epochs_.end() && leader_epoch < le->second) {
     return error{errc::fenced_leader_epoch, "leader epoch " + std::to_string(leader_epoch) + " is older than " +

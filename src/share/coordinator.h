@@ -65,7 +65,8 @@ class coordinator {
   // ReadShareGroupState: the share partition's state, nullopt when it has
   // none yet (the leader then initialises it). A read at a newer leader
   // epoch than the state's records that epoch (in memory only: the next
-  // write of that leader makes it durable).
+  // write of that leader makes it durable). A leader epoch of -1 is not a
+  // leader's read (the admin offset APIs): never fenced, recording nothing.
   result<std::optional<share_snapshot>> read(const share_key& k, int32_t leader_epoch);
   // InitializeShareGroupState: the state starts again at `start_offset`
   // with nothing in flight, at the next state epoch, or at `state_epoch`
@@ -74,7 +75,8 @@ class coordinator {
   // (InitializeShareGroupState carries none) keeps the one last seen.
   result<state_write> initialize(const share_key& k, int32_t leader_epoch, int64_t start_offset, int64_t now_ms,
                                  std::optional<int32_t> state_epoch = std::nullopt);
-  // WriteShareGroupState: the share partition's whole state.
+  // WriteShareGroupState: the share partition's whole state; a state that
+  // is not there (deleted since) is FENCED_STATE_EPOCH.
   result<state_write> write(const share_key& k, int32_t state_epoch, int32_t leader_epoch, const durable_state& d,
                             int64_t now_ms);
   // DeleteShareGroupState: a tombstone (nothing to write when there is no

@@ -151,8 +151,14 @@ TEST(ShareCoordinator, OlderLeaderEpochsAndOtherStateEpochsAreFenced) {
   EXPECT_TRUE(c.initialize(k, -1, 0, 0, 5).ok());
   EXPECT_EQ(c.read(k, 6)->value().state_epoch, 5);
   EXPECT_EQ(c.read(k, 6)->value().leader_epoch, 6);  // -1 kept the leader epoch
-  // Writing a state never initialised is refused.
-  EXPECT_EQ(c.write(key("g", 2, 0), 0, 0, {0, {}}, 0).code(), errc::invalid_argument);
+  // An admin read (leader epoch -1) is never fenced and fences no one.
+  ASSERT_TRUE(c.read(k, -1).ok());
+  EXPECT_EQ(c.read(k, -1)->value().state_epoch, 5);
+  EXPECT_TRUE(c.write(k, 5, 6, {0, {}}, 0).ok());
+  // Writing a state that is not there (deleted since) is fenced.
+  EXPECT_EQ(c.write(key("g", 2, 0), 0, 0, {0, {}}, 0).code(), errc::fenced_state_epoch);
+  ASSERT_TRUE(c.remove(k).ok());
+  EXPECT_EQ(c.write(k, 5, 6, {0, {}}, 0).code(), errc::fenced_state_epoch);
 }
 
 TEST(ShareCoordinator, PartitionsNotLoadedOrLoadingAnswerSo) {

@@ -58,7 +58,7 @@ heartbeat_answer share_groups::heartbeat(const heartbeat_request& req, const top
     return a;
   }
   if (req.member_epoch == 0) {
-    if (git == groups_.end()) git = groups_.emplace(req.group_id, group{req.group_id, 0, 0, {}}).first;
+    if (git == groups_.end()) git = groups_.emplace(req.group_id, group{req.group_id, 0, 0, {}, {}}).first;
     group& g = git->second;
     std::string id = req.member_id.empty() ? new_member_id() : req.member_id;
     auto mit = g.members.find(id);
@@ -128,6 +128,7 @@ void share_groups::reassign(group& g, const topic_lookup& topics) {
   for (const auto& [topic, members] : subscribers) {
     auto info = topics(topic);
     if (!info || info->partitions <= 0) continue;  // picked up by topic_changed once it exists
+    g.topics.insert(topic);  // only topics that exist: the set stays bounded by them
     for (auto& [member_id, parts] : simple_assign(members, info->partitions)) next[member_id][info->id] = parts;
   }
   g.assignment_epoch = g.epoch;
@@ -193,6 +194,25 @@ std::vector<std::string> share_groups::list() const {
   out.reserve(groups_.size());
   for (const auto& [id, g] : groups_) out.push_back(id);
   return out;
+}
+
+kafka::error_code share_groups::prepare_admin_change(const std::string& group_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) {
+    groups_.emplace(group_id, group{group_id, 0, 0, {}, {}});
+    return error_code::none;
+  }
+  return it->second.members.empty() ? error_code::none : error_code::non_empty_group;
+}
+
+std::vector<std::string> share_groups::topics(const std::string& group_id) const {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) return {};
+  return {it->second.topics.begin(), it->second.topics.end()};
+}
+
+void share_groups::forget_topic(const std::string& group_id, const std::string& topic) {
+  if (auto it = groups_.find(group_id); it != groups_.end()) it->second.topics.erase(topic);
 }
 
 kafka::error_code share_groups::remove(const std::string& group_id) {

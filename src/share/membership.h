@@ -119,6 +119,19 @@ class share_groups {
   std::vector<std::string> list() const;
   // DeleteGroups: only an empty group (NON_EMPTY_GROUP otherwise).
   kafka::error_code remove(const std::string& group_id);
+
+  // For the admin offset APIs (AlterShareGroupOffsets,
+  // DeleteShareGroupOffsets), which change only an empty group: NONE when
+  // `group_id` is empty now (created empty when unknown, so an operator can
+  // place a group's start offsets before its consumers start, or after a
+  // restart forgot it), NON_EMPTY_GROUP when it has members.
+  kafka::error_code prepare_admin_change(const std::string& group_id);
+  // Every topic a member of the group has subscribed to since this
+  // coordinator has known the group (sorted), less those forgotten: where
+  // its share partitions may have state.
+  std::vector<std::string> topics(const std::string& group_id) const;
+  // DeleteShareGroupOffsets of `topic`: no longer one of topics().
+  void forget_topic(const std::string& group_id, const std::string& topic);
   // A group id must name one kind of group: the caller asks before a classic
   // group of this id is created, and answers GROUP_ID_NOT_FOUND here when a
   // classic group holds the id.
@@ -140,6 +153,7 @@ class share_groups {
     int32_t epoch = 0;
     int32_t assignment_epoch = 0;
     std::map<std::string, member> members;
+    std::set<std::string> topics;  // see topics()
   };
 
   void reassign(group& g, const topic_lookup& topics);

@@ -163,5 +163,28 @@ TEST(ShareGroups, TopicsCreatedLaterAndSubscriptionChangesAreAssigned) {
   EXPECT_EQ((*a.assigned)[id_of(3)], (std::vector<int32_t>{0}));
 }
 
+TEST(ShareGroups, AdminChangesNeedAnEmptyGroupAndTopicsAreRemembered) {
+  fixture f;
+  share_groups g({});
+  f.topics["t"] = {id_of(1), 2};
+  f.topics["u"] = {id_of(2), 1};
+  // An unknown group is created empty, so its offsets can be placed first.
+  EXPECT_EQ(g.prepare_admin_change("new"), error_code::none);
+  EXPECT_TRUE(g.exists("new"));
+  EXPECT_TRUE(g.topics("new").empty());
+  auto a = g.heartbeat(join("g", "m", {"t", "missing"}), f.lookup(), 0);
+  EXPECT_EQ(g.prepare_admin_change("g"), error_code::non_empty_group);
+  auto r = beat("g", "m", a.member_epoch);
+  r.subscribed_topic_names = std::vector<std::string>{"u"};
+  a = g.heartbeat(r, f.lookup(), 10);
+  // Topics subscribed once stay (their share partitions keep state); a
+  // name that is no topic is not remembered.
+  EXPECT_EQ(g.topics("g"), (std::vector<std::string>{"t", "u"}));
+  EXPECT_EQ(g.heartbeat(beat("g", "m", -1), f.lookup(), 20).error, error_code::none);
+  EXPECT_EQ(g.prepare_admin_change("g"), error_code::none);
+  g.forget_topic("g", "t");
+  EXPECT_EQ(g.topics("g"), (std::vector<std::string>{"u"}));
+}
+
 }  // namespace
 }  // namespace sluice::share

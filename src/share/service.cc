@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "base/limits.h"
 #include "base/log.h"
@@ -19,6 +20,16 @@ const std::string kTopic(share_state_topic);
 
 using kafka::error_code;
 error_code to_kafka(errc e) { return kafka::to_kafka_error(e); }
+
+// What a share consumer is told when its share partition here was dropped
+// or could not be loaded: leadership moved, or the state was fenced (reset
+// or deleted by an admin, written by a newer leader) is NOT_LEADER_OR_FOLLOWER,
+// so the client looks again and retries; anything else as it is.
+error_code leader_error(errc e) {
+  return e == errc::not_leader || e == errc::fenced_leader_epoch || e == errc::fenced_state_epoch
+             ? error_code::not_leader_or_follower
+             : to_kafka(e);
+}
 
 }  // namespace
 
@@ -235,22 +246,221 @@ bool service::is_share_group(const std::string& group_id) {
 }
 
 kafka::error_code service::delete_group(const std::string& group_id) {
-  std::vector<share::state_write> writes;
-  kafka::error_code e;
+  // The keys whose state may exist: the partitions of the group's topics,
+  // and every state of the group held here (its topic may be gone).
+  std::set<share_key> keys;
+  for (const auto& name : group_topics(group_id)) {
+    if (auto t = partitions_.topic(name))
+      for (int32_t p = 0; p < t->partitions; ++p) keys.insert(share_key{group_id, t->id, p});
+  }
   {
     std::lock_guard g(mu_);
-    e = groups_.remove(group_id);
-    if (e != kafka::error_code::none) return e;
-    for (const auto& [k, s] : coord_.group_state(group_id)) {
-      auto w = coord_.remove(k);
-      if (w.ok() && w->has_value()) writes.push_back(std::move(**w));
+    if (auto e = groups_.remove(group_id); e != kafka::error_code::none) return e;
+    for (const auto& [k, s] : coord_.group_state(group_id)) keys.insert(k);
+  }
+  // Deleted at each key's share coordinator, here or at another broker,
+  // after the answer: a state left behind by a failure is harmless (a
+  // group of this id created again reads it as its own).
+  std::vector<std::pair<share_key, int64_t>> work;
+  work.reserve(keys.size());
+  for (const auto& k : keys) work.emplace_back(k, -1);
+  admin_run(admin_op::remove, std::move(work), [](std::vector<offset_answer> answers) {
+    for (const auto& a : answers)
+      if (a.error != error_code::none)
+        SLUICE_LOG_WARN("share coordinator: deleting the state of {}: {}", to_string(a.key), a.message);
+  });
+  return kafka::error_code::none;
+}
+
+// ---- Group coordinator: the admin offset APIs -----------------------------------
+
+struct service::admin_job {
+  admin_op op;
+  std::vector<std::pair<share_key, int64_t>> keys;  // the start offsets for alter
+  std::mutex mu;  // guards what follows
+  std::vector<offset_answer> answers;
+  size_t waiting = 0;
+  offsets_fn done;
+
+  void finish_one() {
+    offsets_fn fire;
+    {
+      std::lock_guard g(mu);
+      if (--waiting > 0) return;
+      fire = std::move(done);
+    }
+    fire(std::move(answers));
+  }
+  void fail(size_t i, kafka::error_code e, std::string message) {
+    {
+      std::lock_guard g(mu);
+      answers[i].error = e;
+      answers[i].message = std::move(message);
+    }
+    finish_one();
+  }
+};
+
+std::vector<std::string> service::group_topics(const std::string& group_id) {
+  std::lock_guard g(mu_);
+  auto names = groups_.topics(group_id);
+  for (const auto& [k, snap] : coord_.group_state(group_id)) {
+    auto t = partitions_.topic_by_id(k.topic_id);
+    if (t && std::find(names.begin(), names.end(), t->name) == names.end()) names.push_back(t->name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+kafka::error_code service::prepare_admin_change(const std::string& group_id) {
+  std::lock_guard g(mu_);
+  if (!groups_.exists(group_id) && groups_.size() >= limits::max_share_groups) return error_code::group_max_size_reached;
+  return groups_.prepare_admin_change(group_id);
+}
+
+void service::describe_offsets(std::vector<share_key> keys, offsets_fn done) {
+  std::vector<std::pair<share_key, int64_t>> k;
+  k.reserve(keys.size());
+  for (auto& key : keys) k.emplace_back(std::move(key), -1);
+  admin_run(admin_op::describe, std::move(k), std::move(done));
+}
+
+void service::alter_offsets(std::vector<std::pair<share_key, int64_t>> starts, offsets_fn done) {
+  admin_run(admin_op::alter, std::move(starts), std::move(done));
+}
+
+void service::delete_offsets(const std::string& group_id, const std::vector<std::string>& topics,
+                             std::vector<share_key> keys, offsets_fn done) {
+  {
+    std::lock_guard g(mu_);
+    for (const auto& t : topics) groups_.forget_topic(group_id, t);
+  }
+  std::vector<std::pair<share_key, int64_t>> k;
+  k.reserve(keys.size());
+  for (auto& key : keys) k.emplace_back(std::move(key), -1);
+  admin_run(admin_op::remove, std::move(k), std::move(done));
+}
+
+void service::admin_run(admin_op op, std::vector<std::pair<share_key, int64_t>> keys, offsets_fn done) {
+  auto job = std::make_shared<admin_job>();
+  job->op = op;
+  job->keys = std::move(keys);
+  job->answers.resize(job->keys.size());
+  for (size_t i = 0; i < job->keys.size(); ++i) job->answers[i].key = job->keys[i].first;
+  job->done = std::move(done);
+  job->waiting = job->keys.size() + 1;  // +1: this call, until every key is on its way
+  for (size_t i = 0; i < job->keys.size(); ++i) admin_one(op, job, i);
+  job->finish_one();
+}
+
+void service::fill_offsets(offset_answer& a, const std::optional<share_snapshot>& s) {
+  if (!s) return;
+  a.start_offset = s->state.start_offset;
+  a.leader_epoch = s->leader_epoch;
+  auto t = partitions_.topic_by_id(a.key.topic_id);
+  auto part = t ? partitions_.get(t->name, a.key.partition) : nullptr;
+  if (!part) return;
+  const bool committed = settings_for(a.key.group_id).read_committed;
+  a.lag = share_lag(s->state, (committed ? part->last_stable_offset() : part->high_watermark()).value());
+}
+
+void service::admin_append_locked(const std::shared_ptr<admin_job>& job, size_t i, const share::state_write& w,
+                                  std::vector<std::function<void()>>& after) {
+  // A share partition led here forgets what it held: the state it was
+  // read from is replaced.
+  drop_locked(w.key, status(errc::fenced_state_epoch, "the share partition's state was reset"), after);
+  after.push_back([this, job, i, w] {
+    append_state(w, [this, job, i](status s) {
+      if (!s.ok()) {
+        {
+          std::lock_guard g(mu_);
+          reload_locked(coord_.partition_for(job->answers[i].key));
+        }
+        job->fail(i, to_kafka(s.code()), s.err().message);
+        return;
+      }
+      job->finish_one();
+    });
+  });
+}
+
+void service::admin_one(admin_op op, const std::shared_ptr<admin_job>& job, size_t i) {
+  const share_key key = job->keys[i].first;
+  const int64_t start = job->keys[i].second;
+  const int32_t c = coordinator_of(key);
+  if (c < 0) return job->fail(i, error_code::coordinator_not_available, "the share coordinator of " + to_string(key) + " is not known");
+  if (c != node_id_) {
+    if (!remote_) return job->fail(i, error_code::coordinator_not_available, "no way to reach broker " + std::to_string(c));
+    const bool queued = workers_.submit(c, [this, op, job, i, key, start, c] {
+      // On broker c's worker: blocking calls to its share coordinator.
+      status st;
+      if (op == admin_op::remove) {
+        st = remote_->delete_state(c, key);
+      } else {
+        auto r = remote_->read_state(c, key, -1);
+        if (!r.ok()) {
+          st = r.err();
+        } else if (op == admin_op::describe) {
+          std::lock_guard g(job->mu);
+          fill_offsets(job->answers[i], *r);
+        } else {
+          st = remote_->initialize_state(c, key, r->has_value() ? (*r)->state_epoch + 1 : 0, start);
+        }
+      }
+      if (op != admin_op::describe) {
+        std::vector<std::function<void()>> after;
+        {
+          std::lock_guard g(mu_);
+          drop_locked(key, status(errc::fenced_state_epoch, "the share partition's state was reset"), after);
+        }
+        for (auto& f : after) f();
+      }
+      if (!st.ok()) return job->fail(i, to_kafka(st.code()), st.err().message);
+      job->finish_one();
+    });
+    if (!queued) job->fail(i, error_code::coordinator_not_available, "the broker is shutting down");
+    return;
+  }
+  std::vector<std::function<void()>> after;
+  std::optional<error> failed;
+  {
+    std::lock_guard g(mu_);
+    switch (op) {
+      case admin_op::describe: {
+        auto r = coord_.read(key, -1);
+        if (!r.ok()) {
+          failed = r.err();
+        } else {
+          std::lock_guard g2(job->mu);
+          fill_offsets(job->answers[i], *r);
+          after.push_back([job] { job->finish_one(); });
+        }
+        break;
+      }
+      case admin_op::alter: {
+        auto w = coord_.initialize(key, -1, start, clk_.now_ms());
+        if (!w.ok()) {
+          failed = w.err();
+        } else {
+          admin_append_locked(job, i, *w, after);
+        }
+        break;
+      }
+      case admin_op::remove: {
+        auto w = coord_.remove(key);
+        if (!w.ok()) {
+          failed = w.err();
+        } else if (w->has_value()) {
+          admin_append_locked(job, i, **w, after);
+        } else {
+          after.push_back([job] { job->finish_one(); });
+        }
+        break;
+      }
     }
   }
-  for (auto& w : writes)
-    log_->append(w.partition, w.key_bytes, w.value_bytes, [k = w.key](status s) {
-      if (!s.ok()) SLUICE_LOG_WARN("share coordinator: deleting the state of {}: {}", to_string(k), s.err().message);
-    });
-  return e;
+  for (auto& f : after) f();
+  if (failed) job->fail(i, to_kafka(failed->code), failed->message);
 }
 
 // ---- Share-partition leader ---------------------------------------------------
@@ -278,7 +488,7 @@ int32_t service::coordinator_of(const share_key& key) {
 
 void service::with_entry_locked(const share_key& key, const std::shared_ptr<cluster::partition>& part,
                                 std::function<void(result<std::shared_ptr<entry>>)> ready,
-                                std::vector<std::function<void()>>& after) {
+                                std::vector<std::function<void()>>& after, bool reload_if_idle) {
   const int32_t epoch = part->epoch().value();
   auto it = entries_.find(key);
   if (it != entries_.end() && (it->second->part != part || it->second->leader_epoch != epoch)) {
@@ -286,6 +496,16 @@ void service::with_entry_locked(const share_key& key, const std::shared_ptr<clus
     // the old entry held in memory is gone; its durable state is not.
     drop_locked(key, status(errc::not_leader, "leadership changed"), after);
     it = entries_.end();
+  }
+  if (it != entries_.end() && reload_if_idle) {
+    // Nothing held, nothing unwritten: memory says no more than the share
+    // coordinator, which may have been reset since (the admin APIs).
+    const auto& e = it->second;
+    if (!e->loading && !e->writing && !e->dl_writing && e->durable >= e->version &&
+        e->sp->count(record_state::acquired) == 0 && e->sp->pending_dead_letters().empty()) {
+      drop_locked(key, status(errc::not_leader, "read again"), after);
+      it = entries_.end();
+    }
   }
   if (it != entries_.end()) {
     auto e = it->second;
@@ -397,6 +617,15 @@ void service::append_state(const share::state_write& w, std::function<void(statu
   log_->append(w.partition, w.key_bytes, w.value_bytes, std::move(done));
 }
 
+void service::reload_locked(int32_t cp) {
+  coord_.unload(cp);
+  std::lock_guard r(run_mu_);
+  if (!stopping_ && (!cluster_ || partitions_.get(kTopic, cp))) {
+    queue_.push_back([this, cp] { load_partition(cp); });
+    run_cv_.notify_all();
+  }
+}
+
 void service::drop_locked(const share_key& key, status why, std::vector<std::function<void()>>& after) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
@@ -444,15 +673,7 @@ void service::written(const std::shared_ptr<entry>& e, uint64_t version, status 
       // the log (share/coordinator.h) and drop the share partition, whose
       // waiters fail (retriable for the client).
       SLUICE_LOG_WARN("share partition {}: writing its state: {}", to_string(e->key), s.err().message);
-      if (e->coordinator == node_id_) {
-        const int32_t cp = coord_.partition_for(e->key);
-        coord_.unload(cp);
-        std::lock_guard r(run_mu_);
-        if (!stopping_ && (!cluster_ || partitions_.get(kTopic, cp))) {
-          queue_.push_back([this, cp] { load_partition(cp); });
-          run_cv_.notify_all();
-        }
-      }
+      if (e->coordinator == node_id_) reload_locked(coord_.partition_for(e->key));
       if (auto j = entries_.find(e->key); j != entries_.end() && j->second == e) {
         drop_locked(e->key, s, after);
       } else {
@@ -681,7 +902,7 @@ struct service::fetch_job {
 };
 
 void service::fetch(const std::string& group_id, const std::string& member_id, std::vector<partition_request> parts,
-                    bool acquire, int32_t max_records, int32_t max_bytes, answer_fn done) {
+                    bool acquire, int32_t max_records, int32_t max_bytes, answer_fn done, bool new_session) {
   auto job = std::make_shared<fetch_job>();
   job->group_id = group_id;
   job->member_id = member_id;
@@ -736,7 +957,7 @@ void service::fetch(const std::string& group_id, const std::string& member_id, s
       std::lock_guard g(mu_);
       with_entry_locked(share_key{group_id, req.topic_id, req.partition}, part,
                         [this, job, i](result<std::shared_ptr<entry>> r) { fetch_partition(job, i, std::move(r)); },
-                        after);
+                        after, new_session);
     }
     for (auto& f : after) f();
   }
@@ -759,9 +980,7 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
     }
   };
   if (!r.ok()) {
-    const auto code = r.code() == errc::not_leader || r.code() == errc::fenced_leader_epoch
-                          ? error_code::not_leader_or_follower
-                          : to_kafka(r.code());
+    const auto code = leader_error(r.code());
     set_error(code, r.err().message);
     job->finish_one();
     return;
@@ -880,9 +1099,7 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
             auto& x = job->answers[i];
             // Nothing of this answer is durable: no records handed out
             // (their locks run out and they are offered again).
-            const auto code = st.code() == errc::not_leader || st.code() == errc::fenced_leader_epoch
-                                  ? error_code::not_leader_or_follower
-                                  : kafka::to_kafka_error(st.code());
+            const auto code = leader_error(st.code());
             x.records.clear();
             x.acquired.clear();
             x.error = code;

@@ -163,13 +163,53 @@ class service {
   // partitions held here.
   kafka::error_code delete_group(const std::string& group_id);
 
+  // ---- Group coordinator: the admin offset APIs (90-92) ------------------
+  // Each runs on the share coordinators of the keys' states (this broker's
+  // or, in a cluster, another's on its worker) and calls `done` once with
+  // an answer per key, in the keys' order.
+  //
+  // A share-partition leader that holds a state in memory learns of a
+  // change made here when its next write is fenced (the state epoch moved,
+  // or the state is gone), or when a member opens a new share session
+  // while it holds no records (fetch's `new_session`): it then reads the
+  // state again.
+  struct offset_answer {
+    share_key key;
+    kafka::error_code error = kafka::error_code::none;
+    std::string message;
+    int64_t start_offset = -1;  // -1: the share partition has no state
+    int32_t leader_epoch = -1;
+    int64_t lag = -1;  // -1: not known here (no replica of the partition here)
+  };
+  using offsets_fn = std::function<void(std::vector<offset_answer>)>;
+  // The topics a group's share partitions may have state for: those its
+  // members subscribed to while this coordinator knew the group
+  // (share_groups::topics), and those of the states held here.
+  std::vector<std::string> group_topics(const std::string& group_id);
+  // AlterShareGroupOffsets and DeleteShareGroupOffsets change only an
+  // empty group: share_groups::prepare_admin_change.
+  kafka::error_code prepare_admin_change(const std::string& group_id);
+  // DescribeShareGroupOffsets: each key's start offset, leader epoch and lag.
+  void describe_offsets(std::vector<share_key> keys, offsets_fn done);
+  // AlterShareGroupOffsets: each key's state starts again at its start
+  // offset, at a new state epoch, with nothing in flight.
+  void alter_offsets(std::vector<std::pair<share_key, int64_t>> starts, offsets_fn done);
+  // DeleteShareGroupOffsets: the keys' states are deleted (a share
+  // partition read later starts at share.auto.offset.reset), and `topics`
+  // are forgotten by the group.
+  void delete_offsets(const std::string& group_id, const std::vector<std::string>& topics,
+                      std::vector<share_key> keys, offsets_fn done);
+
   // ---- Share-partition leader -----------------------------------------------
   // Applies each partition's acknowledgements, then, when `acquire`,
   // acquires for `member` up to `max_records` records (0: no limit) in at
   // most `max_bytes` of batches, over the partitions in order. `done` runs
-  // once, when every change made is durable (or failed).
+  // once, when every change made is durable (or failed). `new_session`: the
+  // fetch opens a share session, so a share partition holding no records
+  // is read again from its share coordinator first (an admin change may
+  // have reset it).
   void fetch(const std::string& group_id, const std::string& member_id, std::vector<partition_request> parts,
-             bool acquire, int32_t max_records, int32_t max_bytes, answer_fn done);
+             bool acquire, int32_t max_records, int32_t max_bytes, answer_fn done, bool new_session = false);
   // A member's share session ended (closed, replaced or evicted): the
   // records it holds in `parts` are offered again.
   void release(const std::string& group_id, const std::string& member_id,
@@ -216,7 +256,17 @@ class service {
   // broker, else once the coordinator has answered (on its worker). Under mu_.
   void with_entry_locked(const share_key& key, const std::shared_ptr<cluster::partition>& part,
                          std::function<void(result<std::shared_ptr<entry>>)> ready,
-                         std::vector<std::function<void()>>& after);
+                         std::vector<std::function<void()>>& after, bool reload_if_idle = false);
+  // The admin offset APIs' work on one key at its share coordinator.
+  enum class admin_op { describe, alter, remove };
+  struct admin_job;
+  void admin_run(admin_op op, std::vector<std::pair<share_key, int64_t>> keys, offsets_fn done);
+  void admin_one(admin_op op, const std::shared_ptr<admin_job>& job, size_t i);
+  // Writes `w` (from this broker's coordinator) and answers key i of `job`.
+  void admin_append_locked(const std::shared_ptr<admin_job>& job, size_t i, const share::state_write& w,
+                           std::vector<std::function<void()>>& after);
+  // Fills the start offset, leader epoch and lag of an answer from a state.
+  void fill_offsets(offset_answer& a, const std::optional<share_snapshot>& s);
   // An entry whose state is at another broker's coordinator: loads it there.
   void load_remote(const std::shared_ptr<entry>& e);
   // One partition of a fetch, once its entry is ready.
@@ -224,6 +274,9 @@ class service {
   // Appends a coordinator record and calls `done` once committed.
   void append_state(const share::state_write& w, std::function<void(status)> done);
   void drop_locked(const share_key& key, status why, std::vector<std::function<void()>>& after);
+  // Coordinator partition `cp` could not append (memory is ahead of the
+  // log, share/coordinator.h): unloaded, and loaded again from the log.
+  void reload_locked(int32_t cp);
   // Writes the entry's state if it changed since its last write.
   void persist_locked(const std::shared_ptr<entry>& e, std::vector<std::function<void()>>& after);
   void written(const std::shared_ptr<entry>& e, uint64_t version, status s);

@@ -16,6 +16,18 @@ const char* record_state_name(record_state s) {
   return "unknown";
 }
 
+int64_t share_lag(const durable_state& d, int64_t end) {
+  if (end <= d.start_offset) return 0;
+  int64_t done = 0;
+  for (const auto& b : d.batches) {
+    if (b.state != record_state::acknowledged && b.state != record_state::archived) continue;
+    const int64_t first = std::max(b.first_offset, d.start_offset);
+    const int64_t last = std::min(b.last_offset, end - 1);
+    if (first <= last) done += last - first + 1;
+  }
+  return std::max<int64_t>(end - d.start_offset - done, 0);
+}
+
 const char* archive_reason_name(archive_reason r) {
   switch (r) {
     case archive_reason::rejected: return "rejected";

@@ -106,6 +106,12 @@ struct durable_state {
   bool operator==(const durable_state&) const = default;
 };
 
+// A share partition's lag (KIP-1226) when its log ends at `end` (the high
+// watermark, or the last stable offset when read committed): the records
+// from the start offset up to `end` not yet acknowledged or archived.
+// Never negative.
+int64_t share_lag(const durable_state& d, int64_t end);
+
 // A record batch the caller read from the log, for acquire().
 struct log_batch {
   int64_t base_offset = 0;

@@ -295,6 +295,21 @@ TEST(SharePartition, AWindowFullOfDeadLettersStopsAcquisition) {
 // is reported exactly once, delivery counts never exceed the limit, and a
 // partition rebuilt from its durable state at any point agrees on every
 // offset's done-ness and count.
+TEST(SharePartition, LagCountsWhatIsNeitherAcknowledgedNorArchived) {
+  durable_state d;
+  d.start_offset = 10;
+  d.batches = {{10, 11, record_state::acknowledged, 1},
+               {12, 12, record_state::available, 1},
+               {13, 14, record_state::archived, 5},
+               {18, 30, record_state::acknowledged, 1}};
+  // 10..19: 10,11,13,14 done, 18,19 done: 4 left (12, 15, 16, 17).
+  EXPECT_EQ(share_lag(d, 20), 4);
+  EXPECT_EQ(share_lag(d, 12), 0);
+  EXPECT_EQ(share_lag(d, 10), 0);
+  EXPECT_EQ(share_lag(d, 5), 0);  // the log end behind the start offset (truncated)
+  EXPECT_EQ(share_lag(durable_state{}, 7), 7);
+}
+
 TEST(SharePartition, RandomOperationsKeepTheInvariants) {
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);

@@ -298,3 +298,82 @@ def test_rejected_and_poison_records_go_to_the_dead_letter_topic_once(broker_fac
     again = read_topic(b.bootstrap, "dlq.payments", expect=len(dead))
     assert [d["value"] for d in again] == values
     assert b.stop() == 0
+
+
+def test_share_group_start_offsets_are_described_reset_and_deleted(broker_factory, share_consumer_factory):
+    """The admin share-group offset APIs (90-92) as an operator uses them:
+    describe a group's start offsets and lag, move them back while the group
+    is empty (refused while it has members), and delete them."""
+    import share_wire as sw
+
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "replay")
+    group = "replayers"
+    assert sw.describe_offsets(b.port, group)[0] == sw.GROUP_ID_NOT_FOUND
+    c = share_consumer_factory(b.bootstrap, group, "replay", mode="explicit", ack="accept", commit="sync")
+    warmed = warm_up(b.bootstrap, "replay", [c])
+    produce(b.bootstrap, "replay", [f"r-{i}" for i in range(20)])
+    end = warmed + 20
+    c.wait_until(lambda lines: sum(1 for o in lines if o.get("value", "").startswith("r-")) >= 20, 60,
+                 "every record")
+    # A member: the start offsets cannot move.
+    err, msg, _ = sw.alter_offsets(b.port, group, {("replay", 0): 0})
+    assert err == sw.NON_EMPTY_GROUP, (err, msg)
+    assert c.stop() == 0, c.describe()
+
+    # Every record was accepted and committed: the start offset reaches the
+    # log end (the acknowledgements of the last poll went out with the
+    # close) and nothing is left to deliver.
+    deadline = time.monotonic() + 30
+    while True:
+        err, offs = sw.describe_offsets(b.port, group)
+        assert err == sw.NONE
+        start, _epoch, lag, perr = offs[("replay", 0)]
+        assert perr == sw.NONE
+        if start == end or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (start, lag) == (end, 0), offs
+
+    # Once the member has left, the start offset moves back (the refusal
+    # ends with the member's session at the latest).
+    deadline = time.monotonic() + 30
+    while True:
+        err, msg, parts = sw.alter_offsets(b.port, group, {("replay", 0): warmed, ("replay", 7): 0,
+                                                          ("nope", 0): 0})
+        if err != sw.NON_EMPTY_GROUP or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert err == sw.NONE, (err, msg)
+    assert parts == {("replay", 0): sw.NONE, ("replay", 7): sw.UNKNOWN_TOPIC_OR_PARTITION,
+                     ("nope", 0): sw.UNKNOWN_TOPIC_OR_PARTITION}
+    err, offs = sw.describe_offsets(b.port, group, {"replay": [0, 3]})
+    assert err == sw.NONE
+    assert offs[("replay", 0)][0] == warmed and offs[("replay", 0)][2] == 20, offs
+    assert offs[("replay", 3)][3] == sw.UNKNOWN_TOPIC_OR_PARTITION
+
+    # A new member reads the 20 records again, each once more.
+    again = share_consumer_factory(b.bootstrap, group, "replay", mode="explicit", ack="accept")
+    again.wait_until(lambda lines: {o.get("value") for o in lines} >= {f"r-{i}" for i in range(20)}, 60,
+                     "the records after the reset")
+    assert not any(r["value"].startswith("warm-") for r in again.records()), again.describe()
+    assert again.stop() == 0, again.describe()
+
+    # Deleted: no state; the next member starts at share.auto.offset.reset
+    # (latest), so it sees only what comes after it joined.
+    deadline = time.monotonic() + 30
+    while True:
+        err, msg, topics = sw.delete_offsets(b.port, group, ["replay", "nope"])
+        if err != sw.NON_EMPTY_GROUP or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert err == sw.NONE, (err, msg)
+    assert topics == {"replay": sw.NONE, "nope": sw.UNKNOWN_TOPIC_OR_PARTITION}
+    err, offs = sw.describe_offsets(b.port, group, {"replay": [0]})
+    assert err == sw.NONE and offs[("replay", 0)][0] == -1, offs
+    late = share_consumer_factory(b.bootstrap, group, "replay", mode="explicit", ack="accept")
+    warm_up(b.bootstrap, "replay", [late])
+    assert not any(r["value"].startswith("r-") for r in late.records()), late.describe()
+    assert late.stop() == 0, late.describe()
+    assert b.stop() == 0

@@ -243,3 +243,55 @@ def test_the_poison_message_goes_to_the_dead_letter_topic_on_the_cluster(cluster
     assert h["__dlq.errors.reason"] == "delivery_count_exhausted", h
     assert healthy.running() and all(r["value"] != "POISON" for r in healthy.records()), healthy.describe()
     assert healthy.stop() == 0, healthy.describe()
+
+
+def test_share_group_offsets_reset_across_brokers(cluster, share_consumer_factory):
+    """AlterShareGroupOffsets at the group's coordinator reaches the share
+    coordinators of other brokers (the states of four partitions spread over
+    the three), and the partitions' leaders, holding the old states in
+    memory, deliver from the new start offsets."""
+    import share_wire as sw
+
+    topic, group = "share-replay", "share-replayers"
+    create(cluster.live_bootstrap(), topic, 4)
+    c = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
+                               commit="sync", config={"max.poll.records": "20"})
+    # Each share partition starts where its log ends when first fetched
+    # (latest): warm every partition up before the records that count.
+    p = Producer({"bootstrap.servers": cluster.live_bootstrap(), "acks": "all", "linger.ms": 5})
+    end, n = time.monotonic() + DEADLINE_S, 0
+    while {r["partition"] for r in c.records()} != {0, 1, 2, 3}:
+        assert time.monotonic() < end, "not every partition delivered while warming up:\n" + c.describe()
+        for q in range(4):
+            p.produce(topic, value=f"warm-{n}".encode(), partition=q)
+            n += 1
+        p.flush(10)
+        time.sleep(0.3)
+    values = [f"job-{i}" for i in range(80)]
+    for i, v in enumerate(values):
+        p.produce(topic, value=v.encode(), partition=i % 4)
+    assert p.flush(60) == 0
+    c.wait_until(lambda lines: {o.get("value") for o in lines} >= set(values), DEADLINE_S, "every record")
+    assert c.stop() == 0, c.describe()
+
+    coordinator = cluster.broker(share_coordinator_of(cluster, group)).port
+    # Everything was accepted: each partition's lag comes to 0.
+    cluster.wait_for(lambda: (lambda r: r[0] == sw.NONE and len(r[1]) == 4 and
+                              all(lag == 0 and err == sw.NONE for _s, _e, lag, err in r[1].values()))(
+        sw.describe_offsets(coordinator, group)), DEADLINE_S, "lag 0 on every partition")
+
+    def reset():
+        err, msg, parts = sw.alter_offsets(coordinator, group, {(topic, q): 0 for q in range(4)})
+        return (err, msg, parts) if err != sw.NON_EMPTY_GROUP else None
+    err, msg, parts = cluster.wait_for(reset, DEADLINE_S, "the group empty")
+    assert err == sw.NONE, (err, msg)
+    assert all(e == sw.NONE for e in parts.values()), parts
+    err, offs = sw.describe_offsets(coordinator, group, {topic: [0, 1, 2, 3]})
+    assert err == sw.NONE
+    assert all(start == 0 and e == sw.NONE for start, _ep, _lag, e in offs.values()), offs
+
+    again = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
+                                   config={"max.poll.records": "20"})
+    again.wait_until(lambda lines: {o.get("value") for o in lines} >= set(values), DEADLINE_S,
+                     "every record again after the reset")
+    assert again.stop() == 0, again.describe()

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "group/coordinator.h"
 #include "kafka/delayed_ops.h"
 #include "kafka/dispatcher.h"
 #include "kafka/handlers/handlers.h"
+#include "kafka/handlers/share_gate.h"
 #include "kafka/share_sessions.h"
 #include "metadata/partition_manager.h"
 #include "share/service.h"
@@ -20,25 +22,6 @@
 namespace sluice::kafka {
 
 namespace {
-
-// What a group request gets before anything else: the share service and
-// the group's coordinator must be here, and a classic group must not hold
-// the id.
-error_code share_group_gate(services& svc, const std::string& group_id, std::string& message) {
-  if (!svc.share || !svc.groups) {
-    message = "share groups are not served by this broker";
-    return error_code::coordinator_not_available;
-  }
-  if (auto e = svc.groups->gate(group_id); e != error_code::none) {
-    message = "this broker does not coordinate group " + group_id + " now";
-    return e;
-  }
-  if (svc.groups->has_classic_group(group_id)) {
-    message = "group " + group_id + " is not a share group";
-    return error_code::group_id_not_found;
-  }
-  return error_code::none;
-}
 
 // The acknowledgement batches of a ShareFetch or ShareAcknowledge partition.
 template <class Batch>
@@ -79,10 +62,16 @@ class share_fetch_op : public std::enable_shared_from_this<share_fetch_op> {
   // The first round's acknowledgement outcomes, kept for the answer.
   std::map<share_tp, std::pair<error_code, std::string>> ack_results;
 
+  // The request opens a share session: the first round reads idle share
+  // partitions again (share::service::fetch).
+  bool new_session = false;
+
   void round() {
     auto self = shared_from_this();
-    req.svc->share->fetch(*body.group_id, *body.member_id, parts, acquire, body.max_records, body.max_bytes,
-                          [self](std::vector<share::partition_answer> answers) { self->answered(std::move(answers)); });
+    const bool fresh = std::exchange(new_session, false);
+    req.svc->share->fetch(
+        *body.group_id, *body.member_id, parts, acquire, body.max_records, body.max_bytes,
+        [self](std::vector<share::partition_answer> answers) { self->answered(std::move(answers)); }, fresh);
   }
 
  private:
@@ -176,6 +165,22 @@ class share_fetch_op : public std::enable_shared_from_this<share_fetch_op> {
 };
 
 }  // namespace
+
+error_code share_group_gate(services& svc, const std::string& group_id, std::string& message) {
+  if (!svc.share || !svc.groups) {
+    message = "share groups are not served by this broker";
+    return error_code::coordinator_not_available;
+  }
+  if (auto e = svc.groups->gate(group_id); e != error_code::none) {
+    message = "this broker does not coordinate group " + group_id + " now";
+    return e;
+  }
+  if (svc.groups->has_classic_group(group_id)) {
+    message = "group " + group_id + " is not a share group";
+    return error_code::group_id_not_found;
+  }
+  return error_code::none;
+}
 
 void handle_share_group_heartbeat(request req) {
   auto body = decode_body<protocol::share_group_heartbeat_request>(req);
@@ -312,6 +317,7 @@ void handle_share_fetch(request req) {
   }
   for (const auto& p : op->parts)
     if (!p.acks.empty()) op->acked.insert({p.topic_id, p.partition});
+  op->new_session = body->share_session_epoch == 0;
   op->deadline_ms = svc.clk->monotonic_ms() + std::max(body->max_wait_ms, 0);
   op->req = std::move(req);
   op->body = std::move(*body);
