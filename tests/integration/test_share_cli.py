@@ -156,3 +156,110 @@ def test_dead_letters_are_listed_and_replayed_to_their_source(broker_factory, sh
     r = sluice("dlq", "list", "payers", "-b", bs, "--from", "5", "--to", "4", check=False)
     assert r.returncode == 2, r.stderr
     assert b.stop() == 0
+
+
+def describe(bootstrap, group):
+    """`sluice group describe -g GROUP` of a share group as (head, members,
+    partitions): dicts of the key=value fields, members by member id,
+    partitions by 'topic-partition'."""
+    out = sluice("group", "describe", "-b", bootstrap, "-g", group).stdout.splitlines()
+    head, members, partitions = None, {}, {}
+    for line in out:
+        first, *rest = line.split("\t")
+        fields = dict(f.split("=", 1) for f in rest)
+        kind, name = first.split(" ", 1)
+        if kind == "group":
+            assert name == group, line
+            head = fields
+        elif kind == "member":
+            members[name] = fields
+        else:
+            assert kind == "partition", line
+            partitions[name] = fields
+    assert head is not None, out
+    return head, members, partitions
+
+
+def high_watermark(bootstrap, topic, partition):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "share-cli-watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
+    finally:
+        c.close()
+
+
+def test_describe_shows_a_share_groups_members_and_start_offsets(broker_factory, share_consumer_factory):
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    bs = b.bootstrap
+    create(bs, "jobs", partitions=2)
+    c = share_consumer_factory(bs, "workers", "jobs", mode="explicit", ack="accept",
+                               config={"client.id": "worker-a"})
+    warm_up(bs, "jobs", [c], partitions=2)
+
+    head, members, _ = describe(bs, "workers")
+    assert (head["type"], head["state"], head["members"], head["assignor"]) == ("share", "Stable", "1", "simple"), head
+    assert int(head["group_epoch"]) >= 1
+    [(member_id, m)] = members.items()
+    assert m["client"] == "worker-a" and int(m["member_epoch"]) >= 1 and m["partitions"] == "jobs-0,jobs-1", m
+    # Once everything produced is accepted, each share partition starts at
+    # the high watermark with nothing left to deliver.
+    hw = {p: high_watermark(bs, "jobs", p) for p in (0, 1)}
+
+    def caught_up():
+        _, _, parts = describe(bs, "workers")
+        return all(parts.get(f"jobs-{p}", {}).get("start_offset") == str(hw[p]) for p in (0, 1)) and parts
+
+    parts = wait_until(caught_up, 60, "start offsets at the high watermarks")
+    assert all(parts[f"jobs-{p}"]["lag"] == "0" for p in (0, 1)), parts
+    # The consumer leaves: the group is empty, its share partitions stay.
+    assert c.stop() == 0, c.describe()
+    head, members, parts = describe(bs, "workers")
+    assert (head["state"], head["members"], members) == ("Empty", "0", {}), head
+    assert {k: v["start_offset"] for k, v in parts.items()} == {f"jobs-{p}": str(hw[p]) for p in (0, 1)}
+    # A classic group is described as before.
+    cc = Consumer({"bootstrap.servers": bs, "group.id": "classic"})
+    cc.commit(offsets=[TopicPartition("jobs", 0, 1)], asynchronous=False)
+    cc.close()
+    out = sluice("group", "describe", "-b", bs, "-g", "classic").stdout
+    assert out.startswith("group classic\tstate=Empty\t") and "type=share" not in out, out
+    assert b.stop() == 0
+
+
+def test_reset_offsets_of_an_empty_share_group_makes_it_read_again(broker_factory, share_consumer_factory):
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    bs = b.bootstrap
+    create(bs, "tasks")
+    # Records from before the group first read: it starts at the end
+    # (share.auto.offset.reset=latest) and never sees them.
+    produce_keyed(bs, "tasks", [(f"k{i}", f"before-{i}") for i in range(10)])
+    first = share_consumer_factory(bs, "readers", "tasks", mode="explicit", ack="accept")
+    warm_up(bs, "tasks", [first])
+    assert not any(r["value"].startswith("before-") for r in first.records())
+
+    # Not while the group has a member.
+    r = sluice("group", "reset-offsets", "-b", bs, "-g", "readers", "-t", "tasks", "--to-earliest", check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "share group readers is Stable" in r.stderr and "stop its share consumers first" in r.stderr, r.stderr
+    assert first.stop() == 0, first.describe()
+
+    before = describe(bs, "readers")[2]["tasks-0"]["start_offset"]
+    out = sluice("group", "reset-offsets", "-b", bs, "-g", "readers", "-t", "tasks", "--to-earliest",
+                 "--dry-run").stdout
+    assert out.splitlines() == ["tasks\t0\t0\t(dry run)"], out
+    assert describe(bs, "readers")[2]["tasks-0"]["start_offset"] == before
+    out = sluice("group", "reset-offsets", "-b", bs, "-g", "readers", "-t", "tasks", "--to-earliest").stdout
+    assert out.splitlines() == ["tasks\t0\t0", "reset readers on tasks"], out
+    assert describe(bs, "readers")[2]["tasks-0"]["start_offset"] == "0"
+
+    # A new member reads from the start: the old records, each once more,
+    # first delivery.
+    again = share_consumer_factory(bs, "readers", "tasks", mode="explicit", ack="accept")
+    again.wait_until(lambda lines: {f"before-{i}" for i in range(10)} <= {o.get("value") for o in lines}, 60,
+                     "the records from before the group")
+    got = [r for r in again.records() if r["value"].startswith("before-")]
+    assert sorted(r["value"] for r in got) == sorted(f"before-{i}" for i in range(10)), got
+    assert all(r["delivery_count"] == 1 for r in got), got
+    assert again.stop() == 0, again.describe()
+    assert b.stop() == 0
