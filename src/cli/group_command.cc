@@ -12,11 +12,14 @@
 //                       partitions=T-P,...
 //                     partition T-P  start_offset=N  leader_epoch=N  lag=N
 //                   (one partition line per share partition, from
-//                   DescribeShareGroupOffsets; "-" for a start offset the
-//                   share partition has no state for yet, or a lag the
-//                   coordinator cannot tell). The records in flight and
-//                   archived are not on the wire (no Kafka API carries
-//                   them); the broker's /metrics has its totals.
+//                   DescribeShareGroupOffsets; "-" for what is not known:
+//                   a start offset the share partition has no state for
+//                   yet, a lag the coordinator cannot tell, the epochs and
+//                   assignor of a group its coordinator knows only by its
+//                   share partitions' state, after a restart). The
+//                   records in flight and archived are not on the wire (no
+//                   Kafka API carries them); the broker's /metrics has its
+//                   totals.
 //   reset-offsets   sets the share partitions' start offsets of --topic
 //                   with AlterShareGroupOffsets, resolved as for a classic
 //                   group; the share group must be empty (no members), as

@@ -34,9 +34,34 @@ int16_t served(const protocol::api_versions_response& versions, int16_t key, int
 
 }  // namespace
 
+namespace {
+
+using offsets_result = protocol::describe_share_group_offsets_response::describe_share_offsets_group_result;
+
+// DescribeShareGroupOffsets of every share partition of `group` (topics null).
+result<offsets_result> describe_offsets(raw_connection& conn, const std::string& group, int16_t version) {
+  protocol::describe_share_group_offsets_request req;
+  req.groups.emplace_back().group_id = group;
+  SLUICE_ASSIGN_OR_RETURN(auto resp, conn.call<protocol::describe_share_group_offsets_response>(req, version));
+  if (resp.groups.size() != 1)
+    return error{errc::malformed, "DescribeShareGroupOffsets of " + group + ": " + std::to_string(resp.groups.size()) +
+                                      " groups in the answer"};
+  return std::move(resp.groups[0]);
+}
+
+// -1 (unknown, none) as "-".
+std::string shown(int64_t v) { return v >= 0 ? std::to_string(v) : std::string("-"); }
+
+}  // namespace
+
 result<std::optional<share_group_view>> find_share_group(const std::string& bootstrap, const std::string& group,
                                                          std::chrono::milliseconds timeout) {
   const sluice::deadline until(timeout.count(), sluice::clock::system());
+  auto again = [&](int16_t code) {
+    if (!coordinator_retriable(code) || until.passed()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return true;
+  };
   for (;;) {
     SLUICE_ASSIGN_OR_RETURN(auto coordinator,
                             connect_coordinator(bootstrap, group, coordinator_key_group, timeout, until));
@@ -47,6 +72,7 @@ result<std::optional<share_group_view>> find_share_group(const std::string& boot
     using describe = protocol::share_group_describe_request;
     if (served(versions, describe::api_key, share_group_describe_version, share_group_describe_version) < 0)
       return std::optional<share_group_view>();
+    const int16_t offsets_version = served(versions, protocol::describe_share_group_offsets_request::api_key, 0, 1);
     describe req;
     req.group_ids = {group};
     SLUICE_ASSIGN_OR_RETURN(auto resp,
@@ -55,16 +81,25 @@ result<std::optional<share_group_view>> find_share_group(const std::string& boot
       return error{errc::malformed, "ShareGroupDescribe of " + group + ": " + std::to_string(resp.groups.size()) +
                                         " groups in the answer"};
     auto& g = resp.groups[0];
-    if (g.error_code == group_id_not_found_code) return std::optional<share_group_view>();
-    if (coordinator_retriable(g.error_code) && !until.passed()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
-    }
-    if (g.error_code != 0)
+    if (again(g.error_code)) continue;
+    if (g.error_code == group_id_not_found_code) {
+      // Membership is memory only: a coordinator that restarted knows a
+      // share group by its share partitions' state alone, which
+      // DescribeShareGroupOffsets finds (it answers GROUP_ID_NOT_FOUND for a
+      // classic group, and for an id with no state here).
+      if (offsets_version < 0) return std::optional<share_group_view>();
+      SLUICE_ASSIGN_OR_RETURN(auto offsets, describe_offsets(conn, group, offsets_version));
+      if (again(offsets.error_code)) continue;
+      if (offsets.error_code != 0 || offsets.topics.empty()) return std::optional<share_group_view>();
+      g = share_group_description{};
+      g.group_id = group;
+      g.group_state = "Empty";
+      g.group_epoch = g.assignment_epoch = -1;  // not known
+    } else if (g.error_code != 0) {
       return error{errc::unavailable, "describing share group " + group + ": " + kafka_failure(g.error_code, g.error_message)};
+    }
     share_group_view view{std::move(g), std::move(conn)};
-    using offsets = protocol::describe_share_group_offsets_request;
-    view.describe_offsets_version = served(versions, offsets::api_key, 0, 1);
+    view.describe_offsets_version = offsets_version;
     view.alters_offsets = served(versions, protocol::alter_share_group_offsets_request::api_key,
                                  alter_share_group_offsets_version, alter_share_group_offsets_version) >= 0;
     return std::optional<share_group_view>(std::move(view));
@@ -78,48 +113,39 @@ status print_start_offsets(share_group_view& view) {
   const std::string& group = view.group.group_id;
   if (view.describe_offsets_version < 0)
     return status(errc::unsupported_version, "the coordinator does not serve DescribeShareGroupOffsets: no start offsets");
-  protocol::describe_share_group_offsets_request req;
-  auto& g = req.groups.emplace_back();
-  g.group_id = group;  // topics null: every share partition of the group
-  SLUICE_ASSIGN_OR_RETURN(auto resp, view.coordinator.call<protocol::describe_share_group_offsets_response>(
-                                         req, view.describe_offsets_version));
-  if (resp.groups.size() != 1)
-    return status(errc::malformed, "DescribeShareGroupOffsets of " + group + ": " + std::to_string(resp.groups.size()) +
-                                       " groups in the answer");
-  const auto& r = resp.groups[0];
+  SLUICE_ASSIGN_OR_RETURN(auto r, describe_offsets(view.coordinator, group, view.describe_offsets_version));
   if (r.error_code != 0)
     return status(errc::unavailable, "the start offsets of " + group + ": " + kafka_failure(r.error_code, r.error_message));
   std::map<std::pair<std::string, int32_t>, std::tuple<int64_t, int32_t, int64_t>> rows;
-  status failed;
+  std::string refused;
   for (const auto& t : r.topics) {
     for (const auto& p : t.partitions) {
       if (p.error_code != 0) {
-        failed = status(errc::unavailable, "the start offset of " + t.topic_name + "-" + std::to_string(p.partition_index) +
-                                               ": " + kafka_failure(p.error_code, p.error_message));
-        std::fprintf(stderr, "sluice group: %s\n", failed.err().message.c_str());
+        refused += (refused.empty() ? "" : "; ") + t.topic_name + "-" + std::to_string(p.partition_index) + ": " +
+                   kafka_failure(p.error_code, p.error_message);
         continue;
       }
       rows[{t.topic_name, p.partition_index}] = {p.start_offset, p.leader_epoch, p.lag};
     }
   }
-  // -1: no state yet (the share partition was never fetched from), or no
+  // "-": no state yet (the share partition was never fetched from), or no
   // lag known (v0, or the coordinator cannot tell).
-  auto shown = [](int64_t v) { return v >= 0 ? std::to_string(v) : std::string("-"); };
   for (const auto& [tp, v] : rows) {
     const auto& [start, epoch, lag] = v;
-    std::printf("partition %s-%d\tstart_offset=%s\tleader_epoch=%d\tlag=%s\n", tp.first.c_str(), tp.second,
-                shown(start).c_str(), epoch, shown(lag).c_str());
+    std::printf("partition %s-%d\tstart_offset=%s\tleader_epoch=%s\tlag=%s\n", tp.first.c_str(), tp.second,
+                shown(start).c_str(), shown(epoch).c_str(), shown(lag).c_str());
   }
-  return failed;
+  if (!refused.empty()) return status(errc::unavailable, "start offsets not described: " + refused);
+  return {};
 }
 
 }  // namespace
 
 int print_share_group(share_group_view& view) {
   const auto& g = view.group;
-  std::printf("group %s\ttype=share\tstate=%s\tgroup_epoch=%d\tassignment_epoch=%d\tassignor=%s\tmembers=%zu\n",
-              g.group_id.c_str(), g.group_state.c_str(), g.group_epoch, g.assignment_epoch, g.assignor_name.c_str(),
-              g.members.size());
+  std::printf("group %s\ttype=share\tstate=%s\tgroup_epoch=%s\tassignment_epoch=%s\tassignor=%s\tmembers=%zu\n",
+              g.group_id.c_str(), g.group_state.c_str(), shown(g.group_epoch).c_str(), shown(g.assignment_epoch).c_str(),
+              g.assignor_name.empty() ? "-" : g.assignor_name.c_str(), g.members.size());
   auto members = g.members;
   std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.member_id < b.member_id; });
   for (const auto& m : members) {

@@ -8,10 +8,15 @@
 // AlterShareGroupOffsets v0.
 //
 // A group is a share group when its coordinator describes it as one
-// (ShareGroupDescribe answers it without error). GROUP_ID_NOT_FOUND there
-// means a classic group holds the id or no group does, and a broker that
-// does not serve ShareGroupDescribe has no share groups: both are "not a
-// share group", and the caller goes on with the classic group APIs.
+// (ShareGroupDescribe answers it without error), or, when it does not, has
+// state for share partitions of it (DescribeShareGroupOffsets answers
+// topics): share-group membership is memory only, so a coordinator that
+// restarted knows an idle share group by that state alone, and describes
+// it here as Empty with its epochs and assignor not known (-1, ""). Either
+// answering GROUP_ID_NOT_FOUND means a classic group holds the id or
+// nothing does, and a broker that does not serve ShareGroupDescribe has no
+// share groups: "not a share group", and the caller goes on with the
+// classic group APIs.
 
 #include <chrono>
 #include <cstdint>

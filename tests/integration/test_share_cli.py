@@ -262,4 +262,25 @@ def test_reset_offsets_of_an_empty_share_group_makes_it_read_again(broker_factor
     assert sorted(r["value"] for r in got) == sorted(f"before-{i}" for i in range(10)), got
     assert all(r["delivery_count"] == 1 for r in got), got
     assert again.stop() == 0, again.describe()
+
+    # After a restart the coordinator knows the idle group only by its share
+    # partitions' state (membership is memory only): still a share group to
+    # the tools, so a reset moves its start offsets rather than make a
+    # classic group of that id.
+    assert b.stop() == 0
+    b.start()
+    head, members, parts = describe(bs, "readers")
+    assert (head["type"], head["state"], head["group_epoch"], members) == ("share", "Empty", "-", {}), head
+    assert "tasks-0" in parts, parts
+    out = sluice("group", "reset-offsets", "-b", bs, "-g", "readers", "-t", "tasks", "--to-offset", "3").stdout
+    assert out.splitlines() == ["tasks\t0\t3", "reset readers on tasks"], out
+    assert describe(bs, "readers")[2]["tasks-0"]["start_offset"] == "3"
+    last = share_consumer_factory(bs, "readers", "tasks", mode="explicit", ack="accept")
+    last.wait_until(lambda lines: {f"before-{i}" for i in range(3, 10)} <= {o.get("value") for o in lines}, 60,
+                    "the records from offset 3 on")
+    assert not {f"before-{i}" for i in range(3)} & {r["value"] for r in last.records()}, last.describe()
+    assert last.stop() == 0, last.describe()
+    # An id no group holds is described as before (a classic Dead group).
+    out = sluice("group", "describe", "-b", bs, "-g", "nobody").stdout
+    assert out.startswith("group nobody\tstate=Dead\t"), out
     assert b.stop() == 0
