@@ -19,5 +19,6 @@ void add_group_command(CLI::App& app, int* exit_code);
 void add_config_command(CLI::App& app, int* exit_code);
 void add_cluster_command(CLI::App& app, int* exit_code);
 void add_txn_command(CLI::App& app, int* exit_code);
+void add_dlq_command(CLI::App& app, int* exit_code);
 
 }  // namespace sluice::cli

@@ -32,6 +32,7 @@
 
 #include "cli/commands.h"
 #include "cli/kafka_client.h"
+#include "cli/raw_requests.h"
 #include "config/dynamic.h"
 #include "protocol/raw_client.h"
 
@@ -152,31 +153,17 @@ result<std::vector<entry>> describe(rd_kafka_t* rk, const resource& r, const con
 
 // ---- Groups: raw requests --------------------------------------------------
 
-constexpr int8_t resource_group = 32;           // Kafka's ConfigResource.Type GROUP
-constexpr int16_t describe_configs_version = 4;  // Kafka 2.8 on; GROUP resources from 4.0
+constexpr int8_t resource_group = 32;  // Kafka's ConfigResource.Type GROUP
 constexpr int16_t incremental_alter_configs_version = 1;
-
-std::string kafka_failure(int16_t code, const std::optional<std::string>& message) {
-  return protocol::kafka_error_name(code) + (message && !message->empty() ? " (" + *message + ")" : "");
-}
 
 int run_group_describe(const config_options& o) {
   auto conn = protocol::raw_connection::connect_any(o.bootstrap, timeout(o));
   if (!conn) return fail(conn.err().message);
-  protocol::describe_configs_request req;
-  auto& r = req.resources.emplace_back();
-  r.resource_type = resource_group;
-  r.resource_name = o.group;
-  req.include_synonyms = o.synonyms;
-  auto resp = conn->call<protocol::describe_configs_response>(req, describe_configs_version);
-  if (!resp) return fail("describe group " + o.group + ": " + resp.err().message);
-  if (resp->results.size() != 1) return fail("describe group " + o.group + ": " +
-                                             std::to_string(resp->results.size()) + " results");
-  const auto& res = resp->results[0];
-  if (res.error_code != 0) return fail("describe group " + o.group + ": " + kafka_failure(res.error_code, res.error_message));
+  auto res = describe_group_configs(*conn, o.group, o.synonyms);
+  if (!res) return fail(res.err().message);
   auto source = [](int8_t s) { return std::string(config::config_source_name(static_cast<config::config_source>(s))); };
   std::printf("configs of group %s:\n", o.group.c_str());
-  for (const auto& e : res.configs) {
+  for (const auto& e : res->configs) {
     std::printf("  %s=%s\t(%s%s%s)\n", e.name.c_str(), e.value ? e.value->c_str() : "", source(e.config_source).c_str(),
                 e.read_only ? ", read-only" : "", e.is_sensitive ? ", sensitive" : "");
     if (!o.synonyms) continue;

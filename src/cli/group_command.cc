@@ -1,6 +1,30 @@
 // `sluice group list|describe|lag|reset-offsets|delete`, through librdkafka's
 // admin API (ListConsumerGroups, DescribeConsumerGroups,
 // ListConsumerGroupOffsets, AlterConsumerGroupOffsets, DeleteGroups).
+//
+// Share groups (KIP-932): `describe` and `reset-offsets` first ask the
+// group's coordinator whether GROUP is a share group (cli/share_group.h:
+// raw requests, librdkafka 2.0.2 has no share-group API), and if so
+//   describe        prints (tab-separated)
+//                     group G  type=share  state=S  group_epoch=N
+//                       assignment_epoch=N  assignor=simple  members=N
+//                     member ID  client=C  host=H  member_epoch=N  [rack=R]
+//                       partitions=T-P,...
+//                     partition T-P  start_offset=N  leader_epoch=N  lag=N
+//                   (one partition line per share partition, from
+//                   DescribeShareGroupOffsets; "-" for what is not known:
+//                   a start offset the share partition has no state for
+//                   yet, a lag the coordinator cannot tell, the epochs and
+//                   assignor of a group its coordinator knows only by its
+//                   share partitions' state, after a restart). The
+//                   records in flight and archived are not on the wire (no
+//                   Kafka API carries them); the broker's /metrics has its
+//                   totals.
+//   reset-offsets   sets the share partitions' start offsets of --topic
+//                   with AlterShareGroupOffsets, resolved as for a classic
+//                   group; the share group must be empty (no members), as
+//                   the broker also checks (NON_EMPTY_GROUP).
+// Exit status: 0 done, 1 failed (a message on stderr says why), 2 bad usage.
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +39,7 @@
 #include "base/clock.h"
 #include "cli/commands.h"
 #include "cli/kafka_client.h"
+#include "cli/share_group.h"
 #include "maintenance/headroom.h"
 
 namespace sluice::cli {
@@ -101,6 +126,9 @@ result<std::string> print_description(rd_kafka_t* rk, const group_options& o, bo
 }
 
 int run_describe(const group_options& o) {
+  auto share = find_share_group(o.bootstrap, o.group, timeout(o));
+  if (!share) return fail(share.err().message);
+  if (*share) return print_share_group(**share);
   auto rk = admin_client(o);
   if (!rk) return fail(rk.err().message);
   auto s = print_description(rk->get(), o, true);
@@ -307,6 +335,53 @@ int run_lag(const group_options& o) {
   return 0;
 }
 
+// The new offsets of --topic's partitions, as the options choose them:
+// the log start offset (--to-earliest), the high watermark (--to-latest),
+// an offset clamped to the log (--to-offset), or the first offset at or
+// after a time (--to-datetime; the high watermark where nothing is that
+// new), through ListOffsets.
+result<partition_list_ptr> reset_targets(rd_kafka_t* rk, const group_options& o) {
+  SLUICE_ASSIGN_OR_RETURN(auto md, fetch_metadata(rk, o.topic, timeout(o)));
+  if (md->topic_cnt != 1 || md->topics[0].err) return error{errc::not_found, "no topic " + o.topic};
+  const int partitions = md->topics[0].partition_cnt;
+  partition_list_ptr target(rd_kafka_topic_partition_list_new(partitions));
+  auto watermarks = [&](int p, int64_t* lo, int64_t* hi) -> status {
+    if (rd_kafka_query_watermark_offsets(rk, o.topic.c_str(), p, lo, hi, o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return status(errc::unavailable, "watermarks of " + o.topic);
+    return {};
+  };
+  for (int p = 0; p < partitions; ++p) {
+    int64_t lo = 0, hi = 0;
+    SLUICE_TRY(watermarks(p, &lo, &hi));
+    int64_t off = o.to_earliest ? lo : hi;
+    if (o.to_offset) off = std::clamp(*o.to_offset, lo, hi);
+    rd_kafka_topic_partition_list_add(target.get(), o.topic.c_str(), p)->offset = o.to_datetime_ms ? *o.to_datetime_ms : off;
+  }
+  if (o.to_datetime_ms) {
+    if (rd_kafka_offsets_for_times(rk, target.get(), o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return error{errc::unavailable, "offsets for the time could not be looked up"};
+    for (int i = 0; i < target->cnt; ++i) {
+      if (target->elems[i].offset < 0) {
+        int64_t lo = 0, hi = 0;
+        SLUICE_TRY(watermarks(target->elems[i].partition, &lo, &hi));
+        target->elems[i].offset = hi;
+      }
+    }
+  }
+  return target;
+}
+
+// AlterShareGroupOffsets with the targets as the share partitions' start offsets.
+int reset_share_group(share_group_view& view, const group_options& o, const rd_kafka_topic_partition_list_t& target) {
+  std::vector<share_start_offset> offsets;
+  for (int i = 0; i < target.cnt; ++i)
+    offsets.push_back({target.elems[i].topic, target.elems[i].partition, target.elems[i].offset});
+  auto s = alter_share_group_offsets(view, offsets);
+  if (!s.ok()) return fail(s.err().message);
+  std::printf("reset %s on %s\n", o.group.c_str(), o.topic.c_str());
+  return 0;
+}
+
 int run_reset(const group_options& o) {
   const int modes = int{o.to_earliest} + int{o.to_latest} + int{o.to_offset.has_value()} +
                     int{o.to_datetime_ms.has_value()};
@@ -315,48 +390,31 @@ int run_reset(const group_options& o) {
                          "--to-offset, --to-datetime\n");
     return 2;
   }
+  auto share = find_share_group(o.bootstrap, o.group, timeout(o));
+  if (!share) return fail(share.err().message);
   auto rk = admin_client(o);
   if (!rk) return fail(rk.err().message);
-  auto state = print_description(rk->get(), o, false);
-  if (!state) return fail(state.err().message);
-  if (*state != "Empty" && *state != "Dead" && !o.dry_run)
-    return fail("group " + o.group + " is " + *state + ": stop its members first (or use --dry-run)");
-  auto md = fetch_metadata(rk->get(), o.topic, timeout(o));
-  if (!md) return fail(md.err().message);
-  if ((*md)->topic_cnt != 1 || (*md)->topics[0].err) return fail("no topic " + o.topic);
-  const int partitions = (*md)->topics[0].partition_cnt;
-  partition_list_ptr target(rd_kafka_topic_partition_list_new(partitions));
-  for (int p = 0; p < partitions; ++p) {
-    int64_t lo = 0, hi = 0;
-    if (rd_kafka_query_watermark_offsets(rk->get(), o.topic.c_str(), p, &lo, &hi, o.timeout_ms) !=
-        RD_KAFKA_RESP_ERR_NO_ERROR)
-      return fail("watermarks of " + o.topic);
-    int64_t off = o.to_earliest ? lo : hi;
-    if (o.to_offset) off = std::clamp(*o.to_offset, lo, hi);
-    rd_kafka_topic_partition_list_add(target.get(), o.topic.c_str(), p)->offset = o.to_datetime_ms ? *o.to_datetime_ms : off;
+  if (*share) {
+    const auto& g = (*share)->group;
+    if (g.group_state != "Empty" && !o.dry_run)
+      return fail("share group " + o.group + " is " + g.group_state + " (members: " + std::to_string(g.members.size()) +
+                  "): stop its share consumers first (or use --dry-run)");
+  } else {
+    auto state = print_description(rk->get(), o, false);
+    if (!state) return fail(state.err().message);
+    if (*state != "Empty" && *state != "Dead" && !o.dry_run)
+      return fail("group " + o.group + " is " + *state + ": stop its members first (or use --dry-run)");
   }
-  if (o.to_datetime_ms) {
-    // The first offset at or after the time; partitions with nothing that
-    // new go to their end.
-    if (rd_kafka_offsets_for_times(rk->get(), target.get(), o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return fail("offsets for the time could not be looked up");
-    for (int i = 0; i < target->cnt; ++i) {
-      if (target->elems[i].offset < 0) {
-        int64_t lo = 0, hi = 0;
-        if (rd_kafka_query_watermark_offsets(rk->get(), o.topic.c_str(), target->elems[i].partition, &lo, &hi,
-                                             o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
-          return fail("watermarks of " + o.topic);
-        target->elems[i].offset = hi;
-      }
-    }
-  }
-  for (int i = 0; i < target->cnt; ++i)
-    std::printf("%s\t%d\t%lld%s\n", target->elems[i].topic, target->elems[i].partition,
-                static_cast<long long>(target->elems[i].offset), o.dry_run ? "\t(dry run)" : "");
+  auto target = reset_targets(rk->get(), o);
+  if (!target) return fail(target.err().message);
+  for (int i = 0; i < (*target)->cnt; ++i)
+    std::printf("%s\t%d\t%lld%s\n", (*target)->elems[i].topic, (*target)->elems[i].partition,
+                static_cast<long long>((*target)->elems[i].offset), o.dry_run ? "\t(dry run)" : "");
   if (o.dry_run) return 0;
+  if (*share) return reset_share_group(**share, o, **target);
   queue_ptr q(rd_kafka_queue_new(rk->get()));
   auto opts = admin_options(rk->get(), RD_KAFKA_ADMIN_OP_ALTERCONSUMERGROUPOFFSETS, timeout(o));
-  rd_kafka_AlterConsumerGroupOffsets_t* req = rd_kafka_AlterConsumerGroupOffsets_new(o.group.c_str(), target.get());
+  rd_kafka_AlterConsumerGroupOffsets_t* req = rd_kafka_AlterConsumerGroupOffsets_new(o.group.c_str(), target->get());
   rd_kafka_AlterConsumerGroupOffsets(rk->get(), &req, 1, opts.get(), q.get());
   rd_kafka_AlterConsumerGroupOffsets_destroy(req);
   auto ev = wait_admin_result(q.get(), RD_KAFKA_EVENT_ALTERCONSUMERGROUPOFFSETS_RESULT, wait_timeout(o));

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   sluice::cli::add_config_command(app, &exit_code);
   sluice::cli::add_cluster_command(app, &exit_code);
   sluice::cli::add_txn_command(app, &exit_code);
+  sluice::cli::add_dlq_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -32,6 +32,7 @@
 
 #include "base/clock.h"
 #include "cli/commands.h"
+#include "cli/raw_requests.h"
 #include "protocol/error_code.h"
 #include "protocol/raw_client.h"
 
@@ -47,7 +48,6 @@ using namespace std::chrono_literals;
 
 // The versions sent: every Kafka since 3.0 serves them (ListTransactions v1
 // since 3.8, sent only with --duration-filter).
-constexpr int16_t find_coordinator_version = 3;
 constexpr int16_t describe_transactions_version = 0;
 constexpr int16_t describe_producers_version = 0;
 constexpr int16_t write_txn_markers_version = 1;
@@ -55,7 +55,6 @@ constexpr int16_t write_txn_markers_version = 1;
 constexpr int16_t none_code = 0;
 constexpr int16_t not_leader_code = kafka::to_wire(kafka::error_code::not_leader_or_follower);
 constexpr int16_t load_in_progress_code = kafka::to_wire(kafka::error_code::coordinator_load_in_progress);
-constexpr int16_t coordinator_not_available_code = kafka::to_wire(kafka::error_code::coordinator_not_available);
 constexpr int16_t not_coordinator_code = kafka::to_wire(kafka::error_code::not_coordinator);
 
 // Kafka's TransactionState names (ListTransactions' state filters).
@@ -163,32 +162,11 @@ int run_list(const txn_options& o) {
 
 // ---- describe -----------------------------------------------------------------------
 
-// A connection to the transaction coordinator of `o.transactional_id`,
-// asking again while the brokers have none to name yet.
-result<std::pair<int32_t, raw_connection>> connect_coordinator(const txn_options& o, const sluice::deadline& until) {
-  for (;;) {
-    SLUICE_ASSIGN_OR_RETURN(auto conn, raw_connection::connect_any(o.bootstrap, timeout(o)));
-    protocol::find_coordinator_request req;
-    req.key = o.transactional_id;
-    req.key_type = 1;  // a transactional id
-    SLUICE_ASSIGN_OR_RETURN(auto r, conn.call<protocol::find_coordinator_response>(req, find_coordinator_version));
-    if (r.error_code == none_code) {
-      SLUICE_ASSIGN_OR_RETURN(auto c, raw_connection::connect(endpoint_of(r.host, r.port), timeout(o)));
-      return std::make_pair(r.node_id, std::move(c));
-    }
-    const bool retriable = r.error_code == coordinator_not_available_code || r.error_code == load_in_progress_code ||
-                           r.error_code == not_coordinator_code;
-    if (!retriable || until.passed())
-      return error{errc::unavailable, "finding the coordinator of " + o.transactional_id + ": " +
-                                          kafka_error_name(r.error_code)};
-    std::this_thread::sleep_for(200ms);
-  }
-}
-
 int run_describe(const txn_options& o) {
   const sluice::deadline until(o.timeout_ms, sluice::clock::system());
   for (;;) {
-    auto coordinator = connect_coordinator(o, until);
+    auto coordinator =
+        connect_coordinator(o.bootstrap, o.transactional_id, coordinator_key_transaction, timeout(o), until);
     if (!coordinator) return fail(coordinator.err().message);
     auto& [node, conn] = *coordinator;
     protocol::describe_transactions_request req;

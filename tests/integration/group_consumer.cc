@@ -61,7 +61,7 @@ std::string partitions_json(const rd_kafka_topic_partition_list_t* parts) {
   for (int i = 0; parts && i < parts->cnt; ++i) {
     if (i) out += ',';
     out += "{\"topic\":\"";
-    json_lines::append_utf8_escaped(out, parts->elems[i].topic);
+    sluice::append_json_escaped(out, parts->elems[i].topic);
     out += "\",\"partition\":" + std::to_string(parts->elems[i].partition) + "}";
   }
   return out + "]";

@@ -49,7 +49,7 @@ static_assert(RD_KAFKA_VERSION >= 0x020f0100, "share_consumer needs librdkafka >
 
 namespace {
 
-using json_lines::append_utf8_escaped;
+using sluice::append_json_escaped;
 using json_lines::json_line;
 using json_lines::print_and_destroy;
 using json_lines::print_error;
@@ -208,7 +208,7 @@ int run(const options& o) {
     rd_kafka_topic_partition_list_add(topics, t.c_str(), RD_KAFKA_PARTITION_UA);
     if (topics_json.size() > 1) topics_json += ',';
     topics_json += '"';
-    append_utf8_escaped(topics_json, t);
+    append_json_escaped(topics_json, t);
     topics_json += '"';
   }
   topics_json += ']';
