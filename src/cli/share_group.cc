@@ -108,7 +108,8 @@ result<std::optional<share_group_view>> find_share_group(const std::string& boot
 
 namespace {
 
-// The start offset and lag of every share partition of the group.
+// The start offset, lag, and in-flight and archived counts of every share
+// partition of the group.
 status print_start_offsets(share_group_view& view) {
   const std::string& group = view.group.group_id;
   if (view.describe_offsets_version < 0)
@@ -116,7 +117,7 @@ status print_start_offsets(share_group_view& view) {
   SLUICE_ASSIGN_OR_RETURN(auto r, describe_offsets(view.coordinator, group, view.describe_offsets_version));
   if (r.error_code != 0)
     return status(errc::unavailable, "the start offsets of " + group + ": " + kafka_failure(r.error_code, r.error_message));
-  std::map<std::pair<std::string, int32_t>, std::tuple<int64_t, int32_t, int64_t>> rows;
+  std::map<std::pair<std::string, int32_t>, std::tuple<int64_t, int32_t, int64_t, int64_t, int64_t>> rows;
   std::string refused;
   for (const auto& t : r.topics) {
     for (const auto& p : t.partitions) {
@@ -125,15 +126,17 @@ status print_start_offsets(share_group_view& view) {
                    kafka_failure(p.error_code, p.error_message);
         continue;
       }
-      rows[{t.topic_name, p.partition_index}] = {p.start_offset, p.leader_epoch, p.lag};
+      rows[{t.topic_name, p.partition_index}] = {p.start_offset, p.leader_epoch, p.lag, p.in_flight, p.archived};
     }
   }
-  // "-": no state yet (the share partition was never fetched from), or no
-  // lag known (v0, or the coordinator cannot tell).
+  // "-": no state yet (the share partition was never fetched from), no
+  // lag known (v0, or the coordinator cannot tell), or no counts (a broker
+  // other than Sluice: they are Sluice's tagged fields).
   for (const auto& [tp, v] : rows) {
-    const auto& [start, epoch, lag] = v;
-    std::printf("partition %s-%d\tstart_offset=%s\tleader_epoch=%s\tlag=%s\n", tp.first.c_str(), tp.second,
-                shown(start).c_str(), shown(epoch).c_str(), shown(lag).c_str());
+    const auto& [start, epoch, lag, in_flight, archived] = v;
+    std::printf("partition %s-%d\tstart_offset=%s\tleader_epoch=%s\tlag=%s\tin_flight=%s\tarchived=%s\n",
+                tp.first.c_str(), tp.second, shown(start).c_str(), shown(epoch).c_str(), shown(lag).c_str(),
+                shown(in_flight).c_str(), shown(archived).c_str());
   }
   if (!refused.empty()) return status(errc::unavailable, "start offsets not described: " + refused);
   return {};

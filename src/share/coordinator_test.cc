@@ -57,6 +57,7 @@ TEST(ShareRecords, KeysAndSnapshotsRoundTrip) {
   s.state.dead_letter_producer_epoch = 0;
   s.state.dead_letter_sequence = 9;
   s.state.pending_dead_letters = {{107, 5, archive_reason::delivery_count_exhausted, 8}};
+  s.state.archived_count = 31;
   auto sb = encode_snapshot(s);
   auto sback = decode_snapshot(sb);
   ASSERT_TRUE(sback.ok());

@@ -52,7 +52,8 @@ struct share_snapshot {
 // A durable state in any of its wire forms (__share_group_state's value,
 // ReadShareGroupState's answer, WriteShareGroupState's request), which
 // name its fields alike: start_offset, state_batches and the dead-letter
-// fields. from_wire() checks nothing: validate() the result.
+// fields and archived_count. from_wire() checks nothing: validate() the
+// result.
 template <class W>
 void to_wire(const durable_state& d, W& w) {
   w.start_offset = d.start_offset;
@@ -75,6 +76,7 @@ void to_wire(const durable_state& d, W& w) {
     o.reason = static_cast<int8_t>(l.reason);
     o.sequence = l.sequence;
   }
+  w.archived_count = d.archived_count;
 }
 
 template <class W>
@@ -89,6 +91,7 @@ durable_state from_wire(const W& w) {
   for (const auto& l : w.pending_dead_letters)
     d.pending_dead_letters.push_back(
         {l.offset, l.delivery_count, static_cast<archive_reason>(l.reason), l.sequence});
+  d.archived_count = w.archived_count;
   return d;
 }
 

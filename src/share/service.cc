@@ -361,6 +361,8 @@ void service::fill_offsets(offset_answer& a, const std::optional<share_snapshot>
   if (!s) return;
   a.start_offset = s->state.start_offset;
   a.leader_epoch = s->leader_epoch;
+  a.in_flight = share_in_flight(s->state);
+  a.archived = s->state.archived_count;
   auto t = partitions_.topic_by_id(a.key.topic_id);
   auto part = t ? partitions_.get(t->name, a.key.partition) : nullptr;
   if (!part) return;

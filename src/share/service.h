@@ -184,6 +184,8 @@ class service {
     int64_t start_offset = -1;  // -1: the share partition has no state
     int32_t leader_epoch = -1;
     int64_t lag = -1;  // -1: not known here (no replica of the partition here)
+    int64_t in_flight = -1;  // share_in_flight; -1: no state
+    int64_t archived = -1;   // durable_state::archived_count; -1: no state
   };
   using offsets_fn = std::function<void(std::vector<offset_answer>)>;
   // The topics a group's share partitions may have state for: those its

@@ -28,6 +28,13 @@ int64_t share_lag(const durable_state& d, int64_t end) {
   return std::max<int64_t>(end - d.start_offset - done, 0);
 }
 
+int64_t share_in_flight(const durable_state& d) {
+  int64_t n = 0;
+  for (const auto& b : d.batches)
+    if (b.state == record_state::available && b.delivery_count > 0) n += b.last_offset - b.first_offset + 1;
+  return n;
+}
+
 const char* archive_reason_name(archive_reason r) {
   switch (r) {
     case archive_reason::rejected: return "rejected";
@@ -46,7 +53,8 @@ share_partition::share_partition(const durable_state& d, settings s)
       dl_producer_id_(d.dead_letter_producer_id),
       dl_producer_epoch_(d.dead_letter_producer_epoch),
       dl_sequence_(d.dead_letter_sequence),
-      pending_(d.pending_dead_letters) {
+      pending_(d.pending_dead_letters),
+      archived_total_(d.archived_count) {
   SLUICE_ASSERT(d.start_offset >= 0, "a share partition starts at an offset");
   int64_t next = start_;
   for (const auto& b : d.batches) {
@@ -139,6 +147,7 @@ std::vector<acquired_range> share_partition::acquire(const std::string& member, 
         // Released or expired at the limit by an older leader's state:
         // archived, not delivered again.
         s.state = record_state::archived;
+        ++archived_total_;
         archived.push_back({o, s.delivery_count, archive_reason::delivery_count_exhausted});
         continue;
       }
@@ -156,6 +165,7 @@ void share_partition::end_lock(slot& s, int64_t offset, std::vector<archived_rec
   --acquired_;
   if (s.delivery_count >= settings_.delivery_count_limit) {
     s.state = record_state::archived;
+    ++archived_total_;
     archived.push_back({offset, s.delivery_count, archive_reason::delivery_count_exhausted});
   } else {
     s.state = record_state::available;
@@ -218,6 +228,7 @@ std::vector<status> share_partition::acknowledge(const std::string& member, cons
         case ack_type::reject:
           --acquired_;
           s.state = record_state::archived;
+          ++archived_total_;
           archived.push_back({o, s.delivery_count, archive_reason::rejected});
           break;
       }
@@ -352,6 +363,7 @@ durable_state share_partition::durable() const {
   d.dead_letter_producer_epoch = dl_producer_epoch_;
   d.dead_letter_sequence = dl_sequence_;
   d.pending_dead_letters = pending_;
+  d.archived_count = archived_total_;
   for (size_t i = 0; i < window_.size(); ++i) {
     const slot& s = window_[i];
     const record_state st = s.state == record_state::acquired ? record_state::available : s.state;

@@ -103,6 +103,9 @@ struct durable_state {
   int16_t dead_letter_producer_epoch = -1;
   int32_t dead_letter_sequence = 0;
   std::vector<dead_letter> pending_dead_letters;
+  // Records archived (rejected, or out of deliveries) since the state
+  // began at its state epoch, for describe.
+  int64_t archived_count = 0;
   bool operator==(const durable_state&) const = default;
 };
 
@@ -111,6 +114,9 @@ struct durable_state {
 // from the start offset up to `end` not yet acknowledged or archived.
 // Never negative.
 int64_t share_lag(const durable_state& d, int64_t end);
+// The records delivered at least once and not yet acknowledged or archived
+// (acquired now, or offered again): what a describe calls in flight.
+int64_t share_in_flight(const durable_state& d);
 
 // A record batch the caller read from the log, for acquire().
 struct log_batch {
@@ -253,6 +259,7 @@ class share_partition {
   int16_t dl_producer_epoch_ = -1;
   int32_t dl_sequence_ = 0;
   std::vector<dead_letter> pending_;
+  int64_t archived_total_ = 0;  // durable_state::archived_count
 };
 
 }  // namespace sluice::share

@@ -269,6 +269,10 @@ TEST(SharePartition, DeadLettersAreNumberedKeptDurableAndDroppedOnceWritten) {
   (void)back.acknowledge("b", {ack(2, 2, ack_type::reject)}, 0, archived);
   back.add_dead_letters(archived);
   EXPECT_EQ(back.pending_dead_letters().back().sequence, 2);
+  // Every archiving is counted, and the count is durable.
+  EXPECT_EQ(back.durable().archived_count, 3);
+  EXPECT_EQ(share_in_flight(back.durable()), 1);  // 3: delivered to a, offered again
+  EXPECT_EQ(share_partition(back.durable(), small(2, 10)).durable().archived_count, 3);
   back.dead_letters_written(1);
   ASSERT_EQ(back.pending_dead_letters().size(), 1u);
   EXPECT_EQ(back.pending_dead_letters()[0].offset, 2);
@@ -308,6 +312,7 @@ TEST(SharePartition, LagCountsWhatIsNeitherAcknowledgedNorArchived) {
   EXPECT_EQ(share_lag(d, 10), 0);
   EXPECT_EQ(share_lag(d, 5), 0);  // the log end behind the start offset (truncated)
   EXPECT_EQ(share_lag(durable_state{}, 7), 7);
+  EXPECT_EQ(share_in_flight(d), 1);  // 12: delivered, offered again
 }
 
 TEST(SharePartition, RandomOperationsKeepTheInvariants) {

@@ -88,7 +88,8 @@ class FlexReader(Reader):
     def skip_tags(self):
         for _ in range(self.uvarint()):
             self.uvarint()
-            self.p += self.uvarint()
+            size = self.uvarint()  # read before self.p is: `self.p += self.uvarint()` would lose the read
+            self.p += size
 
 
 def _call(port, api_key, version, body, flexible, timeout=10.0, corr=11, host="127.0.0.1"):

@@ -111,6 +111,16 @@ def test_dead_letters_are_listed_and_replayed_to_their_source(broker_factory, sh
     fields = line[0].split("\t")
     assert "delivery_count=1" in fields and "reason=rejected" in fields and "key=k-bad" in fields, fields
     assert "value=bad\\tvalue" in fields, fields
+    # describe counts what was archived; nothing is in flight any more (the
+    # crashed consumers' locks ran out, the poison was archived).
+    parts = wait_until(lambda: (lambda ps: ps if ps.get("payments-0", {}).get("in_flight") == "0" else None)(
+        describe(bs, "payers")[2]), 60, "nothing in flight")
+    assert parts["payments-0"]["archived"] == "1", parts
+    # The rejecter rejected the warm-up records too: every archived record
+    # is a dead letter of the group.
+    wait_until(lambda: describe(bs, "checkers")[2]["checks-0"]["archived"] == str(len(dlq_list(bs, "checkers"))),
+               60, "as many dead letters as archived records")
+    assert int(describe(bs, "checkers")[2]["checks-0"]["archived"]) >= 2
     # Filters: another source topic, an offset range past the dead letter.
     assert dlq_list(bs, "payers", "--topic", "checks") == []
     assert dlq_list(bs, "payers", "--from", str(p["dlq_offset"] + 1)) == []

@@ -123,6 +123,8 @@ void handle_describe_share_group_offsets(request req) {
         pr.start_offset = as[i].start_offset;
         pr.leader_epoch = as[i].leader_epoch;
         pr.lag = as[i].lag;
+        pr.in_flight = as[i].in_flight;
+        pr.archived = as[i].archived;
       }
       join->one();
     });
