@@ -303,6 +303,12 @@ int main(int argc, char** argv) {
                  "the share_consumer program (default: beside this one)");
   sh->add_option("--group-consumer", sho.group_consumer_path,
                  "the group_consumer program (default: beside this one)");
+  sh->add_option("--classic-config", sho.classic_config,
+                 "KEY=VALUE librdkafka property of the classic consumers (repeatable; replaces the "
+                 "default)")
+      ->capture_default_str();
+  sh->add_option("--share-config", sho.share_config,
+                 "KEY=VALUE librdkafka property of the share consumers (repeatable)");
   sh->add_option("--lock-ms", sho.lock_ms,
                  "the held records' share.record.lock.duration.ms, set as a group config; 0: the "
                  "broker's group.share.record.lock.duration.ms")

@@ -8,6 +8,7 @@
 #include "share_bench.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -53,18 +54,14 @@ std::string beside_self(const std::string& name) {
   return (fs::read_symlink("/proc/self/exe", ec).parent_path() / name).string();
 }
 
-// An integer member ("key":N) of a line the consumer programs print;
-// nullopt when absent.
+// The integer after `key` (a member's name and colon, as in
+// `"offset":`) in a line the consumer programs print; nullopt when absent.
 std::optional<int64_t> int_field(std::string_view line, std::string_view key) {
-  std::string pattern = "\"";
-  pattern += key;
-  pattern += "\":";
-  const size_t at = line.find(pattern);
+  const size_t at = line.find(key);
   if (at == std::string_view::npos) return std::nullopt;
-  const std::string digits(line.substr(at + pattern.size(), 24));
-  char* end = nullptr;
-  const long long v = std::strtoll(digits.c_str(), &end, 10);
-  if (end == digits.c_str()) return std::nullopt;
+  const char* from = line.data() + at + key.size();
+  int64_t v = 0;
+  if (std::from_chars(from, line.data() + line.size(), v).ec != std::errc{}) return std::nullopt;
   return v;
 }
 
@@ -263,7 +260,9 @@ struct read_result {
   double first_record_ms = 0;        // from the first process start
   uint64_t deliveries = 0;           // record lines, re-reads and redeliveries included
   uint64_t ack_errors = 0;           // share: acknowledgement outcomes other than success
-  double broker_cpu_cores = -1, consumers_cpu_cores = -1;
+  // The broker's, the consumer processes' and this process's (reading
+  // their output) CPU over the read, in cores.
+  double broker_cpu_cores = -1, consumers_cpu_cores = -1, reader_cpu_cores = -1;
 };
 
 // `o.consumers` processes in group `group` read `topic` until every one of
@@ -282,22 +281,27 @@ read_result read_all(const setup& s, const std::string& topic, const std::string
     } else {
       for (const char* a : {"--group-protocol", "classic"}) argv.emplace_back(a);
     }
+    for (const auto& kv : share ? o.share_config : o.classic_config) {
+      argv.emplace_back("--config");
+      argv.push_back(kv);
+    }
     cs.push_back(std::make_unique<consumer>(std::move(argv), s.log(group + "-" + std::to_string(i))));
   }
   seen_records seen(o.partitions, o.records);
   read_result r;
   int64_t first_ns = 0, last_ns = 0;
   const auto cpu0 = process_cpu_seconds(s.broker_pid);
+  const auto reader0 = process_cpu_seconds(::getpid());
   const int64_t t0 = now_ns();
   for (auto& c : cs) c->start();
   auto on_line = [&](size_t, std::string_view line, int64_t t) {
     if (line.starts_with("{\"commit\"")) {
-      r.ack_errors += int_field(line, "code").value_or(0) != 0;
+      r.ack_errors += int_field(line, R"("code":)").value_or(0) != 0;
       return;
     }
     if (!line.starts_with("{\"topic\"")) return;
     ++r.deliveries;
-    const auto p = int_field(line, "partition"), off = int_field(line, "offset");
+    const auto p = int_field(line, R"("partition":)"), off = int_field(line, R"("offset":)");
     if (!p || !off || !seen.add(*p, *off)) return;
     if (first_ns == 0) first_ns = t;
     last_ns = t;
@@ -307,6 +311,7 @@ read_result read_all(const setup& s, const std::string& topic, const std::string
              std::string(share ? "share" : "classic") + " group " + group + " read " +
                  "its topic");
   const auto cpu1 = process_cpu_seconds(s.broker_pid);
+  const auto reader1 = process_cpu_seconds(::getpid());
   double consumer_cpu = 0;
   bool consumer_cpu_known = true;
   for (auto& c : cs) {
@@ -321,6 +326,7 @@ read_result read_all(const setup& s, const std::string& topic, const std::string
   r.msgs_per_s_after_first = after_first > 0 ? static_cast<double>(o.records - 1) / after_first : 0;
   r.first_record_ms = static_cast<double>(first_ns - t0) / kNsPerMs;
   r.broker_cpu_cores = cores_between(cpu0, cpu1, t0, last_ns);
+  r.reader_cpu_cores = cores_between(reader0, reader1, t0, last_ns);
   if (consumer_cpu_known && secs > 0) r.consumers_cpu_cores = consumer_cpu / secs;
   return r;
 }
@@ -370,8 +376,8 @@ held_result hold_and_redeliver(const setup& s, const std::string& topic, const s
       second,
       [&](size_t, std::string_view line, int64_t t) {
         if (!line.starts_with("{\"topic\"")) return;
-        const auto off = int_field(line, "offset");
-        const auto count = int_field(line, "delivery_count");
+        const auto off = int_field(line, R"("offset":)");
+        const auto count = int_field(line, R"("delivery_count":)");
         if (!off || !seen.add(0, *off) || count.value_or(1) < 2) return;
         ++r.redelivered;
         r.delay_ms.push_back(static_cast<double>(t - held_ns) / kNsPerMs -
@@ -389,7 +395,8 @@ held_result hold_and_redeliver(const setup& s, const std::string& topic, const s
 
 // Medians over runs of each figure of read_result, but ack_errors: the sum.
 struct read_medians {
-  double msgs_per_s, after_first, first_ms, deliveries, ack_errors, broker_cores, consumer_cores;
+  double msgs_per_s, after_first, first_ms, deliveries, ack_errors, broker_cores, consumer_cores,
+      reader_cores;
 };
 
 read_medians medians(const std::vector<read_result>& runs) {
@@ -407,10 +414,11 @@ read_medians medians(const std::vector<read_result>& runs) {
             return n;
           }(),
           median_of(runs, &read_result::broker_cpu_cores),
-          median_of(runs, &read_result::consumers_cpu_cores)};
+          median_of(runs, &read_result::consumers_cpu_cores),
+          median_of(runs, &read_result::reader_cpu_cores)};
 }
 
-json read_json(const read_medians& m, double record_bytes) {
+json read_json(const read_medians& m, const std::vector<read_result>& runs, double record_bytes) {
   json j = json::object();
   j["msgs_per_s"] = m.msgs_per_s;
   j["mb_per_s"] = m.msgs_per_s * record_bytes / kMB;
@@ -419,14 +427,43 @@ json read_json(const read_medians& m, double record_bytes) {
   j["deliveries"] = m.deliveries;
   j["broker_cpu_cores"] = cores_json(m.broker_cores);
   j["consumers_cpu_cores"] = cores_json(m.consumer_cores);
+  j["reader_cpu_cores"] = cores_json(m.reader_cores);
+  // Each run's own rates: the medians above are taken figure by figure.
+  json each = json::array();
+  for (const auto& r : runs) {
+    json x = json::object();
+    x["msgs_per_s"] = r.msgs_per_s;
+    x["msgs_per_s_after_first_record"] = r.msgs_per_s_after_first;
+    x["first_record_ms"] = r.first_record_ms;
+    each.push(std::move(x));
+  }
+  j["runs"] = std::move(each);
   return j;
 }
 
+// "a, b, c" of one figure over the runs, in run order.
+std::string each_run(const std::vector<read_result>& runs, double read_result::*field) {
+  std::string out;
+  for (const auto& r : runs) out += (out.empty() ? "" : ", ") + fixed(r.*field, 0);
+  return out;
+}
+
 void print_read(const char* label, const read_medians& m, double record_bytes) {
-  std::printf("  %-26s %10.0f msgs/s %8.1f MB/s %10.0f msgs/s %9.0f ms %12.0f %8s %8s\n", label,
+  std::printf("  %-26s %10.0f msgs/s %8.1f MB/s %14.0f msgs/s %9.0f ms %11.0f\n", label,
               m.msgs_per_s, m.msgs_per_s * record_bytes / kMB, m.after_first, m.first_ms,
-              m.deliveries, cores_text(m.broker_cores).c_str(),
-              cores_text(m.consumer_cores).c_str());
+              m.deliveries);
+}
+
+void print_cpu(const char* label, const read_medians& m) {
+  std::printf("  %-26s broker %s, consumers %s, this process reading them %s\n", label,
+              cores_text(m.broker_cores).c_str(), cores_text(m.consumer_cores).c_str(),
+              cores_text(m.reader_cores).c_str());
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : " ") + x;
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace
@@ -534,10 +571,15 @@ int run_share(const share_options& o) {
     j["repeats"] = o.repeats;
     j["initial_rebalance_delay_ms"] =
         initial_delay.empty() ? json() : json(std::strtod(initial_delay.c_str(), nullptr));
+    json cc = json::array(), sc = json::array();
+    for (const auto& kv : o.classic_config) cc.push(kv);
+    for (const auto& kv : o.share_config) sc.push(kv);
+    j["classic_config"] = std::move(cc);
+    j["share_config"] = std::move(sc);
     j["load_average_1m_before"] = load_before;
     j["load_average_1m_after"] = load_after;
-    j["classic"] = read_json(classic, bytes);
-    json sh = read_json(share, bytes);
+    j["classic"] = read_json(classic, classic_runs, bytes);
+    json sh = read_json(share, share_runs, bytes);
     sh["ack_errors"] = share.ack_errors;
     j["share"] = std::move(sh);
     json r = json::object();
@@ -573,13 +615,20 @@ int run_share(const share_options& o) {
       "medians of %d runs, classic then share in each, after one uncounted read of each; load "
       "average (1 min) %.2f before, %.2f after\n\n",
       o.repeats, load_before, load_after);
-  std::printf("  %-26s %29s %17s %12s %12s %8s %8s\n", "read the whole topic", "from the start",
-              "from 1st record", "1st record", "deliveries", "broker", "clients");
+  std::printf("consumer properties: classic %s; share %s\n\n", joined(o.classic_config).c_str(),
+              joined(o.share_config).c_str());
+  std::printf("  %-26s %29s %21s %12s %11s\n", "read the whole topic", "from the start",
+              "from the 1st record", "1st record", "deliveries");
   print_read("classic group", classic, bytes);
   print_read("share group, each accepted", share, bytes);
+  print_cpu("CPU, classic group", classic);
+  print_cpu("CPU, share group", share);
   std::printf("  (rates: records over the time from the first process start, or from the first "
               "record, to the last new record;\n"
-              "   deliveries: record lines printed, repeats included; CPU in cores)\n");
+              "   deliveries: record lines printed, repeats included)\n");
+  std::printf("  each run, msgs/s from the start: classic %s; share %s\n",
+              each_run(classic_runs, &read_result::msgs_per_s).c_str(),
+              each_run(share_runs, &read_result::msgs_per_s).c_str());
   std::printf("  share / classic %.2f (target >= 0.5: %s); from the first record %.2f\n",
               ratio_start, verdict(true, ratio_met).c_str(), ratio_after_first);
   if (share.ack_errors > 0)

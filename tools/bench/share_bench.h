@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kafka_util.h"
 
@@ -19,11 +20,18 @@ namespace sluice::bench {
 struct share_options {
   broker_target broker;
   int partitions = 16;
-  uint64_t records = 300'000;  // read by each group in each run
+  uint64_t records = 1'000'000;  // read by each group in each run
   size_t record_bytes = 1024;
   int consumers = 3;  // processes in each group
   // The programs; empty: the ones beside this binary.
   std::string share_consumer_path, group_consumer_path;
+  // librdkafka properties (KEY=VALUE) of the classic and the share
+  // consumers. librdkafka's fetch.queue.backoff.ms (1 s) stops a partition's
+  // fetches whenever the consumer's queue is over its thresholds, which a
+  // consumer reading a full topic is at once: the classic figure would be
+  // those pauses, not the broker.
+  std::vector<std::string> classic_config = {"fetch.queue.backoff.ms=10"};
+  std::vector<std::string> share_config;
   // The held records' share.record.lock.duration.ms, a group config (15,000
   // to 60,000, Kafka's bounds); 0: no group config, the broker's
   // group.share.record.lock.duration.ms applies.
