@@ -16,12 +16,23 @@ net::response to_net_response(const protocol::response_chunks& rc) {
   net::response out;
   uint64_t skip = 4;  // the size prefix; the server writes its own
   std::vector<std::byte> pending;
-  for (const protocol::chunk& c : rc.chunks()) {
+  const auto& chunks = rc.chunks();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const protocol::chunk& c = chunks[i];
     if (c.type == protocol::chunk::kind::file) {
       if (!pending.empty()) out.append(std::move(pending));
       pending.clear();
       out.append(net::file_region{c.file.owner, c.file.fd, c.file.pos, c.file.length});
       continue;
+    }
+    if (pending.empty()) {
+      // One allocation for the run of byte chunks up to the next file
+      // chunk: a share fetch's records (memory chunks of megabytes) would
+      // otherwise be copied again at each doubling.
+      uint64_t run = 0;
+      for (size_t j = i; j < chunks.size() && chunks[j].type != protocol::chunk::kind::file; ++j)
+        run += rc.bytes_of(chunks[j]).size();
+      pending.reserve(run);
     }
     auto b = rc.bytes_of(c);
     uint64_t cut = std::min<uint64_t>(skip, b.size());

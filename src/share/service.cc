@@ -994,6 +994,7 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
   auto e = *r;
   bool changed = false;
   std::optional<int64_t> from;
+  int64_t limit = 0;  // with `from`: acquire() takes nothing at or past it
   int64_t records_left, bytes_left;
   {
     std::lock_guard g(job->mu);
@@ -1017,7 +1018,10 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
         changed = true;
       }
       note_archived_locked(e, archived);
-      if (job->acquire && records_left > 0 && bytes_left > 0) from = e->sp->next_fetch_offset();
+      if (job->acquire && records_left > 0 && bytes_left > 0) {
+        from = e->sp->next_fetch_offset();
+        if (from) limit = e->sp->acquire_limit(*from, records_left);
+      }
     }
   }
   auto& part = e->part;
@@ -1028,7 +1032,21 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
     // and acquire() takes only what is still available.
     const auto upper = e->gs.read_committed ? part->last_stable_offset() : part->high_watermark();
     if (offset(*from) < upper) {
-      auto bytes = part->read_bytes(offset(*from), static_cast<size_t>(std::min<int64_t>(bytes_left, INT32_MAX)), upper);
+      // Read up to the batch holding the last offset acquire() can take,
+      // not the whole byte budget: a consumer asking for 500 records of a
+      // long backlog would otherwise have fetch.max.bytes read into memory,
+      // and all but its first batches thrown away, on every fetch. (A batch
+      // reaching past the limit is read whole, so one larger than the
+      // window still makes progress.)
+      size_t max_bytes = static_cast<size_t>(std::min<int64_t>(bytes_left, INT32_MAX));
+      if (offset(limit) < upper) {
+        auto head = part->read(offset(*from), 1, upper);
+        auto tail = part->read(offset(limit - 1), 1, upper);
+        if (head.ok() && tail.ok() && head->len > 0 && tail->len > 0 && head->file == tail->file &&
+            tail->pos >= head->pos)
+          max_bytes = std::min<size_t>(max_bytes, tail->pos + tail->len - head->pos);
+      }
+      auto bytes = part->read_bytes(offset(*from), max_bytes, upper);
       if (bytes.ok() && !bytes->empty()) {
         auto spans = split_batches(*bytes);
         if (e->gs.read_committed) {

@@ -100,6 +100,18 @@ std::optional<int64_t> share_partition::next_fetch_offset() const {
   return end_offset();
 }
 
+int64_t share_partition::acquire_limit(int64_t from, int64_t max_records) const {
+  const int64_t window_end = start_ + settings_.max_record_locks;
+  if (max_records <= 0 || max_records >= settings_.max_record_locks) return window_end;
+  int64_t o = std::max(from, start_);
+  int64_t left = max_records;
+  for (; o < end_offset() && left > 0; ++o) {
+    if (window_[static_cast<size_t>(o - start_)].state == record_state::available) --left;
+  }
+  // Past the end offset every record is available.
+  return std::min(window_end, o + left);
+}
+
 std::vector<acquired_range> share_partition::acquire(const std::string& member, const std::vector<log_batch>& batches,
                                                      int32_t max_records, int64_t now_ms,
                                                      std::vector<archived_record>& archived) {

@@ -174,6 +174,13 @@ class share_partition {
   // taking records rather than queue dead letters without bound).
   std::optional<int64_t> next_fetch_offset() const;
 
+  // One past the last offset acquire() could take now for at most
+  // `max_records` records (0: no limit), reading from `from` (what
+  // next_fetch_offset() gave): where that many available records end, at
+  // most the end of the window (start offset + max_record_locks). Nothing a
+  // read for acquire() finds past it is taken.
+  int64_t acquire_limit(int64_t from, int64_t max_records) const;
+
   // Acquires for `member`, in offset order, the available records of the
   // `batches` read from the log (in offset order; their offsets below the
   // start offset are ignored), at most `max_records` of them (0: no

@@ -54,6 +54,27 @@ TEST(SharePartition, MaxRecordsStopsTheAcquisition) {
   EXPECT_EQ(sp.acquire("b", batches({{0, 9}}), 100, 0, archived), (std::vector<acquired_range>{{4, 9, 1}}));
 }
 
+TEST(SharePartition, TheAcquireLimitEndsWhereMaxRecordsAvailableRecordsEnd) {
+  share_partition sp(10, small(3, 100));
+  std::vector<archived_record> archived;
+  // Nothing in flight: every offset from the start is available.
+  EXPECT_EQ(sp.acquire_limit(10, 5), 15);
+  EXPECT_EQ(sp.acquire_limit(10, 0), 110);    // no limit: the window's end
+  EXPECT_EQ(sp.acquire_limit(10, 500), 110);  // more than the window holds
+  // 10-14 to "a", 15-19 to "b"; "a" releases 12-13.
+  (void)sp.acquire("a", batches({{10, 14}}), 0, 0, archived);
+  (void)sp.acquire("b", batches({{15, 19}}), 0, 0, archived);
+  ASSERT_TRUE(sp.acknowledge("a", {ack(12, 13, ack_type::release)}, 0, archived)[0].ok());
+  ASSERT_EQ(sp.next_fetch_offset(), 12);
+  // Two available in the window (12, 13), the rest past its end offset (20).
+  EXPECT_EQ(sp.acquire_limit(12, 2), 14);
+  EXPECT_EQ(sp.acquire_limit(12, 3), 21);
+  // What acquire() takes from a read up to the limit is what it would take
+  // from a longer one.
+  EXPECT_EQ(sp.acquire("c", batches({{10, 14}, {15, 19}, {20, 20}}), 3, 0, archived),
+            (std::vector<acquired_range>{{12, 13, 2}, {20, 20, 1}}));
+}
+
 TEST(SharePartition, AcceptMovesTheStartPastAcknowledgedRecords) {
   share_partition sp(0, small());
   std::vector<archived_record> archived;

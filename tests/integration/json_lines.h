@@ -1,6 +1,8 @@
 // JSON lines for the test programs built on librdkafka 2.15.1
 // (share_consumer, group_consumer): one object per line on stdout, flushed at
-// once, so a test reading the pipe sees each line as soon as it is written.
+// once, so a test reading the pipe sees each line as soon as it is written
+// (record lines under --compact are the exception: the program flushes
+// them in bunches, see its header comment).
 #pragma once
 
 #include <cstdio>
@@ -13,7 +15,8 @@
 
 namespace json_lines {
 
-// One JSON object under construction; line() writes it and flushes.
+// One JSON object under construction; line() writes it and flushes, unless
+// told not to (the caller then flushes stdout itself).
 class json_line {
  public:
   json_line& str(const char* key, std::string_view v) {
@@ -34,10 +37,10 @@ class json_line {
     out_ += json;
     return *this;
   }
-  void line() {
+  void line(bool flush = true) {
     out_ += "}\n";
     std::fwrite(out_.data(), 1, out_.size(), stdout);
-    std::fflush(stdout);
+    if (flush) std::fflush(stdout);
   }
 
  private:

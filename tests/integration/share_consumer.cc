@@ -7,6 +7,7 @@
 //   a record handled:
 //     {"topic":T,"partition":P,"offset":O,"delivery_count":D,"key":K,"value":V}
 //     K and V are UTF-8 text (invalid bytes become U+FFFD) or null.
+//     With --compact: {"topic":T,"partition":P,"offset":O,"delivery_count":D}.
 //   an error (from a poll, a record, a commit, librdkafka's error callback):
 //     {"error":MESSAGE,"code":N,"name":NAME,"source":S,"fatal":B,...}
 //     N is librdkafka's rd_kafka_resp_err_t (negative: raised by the client,
@@ -17,6 +18,11 @@
 //     {"commit":HOW,"topic":T,"partition":P,"code":N,"name":NAME[,"offsets":[..]]}
 //     HOW is "callback" (the acknowledgement-commit callback: acknowledgements
 //     sent with a poll, commit_async or close) or "sync" (commit_sync's result).
+//     With --compact a callback line has no "offsets".
+//   --compact (for a benchmark whose consumers hand over hundreds of
+//   thousands of records a second): besides the shorter lines above, record
+//   and callback lines are flushed together after each poll (and before a
+//   --process-ms wait or a --poison exit), not one by one.
 //   lifecycle: {"event":"subscribed","group":G,"topics":[..]} once subscribed,
 //     {"event":"closing","reason":R,"records":N} and {"event":"closed"} at the
 //     end; R is signal, idle, max-records or fatal.
@@ -63,6 +69,7 @@ void on_stop_signal(int) {
 // ---- librdkafka callbacks (all run on the polling thread) -----------------
 
 bool fatal_seen = false;
+bool compact_output = false;  // --compact
 
 void on_error(rd_kafka_t* rk, int err, const char* reason, void*) {
   auto code = static_cast<rd_kafka_resp_err_t>(err);
@@ -83,22 +90,24 @@ void on_ack_commit(rd_kafka_share_t*, rd_kafka_share_partition_offsets_list_t* p
     const auto* entry = rd_kafka_share_partition_offsets_list_get(partitions, i);
     const rd_kafka_topic_partition_t* tp = rd_kafka_share_partition_offsets_partition(entry);
     rd_kafka_resp_err_t code = err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : tp->err;
-    std::string offsets = "[";
-    const int64_t* off = rd_kafka_share_partition_offsets_offsets(entry);
-    size_t n = rd_kafka_share_partition_offsets_offsets_cnt(entry);
-    for (size_t k = 0; k < n; ++k) {
-      if (k) offsets += ',';
-      offsets += std::to_string(off[k]);
-    }
-    offsets += ']';
-    json_line()
-        .str("commit", "callback")
+    json_line line;
+    line.str("commit", "callback")
         .str("topic", tp->topic)
         .num("partition", tp->partition)
         .num("code", code)
-        .str("name", rd_kafka_err2name(code))
-        .raw("offsets", offsets)
-        .line();
+        .str("name", rd_kafka_err2name(code));
+    if (!compact_output) {
+      std::string offsets = "[";
+      const int64_t* off = rd_kafka_share_partition_offsets_offsets(entry);
+      size_t n = rd_kafka_share_partition_offsets_offsets_cnt(entry);
+      for (size_t k = 0; k < n; ++k) {
+        if (k) offsets += ',';
+        offsets += std::to_string(off[k]);
+      }
+      offsets += ']';
+      line.raw("offsets", offsets);
+    }
+    line.line(!compact_output);
   }
 }
 
@@ -115,6 +124,7 @@ struct options {
   std::string mode = "implicit";
   std::string commit = "poll";
   int process_ms = 0;  // time spent on each record before it is acknowledged
+  bool compact = false;  // shorter record and callback lines, flushed per poll
   int commit_timeout_ms = 10000;
   int poll_ms = 100;
   std::vector<std::string> config;
@@ -267,19 +277,24 @@ int run(const options& o) {
         rd_kafka_share_acknowledge_type(share, m, RD_KAFKA_SHARE_ACKNOWLEDGE_TYPE_RELEASE);
         continue;
       }
-      json_line()
-          .str("topic", topic)
+      json_line line;
+      line.str("topic", topic)
           .num("partition", m->partition)
           .num("offset", m->offset)
-          .num("delivery_count", rd_kafka_message_delivery_count(m))
-          .bytes_or_null("key", m->key, m->key_len)
-          .bytes_or_null("value", m->payload, m->len)
-          .line();
+          .num("delivery_count", rd_kafka_message_delivery_count(m));
+      if (!o.compact) {
+        line.bytes_or_null("key", m->key, m->key_len).bytes_or_null("value", m->payload, m->len);
+      }
+      line.line(!o.compact);
       if (o.poison && m->payload &&
           std::string_view(static_cast<const char*>(m->payload), m->len) == *o.poison) {
+        std::fflush(stdout);
         _exit(3);  // no acknowledgement, no close: a crash, as far as the broker can tell
       }
-      if (o.process_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.process_ms));
+      if (o.process_ms > 0) {
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.process_ms));
+      }
       if (explicit_mode) {
         rd_kafka_resp_err_t err = rd_kafka_share_acknowledge_type(share, m, ack);
         if (err) print_error("acknowledge", err, rd_kafka_err2str(err));
@@ -289,6 +304,7 @@ int run(const options& o) {
     }
     rd_kafka_messages_destroy(batch);
     if (count > 0) last_record = clock::now();
+    if (o.compact) std::fflush(stdout);
 
     if (count > 0 && o.commit == "sync") {
       if (!commit_sync(share, o.commit_timeout_ms)) {
@@ -370,11 +386,17 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--config", o.config, "librdkafka property key=value (repeatable)");
   app.add_option("--debug", o.debug, "librdkafka debug contexts (logs go to stderr)");
+  app.add_flag("--compact", o.compact,
+               "record lines without key and value, callback lines without offsets, flushed once "
+               "per poll (for benchmarks)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Record lines go out in bunches: a buffer that holds a poll's worth.
+  compact_output = o.compact;
+  if (o.compact) std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
   if (o.mode == "implicit" && o.ack != "accept") {
     std::fprintf(stderr, "share_consumer: --ack %s needs --mode explicit\n", o.ack.c_str());
     return 2;

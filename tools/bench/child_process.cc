@@ -25,6 +25,28 @@ child_process::~child_process() {
 
 void child_process::start() {
   if (running()) return;
+  spawn(-1);
+}
+
+int child_process::start_piped() {
+  if (running()) throw bench_error{argv_.front() + " is already running"};
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw bench_error{os_error("pipe for " + argv_.front())};
+  try {
+    spawn(fds[1]);
+  } catch (...) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw;
+  }
+  ::close(fds[1]);
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  return fds[0];
+}
+
+// Forks and execs argv_: stdout to `stdout_fd` (-1: to the log, as stderr).
+void child_process::spawn(int stdout_fd) {
+  status_ = -1;
   std::vector<char*> cargv;
   for (auto& a : argv_) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -41,6 +63,7 @@ void child_process::start() {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
+    if (stdout_fd >= 0) ::dup2(stdout_fd, 1);
     int nul = ::open("/dev/null", O_RDONLY);
     if (nul >= 0) ::dup2(nul, 0);
     // A new process group: a Ctrl-C at the terminal reaches the bench only,
@@ -57,6 +80,7 @@ bool child_process::running() {
   int st = 0;
   if (::waitpid(pid_, &st, WNOHANG) == pid_) {
     pid_ = 0;
+    status_ = st;
     return false;
   }
   return true;
@@ -84,10 +108,14 @@ void child_process::stop(int sig, double grace_seconds) {
   int st = 0;
   for (;;) {
     const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-    if (r == pid_ || (r < 0 && errno == ECHILD)) break;
+    if (r == pid_) {
+      status_ = st;
+      break;
+    }
+    if (r < 0 && errno == ECHILD) break;
     if (now_ns() > deadline) {
       ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &st, 0);
+      if (::waitpid(pid_, &st, 0) == pid_) status_ = st;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

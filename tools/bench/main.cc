@@ -2,8 +2,9 @@
 // of a running broker (`broker`), of consumer groups on it (`group`), of the
 // log cleaner (`compaction`) and of produce under retention and compaction
 // (`maintenance`, against the same run without them), of a replicated
-// three-broker cluster (`cluster`, beside NATS JetStream) and of
-// transactions against the idempotent producer (`txn`); the others beside
+// three-broker cluster (`cluster`, beside NATS JetStream), of
+// transactions against the idempotent producer (`txn`) and of share groups
+// against a classic group (`share`); the others beside
 // the machine's own limits measured in the same run. Not a timed test: it asserts
 // nothing about speed.
 
@@ -19,6 +20,7 @@
 #include "compaction_bench.h"
 #include "group_bench.h"
 #include "maintenance_bench.h"
+#include "share_bench.h"
 #include "storage_bench.h"
 #include "txn_bench.h"
 
@@ -277,8 +279,52 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
 
+  sluice::bench::share_options sho;
+  auto* sh = app.add_subcommand(
+      "share",
+      "share-group (KIP-932) consume with per-record acknowledgement against a classic group, "
+      "and redelivery after a lock expiry");
+  add_broker_options(sh, sho.broker, true);
+  add_report_options(sh, sho.json, sho.repeats,
+                     "measured classic/share read pairs after an uncounted warm-up (medians)");
+  sh->add_option("--partitions", sho.partitions, "partitions of the topic")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  sh->add_option("--records", sho.records, "records each group reads in each run")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32))
+      ->capture_default_str();
+  sh->add_option("--record-bytes", sho.record_bytes, "payload bytes")
+      ->check(CLI::Range(8, 1 << 20))
+      ->capture_default_str();
+  sh->add_option("--consumers", sho.consumers, "consumer processes in each group")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  sh->add_option("--share-consumer", sho.share_consumer_path,
+                 "the share_consumer program (default: beside this one)");
+  sh->add_option("--group-consumer", sho.group_consumer_path,
+                 "the group_consumer program (default: beside this one)");
+  sh->add_option("--classic-config", sho.classic_config,
+                 "KEY=VALUE librdkafka property of the classic consumers (repeatable; replaces the "
+                 "default)")
+      ->capture_default_str();
+  sh->add_option("--share-config", sho.share_config,
+                 "KEY=VALUE librdkafka property of the share consumers (repeatable)");
+  sh->add_option("--lock-ms", sho.lock_ms,
+                 "the held records' share.record.lock.duration.ms, set as a group config; 0: the "
+                 "broker's group.share.record.lock.duration.ms")
+      ->check(CLI::Range(15'000, 60'000) | CLI::IsMember({0}))
+      ->capture_default_str();
+  sh->add_option("--held-records", sho.held_records,
+                 "records held unacknowledged, then redelivered, in each run")
+      ->check(CLI::Range(1, 10'000))
+      ->capture_default_str();
+  sh->add_option("--timeout", sho.timeout_seconds, "seconds each read of the whole topic may take")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (sh->parsed()) return sluice::bench::run_share(sho);
     if (tx->parsed()) return sluice::bench::run_txn(to);
     if (rs->parsed()) return sluice::bench::run_restart(ro);
     if (cl->parsed()) return sluice::bench::run_cluster(clo);

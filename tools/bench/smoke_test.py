@@ -10,6 +10,7 @@ usage: smoke_test.py storage SLUICE_BENCH
        smoke_test.py cluster SLUICE_BENCH SLUICE   (exit 77, skipped, without nats-server or etcd)
        smoke_test.py restart SLUICE_BENCH SLUICE   (exit 77, skipped, without etcd)
        smoke_test.py txn SLUICE_BENCH SLUICE       (one broker)
+       smoke_test.py share SLUICE_BENCH SLUICE SHARE_CONSUMER GROUP_CONSUMER
 """
 import json
 import os
@@ -240,6 +241,40 @@ def txn(bench, sluice):
             sys.exit(f"{k}: nothing went through: {j}")
 
 
+def share(bench, sluice, share_consumer, group_consumer):
+    with tempfile.TemporaryDirectory() as d:
+        # The broker's 1 s lock (no group config, --lock-ms 0) keeps the
+        # redelivery phase short.
+        j = run([bench, "share", "--start", "--sluice", sluice, "--share-consumer", share_consumer,
+                 "--group-consumer", group_consumer, "--dir", d, "--json", "--partitions", "4",
+                 "--records", "2000", "--consumers", "2", "--held-records", "10", "--lock-ms", "0",
+                 "--broker-arg", "group.share.record.lock.duration.ms=1000", "--repeats", "1"])
+        left = os.listdir(d)
+        if left:
+            sys.exit(f"the share mode left {left} in its --dir")
+    need(j, ["mode", "partitions", "records", "record_bytes", "consumers", "initial_rebalance_delay_ms",
+             "classic", "share", "ratios", "redelivery", "targets_met"], "share")
+    if (j["partitions"], j["records"], j["consumers"]) != (4, 2000, 2):
+        sys.exit(f"not the run asked for: {j}")
+    for group in ("classic", "share"):
+        need(j[group], ["msgs_per_s", "mb_per_s", "msgs_per_s_after_first_record", "first_record_ms",
+                        "deliveries", "broker_cpu_cores", "consumers_cpu_cores"], group)
+        # Every record read at least once.
+        if j[group]["msgs_per_s"] <= 0 or j[group]["deliveries"] < 2000:
+            sys.exit(f"{group}: not every record was read: {j[group]}")
+    need(j["share"], ["ack_errors"], "share")
+    need(j["ratios"], ["share_vs_classic", "share_vs_classic_after_first_record"], "ratios")
+    r = j["redelivery"]
+    need(r, ["lock_ms", "held_records", "redelivered", "delay_after_lock_ms"], "redelivery")
+    need(r["delay_after_lock_ms"], ["p50", "max", "min"], "delay_after_lock_ms")
+    if r["lock_ms"] != 1000 or r["held_records"] != 10:
+        sys.exit(f"not the redelivery asked for: {r}")
+    # The holder's one ShareFetch takes all ten: each comes back to the second consumer.
+    if r["redelivered"] != 10 or r["delay_after_lock_ms"]["p50"] is None:
+        sys.exit(f"the held records were not redelivered: {r}")
+    need(j["targets_met"], ["share_at_least_0_5_of_classic", "redelivery_within_1s_of_lock"], "targets_met")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "storage":
         storage(sys.argv[2])
@@ -253,6 +288,8 @@ if __name__ == "__main__":
         restart(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "txn":
         txn(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "share":
+        share(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif sys.argv[1] == "group":
         group(sys.argv[2], sys.argv[3])
     else:
