@@ -1,10 +1,15 @@
 // `sluice topic create|list|describe|delete|add-partitions|alter`, through
-// librdkafka's admin API.
+// librdkafka's admin API. Raising a topic's partition count (add-partitions,
+// or alter --partitions) first reads the newest record of each partition:
+// when one has a key, it says what the change does to per-key order and
+// asks for --yes (exit 1 without it).
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,7 @@ struct topic_options {
   std::vector<std::string> configs;
   bool validate_only = false;
   bool under_replicated = false;
+  bool yes = false;  // add partitions to a topic whose records carry keys
   int timeout_ms = default_timeout_ms;
 };
 
@@ -100,9 +106,66 @@ int run_delete(const topic_options& o) {
   return report_topic_results(res, n, "deleted");
 }
 
+// A partition of `topic` whose newest record has a key (nullopt: none
+// has): a topic whose records carry keys, so that adding partitions moves
+// keys to other partitions. Reads the newest record of each partition with
+// an assigned consumer (no group, nothing committed).
+result<std::optional<int32_t>> keyed_partition(const topic_options& o, rd_kafka_t* admin) {
+  SLUICE_ASSIGN_OR_RETURN(auto md, fetch_metadata(admin, o.topic, std::chrono::milliseconds(o.timeout_ms)));
+  if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return error{errc::not_found, o.topic + ": " + rd_kafka_err2name(md->topic_cnt ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)};
+  SLUICE_ASSIGN_OR_RETURN(auto conf, make_conf(o.bootstrap, {{"group.id", "sluice-topic-keys"},
+                                                             {"enable.auto.commit", "false"},
+                                                             {"enable.partition.eof", "true"}}));
+  SLUICE_ASSIGN_OR_RETURN(auto c, make_client(RD_KAFKA_CONSUMER, std::move(conf)));
+  partition_list_ptr assign(rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt));
+  for (int i = 0; i < md->topics[0].partition_cnt; ++i) {
+    const int32_t p = md->topics[0].partitions[i].id;
+    int64_t lo = 0, hi = 0;
+    if (rd_kafka_query_watermark_offsets(c.get(), o.topic.c_str(), p, &lo, &hi, o.timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return error{errc::unavailable, "the offsets of " + o.topic + "-" + std::to_string(p) + " are not known"};
+    if (hi > lo) rd_kafka_topic_partition_list_add(assign.get(), o.topic.c_str(), p)->offset = hi - 1;
+  }
+  if (assign->cnt == 0) return std::optional<int32_t>{};
+  if (auto e = rd_kafka_assign(c.get(), assign.get()); e != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return error{errc::unavailable, std::string("assign: ") + rd_kafka_err2str(e)};
+  int left = assign->cnt;
+  std::optional<int32_t> keyed;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.timeout_ms);
+  while (left > 0 && !keyed && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(c.get(), 200);
+    if (!m) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      --left;
+    } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (m->key) keyed = m->partition;
+      --left;  // the newest record of its partition: nothing after it counts
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(c.get());
+  if (!keyed && left > 0) return error{errc::unavailable, "the newest records of " + o.topic + " were not read in time"};
+  return keyed;
+}
+
 int run_add_partitions(const topic_options& o) {
   auto rk = admin_client(o);
   if (!rk) return fail(rk.err().message);
+  if (!o.yes) {
+    // The brief: adding partitions moves which partition each key maps
+    // to, which breaks per-key order for a while.
+    auto keyed = keyed_partition(o, rk->get());
+    if (!keyed) return fail(keyed.err().message);
+    if (*keyed) {
+      std::fprintf(stderr,
+                   "sluice topic: %s carries keyed records (partition %d): with %d partitions the default partitioner "
+                   "maps most keys to other partitions than today, so a key's new records may be read before its "
+                   "older ones still waiting in its old partition; per-key order holds again once consumers have "
+                   "caught up past the change. Run again with --yes to add them.\n",
+                   o.topic.c_str(), **keyed, o.total_partitions);
+      return 1;
+    }
+  }
   char errstr[512];
   rd_kafka_NewPartitions_t* np = rd_kafka_NewPartitions_new(
       o.topic.c_str(), static_cast<size_t>(o.total_partitions), errstr, sizeof errstr);
@@ -296,14 +359,27 @@ void add_topic_command(CLI::App& app, int* exit_code) {
   CLI::App* add = topic->add_subcommand("add-partitions", "Raise a topic's partition count");
   add->add_option("topic", o->topic, "Topic name")->required();
   add->add_option("--total", o->total_partitions, "The new total partition count")->required()->check(CLI::PositiveNumber);
+  add->add_flag("--yes", o->yes, "Add them even though the topic's records carry keys");
   common(add);
   add->callback([o, exit_code] { *exit_code = run_add_partitions(*o); });
 
-  CLI::App* alter = topic->add_subcommand("alter", "Set topic settings (replaces the topic's overrides)");
+  CLI::App* alter = topic->add_subcommand(
+      "alter", "Set topic settings (replaces the topic's overrides) or raise the partition count");
   alter->add_option("topic", o->topic, "Topic name")->required();
-  alter->add_option("--config,-c", o->configs, "Topic setting KEY=VALUE (repeatable)")->required();
+  auto* cfg = alter->add_option("--config,-c", o->configs, "Topic setting KEY=VALUE (repeatable)");
+  auto* parts = alter->add_option("--partitions,-p", o->total_partitions, "The new total partition count")
+                    ->check(CLI::PositiveNumber);
+  alter->add_flag("--yes", o->yes, "With --partitions: add them even though the topic's records carry keys");
+  cfg->excludes(parts);
   common(alter);
-  alter->callback([o, exit_code] { *exit_code = run_alter(*o); });
+  alter->callback([o, exit_code, cfg, parts] {
+    if (cfg->count() == 0 && parts->count() == 0) {
+      std::fprintf(stderr, "sluice topic alter: give --config or --partitions\n");
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = parts->count() ? run_add_partitions(*o) : run_alter(*o);
+  });
 }
 
 }  // namespace sluice::cli
