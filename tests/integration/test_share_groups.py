@@ -377,3 +377,27 @@ def test_share_group_start_offsets_are_described_reset_and_deleted(broker_factor
     assert not any(r["value"].startswith("r-") for r in late.records()), late.describe()
     assert late.stop() == 0, late.describe()
     assert b.stop() == 0
+
+
+def test_partitions_of_a_session_take_turns_at_the_record_budget(broker_factory, share_consumer_factory):
+    """With a backlog on two partitions and a small max.poll.records, the
+    fetches of one share session alternate between them rather than drain
+    the first partition before the second gets a turn."""
+    import config_wire as cw
+
+    b = broker_factory(settings=SETTINGS)
+    b.start()
+    create(b.bootstrap, "backlog", partitions=2)
+    group = "turn-takers"
+    assert cw.alter_group(b.port, group, [("share.auto.offset.reset", cw.SET, "earliest")])[0] == cw.NONE
+    for part in (0, 1):
+        produce(b.bootstrap, "backlog", [f"p{part}-{i}" for i in range(300)], partition=part)
+    c = share_consumer_factory(b.bootstrap, group, "backlog", mode="explicit", ack="accept",
+                               config={"max.poll.records": "10"})
+    c.wait_until(lambda lines: sum(1 for o in lines if "offset" in o) >= 600, 60, "every record")
+    first = [r["partition"] for r in c.records()][:60]
+    # 60 records are six fetches of 10: a partition drained first would
+    # give all 60 from one of them.
+    assert set(first) == {0, 1}, first
+    assert c.stop() == 0, c.describe()
+    assert b.stop() == 0

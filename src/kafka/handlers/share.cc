@@ -4,6 +4,7 @@
 // share/ (share::service); these handlers decode, keep the share sessions
 // (kafka/share_sessions.h), long-poll an empty fetch, and encode.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -139,14 +140,16 @@ class share_fetch_op : public std::enable_shared_from_this<share_fetch_op> {
   void respond(std::vector<share::partition_answer>& answers) {
     protocol::share_fetch_response resp;
     resp.acquisition_lock_timeout_ms = req.svc->share->lock_duration_ms(*body.group_id);
+    // One entry per topic, whatever order the partitions took turns in.
+    std::map<sluice::topic_id, size_t> topic_index;
     for (auto& a : answers) {
       const share_tp tp{a.topic_id, a.partition};
       auto ack = ack_results.find(tp);
       const bool had_acks = ack != ack_results.end();
       if (a.acquired.empty() && a.error == error_code::none && !had_acks) continue;
-      auto* tr = !resp.responses.empty() && resp.responses.back().topic_id == a.topic_id
-                     ? &resp.responses.back()
-                     : &resp.responses.emplace_back();
+      auto [ti, fresh] = topic_index.emplace(a.topic_id, resp.responses.size());
+      if (fresh) resp.responses.emplace_back();
+      auto* tr = &resp.responses[ti->second];
       tr->topic_id = a.topic_id;
       auto& pd = tr->partitions.emplace_back();
       pd.partition_index = a.partition;
@@ -324,6 +327,13 @@ void handle_share_fetch(request req) {
       op->parts.push_back(std::move(p));
     }
   }
+  // The partitions take turns at the record budget: each fetch of the
+  // session starts one further along (docs/share_groups.md).
+  if (op->parts.size() > 1 && body->share_session_epoch > 0)
+    std::rotate(op->parts.begin(),
+                op->parts.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(body->share_session_epoch) %
+                                                           op->parts.size()),
+                op->parts.end());
   for (const auto& p : op->parts)
     if (!p.acks.empty()) op->acked.insert({p.topic_id, p.partition});
   op->new_session = body->share_session_epoch == 0;
