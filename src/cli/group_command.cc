@@ -2,24 +2,28 @@
 // admin API (ListConsumerGroups, DescribeConsumerGroups,
 // ListConsumerGroupOffsets, AlterConsumerGroupOffsets, DeleteGroups).
 //
-// Share groups (KIP-932): `describe` and `reset-offsets` first ask the
-// group's coordinator whether GROUP is a share group (cli/share_group.h:
-// raw requests, librdkafka 2.0.2 has no share-group API), and if so
+// Share groups (KIP-932; cli/share_group.h: raw requests, librdkafka 2.0.2
+// has no share-group API):
+//   list            also asks every broker for its share groups (ListGroups
+//                   v5, types "share") and prints them after the classic
+//                   ones: GROUP  STATE  type=share
+// `describe` and `reset-offsets` first ask the group's coordinator whether
+// GROUP is a share group, and if so
 //   describe        prints (tab-separated)
 //                     group G  type=share  state=S  group_epoch=N
 //                       assignment_epoch=N  assignor=simple  members=N
 //                     member ID  client=C  host=H  member_epoch=N  [rack=R]
 //                       partitions=T-P,...
 //                     partition T-P  start_offset=N  leader_epoch=N  lag=N
+//                       in_flight=N  archived=N
 //                   (one partition line per share partition, from
-//                   DescribeShareGroupOffsets; "-" for what is not known:
-//                   a start offset the share partition has no state for
-//                   yet, a lag the coordinator cannot tell, the epochs and
+//                   DescribeShareGroupOffsets, in_flight and archived from
+//                   Sluice's tagged fields of it; "-" for what is not
+//                   known: a start offset the share partition has no state
+//                   for yet, a lag the coordinator cannot tell, counts a
+//                   broker other than Sluice does not send, the epochs and
 //                   assignor of a group its coordinator knows only by its
-//                   share partitions' state, after a restart). The
-//                   records in flight and archived are not on the wire (no
-//                   Kafka API carries them); the broker's /metrics has its
-//                   totals.
+//                   share partitions' state, after a restart).
 //   reset-offsets   sets the share partitions' start offsets of --topic
 //                   with AlterShareGroupOffsets, resolved as for a classic
 //                   group; the share group must be empty (no members), as
@@ -89,6 +93,13 @@ int run_list(const group_options& o) {
   }
   for (const auto& [id, state] : rows) std::printf("%s\t%s\n", id.c_str(), state.c_str());
   for (size_t i = 0; i < nerr; ++i) std::fprintf(stderr, "sluice group: %s\n", rd_kafka_error_string(errors[i]));
+  // librdkafka 2.0.2 drops groups whose protocol type is not "consumer".
+  auto shares = list_share_groups(o.bootstrap, timeout(o));
+  if (!shares) {
+    std::fprintf(stderr, "sluice group: share groups: %s\n", shares.err().message.c_str());
+    return 1;
+  }
+  for (const auto& [id, state] : *shares) std::printf("%s\t%s\ttype=share\n", id.c_str(), state.c_str());
   return nerr == 0 ? 0 : 1;
 }
 

@@ -203,3 +203,34 @@ status alter_share_group_offsets(share_group_view& view, const std::vector<share
 }
 
 }  // namespace sluice::cli
+
+namespace sluice::cli {
+
+result<std::map<std::string, std::string>> list_share_groups(const std::string& bootstrap,
+                                                             std::chrono::milliseconds timeout) {
+  constexpr int16_t list_groups_version = 5;  // the first with group types
+  SLUICE_ASSIGN_OR_RETURN(auto conn, raw_connection::connect_any(bootstrap, timeout));
+  protocol::metadata_request mreq;
+  mreq.topics.emplace();  // no topics: the brokers alone
+  mreq.allow_auto_topic_creation = false;
+  SLUICE_ASSIGN_OR_RETURN(auto md, conn.call<protocol::metadata_response>(mreq, protocol::metadata_version));
+  std::map<std::string, std::string> out;
+  for (const auto& b : md.brokers) {
+    const std::string where = "broker " + std::to_string(b.node_id) + " (" + protocol::endpoint_of(b.host, b.port) + ")";
+    auto bc = raw_connection::connect(protocol::endpoint_of(b.host, b.port), timeout);
+    if (!bc) return error{errc::unavailable, where + ": " + bc.err().message};
+    SLUICE_ASSIGN_OR_RETURN(auto versions, bc->call<protocol::api_versions_response>(protocol::api_versions_request{},
+                                                                                    api_versions_version));
+    if (served(versions, protocol::list_groups_request::api_key, list_groups_version, list_groups_version) < 0)
+      continue;  // no group types: no share groups there
+    protocol::list_groups_request req;
+    req.types_filter = {"share"};
+    auto r = bc->call<protocol::list_groups_response>(req, list_groups_version);
+    if (!r) return error{errc::unavailable, where + ": " + r.err().message};
+    if (r->error_code != 0) return error{errc::unavailable, where + ": " + kafka_failure(r->error_code, std::nullopt)};
+    for (const auto& g : r->groups) out[g.group_id] = g.group_state;
+  }
+  return out;
+}
+
+}  // namespace sluice::cli

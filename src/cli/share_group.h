@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,14 @@ result<std::optional<share_group_view>> find_share_group(const std::string& boot
 // Returns the exit status: 1 when the offsets could not be described
 // (said on stderr, after the members are printed).
 int print_share_group(share_group_view& view);
+
+// Every share group of the cluster with its state (Empty, Stable), by
+// group id: ListGroups v5 (types "share") to each broker Metadata names,
+// as each answers for the groups it coordinates. Brokers that do not serve
+// v5 have no share groups. Errors: a broker that cannot be reached or
+// refuses (errc::unavailable, naming it).
+result<std::map<std::string, std::string>> list_share_groups(const std::string& bootstrap,
+                                                             std::chrono::milliseconds timeout);
 
 // One share partition's new start offset.
 struct share_start_offset {

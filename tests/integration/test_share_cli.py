@@ -233,6 +233,9 @@ def test_describe_shows_a_share_groups_members_and_start_offsets(broker_factory,
     cc.close()
     out = sluice("group", "describe", "-b", bs, "-g", "classic").stdout
     assert out.startswith("group classic\tstate=Empty\t") and "type=share" not in out, out
+    # list names both kinds, the share group marked as such.
+    lines = sluice("group", "list", "-b", bs).stdout.splitlines()
+    assert "workers\tEmpty\ttype=share" in lines and "classic\tEmpty" in lines, lines
     assert b.stop() == 0
 
 
