@@ -21,10 +21,13 @@ packages=(
   kcat etcd-server etcd-client
   # the JetStream cluster sluice-bench cluster compares Sluice with
   nats-server
-  python3 python3-pytest python3-confluent-kafka python3-kafka
+  python3 python3-pytest python3-confluent-kafka python3-kafka python3-yaml
   procps iproute2
   # stacks of every broker thread in a test's failure message (cluster_harness.py)
   gdb
+  # promtool, which checks the shipped alerting rules (tests/integration/test_alerting_rules.py);
+  # Debian ships it only in the server's package (the server is stopped below)
+  prometheus
 )
 
 missing=()
@@ -40,6 +43,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The prometheus package starts its server (scraping, on port 9090) and
+  # enables it at boot. Only promtool is wanted: stop and disable the server,
+  # but only when this run installed it, so an operator's own Prometheus is
+  # left alone (and a second run does nothing).
+  if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now prometheus.service
+    else
+      /etc/init.d/prometheus stop >/dev/null || true
+      update-rc.d prometheus disable >/dev/null
+    fi
+  fi
 fi
 echo "install-deps: all packages present"
 

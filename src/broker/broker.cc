@@ -756,10 +756,10 @@ result<std::unique_ptr<broker>> broker::open(std::shared_ptr<const config::broke
     // Metrics are for the operator; a port that cannot be bound is logged
     // and the broker serves Kafka clients all the same.
     auto* raw = i.get();
-    i->metrics_http = std::make_unique<metrics::http_endpoint>([raw] {
+    i->metrics_http = std::make_unique<metrics::http_endpoint>([raw, dir] {
       return render_metrics({raw->partitions.get(), &raw->server->metrics(), &raw->requests, raw->watch.get(),
                              raw->logs.get(), raw->control.get(), raw->etcd_metrics, raw->txns.get(),
-                             raw->shares.get()});
+                             raw->shares.get(), &raw->fs, dir});
     });
     if (auto s = i->metrics_http->start(cfg->metrics_listener->host, cfg->metrics_listener->port); !s.ok()) {
       SLUICE_LOG_ERROR("{}; serving without metrics", s.err().message);

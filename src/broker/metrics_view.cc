@@ -135,6 +135,19 @@ void render_transactions(std::string& out, txn::service& txns, int64_t now_ms) {
   sample(out, "sluice_transactions_total", "outcome=\"timeout\"", static_cast<double>(f.timed_out));
 }
 
+// The file system under log.dirs, beside sluice_disk_used_bytes and
+// sluice_disk_retention_projected_bytes (retention_watch): whether what
+// retention will hold fits. A figure statvfs cannot read is left out.
+void render_file_system(std::string& out, io::filesystem& fs, const std::string& dir) {
+  header(out, "sluice_disk_total_bytes", "gauge", "Size of the file system holding log.dirs.");
+  if (auto total = fs.total_bytes(dir); total.ok())
+    sample(out, "sluice_disk_total_bytes", "", static_cast<double>(*total));
+  header(out, "sluice_disk_usable_bytes", "gauge",
+         "Bytes still free to the broker on the file system holding log.dirs (statvfs f_bavail).");
+  if (auto usable = fs.free_bytes(dir); usable.ok())
+    sample(out, "sluice_disk_usable_bytes", "", static_cast<double>(*usable));
+}
+
 }  // namespace
 
 std::string render_metrics(const metrics_sources& src) {
@@ -262,6 +275,7 @@ std::string render_metrics(const metrics_sources& src) {
     }
     if (src.watch) src.watch->render(out, rows);
   }
+  if (src.fs && !src.log_dir.empty()) render_file_system(out, *src.fs, src.log_dir);
   if (src.logs) {
     const auto sc = src.logs->scrubbing();
     header(out, "sluice_log_scrub_bytes_total", "counter", "Bytes the scrubber read and checked.");

@@ -8,6 +8,7 @@
 
 #include "broker/metered_etcd.h"
 #include "broker/retention_watch.h"
+#include "io/file.h"
 #include "metadata/control_plane.h"
 #include "metadata/partition_manager.h"
 #include "metrics/metrics.h"
@@ -32,6 +33,11 @@ struct metrics_sources {
   txn::service* txns = nullptr;
   // Share groups: members, records held, archived and dead letters.
   share::service* shares = nullptr;
+  // The file system holding `log_dir` (log.dirs): its size and the bytes
+  // still free to the broker, for disk use against retention. One statvfs
+  // a scrape.
+  io::filesystem* fs = nullptr;
+  std::string log_dir;
 };
 
 std::string render_metrics(const metrics_sources& src);
