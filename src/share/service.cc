@@ -858,25 +858,45 @@ namespace {
 
 struct batch_span {
   log_batch b;
-  size_t pos = 0;
-  size_t len = 0;
+  uint64_t pos = 0;  // in the region
+  uint64_t len = 0;
+  int64_t producer_id = -1;
+  bool transactional = false;
 };
 
-// The batches of `bytes` (whole batches, as the log reads them).
-std::vector<batch_span> split_batches(std::span<const std::byte> bytes) {
+// Batch headers are read in chunks of this many bytes: one pread for many
+// small batches, one per batch for batches larger than it.
+constexpr uint64_t header_read_bytes = 64 * 1024;
+
+// The batches of the region `r` (whole batches, as the log reads them),
+// from their headers alone: their records go to the socket with sendfile,
+// never through this process's memory. Stops at the first header that does
+// not read or check (the region ends there for the caller).
+std::vector<batch_span> batch_spans(const storage::file_region& r) {
   std::vector<batch_span> out;
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    auto h = model::batch::read_header(bytes.subspan(pos));
-    if (!h.ok() || h->size_bytes() > bytes.size() - pos) break;
+  std::vector<std::byte> buf;
+  uint64_t buf_at = 0;  // the region position of buf[0]
+  uint64_t pos = 0;
+  while (pos + model::batch::header_bytes <= r.len) {
+    if (pos < buf_at || pos + model::batch::header_bytes > buf_at + buf.size()) {
+      buf.resize(static_cast<size_t>(std::min(header_read_bytes, r.len - pos)));
+      auto got = r.file->pread(buf.data(), buf.size(), r.pos + pos);
+      if (!got.ok() || *got < model::batch::header_bytes) break;
+      buf.resize(*got);
+      buf_at = pos;
+    }
+    const auto h = model::batch::parse(buf.data() + (pos - buf_at));
+    if (!model::batch::check(h, static_cast<size_t>(r.len - pos), model::batch::strictness::stored).ok()) break;
     batch_span s;
-    s.b.base_offset = h->base_offset.value();
-    s.b.last_offset = h->last_offset().value();
-    s.b.control = h->is_control();
+    s.b.base_offset = h.base_offset.value();
+    s.b.last_offset = h.last_offset().value();
+    s.b.control = h.is_control();
     s.pos = pos;
-    s.len = h->size_bytes();
+    s.len = h.size_bytes();
+    s.producer_id = h.producer_id;
+    s.transactional = h.is_transactional();
     out.push_back(s);
-    pos += h->size_bytes();
+    pos += h.size_bytes();
   }
   return out;
 }
@@ -1026,7 +1046,7 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
   }
   auto& part = e->part;
   std::vector<acquired_range> acquired;
-  std::vector<std::byte> records;
+  std::vector<protocol::file_region> records;
   if (from) {
     // Read outside the lock: the share partition may change meanwhile,
     // and acquire() takes only what is still available.
@@ -1046,17 +1066,16 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
             tail->pos >= head->pos)
           max_bytes = std::min<size_t>(max_bytes, tail->pos + tail->len - head->pos);
       }
-      auto bytes = part->read_bytes(offset(*from), max_bytes, upper);
-      if (bytes.ok() && !bytes->empty()) {
-        auto spans = split_batches(*bytes);
+      auto region = part->read(offset(*from), max_bytes, upper);
+      if (region.ok() && region->len > 0 && region->file) {
+        auto spans = batch_spans(*region);
         if (e->gs.read_committed) {
           auto ab = part->aborted_transactions(offset(*from), upper);
           if (ab.ok()) {
             for (auto& sp : spans) {
-              auto h = model::batch::read_header(std::span<const std::byte>(*bytes).subspan(sp.pos));
-              if (!h.ok() || !h->is_transactional() || h->is_control()) continue;
+              if (!sp.transactional || sp.b.control) continue;
               for (const auto& t : ab->txns)
-                if (t.producer_id == h->producer_id && t.first.value() <= sp.b.base_offset &&
+                if (t.producer_id == sp.producer_id && t.first.value() <= sp.b.base_offset &&
                     sp.b.base_offset < t.last.value())
                   sp.b.aborted = true;
             }
@@ -1072,36 +1091,29 @@ void service::fetch_partition(const std::shared_ptr<fetch_job>& job, size_t i, r
                                     clk_.monotonic_ms(), archived);
           note_archived_locked(e, archived);
           if (!acquired.empty() || !archived.empty()) changed = true;
-          // The batches that hold acquired records, in log order. Usually
-          // one run of them: the bytes read are kept, trimmed, not copied.
-          std::vector<size_t> held;
+          // The batches that hold acquired records, in log order, as file
+          // regions: one per run of adjacent batches (usually one).
           size_t k = 0;
-          for (size_t j = 0; j < spans.size(); ++j) {
-            const auto& sp = spans[j];
+          const auto& f = region->file;
+          for (const auto& sp : spans) {
             while (k < acquired.size() && acquired[k].last_offset < sp.b.base_offset) ++k;
-            if (k < acquired.size() && acquired[k].first_offset <= sp.b.last_offset) held.push_back(j);
-          }
-          if (!held.empty() && held.back() - held.front() + 1 == held.size()) {
-            const auto& a0 = spans[held.front()];
-            const auto& a1 = spans[held.back()];
-            bytes->resize(a1.pos + a1.len);
-            bytes->erase(bytes->begin(), bytes->begin() + static_cast<ptrdiff_t>(a0.pos));
-            records = std::move(*bytes);
-          } else {
-            for (size_t j : held)
-              records.insert(records.end(), bytes->begin() + static_cast<ptrdiff_t>(spans[j].pos),
-                             bytes->begin() + static_cast<ptrdiff_t>(spans[j].pos + spans[j].len));
+            if (k >= acquired.size() || acquired[k].first_offset > sp.b.last_offset) continue;
+            if (!records.empty() && records.back().pos + records.back().length == region->pos + sp.pos) {
+              records.back().length += sp.len;
+            } else {
+              records.push_back(protocol::file_region{f, f->native_handle(), region->pos + sp.pos, sp.len});
+            }
           }
         }
-      } else if (!bytes.ok()) {
-        set_error(to_kafka(bytes.code()), bytes.err().message);
+      } else if (!region.ok()) {
+        set_error(to_kafka(region.code()), region.err().message);
       }
     }
   }
   {
     std::lock_guard g(job->mu);
     for (const auto& x : acquired) job->records_left -= x.last_offset - x.first_offset + 1;
-    job->bytes_left -= static_cast<int64_t>(records.size());
+    for (const auto& r : records) job->bytes_left -= static_cast<int64_t>(r.length);
     auto& a = job->answers[i];
     a.acquired = std::move(acquired);
     a.records = std::move(records);

@@ -47,6 +47,7 @@
 #include "base/result.h"
 #include "base/types.h"
 #include "config/dynamic.h"
+#include "protocol/codec.h"
 #include "protocol/error_code.h"
 #include "share/coordinator.h"
 #include "share/membership.h"
@@ -112,8 +113,9 @@ struct partition_answer {
   std::string ack_message;
   int32_t leader_id = -1;
   int32_t leader_epoch = -1;
-  // The batches holding the acquired records, as the log has them.
-  std::vector<std::byte> records;
+  // The batches holding the acquired records: regions of the log's files,
+  // sent as they are (sendfile), each keeping its file open.
+  std::vector<protocol::file_region> records;
   std::vector<acquired_range> acquired;
 };
 

@@ -161,8 +161,8 @@ class share_fetch_op : public std::enable_shared_from_this<share_fetch_op> {
       }
       pd.current_leader.leader_id = a.leader_id;
       pd.current_leader.leader_epoch = a.leader_epoch;
-      pd.records = protocol::records_field::of(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(a.records.data()), a.records.size()));
+      pd.records = protocol::records_field::empty();
+      for (auto& r : a.records) pd.records.append(std::move(r));
       for (const auto& r : a.acquired) {
         auto& x = pd.acquired_records.emplace_back();
         x.first_offset = r.first_offset;
