@@ -232,6 +232,9 @@ def test_metrics_follow_transactions_to_their_outcomes(broker_factory):
     q.flush(30)
     wait_until(lambda: total("timeout") == 1, 60, "the coordinator to abort the transaction at its timeout")
     wait_until(lambda: b.metrics()[lag_key] == 0, 30, "the timeout's ABORT marker to free the LSO")
+    # The partition's LSO moves when its marker is written; the coordinator
+    # completes the transaction (and stops counting it) a moment after.
+    wait_until(lambda: b.metrics()["sluice_transactions_ongoing"] == 0, 30, "the coordinator to complete the abort")
     m = b.metrics()
     assert (total("commit"), total("abort"), total("timeout")) == (1, 1, 1)
     assert m["sluice_transactions_ongoing"] == 0
