@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "base/json_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -58,30 +60,7 @@ std::string json::dump() const {
 
 static void quote(std::string& out, const std::string& s) {
   out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
+  append_json_escaped(out, s);
   out += '"';
 }
 

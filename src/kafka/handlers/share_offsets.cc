@@ -44,6 +44,24 @@ struct join_counter {
   }
 };
 
+// The group-level refusal of AlterShareGroupOffsets and
+// DeleteShareGroupOffsets, set in `resp`: the gate's, or NON_EMPTY_GROUP
+// (share::service::prepare_admin_change). False when the change may go on.
+template <class Resp>
+bool refuse_admin_change(services& svc, const std::string& group_id, Resp& resp) {
+  std::string message;
+  auto e = share_group_gate(svc, group_id, message);
+  if (e == error_code::none) {
+    e = svc.share->prepare_admin_change(group_id);
+    if (e == error_code::non_empty_group) message = "share group " + group_id + " has members: stop them first";
+    if (e == error_code::group_max_size_reached) message = "this broker coordinates the most share groups it may";
+  }
+  if (e == error_code::none) return false;
+  resp.error_code = to_wire(e);
+  resp.error_message = message;
+  return true;
+}
+
 constexpr const char* kNoTopic = "no such topic";
 constexpr const char* kNoPartition = "no such partition";
 
@@ -137,19 +155,7 @@ void handle_alter_share_group_offsets(request req) {
   if (!body) return;
   services& svc = *req.svc;
   auto resp = std::make_shared<protocol::alter_share_group_offsets_response>();
-  std::string message;
-  auto e = share_group_gate(svc, body->group_id, message);
-  if (e == error_code::none) {
-    e = svc.share->prepare_admin_change(body->group_id);
-    if (e == error_code::non_empty_group) message = "share group " + body->group_id + " has members: stop them first";
-    if (e == error_code::group_max_size_reached) message = "this broker coordinates the most share groups it may";
-  }
-  if (e != error_code::none) {
-    resp->error_code = to_wire(e);
-    resp->error_message = message;
-    req.respond(*resp);
-    return;
-  }
+  if (refuse_admin_change(svc, body->group_id, *resp)) return req.respond(*resp);
   std::vector<std::pair<share::share_key, int64_t>> starts;
   std::vector<std::pair<size_t, size_t>> slots;
   for (const auto& t : body->topics) {
@@ -190,19 +196,7 @@ void handle_delete_share_group_offsets(request req) {
   if (!body) return;
   services& svc = *req.svc;
   auto resp = std::make_shared<protocol::delete_share_group_offsets_response>();
-  std::string message;
-  auto e = share_group_gate(svc, body->group_id, message);
-  if (e == error_code::none) {
-    e = svc.share->prepare_admin_change(body->group_id);
-    if (e == error_code::non_empty_group) message = "share group " + body->group_id + " has members: stop them first";
-    if (e == error_code::group_max_size_reached) message = "this broker coordinates the most share groups it may";
-  }
-  if (e != error_code::none) {
-    resp->error_code = to_wire(e);
-    resp->error_message = message;
-    req.respond(*resp);
-    return;
-  }
+  if (refuse_admin_change(svc, body->group_id, *resp)) return req.respond(*resp);
   // Whole topics: every partition's state goes; a topic answers the first
   // error among its partitions.
   std::vector<share::share_key> keys;
