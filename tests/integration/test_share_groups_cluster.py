@@ -75,13 +75,20 @@ def acked_records(consumer):
     return acked
 
 
-def warm_up(bootstrap, topic, consumer, deadline=DEADLINE_S):
+def warm_up(bootstrap, topic, consumer, deadline=DEADLINE_S, partitions=2, every=False):
+    """Produces warm-N records to `partitions` partitions until the consumer
+    has received one (with `every`, one from each partition: a share
+    partition starts where its log ends when first fetched)."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
     end = time.monotonic() + deadline
     n = 0
-    while not any(r["value"].startswith("warm-") for r in consumer.records()):
-        assert time.monotonic() < end, "nothing received while warming up:\n" + consumer.describe()
-        for part in range(2):
+
+    def warm():
+        got = {r["partition"] for r in consumer.records() if r["value"].startswith("warm-")}
+        return got >= set(range(partitions)) if every else bool(got)
+    while not warm():
+        assert time.monotonic() < end, "not warmed up:\n" + consumer.describe()
+        for part in range(partitions):
             p.produce(topic, value=f"warm-{n}".encode(), partition=part)
             n += 1
         p.flush(10)
@@ -256,17 +263,8 @@ def test_share_group_offsets_reset_across_brokers(cluster, share_consumer_factor
     create(cluster.live_bootstrap(), topic, 4)
     c = share_consumer_factory(cluster.live_bootstrap(), group, topic, mode="explicit", ack="accept",
                                commit="sync", config={"max.poll.records": "20"})
-    # Each share partition starts where its log ends when first fetched
-    # (latest): warm every partition up before the records that count.
+    warm_up(cluster.live_bootstrap(), topic, c, partitions=4, every=True)
     p = Producer({"bootstrap.servers": cluster.live_bootstrap(), "acks": "all", "linger.ms": 5})
-    end, n = time.monotonic() + DEADLINE_S, 0
-    while {r["partition"] for r in c.records()} != {0, 1, 2, 3}:
-        assert time.monotonic() < end, "not every partition delivered while warming up:\n" + c.describe()
-        for q in range(4):
-            p.produce(topic, value=f"warm-{n}".encode(), partition=q)
-            n += 1
-        p.flush(10)
-        time.sleep(0.3)
     values = [f"job-{i}" for i in range(80)]
     for i, v in enumerate(values):
         p.produce(topic, value=v.encode(), partition=i % 4)
