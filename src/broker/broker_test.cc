@@ -2494,7 +2494,11 @@ TEST_F(TransactionSettingsTest, TheTopicsLayoutAndTheLongestTimeoutComeFromTheCo
     const deadline until(10'000, sluice::clock::system());
     for (;;) {
       auto r = c.call<protocol::init_producer_id_response>(ip, 4);
-      if (r.error_code != 14 || until.passed()) return r;  // COORDINATOR_LOAD_IN_PROGRESS at start
+      // At start the coordinator's partitions are loading (14) or not yet
+      // taken up (NOT_COORDINATOR 16, COORDINATOR_NOT_AVAILABLE 15): a
+      // client retries all three.
+      const bool retriable = r.error_code == 14 || r.error_code == 15 || r.error_code == 16;
+      if (!retriable || until.passed()) return r;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   };
